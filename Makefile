@@ -1,0 +1,30 @@
+# Two commands on a fresh machine:  `make lab` opens the lessons, `make test` runs every test.
+# Each creates .venv and installs what it needs by itself.
+PYTHON ?= python3
+VENV   ?= .venv
+# The CPU wheel of torch 2.13 (fast, small). For a GPU machine: make TORCH=torch lab
+TORCH  ?= torch==2.13.0
+BIN    := $(VENV)/bin
+
+.PHONY: lab test install bench clean
+
+$(BIN)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+	$(BIN)/python -m pip install -q "$(TORCH)"
+	$(BIN)/python -m pip install -q -e ".[test]"
+	touch $@
+
+install: $(BIN)/.installed
+
+lab: install
+	$(BIN)/jupyter lab notebooks/00_start_here.ipynb
+
+test: install
+	$(BIN)/python -m pytest
+
+bench: install
+	$(BIN)/python benchmarks/run_all.py
+
+clean:
+	rm -rf $(VENV) .pytest_cache

@@ -1,0 +1,81 @@
+"""The corpus, a character tokenizer, and a deterministic sampler that shards a global batch.
+
+The sampler is the reason data parallel can be *proven* equal to one process: for step ``s`` the
+global batch is drawn from a generator seeded by ``(seed, s)``, and data-parallel rank ``r`` of
+``n`` takes rows ``r*B/n .. (r+1)*B/n`` of it. Concatenate what the ``n`` ranks see and you get
+exactly the batch one process sees.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+from typing import Iterator
+
+import numpy as np
+import torch
+
+CORPUS_PATH = Path(__file__).resolve().parent.parent / "data" / "corpus.txt"
+TRAIN_FRACTION = 0.9
+
+
+@dataclass(frozen=True)
+class CharTokenizer:
+    """Maps each character of the corpus to an integer id and back."""
+
+    chars: str
+
+    @property
+    def vocab_size(self) -> int:
+        return len(self.chars)
+
+    def encode(self, text: str) -> list[int]:
+        index = {c: i for i, c in enumerate(self.chars)}
+        return [index[c] for c in text]
+
+    def decode(self, ids) -> str:
+        return "".join(self.chars[int(i)] for i in ids)
+
+
+@lru_cache(maxsize=1)
+def load_corpus(path: str | None = None) -> tuple[CharTokenizer, torch.Tensor]:
+    """Read the corpus once per process; return the tokenizer and all token ids (int64)."""
+    raw = Path(path or CORPUS_PATH).read_bytes()
+    chars = "".join(sorted(set(raw.decode("ascii"))))
+    lookup = np.zeros(256, dtype=np.int64)
+    lookup[np.frombuffer(chars.encode("ascii"), dtype=np.uint8)] = np.arange(len(chars))
+    ids = torch.from_numpy(lookup[np.frombuffer(raw, dtype=np.uint8)])
+    return CharTokenizer(chars), ids
+
+
+def split(ids: torch.Tensor, which: str) -> torch.Tensor:
+    """The training (first 90 %) or validation (last 10 %) part of the token ids."""
+    cut = int(len(ids) * TRAIN_FRACTION)
+    return ids[:cut] if which == "train" else ids[cut:]
+
+
+def global_batch(ids: torch.Tensor, step: int, batch_size: int, seq_len: int, seed: int):
+    """The ``(inputs, targets)`` one process would train on at ``step``: ``batch_size`` windows."""
+    gen = torch.Generator().manual_seed(seed * 1_000_003 + step)
+    starts = torch.randint(0, len(ids) - seq_len - 1, (batch_size,), generator=gen)
+    offsets = torch.arange(seq_len + 1)
+    windows = ids[starts[:, None] + offsets]
+    return windows[:, :-1], windows[:, 1:]
+
+
+def shard(batch: tuple[torch.Tensor, torch.Tensor], rank: int, world_size: int):
+    """Rows of the global batch that data-parallel ``rank`` of ``world_size`` trains on."""
+    inputs, targets = batch
+    per_rank = inputs.shape[0] // world_size
+    rows = slice(rank * per_rank, (rank + 1) * per_rank)
+    return inputs[rows], targets[rows]
+
+
+def batches(spec, rank: int = 0, world_size: int = 1, split_name: str = "train"
+            ) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+    """Yield, for each step of ``spec``, the ``(inputs, targets)`` that data-parallel ``rank`` sees."""
+    _, ids = load_corpus()
+    part = split(ids, split_name)
+    for step in range(spec.steps):
+        full = global_batch(part, step, spec.batch_size, spec.seq_len, spec.seed)
+        yield shard(full, rank, world_size)

@@ -1,0 +1,111 @@
+"""Measure memory by category: parameters, gradients, optimizer state, activations, peak.
+
+Two tools, used the same way on CPU and GPU:
+
+- :func:`state_bytes` adds up the storages of the tensors a run keeps between steps.
+- :class:`LiveBytesProbe` watches every tensor the ops of one step create (a
+  ``TorchDispatchMode``), keeps a running total of those still alive, and remembers the peak and
+  which phase created what was alive at that moment. Tensors that existed before the step
+  (parameters, optimizer state, kept gradients) are counted once as the baseline.
+
+The probe costs time (a Python call per op), so the worker runs it on one step only.
+"""
+from __future__ import annotations
+
+import weakref
+from typing import Iterable
+
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_flatten
+
+CATEGORIES = ("params", "grads", "optimizer", "activations")
+
+
+def _storage_key(t: torch.Tensor):
+    return t.untyped_storage()._cdata
+
+
+def tensor_bytes(tensors: Iterable[torch.Tensor]) -> int:
+    """Bytes of the distinct storages behind ``tensors`` (views and tied weights count once)."""
+    seen, total = set(), 0
+    for t in tensors:
+        if t is None or not isinstance(t, torch.Tensor):
+            continue
+        st = t.untyped_storage()
+        if st._cdata not in seen:
+            seen.add(st._cdata)
+            total += st.nbytes()
+    return total
+
+
+def optimizer_tensors(optimizer) -> list[torch.Tensor]:
+    return [v for state in optimizer.state.values() for v in state.values()
+            if isinstance(v, torch.Tensor)]
+
+
+def state_bytes(model: torch.nn.Module, optimizer) -> dict[str, int]:
+    """Bytes held now by parameters, gradients and optimizer state of this rank."""
+    params = list(model.parameters())
+    return {
+        "params": tensor_bytes(params),
+        "grads": tensor_bytes(p.grad for p in params),
+        "optimizer": tensor_bytes(optimizer_tensors(optimizer)) if optimizer else 0,
+    }
+
+
+class LiveBytesProbe(TorchDispatchMode):
+    """Running total of live tensor bytes created during one step, split by the creating phase.
+
+    Set :attr:`phase` to "forward", "backward" or "optimizer" as the step goes on. After the
+    step, :attr:`peak` is the largest total seen (baseline included) and :attr:`at_peak` says
+    how much of it each phase had created. :attr:`forward_end` is what the forward pass left
+    alive for backward: the activations.
+    """
+
+    def __init__(self, baseline: Iterable[torch.Tensor] = ()):
+        super().__init__()
+        baseline = [t for t in baseline if isinstance(t, torch.Tensor)]
+        self.known = {_storage_key(t) for t in baseline}
+        self.baseline = tensor_bytes(baseline)
+        self.live = {"forward": 0, "backward": 0, "optimizer": 0}
+        self.phase = "forward"
+        self.peak = self.baseline
+        self.at_peak = dict(self.live)
+        self.forward_end = 0
+        self._finalizers = []
+
+    def set_phase(self, phase: str) -> None:
+        if self.phase == "forward" and phase != "forward":
+            self.forward_end = self.live["forward"]
+        self.phase = phase
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        for t in tree_flatten(out)[0]:
+            if isinstance(t, torch.Tensor):
+                self._track(t)
+        return out
+
+    def _track(self, t: torch.Tensor) -> None:
+        st = t.untyped_storage()
+        key = st._cdata
+        if key in self.known:
+            return
+        self.known.add(key)
+        nbytes, phase = st.nbytes(), self.phase
+        self.live[phase] += nbytes
+        self._finalizers.append(weakref.finalize(st, self._free, key, phase, nbytes))
+        total = self.baseline + sum(self.live.values())
+        if total > self.peak:
+            self.peak, self.at_peak = total, dict(self.live)
+
+    def _free(self, key, phase: str, nbytes: int) -> None:
+        self.live[phase] -= nbytes
+        self.known.discard(key)
+
+    def __exit__(self, *exc):
+        for f in self._finalizers:
+            f.detach()
+        self._finalizers.clear()
+        return super().__exit__(*exc)

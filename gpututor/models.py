@@ -1,0 +1,180 @@
+"""The models the lessons train: a tiny GPT (decoder-only transformer) and a small MLP.
+
+Both are built from the run's seed, so every rank builds the same weights. Attention is written
+with plain matmuls (not ``scaled_dot_product_attention``) so PyTorch's FLOP counter sees it.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+from torch.utils.checkpoint import checkpoint
+
+
+@dataclass(frozen=True)
+class GPTConfig:
+    vocab_size: int = 96
+    block_size: int = 256     # longest sequence the position table holds
+    n_layer: int = 4
+    n_head: int = 4
+    d_model: int = 128
+    dropout: float = 0.0      # 0 keeps runs deterministic, so parallel runs can be compared
+
+
+@dataclass(frozen=True)
+class MLPConfig:
+    vocab_size: int = 96
+    d_model: int = 64
+    d_hidden: int = 256
+
+
+MODEL_SIZES = {
+    "gpt": {
+        "tiny": GPTConfig(n_layer=2, n_head=2, d_model=96),      # ~0.25 M parameters
+        "small": GPTConfig(n_layer=4, n_head=4, d_model=128),    # ~0.84 M
+        "medium": GPTConfig(n_layer=6, n_head=6, d_model=192),   # ~2.7 M
+        "large": GPTConfig(n_layer=8, n_head=8, d_model=256),    # ~6.4 M
+    },
+    "mlp": {
+        "small": MLPConfig(d_model=64, d_hidden=256),
+        "large": MLPConfig(d_model=256, d_hidden=1024),
+    },
+}
+DEFAULT_SIZES = {"gpt": "small", "mlp": "small"}
+
+
+def default_size(model: str) -> str:
+    return DEFAULT_SIZES[model]
+
+
+class CausalSelfAttention(nn.Module):
+    def __init__(self, cfg: GPTConfig):
+        super().__init__()
+        self.n_head = cfg.n_head
+        self.qkv = nn.Linear(cfg.d_model, 3 * cfg.d_model)
+        self.proj = nn.Linear(cfg.d_model, cfg.d_model)
+        mask = torch.tril(torch.ones(cfg.block_size, cfg.block_size, dtype=torch.bool))
+        self.register_buffer("mask", mask, persistent=False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        B, T, C = x.shape
+        q, k, v = self.qkv(x).split(C, dim=2)
+        q, k, v = (t.view(B, T, self.n_head, C // self.n_head).transpose(1, 2) for t in (q, k, v))
+        scores = (q @ k.transpose(-2, -1)) / math.sqrt(k.shape[-1])
+        scores = scores.masked_fill(~self.mask[:T, :T], float("-inf"))
+        y = F.softmax(scores, dim=-1) @ v
+        return self.proj(y.transpose(1, 2).reshape(B, T, C))
+
+
+class MLP(nn.Module):
+    def __init__(self, d_model: int, d_hidden: int):
+        super().__init__()
+        self.fc = nn.Linear(d_model, d_hidden)
+        self.proj = nn.Linear(d_hidden, d_model)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.proj(F.gelu(self.fc(x)))
+
+
+class Block(nn.Module):
+    def __init__(self, cfg: GPTConfig):
+        super().__init__()
+        self.ln1 = nn.LayerNorm(cfg.d_model)
+        self.attn = CausalSelfAttention(cfg)
+        self.ln2 = nn.LayerNorm(cfg.d_model)
+        self.mlp = MLP(cfg.d_model, 4 * cfg.d_model)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = x + self.attn(self.ln1(x))
+        return x + self.mlp(self.ln2(x))
+
+
+class GPT(nn.Module):
+    """A GPT-2-shaped decoder: token + position embeddings, ``n_layer`` blocks, tied LM head."""
+
+    def __init__(self, cfg: GPTConfig, activation_checkpointing: bool = False):
+        super().__init__()
+        self.cfg = cfg
+        self.activation_checkpointing = activation_checkpointing
+        self.tok_emb = nn.Embedding(cfg.vocab_size, cfg.d_model)
+        self.pos_emb = nn.Embedding(cfg.block_size, cfg.d_model)
+        self.blocks = nn.ModuleList(Block(cfg) for _ in range(cfg.n_layer))
+        self.ln_f = nn.LayerNorm(cfg.d_model)
+        self.head = nn.Linear(cfg.d_model, cfg.vocab_size, bias=False)
+        self.head.weight = self.tok_emb.weight  # weight tying, as in GPT-2
+        self.apply(_init_weights)
+
+    def forward(self, idx: torch.Tensor) -> torch.Tensor:
+        T = idx.shape[1]
+        x = self.tok_emb(idx) + self.pos_emb(torch.arange(T, device=idx.device))
+        for block in self.blocks:
+            if self.activation_checkpointing and self.training:
+                # Keep only the block's input; recompute its insides during backward.
+                x = checkpoint(block, x, use_reentrant=False)
+            else:
+                x = block(x)
+        return self.head(self.ln_f(x))
+
+
+class CharMLP(nn.Module):
+    """Predicts the next character from the current one: embedding, one hidden layer, logits."""
+
+    def __init__(self, cfg: MLPConfig):
+        super().__init__()
+        self.cfg = cfg
+        self.emb = nn.Embedding(cfg.vocab_size, cfg.d_model)
+        self.mlp = MLP(cfg.d_model, cfg.d_hidden)
+        self.head = nn.Linear(cfg.d_model, cfg.vocab_size)
+        self.apply(_init_weights)
+
+    def forward(self, idx: torch.Tensor) -> torch.Tensor:
+        return self.head(self.mlp(self.emb(idx)))
+
+
+def _init_weights(module: nn.Module) -> None:
+    if isinstance(module, (nn.Linear, nn.Embedding)):
+        nn.init.normal_(module.weight, mean=0.0, std=0.02)
+    if isinstance(module, nn.Linear) and module.bias is not None:
+        nn.init.zeros_(module.bias)
+
+
+def model_config(spec, vocab_size: int):
+    """The config dataclass of ``spec``'s model, with the corpus' vocabulary size."""
+    import dataclasses
+    cfg = MODEL_SIZES[spec.model][spec.resolved_model_size]
+    return dataclasses.replace(cfg, vocab_size=vocab_size)
+
+
+def build_model(spec) -> nn.Module:
+    """The exact ``nn.Module`` a run of ``spec`` trains, built on CPU from ``spec.seed``."""
+    from .data import load_corpus
+    tokenizer, _ = load_corpus()
+    cfg = model_config(spec, tokenizer.vocab_size)
+    torch.manual_seed(spec.seed)
+    if spec.model == "gpt":
+        return GPT(cfg, activation_checkpointing=spec.activation_checkpointing)
+    return CharMLP(cfg)
+
+
+def count_parameters(model: nn.Module) -> int:
+    """Number of distinct parameters (a tied weight counts once)."""
+    return sum(p.numel() for p in model.parameters())
+
+
+def training_flops_per_token(model: nn.Module, seq_len: int) -> float:
+    """Forward + backward FLOPs per token: 6·N for the matmul weights, plus attention.
+
+    Following Kaplan et al. 2020 (Scaling Laws, Table 1) and Chinchilla (Hoffmann et al. 2022):
+    forward ≈ 2·N + 2·n_layer·seq_len·d_model, training ≈ 3 × forward. N counts the weights that
+    take part in matmuls (embedding lookups do not, the tied LM head does). Our attention scores
+    are computed for the full T×T square before masking, so no factor 1/2 for causality.
+    """
+    weights = sum(m.weight.numel() for m in model.modules() if isinstance(m, nn.Linear))
+    if isinstance(model, GPT):
+        cfg = model.cfg
+        attention = 2 * 2 * cfg.n_layer * seq_len * cfg.d_model  # QK^T and AV, forward
+        return 3 * (2 * weights + attention)
+    return 3 * 2 * weights

@@ -1,0 +1,78 @@
+"""The strategy interface: what the worker asks of every way of training.
+
+A strategy says how many ranks split the batch, wraps the model (and builds its optimizer), and
+runs one training step. The worker, the launcher, the metrics and the widgets only talk to this
+interface, so a new strategy is one new module registered in ``gpututor.parallel``.
+"""
+from __future__ import annotations
+
+from contextlib import nullcontext
+
+import torch
+import torch.nn.functional as F
+
+
+class Strategy:
+    name = "base"
+    description = ""
+
+    # ---- checked before launch ---------------------------------------------------------------
+    def validate(self, spec) -> None:
+        """Raise ``ValueError`` naming the field if ``spec`` cannot run with this strategy."""
+
+    def data_parallel_size(self, spec) -> int:
+        """How many ranks split the global batch between them."""
+        return spec.world_size
+
+    def data_parallel_rank(self, rank: int, spec) -> int:
+        return rank
+
+    # ---- in each rank ------------------------------------------------------------------------
+    def wrap(self, model: torch.nn.Module, ctx) -> torch.nn.Module:
+        """Return the module to train (e.g. wrapped in DDP). ``model`` is already on the device."""
+        return model
+
+    def make_optimizer(self, model: torch.nn.Module, spec):
+        params = model.parameters()
+        if spec.optimizer == "sgd":
+            return torch.optim.SGD(params, lr=spec.lr, momentum=0.9)
+        return torch.optim.AdamW(params, lr=spec.lr, weight_decay=0.0)
+
+    def no_sync(self, model):
+        """Context in which backward does not synchronise gradients (accumulation steps)."""
+        return nullcontext()
+
+    def sync_gradients(self, model, ctx) -> None:
+        """After the last backward of a step: make gradients equal across ranks if needed."""
+
+    def train_step(self, model, optimizer, micro_batches, ctx) -> float:
+        """One optimizer step over ``micro_batches``; returns this rank's mean loss."""
+        optimizer.zero_grad(set_to_none=True)
+        spec, total = ctx.spec, 0.0
+        autocast = _autocast(spec.precision, ctx.device)
+        last = len(micro_batches) - 1
+        for i, (inputs, targets) in enumerate(micro_batches):
+            # Only the last micro-batch's backward needs to communicate: the earlier ones just
+            # add into .grad locally (nanoGPT turns DDP's sync off the same way).
+            with (self.no_sync(model) if i < last else nullcontext()):
+                with ctx.phase("forward"), autocast:
+                    logits = model(inputs)
+                    loss = F.cross_entropy(logits.flatten(0, 1).float(), targets.flatten())
+                    loss = loss / len(micro_batches)
+                with ctx.phase("backward"):
+                    loss.backward()
+                    if i == last and ctx.after_backward is not None:
+                        ctx.after_backward()
+            total += loss.item()
+        with ctx.phase("sync"):
+            self.sync_gradients(model, ctx)
+        with ctx.phase("optimizer"):
+            optimizer.step()
+        return total
+
+
+def _autocast(precision: str, device: torch.device):
+    if precision == "fp32":
+        return nullcontext()
+    dtype = torch.bfloat16 if precision == "bf16" else torch.float16
+    return torch.autocast(device.type, dtype=dtype)

@@ -1,0 +1,14 @@
+"""One process, one device: the training loop every other strategy is compared with."""
+from __future__ import annotations
+
+from .base import Strategy
+
+
+class Single(Strategy):
+    name = "single"
+    description = "one process trains on the whole batch"
+
+    def validate(self, spec) -> None:
+        if spec.world_size != 1:
+            raise ValueError(f"world_size={spec.world_size} is invalid for strategy='single': "
+                             "allowed is 1 (use 'ddp' for more ranks)")

@@ -1,0 +1,156 @@
+"""The code every rank runs, the same under ``launch()`` and under ``torchrun``.
+
+``train()`` builds data, model and optimizer, lets the strategy wrap them, runs the steps and
+calls ``emit(record)`` after each one: one flat dict of numbers per step per rank. Only ``emit``
+differs between the notebook launcher (a queue to the kernel) and torchrun (gathered at the end).
+"""
+from __future__ import annotations
+
+import os
+import threading
+import time
+from datetime import timedelta
+from typing import Callable
+
+import torch
+import torch.distributed as dist
+
+from .data import batches, load_corpus
+from .memory import LiveBytesProbe, optimizer_tensors, state_bytes
+from .metrics import StepContext, count_step_flops, device_peak_flops
+from .models import build_model, count_parameters
+from .parallel import get_strategy
+
+load_corpus()  # read once here, so a forkserver that preloads this module has it in memory
+
+
+class InjectedFault(RuntimeError):
+    """Raised on purpose by ``--inject-fault``, to show how a failing rank is reported."""
+
+
+def rank_device(spec, local_rank: int) -> torch.device:
+    if spec.resolved_device() == "cuda":
+        return torch.device("cuda", local_rank % torch.cuda.device_count())
+    return torch.device("cpu")
+
+
+def init_process_group(spec, rank: int, world_size: int, device: torch.device, store=None):
+    """gloo on CPU, NCCL on CUDA, with the spec's (short) timeout instead of 10-30 minutes."""
+    backend = "nccl" if device.type == "cuda" else "gloo"
+    kwargs = {"store": store} if store is not None else {"init_method": "env://"}
+    if device.type == "cuda":
+        kwargs["device_id"] = device
+    dist.init_process_group(backend, rank=rank, world_size=world_size,
+                            timeout=timedelta(seconds=spec.timeout), **kwargs)
+
+
+def train(spec, rank: int, world_size: int, device: torch.device,
+          emit: Callable[[dict], None], start_time: float | None = None) -> None:
+    """Train ``spec`` as ``rank`` of ``world_size``, emitting one record per step."""
+    start_time = start_time or time.time()
+    if device.type == "cpu":
+        torch.set_num_threads(spec.threads_per_rank)
+    strategy = get_strategy(spec.strategy)
+    ctx = StepContext(spec, rank, world_size, device)
+    model = build_model(spec).to(device)
+    n_params = count_parameters(model)
+    model = strategy.wrap(model, ctx)
+    optimizer = strategy.make_optimizer(model, spec)
+    dp_size, dp_rank = strategy.data_parallel_size(spec), strategy.data_parallel_rank(rank, spec)
+    peak_flops = device_peak_flops(device, spec.precision)
+    probe_step = min(1, spec.steps - 1)  # step 0 creates the optimizer state; measure after it
+    fault = spec.fault
+    flops = activations = cpu_peak = None
+
+    for step, (inputs, targets) in enumerate(batches(spec, dp_rank, dp_size)):
+        if fault is not None and fault.rank == rank and fault.step == step:
+            if fault.hang:
+                threading.Event().wait()  # hang forever: peers must notice and fail
+            raise InjectedFault(f"injected fault: rank {rank} raises at step {step}")
+        micro = list(zip(inputs.to(device).chunk(spec.grad_accum),
+                         targets.to(device).chunk(spec.grad_accum)))
+        run_step = lambda: strategy.train_step(model, optimizer, micro, ctx)
+        ctx.reset()
+        if device.type == "cuda":
+            torch.cuda.reset_peak_memory_stats(device)
+
+        start = time.perf_counter()
+        if step == 0:  # count FLOPs on the warm-up step (counting slows it a little)
+            result = {}
+            flops = count_step_flops(lambda: result.setdefault("loss", run_step()))
+            loss = result["loss"]
+        elif step == probe_step:  # measure memory by category on one step
+            baseline = [p for p in model.parameters()] + optimizer_tensors(optimizer)
+            with LiveBytesProbe(baseline) as probe:
+                ctx.probe = probe
+                loss = run_step()
+            ctx.probe = None
+            activations, cpu_peak = probe.forward_end, probe.peak
+        else:
+            loss = run_step()
+        step_time = time.perf_counter() - start
+
+        mem = state_bytes(model, optimizer)
+        peak = torch.cuda.max_memory_allocated(device) if device.type == "cuda" else cpu_peak
+        achieved = flops / step_time if flops else None
+        emit({
+            "rank": rank, "step": step, "loss": loss, "time": time.time() - start_time,
+            "step_time_s": step_time,
+            "tokens_per_s": inputs.numel() / step_time,
+            "compute_s": step_time - ctx.comm.exposed_s,
+            "comm_s": ctx.comm.exposed_s,
+            "comm_busy_s": ctx.comm.busy_s,
+            "comm_bytes": ctx.comm.bytes,
+            **{f"{name}_s": seconds for name, seconds in ctx.phases.items()},
+            "mem_params": mem["params"], "mem_grads": mem["grads"],
+            "mem_optimizer": mem["optimizer"], "mem_activations": activations,
+            "mem_peak": peak,
+            "flops": flops, "achieved_flops": achieved,
+            "mfu": achieved / peak_flops if achieved and peak_flops else None,
+            "params": n_params, "device": str(device), "world_size": world_size,
+            "probe": step in (0, probe_step),
+        })
+
+
+# ---- entry point for launch(): one process per rank, started by the launcher -----------------
+
+def rank_main(payload: bytes, rank: int, world_size: int, store_path: str, queue, control,
+              start_time: float) -> None:
+    """Run one rank for ``gpututor.launch``; report records, errors and the end to ``queue``."""
+    import traceback
+
+    import cloudpickle
+
+    _exit_when_parent_goes(control)
+    os.environ["GLOO_SOCKET_IFNAME"] = "lo"  # loopback only, never a real interface
+    spec = cloudpickle.loads(payload)
+    grouped = False
+    try:
+        device = rank_device(spec, rank)
+        if world_size > 1:
+            store = dist.FileStore(store_path, world_size)
+            init_process_group(spec, rank, world_size, device, store=store)
+            grouped = True
+        train(spec, rank, world_size, device,
+              emit=lambda rec: queue.put(("record", rank, rec)), start_time=start_time)
+        queue.put(("done", rank, None))
+    except BaseException as exc:  # noqa: BLE001 - every failure must reach the notebook
+        queue.put(("error", rank, {"type": type(exc).__name__, "message": str(exc),
+                                   "traceback": traceback.format_exc()}))
+        raise SystemExit(1)
+    finally:
+        if grouped:
+            dist.destroy_process_group()
+
+
+def _exit_when_parent_goes(control) -> None:
+    """A daemon thread that ends this rank when the kernel closes the control pipe or dies."""
+
+    def watch():
+        try:
+            control.recv()
+        except (EOFError, OSError):
+            pass
+        os._exit(3)
+
+    threading.Thread(target=watch, name="gpututor-parent-watch", daemon=True).start()
