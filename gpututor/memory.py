@@ -94,7 +94,7 @@ class LiveBytesProbe(TorchDispatchMode):
             return
         self.known.add(key)
         nbytes, phase = st.nbytes(), self.phase
-        self.live[phase] += nbytes
+        self.live[phase] = self.live.get(phase, 0) + nbytes  # any phase name, e.g. "sync"
         self._finalizers.append(weakref.finalize(st, self._free, key, phase, nbytes))
         total = self.baseline + sum(self.live.values())
         if total > self.peak:

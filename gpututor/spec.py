@@ -26,7 +26,7 @@ class Fault:
         ok = len(parts) in (2, 3) and parts[0].isdigit() and parts[1].isdigit() and \
             (len(parts) == 2 or parts[2] in ("raise", "hang"))
         if not ok:
-            raise ValueError(f"inject_fault={text!r} is invalid: expected 'RANK:STEP' or "
+            raise ValueError(f"inject_fault={text!r} is invalid: allowed is 'RANK:STEP' or "
                              "'RANK:STEP:hang' with non-negative integers, e.g. '1:3'")
         return cls(int(parts[0]), int(parts[1]), len(parts) == 3 and parts[2] == "hang")
 

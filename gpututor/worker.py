@@ -7,6 +7,7 @@ differs between the notebook launcher (a queue to the kernel) and torchrun (gath
 from __future__ import annotations
 
 import os
+import signal
 import threading
 import time
 from datetime import timedelta
@@ -80,7 +81,8 @@ def train(spec, rank: int, world_size: int, device: torch.device,
             flops = count_step_flops(lambda: result.setdefault("loss", run_step()))
             loss = result["loss"]
         elif step == probe_step:  # measure memory by category on one step
-            baseline = [p for p in model.parameters()] + optimizer_tensors(optimizer)
+            # Buffers (e.g. attention masks) exist before the step: baseline, not activations.
+            baseline = [*model.parameters(), *model.buffers(), *optimizer_tensors(optimizer)]
             with LiveBytesProbe(baseline) as probe:
                 ctx.probe = probe
                 loss = run_step()
@@ -111,6 +113,12 @@ def train(spec, rank: int, world_size: int, device: torch.device,
             "probe": step in (0, probe_step),
         })
 
+    save_path = spec.option("save_state")
+    if save_path:  # for tests and by-hand comparison: the trained weights, written by rank 0
+        state = strategy.full_state_dict(model)
+        if rank == 0:
+            torch.save({k: v.detach().cpu() for k, v in state.items()}, save_path)
+
 
 # ---- entry point for launch(): one process per rank, started by the launcher -----------------
 
@@ -121,16 +129,20 @@ def rank_main(payload: bytes, rank: int, world_size: int, store_path: str, queue
 
     import cloudpickle
 
+    # Ctrl-C / "interrupt kernel" signals the whole process group; the kernel handles it and
+    # stops the run, so a rank must not die of it half-way and report a confusing error.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     _exit_when_parent_goes(control)
     os.environ["GLOO_SOCKET_IFNAME"] = "lo"  # loopback only, never a real interface
     spec = cloudpickle.loads(payload)
     grouped = False
     try:
         device = rank_device(spec, rank)
-        if world_size > 1:
-            store = dist.FileStore(store_path, world_size)
-            init_process_group(spec, rank, world_size, device, store=store)
-            grouped = True
+        # Always a process group, even of one rank: strategies such as DDP need one (as under
+        # torchrun, where the CLI always creates it), and a 1-rank gloo group costs milliseconds.
+        store = dist.FileStore(store_path, world_size)
+        init_process_group(spec, rank, world_size, device, store=store)
+        grouped = True
         train(spec, rank, world_size, device,
               emit=lambda rec: queue.put(("record", rank, rec)), start_time=start_time)
         queue.put(("done", rank, None))

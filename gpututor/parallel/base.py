@@ -38,6 +38,10 @@ class Strategy:
             return torch.optim.SGD(params, lr=spec.lr, momentum=0.9)
         return torch.optim.AdamW(params, lr=spec.lr, weight_decay=0.0)
 
+    def full_state_dict(self, model) -> dict:
+        """The whole model's parameters as one state dict (collective for sharded strategies)."""
+        return getattr(model, "module", model).state_dict()
+
     def no_sync(self, model):
         """Context in which backward does not synchronise gradients (accumulation steps)."""
         return nullcontext()

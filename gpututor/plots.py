@@ -1,0 +1,86 @@
+"""Static plotly figures for the lessons. Each builder plots only the measured values it is given.
+
+They take run summaries (what ``run.wait()`` and :func:`gpututor.sweep.sweep` return) or measured
+numbers, and return a ``plotly.graph_objects.Figure`` (static: renders in every front end).
+"""
+from __future__ import annotations
+
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+MB = 1e6
+CATEGORY_LABELS = {"params": "parameters", "grads": "gradients",
+                   "optimizer": "optimizer state", "activations": "activations"}
+LAYOUT = dict(template="plotly_white", height=360, margin=dict(l=60, r=20, t=80, b=50))
+
+
+def phase_times(phase_s: dict[str, float], title: str = "Time per phase of one step (median)"
+                ) -> go.Figure:
+    """Bars of milliseconds per phase, e.g. ``StepAnatomy.phase_s``."""
+    names = list(phase_s)
+    ms = [phase_s[n] * 1e3 for n in names]
+    fig = go.Figure(go.Bar(x=names, y=ms, text=[f"{v:.1f} ms" for v in ms],
+                           textposition="outside"))
+    fig.update_layout(title=title, yaxis_title="milliseconds", **LAYOUT)
+    return fig
+
+
+def memory_by_category(summaries: dict[str, dict], rank: int = 0,
+                       title: str = "Measured memory by category") -> go.Figure:
+    """Stacked bars: one per labelled run, bytes of each category (from ``mem_by_category``)."""
+    labels = list(summaries)
+    fig = go.Figure()
+    for category, name in CATEGORY_LABELS.items():
+        values = [_category(summaries[label], category, rank) for label in labels]
+        fig.add_bar(x=labels, y=[(v or 0) / MB for v in values], name=name)
+    fig.update_layout(barmode="stack", title=title, yaxis_title="MB", **LAYOUT)
+    return fig
+
+
+def throughput_and_memory(summaries: list[dict], rank: int = 0, log_x: bool = False,
+                          title: str = "Throughput and memory against the swept value"
+                          ) -> go.Figure:
+    """Tokens/s (left) and peak and activation memory (right) for each run of a sweep."""
+    field = summaries[0]["sweep_field"]
+    x = [s["sweep_value"] for s in summaries]
+    fig = make_subplots(rows=1, cols=2, subplot_titles=("throughput", "memory"))
+    fig.add_scatter(x=x, y=[s["tokens_per_s"] for s in summaries], mode="lines+markers",
+                    name="tokens/s", row=1, col=1)
+    fig.add_scatter(x=x, y=[(s["peak_mem_bytes"][rank] or 0) / MB for s in summaries],
+                    mode="lines+markers", name="peak memory", row=1, col=2)
+    fig.add_scatter(x=x, y=[(_category(s, "activations", rank) or 0) / MB for s in summaries],
+                    mode="lines+markers", name="activations", row=1, col=2)
+    fig.update_xaxes(title_text=field, type="log" if log_x else None)
+    fig.update_yaxes(title_text="tokens/s", rangemode="tozero", row=1, col=1)
+    fig.update_yaxes(title_text="MB", rangemode="tozero", row=1, col=2)
+    fig.update_layout(title=title, **LAYOUT)
+    return fig
+
+
+def loss_curves(curves: dict[str, list[float]], title: str = "Training loss per step"
+                ) -> go.Figure:
+    """One line per labelled run: the global loss after each optimizer step."""
+    fig = go.Figure()
+    for i, (label, losses) in enumerate(curves.items()):
+        fig.add_scatter(x=list(range(len(losses))), y=losses, name=label, mode="lines+markers",
+                        line=dict(dash="dash" if i else "solid"), marker=dict(size=9 - 4 * (i > 0)))
+    fig.update_layout(title=title, xaxis_title="step", yaxis_title="loss", **LAYOUT)
+    return fig
+
+
+def checkpointing_tradeoff(summaries: dict[str, dict], rank: int = 0,
+                           title: str = "What activation checkpointing trades") -> go.Figure:
+    """Side by side for each labelled run: activation memory and median step time."""
+    labels = list(summaries)
+    fig = make_subplots(rows=1, cols=2, subplot_titles=("activation memory (MB)",
+                                                        "step time (ms)"))
+    act = [(_category(summaries[k], "activations", rank) or 0) / MB for k in labels]
+    ms = [summaries[k]["step_time_s"] * 1e3 for k in labels]
+    fig.add_bar(x=labels, y=act, text=[f"{v:.1f}" for v in act], showlegend=False, row=1, col=1)
+    fig.add_bar(x=labels, y=ms, text=[f"{v:.0f}" for v in ms], showlegend=False, row=1, col=2)
+    fig.update_layout(title=title, **LAYOUT)
+    return fig
+
+
+def _category(summary: dict, category: str, rank: int):
+    return summary["mem_by_category"][category][rank]

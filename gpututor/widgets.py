@@ -1,0 +1,436 @@
+"""Live dashboards for a notebook: edit a run, launch it, watch it train, compare runs.
+
+- :class:`RunPanel`: controls for the fields of a :class:`~gpututor.RunSpec`, Run and Stop
+  buttons, a status line and plots (loss, tokens/s per rank, memory per rank) that fill while the
+  ranks train. A click returns at once: a background thread follows the run, so Stop still works.
+- :class:`Comparison`: the summaries of finished runs, and their speedup over one rank.
+- The functions at the top turn records into plot series: plain data in, plain data out.
+
+Plotly's ``FigureWidget`` resends whole arrays on every change (there is no "append"), so the
+plots update at most a few times per second and long series are downsampled. Some front ends
+cannot render a ``FigureWidget``: :func:`show_static` displays plain ``go.Figure`` copies.
+"""
+from __future__ import annotations
+
+import dataclasses
+import html
+import math
+import statistics
+import threading
+import time
+from collections import defaultdict
+
+import ipywidgets as W
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+from .launcher import Run, RunFailed, launch, warm_up
+from .models import MODEL_SIZES
+from .parallel import STRATEGIES
+from .spec import DEVICES, OPTIMIZERS, PRECISIONS, RunSpec
+
+MEMORY_CATEGORIES = ("params", "grads", "optimizer", "activations")
+UPDATE_INTERVAL_S = 0.25     # at most ~4 plot updates per second
+MAX_POINTS = 400             # per line; longer series are downsampled
+DEFAULT_FIELDS = ("model_size", "strategy", "world_size", "batch_size", "steps", "precision")
+CHOICES = {"model": lambda spec: list(MODEL_SIZES),
+           "model_size": lambda spec: list(MODEL_SIZES[spec.model]),
+           "strategy": lambda spec: list(STRATEGIES), "precision": lambda spec: list(PRECISIONS),
+           "optimizer": lambda spec: list(OPTIMIZERS), "device": lambda spec: list(DEVICES)}
+STATUS_COLORS = {"finished": "#1a7f37", "failed": "#cf222e", "invalid": "#cf222e",
+                 "stopped": "#9a6700"}
+
+
+# ---- records -> plot series (pure functions) --------------------------------------------------
+
+def global_loss(records: list[dict], world_size: int) -> tuple[list[int], list[float]]:
+    """Steps every rank has reported, and the loss averaged over the ranks at each one."""
+    count, losses = defaultdict(int), defaultdict(list)
+    for r in records:
+        count[r["step"]] += 1
+        if r.get("loss") is not None:
+            losses[r["step"]].append(r["loss"])
+    steps = sorted(s for s, n in count.items() if n == world_size and losses[s])
+    return steps, [statistics.fmean(losses[s]) for s in steps]
+
+
+def throughput_by_rank(records: list[dict], world_size: int) -> dict[int, tuple[list, list]]:
+    """For each rank: the steps it reported and the tokens/s it measured at each."""
+    series = {rank: ([], []) for rank in range(world_size)}
+    for r in sorted(records, key=lambda r: (r["rank"], r["step"])):
+        series[r["rank"]][0].append(r["step"])
+        series[r["rank"]][1].append(r["tokens_per_s"])
+    return series
+
+
+def memory_by_rank(records: list[dict], world_size: int) -> dict[str, list[int]]:
+    """Bytes per category for each rank, from the latest record that measured it (0 until then)."""
+    memory = {c: [0] * world_size for c in MEMORY_CATEGORIES}
+    for r in records:
+        for c in MEMORY_CATEGORIES:
+            if r.get("mem_" + c) is not None:
+                memory[c][r["rank"]] = r["mem_" + c]
+    return memory
+
+
+def downsample(xs: list, ys: list, max_points: int = MAX_POINTS) -> tuple[list, list]:
+    """At most ``max_points`` evenly spaced points of a series, first and last always kept."""
+    n = len(xs)
+    if n <= max_points:
+        return list(xs), list(ys)
+    keep = sorted({round(i * (n - 1) / (max_points - 1)) for i in range(max_points)})
+    return [xs[i] for i in keep], [ys[i] for i in keep]
+
+
+def comparison_key(summary: dict) -> tuple:
+    """Runs with the same key train the same samples on the same kind of device."""
+    return (summary["model"], summary["model_size"], summary["batch_size"], summary["seq_len"],
+            summary["precision"], str(summary["device"]).split(":")[0])
+
+
+def speedup_rows(summaries: list[dict]) -> list[dict]:
+    """One row per run: tokens/s, and speedup over the latest 1-rank run with the same key."""
+    baseline = {comparison_key(s): s["tokens_per_s"] for s in summaries
+                if s["world_size"] == 1 and s["tokens_per_s"]}
+    rows = []
+    for s in summaries:
+        base = baseline.get(comparison_key(s))
+        speedup = s["tokens_per_s"] / base if base and s["tokens_per_s"] else None
+        rows.append({"label": "{} {} batch {} {}".format(*comparison_key(s)[:3], s["precision"]),
+                     "strategy": s["strategy"], "world_size": s["world_size"],
+                     "tokens_per_s": s["tokens_per_s"], "baseline_tokens_per_s": base,
+                     "speedup": speedup,
+                     "efficiency": speedup / s["world_size"] if speedup else None,
+                     "compute_s": s["compute_s"], "comm_s": s["comm_s"]})
+    return rows
+
+
+def summary_line(summary: dict) -> str:
+    """One line a person can read: what ran, how fast, and where the loss ended."""
+    fmt = lambda v, spec: "n/a" if v is None else format(v, spec)
+    return (f"{summary['steps']} steps of {summary['strategy']} on {summary['world_size']} "
+            f"rank(s): {fmt(summary['tokens_per_s'], ',.0f')} tokens/s (all ranks), "
+            f"median step {fmt(summary['step_time_s'], '.3f')} s, "
+            f"final loss {fmt(summary['final_loss'], '.3f')}")
+
+
+def check_answer(answer, expected: float, what: str, rel_tol: float = 0.02) -> None:
+    """Exercise feedback: ``...`` is "not answered yet"; a wrong answer raises AssertionError."""
+    if answer is ...:
+        print(f"{what}: not answered yet. Replace ... with your answer and run the cell again.")
+        return
+    if isinstance(answer, bool) or not isinstance(answer, (int, float)) or \
+            not math.isclose(answer, expected, rel_tol=rel_tol):
+        raise AssertionError(f"{what}: {answer!r} is not what this notebook measured. Try again.")
+    print(f"Correct. {what}: {answer:,.4g} (measured: {expected:,.4g})")
+
+
+# ---- figures ----------------------------------------------------------------------------------
+
+def build_figure(world_size: int, title: str = "") -> go.Figure:
+    """Empty live-run plots: trace 0 is the loss, then tokens/s per rank, then memory bars."""
+    fig = make_subplots(rows=1, cols=3, horizontal_spacing=0.08, subplot_titles=(
+        "loss (mean over ranks)", "tokens/s of each rank", "memory per rank (MB)"))
+    fig.add_scatter(x=[], y=[], mode="lines+markers", name="loss", row=1, col=1)
+    for rank in range(world_size):
+        fig.add_scatter(x=[], y=[], mode="lines", name=f"rank {rank} tokens/s", row=1, col=2)
+    ranks = [f"rank {rank}" for rank in range(world_size)]
+    for category in MEMORY_CATEGORIES:
+        fig.add_bar(x=ranks, y=[0] * world_size, name=category, row=1, col=3)
+    fig.update_layout(barmode="stack", height=360, title=title, margin=dict(t=70, b=40),
+                      legend=dict(orientation="h", y=-0.2))
+    fig.update_xaxes(title_text="step", row=1, col=1)
+    fig.update_xaxes(title_text="step", row=1, col=2)
+    return fig
+
+
+def fill_figure(fig: go.Figure, records: list[dict], world_size: int) -> None:
+    """Put the series of ``records`` into the traces of a :func:`build_figure` figure."""
+    fig.data[0].update(dict(zip("xy", downsample(*global_loss(records, world_size)))))
+    for rank, series in throughput_by_rank(records, world_size).items():
+        fig.data[1 + rank].update(dict(zip("xy", downsample(*series))))
+    memory = memory_by_rank(records, world_size)
+    for i, category in enumerate(MEMORY_CATEGORIES):
+        fig.data[1 + world_size + i].y = [b / 1e6 for b in memory[category]]
+
+
+def speedup_figure(rows: list[dict]) -> go.Figure:
+    """Measured speedup vs number of ranks, one line per model/batch, with the ideal y = x."""
+    top = max([2] + [r["world_size"] for r in rows])
+    fig = go.Figure(go.Scatter(x=[1, top], y=[1, top], mode="lines", name="ideal (N ranks = N×)",
+                               line=dict(dash="dash", color="gray")))
+    groups = defaultdict(list)
+    for row in rows:
+        if row["speedup"] is not None:
+            groups[row["label"]].append(row)
+    for label, group in groups.items():
+        group = sorted(group, key=lambda r: r["world_size"])
+        fig.add_scatter(x=[r["world_size"] for r in group], y=[r["speedup"] for r in group],
+                        mode="lines+markers+text", name=label, textposition="top center",
+                        text=[f"{r['speedup']:.2f}×" for r in group])
+    fig.update_layout(title="speedup over one rank (tokens/s, same model and global batch)",
+                      xaxis=dict(title="ranks (world size)", dtick=1),
+                      yaxis=dict(title="speedup", rangemode="tozero"), height=360)
+    return fig
+
+
+def show_static(*items) -> None:
+    """Display plain ``go.Figure`` copies of panels or comparisons (front ends without widgets)."""
+    from IPython.display import display
+    for item in items:
+        display(item.static_figure())
+
+
+# ---- the widgets ------------------------------------------------------------------------------
+
+class Comparison:
+    """The summaries of the finished runs made here, plotted as speedup over one rank."""
+
+    def __init__(self):
+        self.summaries: list[dict] = []
+        self._lock = threading.Lock()
+        self.fig = go.FigureWidget(speedup_figure([]))
+        self.table = W.HTML()
+        self.widget = W.VBox([self.fig, self.table])
+
+    def add(self, summary: dict) -> None:
+        """Keep a finished run's summary and redraw."""
+        with self._lock:
+            self.summaries.append(summary)
+            rows = self.rows()
+            self.fig.data = []
+            self.fig.add_traces(list(speedup_figure(rows).data))
+            self.table.value = _rows_html(rows)
+
+    def rows(self) -> list[dict]:
+        return speedup_rows(self.summaries)
+
+    def speedup(self, summary: dict) -> float | None:
+        """The speedup of one of the kept runs (None until a 1-rank run of its key exists)."""
+        index = next(i for i, s in enumerate(self.summaries) if s is summary)
+        return self.rows()[index]["speedup"]
+
+    def explain(self) -> str:
+        """The measured speedups in words."""
+        lines = []
+        for r in self.rows():
+            if r["world_size"] == 1:
+                continue
+            if r["speedup"] is None:
+                lines.append(f"{r['strategy']} on {r['world_size']} ranks ({r['label']}): no "
+                             "1-rank run of the same model and batch yet, so no speedup.")
+                continue
+            lines.append(
+                f"{r['strategy']} on {r['world_size']} ranks: {r['tokens_per_s']:,.0f} tokens/s "
+                f"vs {r['baseline_tokens_per_s']:,.0f} on 1 rank = {r['speedup']:.2f}× "
+                f"(ideal {r['world_size']}×, scaling efficiency {r['efficiency']:.0%}). "
+                f"Per step and rank: compute {r['compute_s'] * 1e3:.0f} ms, "
+                f"waiting for communication {r['comm_s'] * 1e3:.0f} ms.")
+        return "\n".join(lines) or "No run on more than one rank yet."
+
+    def static_figure(self) -> go.Figure:
+        return speedup_figure(self.rows())
+
+    def _repr_mimebundle_(self, **kwargs):
+        return self.widget._repr_mimebundle_(**kwargs)
+
+
+class RunPanel:
+    """Edit a RunSpec, launch it with Run, cancel with Stop, and watch loss, speed and memory."""
+
+    def __init__(self, spec: RunSpec | None = None, fields: tuple = DEFAULT_FIELDS,
+                 comparison: Comparison | None = None):
+        self.spec = spec or RunSpec()
+        self.comparison = comparison if comparison is not None else Comparison()
+        self.current: Run | None = None     # the latest run, once its ranks have started
+        self.state = "ready"
+        self._follower: threading.Thread | None = None
+        self._lock = threading.Lock()
+        self._stop_requested = False
+        if set(fields) - {f.name for f in dataclasses.fields(RunSpec)}:
+            raise ValueError(f"fields={fields!r} is invalid: allowed are RunSpec field names")
+        self.controls = {name: _control(name, self.spec) for name in fields}
+        if "model" in self.controls and "model_size" in self.controls:
+            self.controls["model"].observe(self._model_changed, names="value")
+        self.run_button = W.Button(description="Run", button_style="success", icon="play")
+        self.stop_button = W.Button(description="Stop", button_style="danger", icon="stop",
+                                    disabled=True)
+        self.run_button.on_click(lambda _: self.run())
+        self.stop_button.on_click(lambda _: self.stop(wait=False))
+        self.status = W.HTML()
+        self.fig = go.FigureWidget(build_figure(self.spec.world_size))
+        self.widget = W.VBox([W.HBox(list(self.controls.values()),
+                                     layout=W.Layout(flex_flow="row wrap")),
+                              W.HBox([self.run_button, self.stop_button]), self.status, self.fig])
+        self._set_status("ready", "press Run (worker processes are warming up meanwhile)")
+        warm_up()  # import torch in the forkserver now, so the first Run starts at once
+
+    @property
+    def busy(self) -> bool:
+        return self._follower is not None and self._follower.is_alive()
+
+    def spec_from_controls(self) -> RunSpec:
+        """The spec the controls describe; ``ValueError`` (naming the field) if a value is bad."""
+        values = {name: (None if w.value == "" else w.value) for name, w in self.controls.items()}
+        return self.spec.replace(**values)
+
+    def run(self, wait: bool = False) -> Run | None:
+        """Start the controls' spec in the background and return at once (the Run button).
+
+        A bad field shows its ``ValueError`` in the status line and starts nothing. With
+        ``wait=True`` block until the run has ended, return it, and raise if it failed (or a
+        field was bad): cells that must finish their run before the next cell use this.
+        """
+        if self.busy:
+            return None
+        try:
+            spec = self.spec_from_controls()
+        except ValueError as exc:
+            self._set_status("invalid", html.escape(f"ValueError: {exc}"))
+            if wait:
+                raise
+            return None
+        self.fig.data = []
+        self.fig.add_traces(list(build_figure(spec.world_size).data))
+        self.fig.layout.title = (f"{spec.strategy} on {spec.world_size} rank(s), {spec.model} "
+                                 f"{spec.resolved_model_size}, global batch {spec.batch_size}")
+        self._set_status("starting", f"starting {spec.world_size} rank(s)...")
+        self.run_button.disabled, self.stop_button.disabled = True, False
+        self.current, self._stop_requested = None, False
+        # launch() itself runs in the thread: the first one may wait seconds for the forkserver.
+        self._follower = threading.Thread(target=self._follow, args=(spec,), daemon=True,
+                                          name="gpututor-panel")
+        self._follower.start()
+        if not wait:
+            return None
+        self.wait()
+        if self.current is not None and self.current.error is not None:
+            raise self.current.error
+        return self.current
+
+    def wait(self, timeout: float | None = None) -> dict | None:
+        """Block until the panel has drawn the end of its run; return the run's summary."""
+        if self._follower is None:
+            return None
+        try:
+            self._follower.join(timeout)
+        except KeyboardInterrupt:  # kernel interrupt: take the ranks down too
+            self.stop()
+            raise
+        if self._follower.is_alive():
+            raise TimeoutError(f"the run has not ended after {timeout} s")
+        return self.current.summary if self.current else None
+
+    def stop(self, wait: bool = True) -> None:
+        """Cancel the current run; with ``wait=False`` (the Stop button) return at once."""
+        with self._lock:
+            self._stop_requested, run = True, self.current
+        if not self.busy:
+            return
+        self._set_status("stopping", "ending every rank...")
+        if run is not None:
+            if wait:
+                run.stop()
+            else:
+                threading.Thread(target=run.stop, name="gpututor-stop", daemon=True).start()
+        if wait:
+            self.wait()
+
+    def static_figure(self) -> go.Figure:
+        """A plain ``go.Figure`` copy of the plots of the current (or last) run."""
+        spec = self.current.spec if self.current else self.spec
+        fig = build_figure(spec.world_size, title=self.fig.layout.title.text or "")
+        fill_figure(fig, list(self.current.records) if self.current else [], spec.world_size)
+        return fig
+
+    def _repr_mimebundle_(self, **kwargs):
+        return self.widget._repr_mimebundle_(**kwargs)
+
+    # ---- the follower thread: launch, draw while records arrive, show the end ----------------
+    def _follow(self, spec: RunSpec) -> None:
+        try:
+            run = launch(spec)
+        except Exception as exc:  # noqa: BLE001 - whatever it is, the status line must say it
+            self._set_status("failed", f"could not start: {html.escape(repr(exc))}")
+            self.run_button.disabled, self.stop_button.disabled = False, True
+            return
+        with self._lock:
+            self.current, stop_now = run, self._stop_requested
+        if stop_now:
+            run.stop()
+        problem = None
+        try:
+            last = 0.0
+            for _ in run:
+                if time.monotonic() - last >= UPDATE_INTERVAL_S:
+                    self._draw(run)
+                    last = time.monotonic()
+        except RunFailed:
+            pass  # kept in run.error, shown below
+        except Exception as exc:  # noqa: BLE001 - a bug while drawing: never leave ranks running
+            problem = exc
+            run.stop()
+        self.run_button.disabled, self.stop_button.disabled = False, True
+        if problem is None:
+            self._draw(run)  # the final state, every step
+        self._show_end(run, problem)
+
+    def _draw(self, run: Run) -> None:
+        records, world = list(run.records), run.spec.world_size
+        with self.fig.batch_update():
+            fill_figure(self.fig, records, world)
+        if not run.done and not self._stop_requested:
+            self._set_status("running", f"step {len(records) // world} of {run.spec.steps} "
+                             f"on {world} rank(s)")
+
+    def _show_end(self, run: Run, problem: Exception | None) -> None:
+        if run.status == "finished":
+            self.comparison.add(run.summary)
+            self._set_status("finished", html.escape(summary_line(run.summary)))
+        elif run.status == "failed":
+            self._set_status("failed", f"<pre>{html.escape(str(run.error))}</pre>")
+        elif problem is not None:
+            self._set_status("failed", f"the panel could not draw: {html.escape(repr(problem))}")
+        else:
+            steps = len(global_loss(run.records, run.spec.world_size)[0])
+            self._set_status("stopped", f"after {steps} complete steps; every rank has ended")
+
+    def _model_changed(self, change) -> None:
+        self.controls["model_size"].options = CHOICES["model_size"](
+            self.spec.replace(model=change["new"], model_size=None))
+
+    def _set_status(self, state: str, text: str) -> None:
+        self.state = state
+        color = STATUS_COLORS.get(state, "#57606a")
+        self.status.value = f'<b style="color:{color}">{state}</b>: {text}'
+
+
+def _control(name: str, spec: RunSpec) -> W.Widget:
+    """An input widget for one RunSpec field; IntText etc. so a bad value reaches validation."""
+    value = spec.resolved_model_size if name == "model_size" else getattr(spec, name)
+    common = dict(description=name.replace("_", " "), style={"description_width": "initial"},
+                  layout=W.Layout(width="auto", min_width="150px"))
+    if name in CHOICES:
+        return W.Dropdown(options=CHOICES[name](spec), value=value, **common)
+    if isinstance(value, bool):
+        return W.Checkbox(value=value, **common)
+    if isinstance(value, int):
+        return W.IntText(value=value, **common)
+    if isinstance(value, float):
+        return W.FloatText(value=value, **common)
+    if value is None or isinstance(value, str):
+        return W.Text(value=value or "", **common)
+    raise ValueError(f"fields: {name}={value!r} cannot be edited in a panel")
+
+
+def _rows_html(rows: list[dict]) -> str:
+    fmt = lambda v, spec, scale=1: "" if v is None else format(v * scale, spec)
+    head = "".join(f"<th>{h}</th>" for h in ("run", "strategy", "ranks", "tokens/s", "speedup",
+                                             "efficiency", "compute ms/step", "comm ms/step"))
+    body = "".join(
+        f"<tr><td>{html.escape(r['label'])}</td><td>{r['strategy']}</td>"
+        f"<td>{r['world_size']}</td><td>{fmt(r['tokens_per_s'], ',.0f')}</td>"
+        f"<td>{fmt(r['speedup'], '.2f')}</td><td>{fmt(r['efficiency'], '.0%')}</td>"
+        f"<td>{fmt(r['compute_s'], '.0f', 1e3)}</td><td>{fmt(r['comm_s'], '.1f', 1e3)}</td></tr>"
+        for r in rows)
+    return f"<table><tr>{head}</tr>{body}</table>"

@@ -1,0 +1,62 @@
+import multiprocessing.forkserver
+import multiprocessing.resource_tracker
+import os
+import time
+
+import psutil
+import pytest
+
+from gpututor import RunSpec
+
+
+def tiny_spec(**changes) -> RunSpec:
+    """A run small enough for tests: tiny GPT, small batch, few steps, 2 ranks."""
+    base = dict(model="gpt", model_size="tiny", strategy="ddp", world_size=2,
+                batch_size=8, seq_len=32, steps=4, timeout=20.0)
+    base.update(changes)
+    return RunSpec(**base)
+
+
+def helper_pids() -> set[int]:
+    """Long-lived helpers of multiprocessing that are not ranks (forkserver, resource tracker)."""
+    pids = {getattr(multiprocessing.forkserver._forkserver, "_forkserver_pid", None),
+            getattr(multiprocessing.resource_tracker._resource_tracker, "_pid", None)}
+    return {p for p in pids if p}
+
+
+def rank_processes() -> list[psutil.Process]:
+    """Descendants of this test process that are not multiprocessing's own helpers."""
+    helpers = helper_pids()
+    found = []
+    for proc in psutil.Process().children(recursive=True):
+        try:
+            if proc.pid not in helpers and proc.status() != psutil.STATUS_ZOMBIE:
+                found.append(proc)
+        except psutil.NoSuchProcess:
+            pass
+    return found
+
+
+def wait_no_ranks(seconds: float = 5.0) -> list[psutil.Process]:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        left = rank_processes()
+        if not left:
+            return []
+        time.sleep(0.05)
+    return rank_processes()
+
+
+@pytest.fixture
+def spec_factory():
+    return tiny_spec
+
+
+@pytest.fixture(autouse=True)
+def no_rank_left_behind():
+    yield
+    left = wait_no_ranks(5.0)
+    assert not left, f"processes left behind: {[(p.pid, p.cmdline()) for p in left]}"
+
+
+os.environ.setdefault("PYTHONUNBUFFERED", "1")

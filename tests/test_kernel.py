@@ -1,0 +1,75 @@
+"""In a real IPython kernel: interrupting a cell that waits on a run takes the ranks down."""
+import time
+
+import psutil
+import pytest
+
+jupyter_client = pytest.importorskip("jupyter_client")
+
+SETUP = """
+import signal, os
+from gpututor import RunSpec, launch
+watched = [signal.SIGINT, signal.SIGTERM, signal.SIGCHLD, signal.SIGHUP]
+before = {s: signal.getsignal(s) for s in watched}
+run = launch(RunSpec(model_size="tiny", world_size=2, batch_size=8, seq_len=32, steps=100000))
+next(iter(run))
+"""
+CHECK = """
+import psutil
+print("STATUS", run.status)
+print("HANDLERS_SAME", {s: signal.getsignal(s) for s in watched} == before)
+"""
+
+
+def _execute(client, code: str, timeout: float = 60) -> str:
+    msg_id = client.execute(code, stop_on_error=False)
+    out = []
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        msg = client.get_iopub_msg(timeout=timeout)
+        if msg["parent_header"].get("msg_id") != msg_id:
+            continue
+        if msg["msg_type"] == "stream":
+            out.append(msg["content"]["text"])
+        elif msg["msg_type"] == "error":
+            out.append(msg["content"]["ename"])
+        elif msg["msg_type"] == "status" and msg["content"]["execution_state"] == "idle":
+            return "".join(out)
+    raise TimeoutError(code)
+
+
+def live_descendants(proc: psutil.Process) -> list[psutil.Process]:
+    alive = []
+    for child in proc.children(recursive=True):
+        try:
+            if child.status() != psutil.STATUS_ZOMBIE:
+                alive.append(child)
+        except psutil.NoSuchProcess:
+            pass
+    return alive
+
+
+def test_kernel_interrupt_stops_ranks_and_keeps_handlers():
+    km = jupyter_client.KernelManager(kernel_name="python3", transport="ipc")
+    km.start_kernel()
+    client = km.client()
+    client.start_channels()
+    try:
+        client.wait_for_ready(timeout=60)
+        _execute(client, SETUP)
+        kernel = psutil.Process(km.provisioner.process.pid)
+        client.execute("run.wait()", stop_on_error=False)
+        time.sleep(1.0)
+        km.interrupt_kernel()
+        interrupted = time.monotonic()
+        # what may stay under the kernel is multiprocessing's forkserver and resource tracker
+        while len(live_descendants(kernel)) > 2 and time.monotonic() - interrupted < 5:
+            time.sleep(0.05)
+        remaining = live_descendants(kernel)
+        assert len(remaining) <= 2, [p.cmdline() for p in remaining]
+        out = _execute(client, CHECK)
+        assert "STATUS stopped" in out, out
+        assert "HANDLERS_SAME True" in out, out
+    finally:
+        client.stop_channels()
+        km.shutdown_kernel(now=True)

@@ -1,0 +1,121 @@
+"""The corpus, tokenizer and sampler, and the models: what every run (and every lesson) stands on.
+
+No processes here: everything runs in the test process on CPU, in a second or two.
+"""
+import pytest
+import torch
+import torch.nn.functional as F
+from torch.utils.flop_counter import FlopCounterMode
+
+from gpututor import RunSpec, batches, build_model
+from gpututor.data import CORPUS_PATH, load_corpus
+from gpututor.models import MODEL_SIZES, count_parameters, training_flops_per_token
+
+
+def gpt_spec(**changes) -> RunSpec:
+    base = dict(model="gpt", model_size="tiny", strategy="single", world_size=1,
+                batch_size=8, seq_len=32, steps=3)
+    base.update(changes)
+    return RunSpec(**base)
+
+
+# ---- data ------------------------------------------------------------------------------------
+
+def test_corpus_is_at_least_300_kB():
+    assert CORPUS_PATH.stat().st_size >= 300_000
+    tokenizer, ids = load_corpus()
+    assert len(ids) == CORPUS_PATH.stat().st_size  # one token per character (ASCII)
+    assert tokenizer.vocab_size == int(ids.max()) + 1
+
+
+def test_tokenizer_round_trip():
+    tokenizer, ids = load_corpus()
+    text = CORPUS_PATH.read_text(encoding="ascii")[:5000]
+    assert tokenizer.decode(tokenizer.encode(text)) == text
+    assert tokenizer.encode(text) == ids[:5000].tolist()  # the corpus ids are that encoding
+
+
+@pytest.mark.parametrize("world_size", [1, 2, 4])
+def test_ranks_together_see_the_one_process_batch(world_size):
+    """Concatenating what the N data-parallel ranks see gives exactly one process's batch."""
+    spec = gpt_spec(batch_size=8, steps=3)
+    one_process = list(batches(spec))
+    per_rank = [list(batches(spec, rank, world_size)) for rank in range(world_size)]
+    for step, (inputs, targets) in enumerate(one_process):
+        shards = [per_rank[rank][step] for rank in range(world_size)]
+        assert all(s[0].shape[0] == spec.batch_size // world_size for s in shards)
+        torch.testing.assert_close(torch.cat([s[0] for s in shards]), inputs, rtol=0, atol=0)
+        torch.testing.assert_close(torch.cat([s[1] for s in shards]), targets, rtol=0, atol=0)
+
+
+def test_batches_are_deterministic_for_the_seed():
+    spec = gpt_spec(steps=3)
+    first, again = list(batches(spec)), list(batches(spec))
+    other_seed = list(batches(spec.replace(seed=1)))
+    for (a, ta), (b, tb), (c, _) in zip(first, again, other_seed):
+        assert torch.equal(a, b) and torch.equal(ta, tb)
+        assert not torch.equal(a, c)
+    inputs, targets = first[0]
+    assert torch.equal(inputs[:, 1:], targets[:, :-1])  # targets are the inputs shifted by one
+    assert not torch.equal(first[0][0], first[1][0])     # a new batch every step
+
+
+# ---- models ----------------------------------------------------------------------------------
+
+def test_build_model_gives_identical_weights_for_the_same_seed():
+    a, b = build_model(gpt_spec()), build_model(gpt_spec())
+    c = build_model(gpt_spec(seed=1))
+    for (name, pa), (_, pb), (_, pc) in zip(a.state_dict().items(), b.state_dict().items(),
+                                            c.state_dict().items()):
+        torch.testing.assert_close(pa, pb, rtol=0, atol=0, msg=name)
+    assert any(not torch.equal(pa, pc) for pa, pc in zip(a.parameters(), c.parameters()))
+
+
+# Documented in gpututor/models.py next to each size ("~0.25 M parameters", ...).
+DOCUMENTED_PARAMS = {"tiny": 0.25e6, "small": 0.84e6, "medium": 2.7e6, "large": 6.4e6}
+
+
+@pytest.mark.parametrize("size", list(MODEL_SIZES["gpt"]))
+def test_parameter_counts_match_the_documented_sizes(size):
+    n = count_parameters(build_model(gpt_spec(model_size=size)))
+    assert n == pytest.approx(DOCUMENTED_PARAMS[size], rel=0.05), f"{size}: {n:,} parameters"
+
+
+@pytest.mark.parametrize("size,seq_len", [("tiny", 32), ("small", 64)])
+def test_counted_flops_match_the_6N_plus_attention_formula(size, seq_len):
+    """FlopCounterMode on one forward+backward equals training_flops_per_token x tokens.
+
+    The two agree exactly, not just roughly, because they count the same things: every matmul
+    (the linear layers, the tied LM head, Q·K^T and scores·V) at 2 FLOPs per multiply-add, with
+    backward = 2 x forward (gradient of the input and of the weight). Neither counts the
+    embedding lookups (a gather, no multiply), bias adds (addmm is counted as its matmul only),
+    LayerNorm, softmax or GELU: elementwise work, small next to the matmuls and usually
+    limited by memory traffic rather than arithmetic.
+    """
+    spec = gpt_spec(model_size=size, seq_len=seq_len, batch_size=2)
+    model = build_model(spec)
+    inputs, targets = next(batches(spec))
+    with FlopCounterMode(display=False) as counter:
+        loss = F.cross_entropy(model(inputs).flatten(0, 1), targets.flatten())
+        loss.backward()
+    counted = counter.get_total_flops()
+    predicted = training_flops_per_token(model, seq_len) * inputs.numel()
+    torch.testing.assert_close(float(counted), float(predicted), rtol=1e-9, atol=0)
+
+
+def test_activation_checkpointing_gives_the_same_loss_and_gradients():
+    """Checkpointing recomputes a block's insides in backward: same numbers, less kept memory."""
+    spec = gpt_spec(model_size="tiny")
+    inputs, targets = next(batches(spec))
+    results = []
+    for checkpointing in (False, True):
+        model = build_model(spec.replace(activation_checkpointing=checkpointing))
+        loss = F.cross_entropy(model(inputs).flatten(0, 1), targets.flatten())
+        loss.backward()
+        results.append((loss.detach(), {n: p.grad for n, p in model.named_parameters()}))
+    (loss_a, grads_a), (loss_b, grads_b) = results
+    # The recomputed forward runs the same ops on the same inputs: equal up to float rounding.
+    torch.testing.assert_close(loss_b, loss_a, rtol=1e-6, atol=1e-7)
+    assert grads_a.keys() == grads_b.keys()
+    for name in grads_a:
+        torch.testing.assert_close(grads_b[name], grads_a[name], rtol=1e-5, atol=1e-7, msg=name)

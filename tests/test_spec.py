@@ -1,0 +1,58 @@
+"""Every RunSpec field rejects bad values before anything starts, naming field, value, allowed."""
+import pytest
+
+from gpututor import RunSpec, launch
+
+BAD_VALUES = [
+    ("model", "resnet"), ("model", None),
+    ("model_size", "huge"),
+    ("strategy", "zero9"), ("strategy", ""),
+    ("world_size", 0), ("world_size", -1), ("world_size", 2.0), ("world_size", True),
+    ("precision", "fp8"), ("precision", "fp16"),  # fp16 needs CUDA; this machine has none
+    ("batch_size", 0), ("batch_size", 7),          # 7 does not split into 2 ranks
+    ("seq_len", 1), ("seq_len", 10_000),
+    ("steps", 0), ("steps", "10"),
+    ("lr", 0), ("lr", float("nan")), ("lr", -1.0), ("lr", "fast"),
+    ("optimizer", "lion"),
+    ("seed", -1), ("seed", 1.5),
+    ("device", "tpu"), ("device", "cuda"),         # no CUDA here
+    ("threads_per_rank", 0),
+    ("grad_accum", 0), ("grad_accum", 3),          # 32 / 2 ranks does not split into 3
+    ("activation_checkpointing", "yes"),
+    ("inject_fault", "x:1"), ("inject_fault", "5:1"), ("inject_fault", "1:2:explode"),
+    ("timeout", 0), ("timeout", float("inf")),
+    ("warmup_steps", -1),
+    ("options", {"a": 1}),
+]
+
+
+@pytest.mark.parametrize("field,value", BAD_VALUES, ids=[f"{f}={v!r}" for f, v in BAD_VALUES])
+def test_bad_value_names_field_value_and_allowed(field, value):
+    import torch
+    if field == "device" and value == "cuda" and torch.cuda.is_available():
+        pytest.skip("this machine has CUDA")
+    if field == "precision" and value == "fp16" and torch.cuda.is_available():
+        pytest.skip("fp16 is allowed with CUDA")
+    with pytest.raises(ValueError) as err:
+        RunSpec(**{"world_size": 2, "strategy": "ddp", field: value})
+    message = str(err.value)
+    assert field in message and "allowed" in message
+    if value not in ("", None):
+        assert repr(value) in message or str(value) in message
+
+
+def test_single_strategy_needs_one_rank():
+    with pytest.raises(ValueError, match="world_size=2 is invalid for strategy='single'"):
+        RunSpec(strategy="single", world_size=2)
+
+
+def test_defaults_are_valid_and_replace_revalidates():
+    spec = RunSpec()
+    assert spec.replace(steps=3).steps == 3
+    with pytest.raises(ValueError, match="steps"):
+        spec.replace(steps=-3)
+
+
+def test_launch_rejects_unknown_start_method():
+    with pytest.raises(ValueError, match="start_method='fork'"):
+        launch(RunSpec(strategy="single", world_size=1, steps=1), start_method="fork")
