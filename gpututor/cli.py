@@ -43,6 +43,16 @@ def build_parser() -> argparse.ArgumentParser:
     add("--timeout", type=float, help="seconds a rank may wait for a peer")
     run.add_argument("--json", metavar="PATH", help="write the JSON summary here ('-' = stdout)")
     run.add_argument("--quiet", action="store_true", help="no progress bar")
+
+    bench = commands.add_parser("bench", help="micro-benchmarks")
+    what = bench.add_subparsers(dest="bench", required=True)
+    comm = what.add_parser("comm", help="collectives: time, algbw, busbw over message sizes")
+    comm.add_argument("--world-size", type=int, default=2)
+    comm.add_argument("--device", default="auto")
+    comm.add_argument("--ops", default="all_reduce,all_gather,reduce_scatter,broadcast")
+    comm.add_argument("--max-bytes", type=int, default=1 << 24)
+    comm.add_argument("--iters", type=int, default=5)
+    comm.add_argument("--json", metavar="PATH", help="write the rows here ('-' = stdout)")
     return parser
 
 
@@ -59,6 +69,8 @@ def under_torchrun() -> bool:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    if args.command == "bench":
+        return _bench_comm(args)
     try:
         if under_torchrun():
             return _run_torchrun(args)
@@ -119,6 +131,34 @@ def _run_torchrun(args) -> int:
         dist.destroy_process_group()
     if rank == 0:
         _write_summary(summarize(spec, [r for part in gathered for r in part]), args.json)
+    return 0
+
+
+def _bench_comm(args) -> int:
+    from .comm_bench import DEFAULT_SIZES, OPS, run_comm_benchmark
+
+    ops = tuple(args.ops.split(","))
+    bad = [op for op in ops if op not in OPS]
+    sizes = tuple(s for s in DEFAULT_SIZES if s <= args.max_bytes)
+    try:
+        if bad:
+            raise ValueError(f"ops={','.join(bad)!r} is invalid: allowed values are {', '.join(OPS)}")
+        if not sizes:
+            raise ValueError(f"max_bytes={args.max_bytes} is invalid: allowed is >= {DEFAULT_SIZES[0]}")
+        summary = run_comm_benchmark(args.world_size, args.device, sizes, ops, args.iters)
+    except ValueError as exc:
+        print(f"gpututor: error: {exc}", file=sys.stderr)
+        return 2
+    if args.json:
+        _write_summary(summary, args.json)
+    else:
+        print(f"{'op':>15} {'bytes':>10} {'time_us':>10} {'algbw_GB/s':>11} {'busbw_GB/s':>11}")
+        for row in summary["rows"]:
+            if "error" in row:
+                print(f"{row['op']:>15} {row['bytes']:>10}  not supported: {row['error']}")
+                continue
+            print(f"{row['op']:>15} {row['bytes']:>10} {row['time_s'] * 1e6:>10.1f} "
+                  f"{row['algbw'] / 1e9:>11.3f} {row['busbw'] / 1e9:>11.3f}")
     return 0
 
 

@@ -67,13 +67,20 @@ def _noop() -> None:
     pass
 
 
-def launch(spec, start_method: str = "forkserver") -> "Run":
-    """Start ``spec.world_size`` ranks training ``spec``; return a :class:`Run` immediately."""
+def launch(spec, start_method: str = "forkserver", task=None, summarize_fn=None) -> "Run":
+    """Start ``spec.world_size`` ranks training ``spec``; return a :class:`Run` immediately.
+
+    ``task`` replaces the training loop with your own function
+    ``task(spec, rank, world_size, device, emit)`` (e.g. a benchmark or an exercise). It is sent
+    to the ranks *by value* with cloudpickle, so a function defined in a notebook cell works.
+    Each ``emit(record)`` must carry ``"step"``; ``summarize_fn(spec, records, status)``
+    (default: the training summary) makes the run's summary.
+    """
     spec.validate()
     if start_method not in ("forkserver", "spawn"):
         raise ValueError(f"start_method={start_method!r} is invalid: allowed values are "
                          "'forkserver', 'spawn' (plain fork is unsafe in a kernel)")
-    return Run(spec, start_method)
+    return Run(spec, start_method, task, summarize_fn)
 
 
 class Run:
@@ -82,8 +89,9 @@ class Run:
     ``status`` is one of "starting", "running", "finished", "failed", "stopped".
     """
 
-    def __init__(self, spec, start_method: str = "forkserver"):
+    def __init__(self, spec, start_method: str = "forkserver", task=None, summarize_fn=None):
         self.spec = spec
+        self._summarize = summarize_fn or summarize
         self.records: list[dict] = []
         self.status = "starting"
         self.error: RunFailed | None = None
@@ -95,7 +103,7 @@ class Run:
         self._tmp = tempfile.mkdtemp(prefix="gpututor-")
         ctx = _context(start_method)
         self._queue = ctx.SimpleQueue()
-        payload = cloudpickle.dumps(spec)
+        payload = cloudpickle.dumps((spec, task))
         self._procs, self._controls = [], []
         try:
             for rank in range(spec.world_size):
@@ -200,6 +208,9 @@ class Run:
                 del ready
         finally:
             self._end("failed" if self.error else "stopped")
+            # Only this thread reads the queue, so only it closes it: closing it in _end() from
+            # stop()'s thread raced with a get() here ("OSError: handle is closed").
+            self._queue.close()
 
     def _add(self, record: dict) -> None:
         with self._cond:
@@ -219,9 +230,8 @@ class Run:
                 self.error = error
             try:
                 self._terminate()
-                summary = summarize(self.spec, self.records, status)
+                summary = self._summarize(self.spec, self.records, status)
             finally:
-                self._queue.close()
                 shutil.rmtree(self._tmp, ignore_errors=True)
             with self._cond:
                 self.summary, self.status = summary, status

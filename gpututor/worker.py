@@ -124,7 +124,10 @@ def train(spec, rank: int, world_size: int, device: torch.device,
 
 def rank_main(payload: bytes, rank: int, world_size: int, store_path: str, queue, control,
               start_time: float) -> None:
-    """Run one rank for ``gpututor.launch``; report records, errors and the end to ``queue``."""
+    """Run one rank for ``gpututor.launch``; report records, errors and the end to ``queue``.
+
+    ``payload`` is ``cloudpickle.dumps((spec, task))``; ``task`` None means "train".
+    """
     import traceback
 
     import cloudpickle
@@ -134,7 +137,7 @@ def rank_main(payload: bytes, rank: int, world_size: int, store_path: str, queue
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     _exit_when_parent_goes(control)
     os.environ["GLOO_SOCKET_IFNAME"] = "lo"  # loopback only, never a real interface
-    spec = cloudpickle.loads(payload)
+    spec, task = cloudpickle.loads(payload)
     grouped = False
     try:
         device = rank_device(spec, rank)
@@ -143,8 +146,11 @@ def rank_main(payload: bytes, rank: int, world_size: int, store_path: str, queue
         store = dist.FileStore(store_path, world_size)
         init_process_group(spec, rank, world_size, device, store=store)
         grouped = True
-        train(spec, rank, world_size, device,
-              emit=lambda rec: queue.put(("record", rank, rec)), start_time=start_time)
+        emit = lambda rec: queue.put(("record", rank, {"rank": rank, **rec}))
+        if task is None:
+            train(spec, rank, world_size, device, emit=emit, start_time=start_time)
+        else:
+            task(spec, rank, world_size, device, emit)
         queue.put(("done", rank, None))
     except BaseException as exc:  # noqa: BLE001 - every failure must reach the notebook
         queue.put(("error", rank, {"type": type(exc).__name__, "message": str(exc),
