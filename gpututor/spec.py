@@ -121,6 +121,7 @@ class RunSpec:
         if not isinstance(self.options, tuple):
             raise ValueError(f"options={self.options!r} is invalid: allowed is a tuple of "
                              "(name, value) pairs")
+        _check_options(self.options, STRATEGIES[self.strategy])
         fault = self.fault
         if fault is not None and fault.rank >= self.world_size:
             raise ValueError(f"inject_fault={self.inject_fault!r} is invalid: rank {fault.rank} "
@@ -141,6 +142,19 @@ class RunSpec:
                 f"batch_size={self.batch_size} is invalid: it must split evenly into "
                 f"{dp} data-parallel rank(s) x grad_accum={self.grad_accum} micro-batches "
                 f"(allowed: a multiple of {dp * self.grad_accum})")
+
+
+GLOBAL_OPTIONS = ("save_state", "sizes", "ops", "iters")  # for tests, benchmarks
+
+
+def _check_options(options: tuple, strategy) -> None:
+    allowed = GLOBAL_OPTIONS + tuple(strategy.options)
+    for pair in options:
+        if not (isinstance(pair, tuple) and len(pair) == 2 and isinstance(pair[0], str)):
+            raise ValueError(f"options entry {pair!r} is invalid: allowed is a (name, value) pair")
+        if pair[0] not in allowed:
+            raise ValueError(f"option {pair[0]!r} is invalid for strategy={strategy.name!r}: "
+                             f"allowed options are {', '.join(allowed)}")
 
 
 def _choice(name: str, value, allowed: tuple) -> None:

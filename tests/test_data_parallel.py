@@ -30,3 +30,37 @@ def test_bucketed_with_accumulation_equals_big_batch(tmp_path):
     ref_losses, _ = reference_run(spec.replace(grad_accum=1))
     torch.testing.assert_close(torch.tensor(summary["losses"]), torch.tensor(ref_losses),
                                rtol=1e-5, atol=1e-5)
+
+
+def test_unknown_or_bad_option_is_a_clear_error():
+    with pytest.raises(ValueError, match="option 'bucket_size' is invalid for strategy='ddp'"):
+        tiny_spec(options=(("bucket_size", 1),))
+    with pytest.raises(ValueError, match="comm_hook='zip' is invalid: allowed is one of none"):
+        tiny_spec(options=(("comm_hook", "zip"),))
+
+
+def test_ddp_accumulation_with_no_sync_equals_big_batch():
+    spec = tiny_spec(strategy="ddp", world_size=2, steps=3, grad_accum=2,
+                     options=(("bucket_cap_mb", 0.25),))
+    summary = launch(spec).wait()
+    ref_losses, _ = reference_run(spec.replace(grad_accum=1))
+    torch.testing.assert_close(torch.tensor(summary["losses"]), torch.tensor(ref_losses),
+                               rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("hook,tolerance,byte_ratio", [
+    ("bf16", 2e-2, 0.5),      # bf16 keeps 8 bits of mantissa: gradients off by ~0.4 %
+    ("fp16", 5e-3, 0.5),
+    ("powersgd", 5e-2, None),  # rank-1 approximation of each matrix after 2 plain steps
+])
+def test_compression_hooks_change_losses_only_within_tolerance(hook, tolerance, byte_ratio):
+    base = tiny_spec(strategy="ddp", world_size=2, steps=6)
+    plain = launch(base).wait()
+    compressed = launch(base.replace(options=(("comm_hook", hook),))).wait()
+    torch.testing.assert_close(torch.tensor(compressed["losses"]), torch.tensor(plain["losses"]),
+                               rtol=tolerance, atol=tolerance)
+    ratio = compressed["comm_bytes_per_step"] / plain["comm_bytes_per_step"]
+    if byte_ratio is not None:
+        assert ratio == pytest.approx(byte_ratio)
+    else:
+        assert ratio < 0.5

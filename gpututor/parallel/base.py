@@ -12,9 +12,16 @@ import torch
 import torch.nn.functional as F
 
 
+def check_option(name: str, value, ok, allowed: str) -> None:
+    """Raise the project's standard ``ValueError`` unless ``ok(value)``."""
+    if not ok(value):
+        raise ValueError(f"option {name}={value!r} is invalid: allowed is {allowed}")
+
+
 class Strategy:
     name = "base"
     description = ""
+    options: dict = {}   # option name -> validity check, for RunSpec.options
 
     # ---- checked before launch ---------------------------------------------------------------
     def validate(self, spec) -> None:

@@ -23,7 +23,7 @@ import torch
 import torch.distributed as dist
 import torch.nn as nn
 
-from .base import Strategy
+from .base import Strategy, check_option
 
 
 def broadcast_parameters(model: nn.Module, src: int = 0) -> None:
@@ -130,6 +130,12 @@ class GradientBuckets(nn.Module):
 class BucketedDataParallel(Strategy):
     name = "dp-bucketed"
     description = "from scratch: gradients all-reduced in buckets, overlapping backward"
+    options = {"bucket_cap_mb": lambda v: isinstance(v, (int, float)) and 0 < v <= 1024}
+
+    def validate(self, spec) -> None:
+        for name, value in spec.options:
+            if name in self.options:
+                check_option(name, value, self.options[name], "a number of MiB in (0, 1024]")
 
     def wrap(self, model, ctx):
         broadcast_parameters(model)
