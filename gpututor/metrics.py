@@ -107,10 +107,16 @@ def summarize(spec, records: list[dict], status: str = "finished") -> dict:
     steady = [s for s in complete if s >= spec.warmup_steps] or complete
     step_times = [max(r["step_time_s"] for r in by_step[s]) for s in steady]
     tokens = spec.batch_size * spec.seq_len
-    per_rank = lambda key: [max((r[key] for r in records if r["rank"] == k and r.get(key)),
-                                default=None) for k in range(world)]
-    median = lambda key: statistics.median(
-        [statistics.fmean(r[key] for r in by_step[s]) for s in steady]) if steady else None
+    per_rank = lambda key: [max((r[key] for r in records
+                                 if r["rank"] == k and r.get(key) is not None), default=None)
+                            for k in range(world)]
+
+    def median(key, combine=statistics.fmean):
+        """Median over steady steps of ``combine`` over ranks (steps where all ranks have it)."""
+        values = [combine([r[key] for r in by_step[s]]) for s in steady
+                  if all(r.get(key) is not None for r in by_step[s])]
+        return statistics.median(values) if values else None
+
     return {
         "status": status,
         "strategy": spec.strategy,
@@ -134,7 +140,7 @@ def summarize(spec, records: list[dict], status: str = "finished") -> dict:
         "comm_s": median("comm_s"),
         "comm_bytes_per_step": median("comm_bytes"),
         "flops_per_step": records[0].get("flops") if records else None,
-        "achieved_flops": median("achieved_flops"),
-        "mfu": median("mfu") if records and records[0].get("mfu") is not None else None,
+        "achieved_flops": median("achieved_flops", combine=sum),  # all ranks together
+        "mfu": median("mfu"),
         "spec": {k: v for k, v in vars(spec).items()},
     }

@@ -207,8 +207,7 @@ class Comparison:
 
     def speedup(self, summary: dict) -> float | None:
         """The speedup of one of the kept runs (None until a 1-rank run of its key exists)."""
-        index = next(i for i, s in enumerate(self.summaries) if s is summary)
-        return self.rows()[index]["speedup"]
+        return self.rows()[self.summaries.index(summary)]["speedup"]
 
     def explain(self) -> str:
         """The measured speedups in words."""
@@ -282,6 +281,8 @@ class RunPanel:
         field was bad): cells that must finish their run before the next cell use this.
         """
         if self.busy:
+            if wait:
+                raise RuntimeError("this panel's run is still going: stop it or wait for it")
             return None
         try:
             spec = self.spec_from_controls()
@@ -304,7 +305,9 @@ class RunPanel:
         if not wait:
             return None
         self.wait()
-        if self.current is not None and self.current.error is not None:
+        if self.current is None:
+            raise RuntimeError("the run did not start; the status line says why")
+        if self.current.error is not None:
             raise self.current.error
         return self.current
 
@@ -396,8 +399,7 @@ class RunPanel:
             self._set_status("stopped", f"after {steps} complete steps; every rank has ended")
 
     def _model_changed(self, change) -> None:
-        self.controls["model_size"].options = CHOICES["model_size"](
-            self.spec.replace(model=change["new"], model_size=None))
+        self.controls["model_size"].options = list(MODEL_SIZES[change["new"]])
 
     def _set_status(self, state: str, text: str) -> None:
         self.state = state

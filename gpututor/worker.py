@@ -19,7 +19,7 @@ import torch.distributed as dist
 from .data import batches, load_corpus
 from .memory import LiveBytesProbe, optimizer_tensors, state_bytes
 from .metrics import StepContext, count_step_flops, device_peak_flops
-from .models import build_model, count_parameters
+from .models import build_model, count_parameters, training_flops_per_token
 from .parallel import get_strategy
 
 load_corpus()  # read once here, so a forkserver that preloads this module has it in memory
@@ -55,6 +55,7 @@ def train(spec, rank: int, world_size: int, device: torch.device,
     ctx = StepContext(spec, rank, world_size, device)
     model = build_model(spec).to(device)
     n_params = count_parameters(model)
+    flops_per_token = training_flops_per_token(model, spec.seq_len)
     model = strategy.wrap(model, ctx)
     optimizer = strategy.make_optimizer(model, spec)
     dp_size, dp_rank = strategy.data_parallel_size(spec), strategy.data_parallel_rank(rank, spec)
@@ -95,6 +96,8 @@ def train(spec, rank: int, world_size: int, device: torch.device,
         mem = state_bytes(model, optimizer)
         peak = torch.cuda.max_memory_allocated(device) if device.type == "cuda" else cpu_peak
         achieved = flops / step_time if flops else None
+        # MFU counts the model's FLOPs (6·N·tokens + attention), not recomputation (PaLM, App. B)
+        model_flops = flops_per_token * inputs.numel()
         emit({
             "rank": rank, "step": step, "loss": loss, "time": time.time() - start_time,
             "step_time_s": step_time,
@@ -108,7 +111,8 @@ def train(spec, rank: int, world_size: int, device: torch.device,
             "mem_optimizer": mem["optimizer"], "mem_activations": activations,
             "mem_peak": peak,
             "flops": flops, "achieved_flops": achieved,
-            "mfu": achieved / peak_flops if achieved and peak_flops else None,
+            "model_flops": model_flops,
+            "mfu": model_flops / step_time / peak_flops if peak_flops else None,
             "params": n_params, "device": str(device), "world_size": world_size,
             "probe": step in (0, probe_step),
         })

@@ -104,6 +104,18 @@ def test_summary_line_and_check_answer(capsys):
             check_answer(wrong, 8, "batch")
 
 
+def test_panel_controls_make_the_spec():
+    panel = RunPanel(TINY, fields=("model", "model_size", "world_size", "inject_fault"))
+    assert panel.spec_from_controls() == TINY
+    panel.controls["model"].value = "mlp"   # the sizes on offer follow the model
+    assert list(panel.controls["model_size"].options) == ["small", "large"]
+    panel.controls["inject_fault"].value = "1:3"
+    assert panel.spec_from_controls() == TINY.replace(model="mlp", model_size="small",
+                                                      inject_fault="1:3")
+    with pytest.raises(ValueError, match="fields"):
+        RunPanel(TINY, fields=("world_size", "no_such_field"))
+
+
 # ---- the panel, headless, with real ranks -----------------------------------------------------
 
 @pytest.fixture(scope="module", autouse=True)

@@ -70,6 +70,7 @@ class Strategy:
                     logits = model(inputs)
                     loss = F.cross_entropy(logits.flatten(0, 1).float(), targets.flatten())
                     loss = loss / len(micro_batches)
+                    del logits  # backward does not need them: free them before it runs
                 with ctx.phase("backward"):
                     loss.backward()
                     if i == last and ctx.after_backward is not None:
