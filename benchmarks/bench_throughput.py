@@ -44,7 +44,7 @@ def gpututor_tokens_per_s(spec: RunSpec) -> float:
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--size", default="small")
-    parser.add_argument("--batch", type=int, default=32)
+    parser.add_argument("--batch", type=int, default=64)
     parser.add_argument("--steps", type=int, default=20)
     parser.add_argument("--repeats", type=int, default=3)
     args = parser.parse_args()

@@ -64,15 +64,6 @@ class StepContext:
         self.phases = {}
 
 
-def count_step_flops(run_step) -> int:
-    """FLOPs of one call of ``run_step()``, counted by PyTorch's ``FlopCounterMode``."""
-    from torch.utils.flop_counter import FlopCounterMode
-    counter = FlopCounterMode(display=False)
-    with counter:
-        run_step()
-    return int(counter.get_total_flops())
-
-
 # Dense peak FLOP/s by device name, per precision. Sources: NVIDIA data sheets (A100: "NVIDIA
 # A100 Tensor Core GPU" datasheet 2021, dense, no sparsity; H100/H200 SXM: "H100 Tensor Core GPU"
 # and "H200" datasheets; V100: "Tesla V100" datasheet SXM2; T4 and L4 datasheets).
@@ -104,7 +95,9 @@ def summarize(spec, records: list[dict], status: str = "finished") -> dict:
     by_step = {s: [r for r in records if r["step"] == s] for s in steps}
     complete = [s for s in steps if len(by_step[s]) == world]
     losses = [statistics.fmean(r["loss"] for r in by_step[s]) for s in complete]
-    steady = [s for s in complete if s >= spec.warmup_steps] or complete
+    # steady state: after warm-up, and not the steps slowed down by counting FLOPs or memory
+    steady = [s for s in complete if s >= spec.warmup_steps
+              and not any(r.get("probe") for r in by_step[s])] or complete
     step_times = [max(r["step_time_s"] for r in by_step[s]) for s in steady]
     tokens = spec.batch_size * spec.seq_len
     per_rank = lambda key: [max((r[key] for r in records
@@ -139,7 +132,7 @@ def summarize(spec, records: list[dict], status: str = "finished") -> dict:
         "compute_s": median("compute_s"),
         "comm_s": median("comm_s"),
         "comm_bytes_per_step": median("comm_bytes"),
-        "flops_per_step": records[0].get("flops") if records else None,
+        "flops_per_step": max((r["flops"] for r in records if r.get("flops")), default=None),
         "achieved_flops": median("achieved_flops", combine=sum),  # all ranks together
         "mfu": median("mfu"),
         "spec": {k: v for k, v in vars(spec).items()},

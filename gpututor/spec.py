@@ -47,7 +47,7 @@ class RunSpec:
     strategy: str = "ddp"               # see gpututor.parallel.STRATEGIES
     world_size: int = 2                 # number of ranks (processes)
     precision: str = "fp32"             # fp32 | bf16 | fp16 (fp16 needs CUDA)
-    batch_size: int = 32                # global batch, in sequences
+    batch_size: int = 64                # global batch, in sequences (all ranks together)
     seq_len: int = 64                   # tokens per sequence
     steps: int = 30
     lr: float = 3e-3

@@ -58,7 +58,7 @@ class StepAnatomy:
     spec: RunSpec
     phase_s: dict             # median seconds per phase (forward, backward, optimizer)
     step_time_s: float        # median wall time of a whole step
-    flops_per_step: int       # counted by PyTorch's FlopCounterMode on step 0
+    flops_per_step: int       # counted by PyTorch's FlopCounterMode on step 1
     achieved_flops: float     # flops_per_step / step_time_s
     mfu: Optional[float]      # achieved / the device's datasheet peak; None where unknown (CPU)
     memory: dict              # bytes: params, grads, optimizer, activations

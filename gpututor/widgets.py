@@ -363,11 +363,15 @@ class RunPanel:
             run.stop()
         problem = None
         try:
-            last = 0.0
-            for _ in run:
-                if time.monotonic() - last >= UPDATE_INTERVAL_S:
+            last, world, first_step_drawn = 0.0, spec.world_size, False
+            for record in run:
+                # Draw the first complete step at once (the learner is waiting for it); after
+                # that at most every UPDATE_INTERVAL_S, since each update resends whole arrays.
+                first_step = not first_step_drawn and len(run.records) >= world and \
+                    len(global_loss(run.records, world)[0]) > 0
+                if first_step or time.monotonic() - last >= UPDATE_INTERVAL_S:
                     self._draw(run)
-                    last = time.monotonic()
+                    last, first_step_drawn = time.monotonic(), first_step_drawn or first_step
         except RunFailed:
             pass  # kept in run.error, shown below
         except Exception as exc:  # noqa: BLE001 - a bug while drawing: never leave ranks running

@@ -10,15 +10,17 @@ import os
 import signal
 import threading
 import time
+from contextlib import ExitStack
 from datetime import timedelta
 from typing import Callable
 
 import torch
 import torch.distributed as dist
+from torch.utils.flop_counter import FlopCounterMode
 
 from .data import batches, load_corpus
 from .memory import LiveBytesProbe, optimizer_tensors, state_bytes
-from .metrics import StepContext, count_step_flops, device_peak_flops
+from .metrics import StepContext, device_peak_flops
 from .models import build_model, count_parameters, training_flops_per_token
 from .parallel import get_strategy
 
@@ -60,7 +62,8 @@ def train(spec, rank: int, world_size: int, device: torch.device,
     optimizer = strategy.make_optimizer(model, spec)
     dp_size, dp_rank = strategy.data_parallel_size(spec), strategy.data_parallel_rank(rank, spec)
     peak_flops = device_peak_flops(device, spec.precision)
-    probe_step = min(1, spec.steps - 1)  # step 0 creates the optimizer state; measure after it
+    # Step 0 creates the optimizer state and is what a learner waits for: measure after it.
+    flop_step, probe_step = min(1, spec.steps - 1), min(2, spec.steps - 1)
     fault = spec.fault
     flops = activations = cpu_peak = None
 
@@ -77,20 +80,18 @@ def train(spec, rank: int, world_size: int, device: torch.device,
             torch.cuda.reset_peak_memory_stats(device)
 
         start = time.perf_counter()
-        if step == 0:  # count FLOPs on the warm-up step (counting slows it a little)
-            result = {}
-            flops = count_step_flops(lambda: result.setdefault("loss", run_step()))
-            loss = result["loss"]
-        elif step == probe_step:  # measure memory by category on one step
-            # Buffers (e.g. attention masks) exist before the step: baseline, not activations.
-            baseline = [*model.parameters(), *model.buffers(), *optimizer_tensors(optimizer)]
-            with LiveBytesProbe(baseline) as probe:
-                ctx.probe = probe
-                loss = run_step()
-            ctx.probe = None
-            activations, cpu_peak = probe.forward_end, probe.peak
-        else:
+        with ExitStack() as measuring:  # only on the two measuring steps (they run slower)
+            if step == flop_step:  # count FLOPs (after step 0, which a learner waits for)
+                counter = measuring.enter_context(FlopCounterMode(display=False))
+            if step == probe_step:  # memory by category; buffers (masks) are baseline
+                baseline = [*model.parameters(), *model.buffers(), *optimizer_tensors(optimizer)]
+                ctx.probe = measuring.enter_context(LiveBytesProbe(baseline))
             loss = run_step()
+        if step == flop_step:
+            flops = int(counter.get_total_flops())
+        if step == probe_step:
+            activations, cpu_peak = ctx.probe.forward_end, ctx.probe.peak
+            ctx.probe = None
         step_time = time.perf_counter() - start
 
         mem = state_bytes(model, optimizer)
@@ -114,7 +115,7 @@ def train(spec, rank: int, world_size: int, device: torch.device,
             "model_flops": model_flops,
             "mfu": model_flops / step_time / peak_flops if peak_flops else None,
             "params": n_params, "device": str(device), "world_size": world_size,
-            "probe": step in (0, probe_step),
+            "probe": step in (flop_step, probe_step),  # slowed by measuring
         })
 
     save_path = spec.option("save_state")

@@ -42,7 +42,8 @@ def test_one_rank_run_summary_and_records():
     # AdamW keeps exp_avg and exp_avg_sq per parameter, plus a 4-byte step counter per tensor
     assert 0 < last["mem_optimizer"] - 2 * last["mem_params"] <= 4 * 64
     assert last["mem_activations"] > 0 and last["mem_peak"] > last["mem_params"] * 3
-    assert records[0]["flops"] > 0 and summary["comm_s"] == 0
+    assert records[1]["flops"] > 0 and summary["flops_per_step"] == records[1]["flops"]
+    assert summary["comm_s"] == 0
 
 
 def test_ddp_two_ranks_equals_one_process(tmp_path):
