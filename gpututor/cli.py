@@ -41,6 +41,9 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--activation-checkpointing", action="store_true")
     add("--inject-fault", help="RANK:STEP (raise) or RANK:STEP:hang")
     add("--timeout", type=float, help="seconds a rank may wait for a peer")
+    add("--checkpoint-every", type=int, help="save a checkpoint every K steps (0 = never)")
+    add("--checkpoint-dir", help="folder for checkpoints (step{K}.pt)")
+    add("--resume", metavar="PATH", help="continue from this checkpoint (world size may differ)")
     run.add_argument("--json", metavar="PATH", help="write the JSON summary here ('-' = stdout)")
     run.add_argument("--quiet", action="store_true", help="no progress bar")
 

@@ -71,11 +71,13 @@ def shard(batch: tuple[torch.Tensor, torch.Tensor], rank: int, world_size: int):
     return inputs[rows], targets[rows]
 
 
-def batches(spec, rank: int = 0, world_size: int = 1, split_name: str = "train"
-            ) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
-    """Yield, for each step of ``spec``, the ``(inputs, targets)`` that data-parallel ``rank`` sees."""
+def batches(spec, rank: int = 0, world_size: int = 1, split_name: str = "train",
+            start_step: int = 0) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+    """Yield, for each step of ``spec`` from ``start_step`` on, the ``(inputs, targets)`` that
+    data-parallel ``rank`` sees. A step's global batch depends only on the seed and the step, so a
+    run resumed from a checkpoint (with any world size) continues with the same samples."""
     _, ids = load_corpus()
     part = split(ids, split_name)
-    for step in range(spec.steps):
+    for step in range(start_step, spec.steps):
         full = global_batch(part, step, spec.batch_size, spec.seq_len, spec.seed)
         yield shard(full, rank, world_size)

@@ -96,7 +96,8 @@ def summarize(spec, records: list[dict], status: str = "finished") -> dict:
     complete = [s for s in steps if len(by_step[s]) == world]
     losses = [statistics.fmean(r["loss"] for r in by_step[s]) for s in complete]
     # steady state: after warm-up, and not the steps slowed down by counting FLOPs or memory
-    steady = [s for s in complete if s >= spec.warmup_steps
+    first = steps[0] if steps else 0  # > 0 for a run resumed from a checkpoint
+    steady = [s for s in complete if s >= first + spec.warmup_steps
               and not any(r.get("probe") for r in by_step[s])] or complete
     step_times = [max(r["step_time_s"] for r in by_step[s]) for s in steady]
     tokens = spec.batch_size * spec.seq_len
@@ -120,6 +121,7 @@ def summarize(spec, records: list[dict], status: str = "finished") -> dict:
         "batch_size": spec.batch_size,
         "seq_len": spec.seq_len,
         "steps": len(complete),
+        "first_step": first,
         "device": records[0]["device"] if records else spec.resolved_device(),
         "params": records[0]["params"] if records else None,
         "tokens_per_s": tokens * len(step_times) / sum(step_times) if step_times else None,

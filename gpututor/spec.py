@@ -60,6 +60,9 @@ class RunSpec:
     inject_fault: Optional[str] = None  # "RANK:STEP" or "RANK:STEP:hang"
     timeout: float = 30.0               # seconds a rank may wait for a peer
     warmup_steps: int = 2               # steps left out of throughput figures
+    checkpoint_every: int = 0           # save a checkpoint every K steps (0 = never)
+    checkpoint_dir: Optional[str] = None  # where checkpoints go (step{K}.pt)
+    resume: Optional[str] = None        # a checkpoint file to continue from (any world size)
     options: tuple = field(default=())  # strategy options as (name, value) pairs
 
     def __post_init__(self):
@@ -122,6 +125,7 @@ class RunSpec:
             raise ValueError(f"options={self.options!r} is invalid: allowed is a tuple of "
                              "(name, value) pairs")
         _check_options(self.options, STRATEGIES[self.strategy])
+        self._validate_checkpointing(STRATEGIES[self.strategy])
         fault = self.fault
         if fault is not None and fault.rank >= self.world_size:
             raise ValueError(f"inject_fault={self.inject_fault!r} is invalid: rank {fault.rank} "
@@ -142,6 +146,21 @@ class RunSpec:
                 f"batch_size={self.batch_size} is invalid: it must split evenly into "
                 f"{dp} data-parallel rank(s) x grad_accum={self.grad_accum} micro-batches "
                 f"(allowed: a multiple of {dp * self.grad_accum})")
+
+
+    def _validate_checkpointing(self, strategy) -> None:
+        _int("checkpoint_every", self.checkpoint_every, 0, 1_000_000)
+        if self.checkpoint_every and not self.checkpoint_dir:
+            raise ValueError(f"checkpoint_dir={self.checkpoint_dir!r} is invalid with "
+                             f"checkpoint_every={self.checkpoint_every}: allowed is a folder path")
+        if (self.checkpoint_every or self.resume) and not strategy.supports_checkpoint:
+            raise ValueError(f"strategy={strategy.name!r} is invalid with checkpointing: allowed "
+                             "strategies are those that save full state (e.g. 'single', 'ddp')")
+        if self.resume is not None:
+            import os
+            if not isinstance(self.resume, str) or not os.path.isfile(self.resume):
+                raise ValueError(f"resume={self.resume!r} is invalid: allowed is the path of an "
+                                 "existing checkpoint file")
 
 
 GLOBAL_OPTIONS = ("save_state", "sizes", "ops", "iters")  # for tests, benchmarks

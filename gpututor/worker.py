@@ -12,6 +12,7 @@ import threading
 import time
 from contextlib import ExitStack
 from datetime import timedelta
+from pathlib import Path
 from typing import Callable
 
 import torch
@@ -60,14 +61,20 @@ def train(spec, rank: int, world_size: int, device: torch.device,
     flops_per_token = training_flops_per_token(model, spec.seq_len)
     model = strategy.wrap(model, ctx)
     optimizer = strategy.make_optimizer(model, spec)
+    start_step = 0
+    if spec.resume:  # continue where a checkpoint left off; its world size may differ from ours
+        state = torch.load(spec.resume, map_location=device, weights_only=False)
+        strategy.load_checkpoint(model, optimizer, state)
+        start_step = state["step"] + 1
     dp_size, dp_rank = strategy.data_parallel_size(spec), strategy.data_parallel_rank(rank, spec)
     peak_flops = device_peak_flops(device, spec.precision)
     # Step 0 creates the optimizer state and is what a learner waits for: measure after it.
-    flop_step, probe_step = min(1, spec.steps - 1), min(2, spec.steps - 1)
+    flop_step, probe_step = (min(start_step + k, spec.steps - 1) for k in (1, 2))
     fault = spec.fault
     flops = activations = cpu_peak = None
 
-    for step, (inputs, targets) in enumerate(batches(spec, dp_rank, dp_size)):
+    data = batches(spec, dp_rank, dp_size, start_step=start_step)
+    for step, (inputs, targets) in enumerate(data, start=start_step):
         if fault is not None and fault.rank == rank and fault.step == step:
             if fault.hang:
                 threading.Event().wait()  # hang forever: peers must notice and fail
@@ -117,12 +124,27 @@ def train(spec, rank: int, world_size: int, device: torch.device,
             "params": n_params, "device": str(device), "world_size": world_size,
             "probe": step in (flop_step, probe_step),  # slowed by measuring
         })
+        if spec.checkpoint_every and (step + 1) % spec.checkpoint_every == 0:
+            save_checkpoint(spec, strategy, model, optimizer, step, rank)
 
     save_path = spec.option("save_state")
     if save_path:  # for tests and by-hand comparison: the trained weights, written by rank 0
         state = strategy.full_state_dict(model)
         if rank == 0:
             torch.save({k: v.detach().cpu() for k, v in state.items()}, save_path)
+
+
+def save_checkpoint(spec, strategy, model, optimizer, step: int, rank: int) -> None:
+    """Rank 0 writes ``checkpoint_dir/step{step+1}.pt`` (atomically: a reader never sees half)."""
+    state = strategy.checkpoint_state(model, optimizer)
+    if rank != 0:
+        return
+    folder = Path(spec.checkpoint_dir)
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"step{step + 1}.pt"
+    torch.save({**state, "step": step, "seed": spec.seed, "batch_size": spec.batch_size,
+                "world_size": spec.world_size}, path.with_suffix(".tmp"))
+    os.replace(path.with_suffix(".tmp"), path)
 
 
 # ---- entry point for launch(): one process per rank, started by the launcher -----------------

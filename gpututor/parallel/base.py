@@ -22,6 +22,7 @@ class Strategy:
     name = "base"
     description = ""
     options: dict = {}   # option name -> validity check, for RunSpec.options
+    supports_checkpoint = True  # full_state_dict / optimizer state are whole on every rank
 
     # ---- checked before launch ---------------------------------------------------------------
     def validate(self, spec) -> None:
@@ -48,6 +49,15 @@ class Strategy:
     def full_state_dict(self, model) -> dict:
         """The whole model's parameters as one state dict (collective for sharded strategies)."""
         return getattr(model, "module", model).state_dict()
+
+    def checkpoint_state(self, model, optimizer) -> dict:
+        """What a checkpoint holds: full model and optimizer state (equal on every rank here)."""
+        return {"model": self.full_state_dict(model), "optimizer": optimizer.state_dict()}
+
+    def load_checkpoint(self, model, optimizer, state: dict) -> None:
+        """Restore :meth:`checkpoint_state` into the wrapped model and its optimizer."""
+        getattr(model, "module", model).load_state_dict(state["model"])
+        optimizer.load_state_dict(state["optimizer"])
 
     def no_sync(self, model):
         """Context in which backward does not synchronise gradients (accumulation steps)."""
