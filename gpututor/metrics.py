@@ -22,10 +22,11 @@ class CommMeter:
     bytes: int = 0
     busy_s: float = 0.0      # sum of collective durations (may overlap compute)
     exposed_s: float = 0.0   # time compute stood still waiting for communication
+    emulated_s: float = 0.0  # delay added by an emulated link (parallel/link.py), if any
     calls: int = 0
 
     def reset(self) -> None:
-        self.bytes, self.busy_s, self.exposed_s, self.calls = 0, 0.0, 0.0, 0
+        self.bytes, self.busy_s, self.exposed_s, self.emulated_s, self.calls = 0, 0.0, 0.0, 0.0, 0
 
     def add(self, nbytes: int, seconds: float) -> None:
         self.bytes += nbytes
@@ -45,6 +46,7 @@ class StepContext:
     phases: dict = field(default_factory=dict)
     probe: object = None    # a memory.LiveBytesProbe on the step that measures memory
     after_backward: object = None  # set by a strategy that wants to know when backward ended
+    link: object = None     # a parallel.link.EmulatedLink when the spec asks for one
 
     @contextmanager
     def phase(self, name: str):

@@ -127,16 +127,30 @@ def check_answer(answer, expected: float, what: str, rel_tol: float = 0.02) -> N
 
 # ---- figures ----------------------------------------------------------------------------------
 
+def step_breakdown_by_rank(records: list[dict], world_size: int) -> dict[str, list[float]]:
+    """Each rank's latest step split into compute and exposed communication, in ms."""
+    latest = {}
+    for r in records:
+        if r.get("compute_s") is not None and r["step"] >= latest.get(r["rank"], {}).get("step", -1):
+            latest[r["rank"]] = r
+    pick = lambda key: [latest[k][key] * 1e3 if k in latest else 0.0 for k in range(world_size)]
+    return {"compute": pick("compute_s"), "comm": pick("comm_s")}
+
+
 def build_figure(world_size: int, title: str = "") -> go.Figure:
-    """Empty live-run plots: trace 0 is the loss, then tokens/s per rank, then memory bars."""
-    fig = make_subplots(rows=1, cols=3, horizontal_spacing=0.08, subplot_titles=(
-        "loss (mean over ranks)", "tokens/s of each rank", "memory per rank (MB)"))
+    """Empty live-run plots: trace 0 is the loss, then tokens/s per rank, then memory bars,
+    then the step-time breakdown bars (compute, exposed communication)."""
+    fig = make_subplots(rows=1, cols=4, horizontal_spacing=0.06, subplot_titles=(
+        "loss (mean over ranks)", "tokens/s of each rank", "memory per rank (MB)",
+        "last step per rank (ms)"))
     fig.add_scatter(x=[], y=[], mode="lines+markers", name="loss", row=1, col=1)
     for rank in range(world_size):
         fig.add_scatter(x=[], y=[], mode="lines", name=f"rank {rank} tokens/s", row=1, col=2)
     ranks = [f"rank {rank}" for rank in range(world_size)]
     for category in MEMORY_CATEGORIES:
         fig.add_bar(x=ranks, y=[0] * world_size, name=category, row=1, col=3)
+    fig.add_bar(x=ranks, y=[0] * world_size, name="compute", row=1, col=4)
+    fig.add_bar(x=ranks, y=[0] * world_size, name="waiting for communication", row=1, col=4)
     fig.update_layout(barmode="stack", height=360, title=title, margin=dict(t=70, b=40),
                       legend=dict(orientation="h", y=-0.2))
     fig.update_xaxes(title_text="step", row=1, col=1)
@@ -152,6 +166,12 @@ def fill_figure(fig: go.Figure, records: list[dict], world_size: int) -> None:
     memory = memory_by_rank(records, world_size)
     for i, category in enumerate(MEMORY_CATEGORIES):
         fig.data[1 + world_size + i].y = [b / 1e6 for b in memory[category]]
+    breakdown = step_breakdown_by_rank(records, world_size)
+    first_bar = 1 + world_size + len(MEMORY_CATEGORIES)
+    fig.data[first_bar].y = breakdown["compute"]
+    fig.data[first_bar + 1].y = breakdown["comm"]
+    if any(r.get("emulated_comm_s") for r in records):  # say so wherever a link is emulated
+        fig.data[first_bar + 1].name = "waiting for communication (EMULATED link)"
 
 
 def speedup_figure(rows: list[dict]) -> go.Figure:

@@ -24,6 +24,7 @@ from .memory import LiveBytesProbe, optimizer_tensors, state_bytes
 from .metrics import StepContext, device_peak_flops
 from .models import build_model, count_parameters, training_flops_per_token
 from .parallel import get_strategy
+from .parallel.link import EmulatedLink
 
 load_corpus()  # read once here, so a forkserver that preloads this module has it in memory
 
@@ -55,7 +56,7 @@ def train(spec, rank: int, world_size: int, device: torch.device,
     if device.type == "cpu":
         torch.set_num_threads(spec.threads_per_rank)
     strategy = get_strategy(spec.strategy)
-    ctx = StepContext(spec, rank, world_size, device)
+    ctx = StepContext(spec, rank, world_size, device, link=EmulatedLink.from_spec(spec))
     model = build_model(spec).to(device)
     n_params = count_parameters(model)
     flops_per_token = training_flops_per_token(model, spec.seq_len)
@@ -114,6 +115,7 @@ def train(spec, rank: int, world_size: int, device: torch.device,
             "comm_s": ctx.comm.exposed_s,
             "comm_busy_s": ctx.comm.busy_s,
             "comm_bytes": ctx.comm.bytes,
+            "emulated_comm_s": ctx.comm.emulated_s,
             **{f"{name}_s": seconds for name, seconds in ctx.phases.items()},
             "mem_params": mem["params"], "mem_grads": mem["grads"],
             "mem_optimizer": mem["optimizer"], "mem_activations": activations,

@@ -64,3 +64,22 @@ def test_compression_hooks_change_losses_only_within_tolerance(hook, tolerance, 
         assert ratio == pytest.approx(byte_ratio)
     else:
         assert ratio < 0.5
+
+
+@pytest.mark.parametrize("strategy", ["ddp", "dp-naive", "dp-bucketed"])
+def test_emulated_link_adds_exactly_the_modelled_delay(strategy):
+    from gpututor.parallel.link import EmulatedLink
+    base = tiny_spec(strategy=strategy, world_size=2, steps=4)
+    fast = launch(base).wait()
+    options = (("link_gbps", 0.01), ("link_latency_us", 100.0))   # 10 MB/s: slow on purpose
+    slow_run = launch(base.replace(options=options))
+    slow = slow_run.wait()
+    torch.testing.assert_close(torch.tensor(slow["losses"]), torch.tensor(fast["losses"]))
+    link = EmulatedLink(0.01e9, 100e-6)
+    record = slow_run.records[-1]
+    # every bucket / tensor all-reduced this step got its modelled delay, and nothing more
+    assert record["emulated_comm_s"] >= link.allreduce_seconds(record["comm_bytes"], 2)
+    assert record["emulated_comm_s"] <= link.allreduce_seconds(record["comm_bytes"], 2) + \
+        2 * link.latency * 200
+    assert slow["step_time_s"] > fast["step_time_s"] + 0.5 * link.allreduce_seconds(
+        record["comm_bytes"], 2)

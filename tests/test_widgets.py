@@ -25,7 +25,7 @@ RUN_TIMEOUT_S = 120  # generous: other work may share this machine's cores
 def record(rank, step, loss=1.0, tokens_per_s=100.0, **memory):
     mem = {f"mem_{c}": memory.get(c) for c in MEMORY_CATEGORIES}
     return {"rank": rank, "step": step, "loss": loss, "tokens_per_s": tokens_per_s,
-            "step_time_s": 0.1, **mem}
+            "step_time_s": 0.1, "compute_s": 0.08 + 0.001 * step, "comm_s": 0.02, **mem}
 
 
 def summary(world_size, tokens_per_s, model_size="small", batch_size=32, strategy="ddp"):
@@ -80,13 +80,18 @@ def test_speedup_rows_compare_with_the_latest_matching_one_rank_run():
 
 def test_figures_have_the_traces_the_panel_updates():
     fig = build_figure(world_size=3)
-    assert len(fig.data) == 1 + 3 + len(MEMORY_CATEGORIES)
+    assert len(fig.data) == 1 + 3 + len(MEMORY_CATEGORIES) + 2
     records = [record(r, s, params=1e6, grads=1e6, optimizer=2e6, activations=3e6)
                for s in range(5) for r in range(3)]
     fill_figure(fig, records, 3)
     assert list(fig.data[0].x) == [0, 1, 2, 3, 4]
     assert all(list(fig.data[1 + r].x) == [0, 1, 2, 3, 4] for r in range(3))
-    assert list(fig.data[-1].y) == [3.0, 3.0, 3.0]   # activations in MB, one bar per rank
+    assert list(fig.data[-3].y) == [3.0, 3.0, 3.0]   # activations in MB, one bar per rank
+    assert list(fig.data[-2].y) == pytest.approx([84.0] * 3)  # compute of the last step, ms
+    assert list(fig.data[-1].y) == pytest.approx([20.0] * 3)  # exposed communication, ms
+    assert "EMULATED" not in fig.data[-1].name
+    fill_figure(fig, records + [dict(record(0, 5), emulated_comm_s=0.01)], 3)
+    assert "EMULATED" in fig.data[-1].name
     ideal, measured = speedup_figure(speedup_rows([summary(1, 100.0), summary(2, 170.0)])).data
     assert list(ideal.x) == list(ideal.y) == [1, 2]
     assert list(measured.x) == [1, 2] and list(measured.y) == [1.0, 1.7]
@@ -143,13 +148,15 @@ def test_run_click_returns_at_once_and_fills_the_live_plots():
     assert panel.busy and panel.run_button.disabled and not panel.stop_button.disabled
     panel.wait(RUN_TIMEOUT_S)
     assert panel.state == "finished" and "finished" in panel.status.value
-    loss, ranks, bars = panel.fig.data[0], panel.fig.data[1:3], panel.fig.data[3:]
+    loss, ranks, bars = panel.fig.data[0], panel.fig.data[1:3], panel.fig.data[3:7]
+    compute, comm = panel.fig.data[7:9]
     assert list(loss.x) == list(range(TINY.steps))  # one point per step
     assert list(loss.y) == panel.current.summary["losses"]  # the summary's global loss
     assert [t.name for t in ranks] == ["rank 0 tokens/s", "rank 1 tokens/s"]
     assert all(len(t.y) == TINY.steps and min(t.y) > 0 for t in ranks)
     assert [b.name for b in bars] == list(MEMORY_CATEGORIES)
     assert all(list(b.x) == ["rank 0", "rank 1"] and min(b.y) > 0 for b in bars)
+    assert min(compute.y) > 0 and min(comm.y) >= 0 and len(compute.y) == 2
     assert panel.comparison.summaries == [panel.current.summary]
     assert not panel.run_button.disabled and panel.stop_button.disabled
     static = panel.static_figure()

@@ -22,11 +22,15 @@ class Strategy:
     name = "base"
     description = ""
     options: dict = {}   # option name -> validity check, for RunSpec.options
+    allowed: dict = {}   # option name -> what is allowed, in words (for the error message)
     supports_checkpoint = True  # full_state_dict / optimizer state are whole on every rank
 
     # ---- checked before launch ---------------------------------------------------------------
     def validate(self, spec) -> None:
         """Raise ``ValueError`` naming the field if ``spec`` cannot run with this strategy."""
+        for name, value in spec.options:
+            if name in self.options:
+                check_option(name, value, self.options[name], self.allowed.get(name, "?"))
 
     def data_parallel_size(self, spec) -> int:
         """How many ranks split the global batch between them."""

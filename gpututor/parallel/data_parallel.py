@@ -23,7 +23,8 @@ import torch
 import torch.distributed as dist
 import torch.nn as nn
 
-from .base import Strategy, check_option
+from .base import Strategy
+from .link import LINK_ALLOWED, LINK_OPTIONS
 
 
 def broadcast_parameters(model: nn.Module, src: int = 0) -> None:
@@ -32,7 +33,7 @@ def broadcast_parameters(model: nn.Module, src: int = 0) -> None:
         dist.broadcast(tensor.data, src=src)
 
 
-def allreduce_gradients(model: nn.Module, meter) -> None:
+def allreduce_gradients(model: nn.Module, meter, link=None) -> None:
     """The naive sync: one blocking all-reduce per gradient, then divide by the world size."""
     world = dist.get_world_size()
     for p in model.parameters():
@@ -40,6 +41,8 @@ def allreduce_gradients(model: nn.Module, meter) -> None:
             continue
         start = time.perf_counter()
         dist.all_reduce(p.grad)
+        if link is not None:
+            link.delay_allreduce(p.grad.numel() * p.grad.element_size(), world, meter)
         p.grad /= world
         seconds = time.perf_counter() - start
         meter.add(p.grad.numel() * p.grad.element_size(), seconds)
@@ -49,27 +52,28 @@ def allreduce_gradients(model: nn.Module, meter) -> None:
 class NaiveDataParallel(Strategy):
     name = "dp-naive"
     description = "from scratch: one all-reduce per gradient after backward"
+    options, allowed = LINK_OPTIONS, LINK_ALLOWED
 
     def wrap(self, model, ctx):
         broadcast_parameters(model)
         return model
 
     def sync_gradients(self, model, ctx) -> None:
-        allreduce_gradients(model, ctx.comm)
+        allreduce_gradients(model, ctx.comm, ctx.link)
 
 
 class GradientBuckets(nn.Module):
     """Wraps a model; all-reduces its gradients bucket by bucket while backward still runs."""
 
-    def __init__(self, module: nn.Module, meter, bucket_cap_mb: float = 1.0):
+    def __init__(self, module: nn.Module, meter, bucket_cap_mb: float = 1.0, link=None):
         super().__init__()
-        self.module, self.meter = module, meter
+        self.module, self.meter, self.link = module, meter, link
         self.world = dist.get_world_size()
         self.sync_enabled = True
         self.buckets = self._plan_buckets(bucket_cap_mb * 2**20)
         self.bucket_of = {p: i for i, bucket in enumerate(self.buckets) for p in bucket}
         self.ready = [0] * len(self.buckets)
-        self.in_flight = []   # (work, flat buffer, params, start time)
+        self.in_flight = []   # (future, flat buffer, params, start time)
         for p in self.bucket_of:
             p.register_post_accumulate_grad_hook(self._grad_ready)
 
@@ -107,14 +111,17 @@ class GradientBuckets(nn.Module):
             params = self.buckets[index]
             flat = torch.cat([p.grad.reshape(-1) for p in params])
             start = time.perf_counter()
-            work = dist.all_reduce(flat, async_op=True)
-            self.in_flight.append((work, flat, params, start))
+            future = dist.all_reduce(flat, async_op=True).get_future()
+            if self.link is not None:  # emulated slow link: completes later, by the model's time
+                future = self.link.then_delay(future, flat.numel() * flat.element_size(),
+                                              self.world, self.meter)
+            self.in_flight.append((future, flat, params, start))
 
     def finish_gradient_sync(self) -> None:
         """Wait for the buckets still in flight and write the averaged gradients back."""
         wait_start = time.perf_counter()
-        for work, flat, params, start in self.in_flight:
-            work.wait()
+        for future, flat, params, start in self.in_flight:
+            future.wait()
             self.meter.add(flat.numel() * flat.element_size(), time.perf_counter() - start)
             flat /= self.world
             offset = 0
@@ -130,16 +137,14 @@ class GradientBuckets(nn.Module):
 class BucketedDataParallel(Strategy):
     name = "dp-bucketed"
     description = "from scratch: gradients all-reduced in buckets, overlapping backward"
-    options = {"bucket_cap_mb": lambda v: isinstance(v, (int, float)) and 0 < v <= 1024}
-
-    def validate(self, spec) -> None:
-        for name, value in spec.options:
-            if name in self.options:
-                check_option(name, value, self.options[name], "a number of MiB in (0, 1024]")
+    options = {"bucket_cap_mb": lambda v: isinstance(v, (int, float)) and 0 < v <= 1024,
+               **LINK_OPTIONS}
+    allowed = {"bucket_cap_mb": "a number of MiB in (0, 1024]", **LINK_ALLOWED}
 
     def wrap(self, model, ctx):
         broadcast_parameters(model)
-        return GradientBuckets(model, ctx.comm, float(ctx.spec.option("bucket_cap_mb", 1.0)))
+        return GradientBuckets(model, ctx.comm, float(ctx.spec.option("bucket_cap_mb", 1.0)),
+                               ctx.link)
 
     def no_sync(self, model):
         return model.no_sync()

@@ -22,7 +22,8 @@ import torch.distributed as dist
 from torch.distributed.algorithms.ddp_comm_hooks import default_hooks, powerSGD_hook
 from torch.nn.parallel import DistributedDataParallel as DDP
 
-from .base import Strategy, check_option
+from .base import Strategy
+from .link import LINK_ALLOWED, LINK_OPTIONS
 
 COMM_HOOKS = ("none", "fp16", "bf16", "powersgd")
 
@@ -34,21 +35,17 @@ class DataParallelDDP(Strategy):
         "bucket_cap_mb": lambda v: isinstance(v, (int, float)) and 0 < v <= 1024,
         "comm_hook": lambda v: v in COMM_HOOKS,
         "powersgd_rank": lambda v: isinstance(v, int) and 1 <= v <= 64,
+        **LINK_OPTIONS,
     }
     allowed = {"bucket_cap_mb": "a number of MiB in (0, 1024]",
                "comm_hook": "one of " + ", ".join(COMM_HOOKS),
-               "powersgd_rank": "an integer in [1, 64]"}
-
-    def validate(self, spec) -> None:
-        for name, value in spec.options:
-            if name in self.options:
-                check_option(name, value, self.options[name], self.allowed[name])
+               "powersgd_rank": "an integer in [1, 64]", **LINK_ALLOWED}
 
     def wrap(self, model, ctx):
         spec = ctx.spec
         device_ids = [ctx.device.index] if ctx.device.type == "cuda" else None
         ddp = DDP(model, device_ids=device_ids, bucket_cap_mb=spec.option("bucket_cap_mb", 25))
-        ddp.register_comm_hook(_HookState(ctx.comm, spec), _timed_hook)
+        ddp.register_comm_hook(_HookState(ctx.comm, spec, ctx.link), _timed_hook)
         _watch_last_gradient(ddp, ctx)
         return ddp
 
@@ -59,8 +56,8 @@ class DataParallelDDP(Strategy):
 class _HookState:
     """What the timed hook needs: the meter, the inner hook and its own state."""
 
-    def __init__(self, meter, spec):
-        self.meter = meter
+    def __init__(self, meter, spec, link=None):
+        self.meter, self.link = meter, link
         self.kind = spec.option("comm_hook", "none")
         self.rank = spec.option("powersgd_rank", 1)
         if self.kind == "powersgd":
@@ -102,9 +99,13 @@ def _timed_hook(state: _HookState, bucket: dist.GradBucket) -> torch.futures.Fut
 
     def done(fut):
         state.meter.add(nbytes, time.perf_counter() - start)
-        return fut.value()
+        result = fut.value()
+        return result[0] if isinstance(result, list) else result
 
-    return state.launch(bucket).then(done)
+    future = state.launch(bucket)
+    if state.link is not None:  # emulated slow link: complete later, by the modelled time
+        future = state.link.then_delay(future, nbytes, dist.get_world_size(), state.meter)
+    return future.then(done)
 
 
 def _watch_last_gradient(ddp: DDP, ctx) -> None:

@@ -1,0 +1,59 @@
+"""An *emulated* interconnect: make each collective take as long as it would on a slower link.
+
+On a laptop the "devices" are processes sharing memory, so communication is nearly free and
+data parallel looks better than it would on real hardware. With ``RunSpec.options``
+``link_gbps`` (bandwidth, GB/s per direction) and ``link_latency_us``, every collective that a
+data-parallel strategy starts is delayed, after it really completes, by the time the ring
+algorithm needs on such a link (the α-β model, e.g. Thakur et al. 2005, "Optimization of
+collective communication operations in MPICH"):
+
+    all-reduce of S bytes on n ranks:  2(n-1) · (α + S / (n·β))
+
+Measured numbers stay measured: the record's ``comm_busy_s`` is the real time plus exactly this
+delay, and ``emulated_comm_s`` says how much of it was added. Plots label such runs "emulated".
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+import torch
+
+
+@dataclass(frozen=True)
+class EmulatedLink:
+    bandwidth: float   # bytes per second, per direction
+    latency: float     # seconds per message (α)
+
+    @classmethod
+    def from_spec(cls, spec) -> "EmulatedLink | None":
+        gbps = spec.option("link_gbps")
+        if gbps is None:
+            return None
+        return cls(float(gbps) * 1e9, float(spec.option("link_latency_us", 10.0)) * 1e-6)
+
+    def allreduce_seconds(self, nbytes: int, world: int) -> float:
+        """Ring all-reduce time: n-1 reduce-scatter steps and n-1 all-gather steps."""
+        if world <= 1:
+            return 0.0
+        return 2 * (world - 1) * (self.latency + nbytes / (world * self.bandwidth))
+
+    def delay_allreduce(self, nbytes: int, world: int, meter) -> None:
+        """Sleep as long as the emulated link needs for this all-reduce; record the addition."""
+        seconds = self.allreduce_seconds(nbytes, world)
+        time.sleep(seconds)
+        meter.emulated_s += seconds
+
+    def then_delay(self, future: torch.futures.Future, nbytes: int, world: int, meter):
+        """A future that completes ``allreduce_seconds`` after ``future`` does."""
+        def wait(fut):
+            self.delay_allreduce(nbytes, world, meter)
+            return fut.value()
+        return future.then(wait)
+
+
+LINK_OPTIONS = {
+    "link_gbps": lambda v: isinstance(v, (int, float)) and 1e-6 <= v <= 10_000,
+    "link_latency_us": lambda v: isinstance(v, (int, float)) and 0 <= v <= 1e6,
+}
+LINK_ALLOWED = {"link_gbps": "GB/s in [1e-6, 10000]", "link_latency_us": "µs in [0, 1e6]"}
