@@ -84,3 +84,51 @@ def checkpointing_tradeoff(summaries: dict[str, dict], rank: int = 0,
 
 def _category(summary: dict, category: str, rank: int):
     return summary["mem_by_category"][category][rank]
+
+
+def step_breakdown(summaries: dict[str, dict], title: str = "Median step: compute and "
+                   "waiting for communication") -> go.Figure:
+    """Stacked bars per labelled run: compute time and exposed communication (ms, median)."""
+    labels = list(summaries)
+    fig = go.Figure()
+    fig.add_bar(x=labels, y=[summaries[k]["compute_s"] * 1e3 for k in labels], name="compute")
+    fig.add_bar(x=labels, y=[summaries[k]["comm_s"] * 1e3 for k in labels],
+                name="waiting for communication")
+    fig.update_layout(barmode="stack", title=title, yaxis_title="milliseconds per step", **LAYOUT)
+    return fig
+
+
+def collective_times(rows: list[dict], world_size: int,
+                     title: str = "Collectives measured here") -> go.Figure:
+    """Time vs message size per collective (log-log), with the ring lower bound for all-reduce
+    at the best bus bandwidth measured: ``t >= 2(n-1)/n * S / B``."""
+    fig = go.Figure()
+    ok = [r for r in rows if "time_s" in r]
+    for op in dict.fromkeys(r["op"] for r in ok):
+        mine = [r for r in ok if r["op"] == op]
+        fig.add_scatter(x=[r["bytes"] for r in mine], y=[r["time_s"] * 1e6 for r in mine],
+                        mode="lines+markers", name=op)
+    allreduce = [r for r in ok if r["op"] == "all_reduce"]
+    if allreduce:
+        best = max(r["busbw"] for r in allreduce)
+        sizes = [r["bytes"] for r in allreduce]
+        factor = 2 * (world_size - 1) / world_size
+        fig.add_scatter(x=sizes, y=[factor * s / best * 1e6 for s in sizes], mode="lines",
+                        line=dict(dash="dash", color="gray"),
+                        name=f"ring lower bound at {best / 1e9:.2f} GB/s bus bandwidth")
+    fig.update_layout(title=title, xaxis=dict(title="message size (bytes)", type="log"),
+                      yaxis=dict(title="time (µs)", type="log"), **LAYOUT)
+    return fig
+
+
+def speedups(summaries: dict[str, dict], baseline: dict, title: str) -> go.Figure:
+    """Bars of tokens/s relative to ``baseline`` for each labelled run, with the ideal marked."""
+    labels = list(summaries)
+    values = [summaries[k]["tokens_per_s"] / baseline["tokens_per_s"] for k in labels]
+    fig = go.Figure(go.Bar(x=labels, y=values, text=[f"{v:.2f}×" for v in values],
+                           textposition="outside"))
+    ideal = max(s["world_size"] for s in summaries.values())
+    fig.add_hline(y=ideal, line_dash="dash", line_color="gray", annotation_text=f"ideal {ideal}×")
+    fig.update_layout(title=title, yaxis=dict(title="speedup over one rank", rangemode="tozero"),
+                      **LAYOUT)
+    return fig

@@ -163,7 +163,7 @@ class RunSpec:
                                  "existing checkpoint file")
 
 
-GLOBAL_OPTIONS = ("save_state", "sizes", "ops", "iters")  # for tests, benchmarks
+GLOBAL_OPTIONS = ("save_state", "sizes", "ops", "iters", "candidate")  # tests, benchmarks, exercises
 
 
 def _check_options(options: tuple, strategy) -> None:

@@ -57,3 +57,9 @@ LINK_OPTIONS = {
     "link_latency_us": lambda v: isinstance(v, (int, float)) and 0 <= v <= 1e6,
 }
 LINK_ALLOWED = {"link_gbps": "GB/s in [1e-6, 10000]", "link_latency_us": "µs in [0, 1e6]"}
+
+
+def equivalent_bandwidth(device_flops: float, link_bytes_per_s: float, here_flops: float) -> float:
+    """The link bandwidth that gives *this* machine the compute-to-communication ratio a real
+    device has on a real link: FLOP per byte stays the same, so both scale by here/device."""
+    return link_bytes_per_s * here_flops / device_flops
