@@ -4,7 +4,7 @@ import sys
 from pathlib import Path
 
 here = Path(__file__).resolve().parent
-for script in ("bench_throughput.py", "bench_kernel.py"):
+for script in ("bench_throughput.py", "bench_kernel.py", "bench_data_parallel.py"):
     print(f"== {script}", flush=True)
     subprocess.run([sys.executable, str(here / script)], check=True, cwd=here)
 print("== comm", flush=True)
