@@ -57,6 +57,7 @@ def run_notebook(path: Path) -> dict:
 
     sampler = threading.Thread(target=sample, daemon=True)
     sampler.start()
+    load = os.getloadavg()[0]  # other programs on the same cores slow the notebook down
     start, error = time.perf_counter(), None
     try:
         client.execute()
@@ -67,18 +68,19 @@ def run_notebook(path: Path) -> dict:
     sampler.join()
     return {"notebook": path.name, "seconds": round(seconds, 1), "ok": error is None,
             "error": error, "peak_memory_bytes": peak[0],
-            "fits_binder_2gb": peak[0] < BINDER_MEMORY_BYTES,
+            "fits_binder_2gb": peak[0] < BINDER_MEMORY_BYTES, "load_1min_before": load,
             "code_cells": sum(c.cell_type == "code" for c in nb.cells)}
 
 
 def markdown(rows: list[dict], info: dict) -> str:
     lines = [f"Measured {info['date']}: {info['cpus_usable']} usable CPU core(s), torch "
              f"{info['torch']}, CUDA {'yes' if info['cuda'] else 'no'}.", "",
-             "| notebook | time top to bottom | peak memory (kernel + ranks, PSS) | ok |",
-             "| --- | --- | --- | --- |"]
+             "| notebook | time top to bottom | peak memory (kernel + ranks, PSS) "
+             "| load before | ok |",
+             "| --- | --- | --- | --- | --- |"]
     for r in rows:
         lines.append(f"| `{r['notebook']}` | {r['seconds']:.0f} s | "
-                     f"{r['peak_memory_bytes'] / 1e9:.2f} GB | "
+                     f"{r['peak_memory_bytes'] / 1e9:.2f} GB | {r['load_1min_before']:.1f} | "
                      f"{'yes' if r['ok'] else 'no: ' + r['error']} |")
     return "\n".join(lines) + "\n"
 

@@ -13,6 +13,7 @@ import os
 import sys
 import time
 
+from .plan import command as plan_command
 from .spec import PRECISIONS, RunSpec
 
 
@@ -56,6 +57,7 @@ def build_parser() -> argparse.ArgumentParser:
     comm.add_argument("--max-bytes", type=int, default=1 << 24)
     comm.add_argument("--iters", type=int, default=5)
     comm.add_argument("--json", metavar="PATH", help="write the rows here ('-' = stdout)")
+    plan_command.add_parser(commands)
     return parser
 
 
@@ -74,6 +76,8 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if args.command == "bench":
         return _bench_comm(args)
+    if args.command == "plan":
+        return plan_command.run(args)
     try:
         if under_torchrun():
             return _run_torchrun(args)
@@ -120,7 +124,8 @@ def _run_torchrun(args) -> int:
     if args.world_size not in (None, world):
         raise ValueError(f"world_size={args.world_size} is invalid under torchrun: "
                          f"torchrun started WORLD_SIZE={world} ranks (omit --world-size)")
-    spec = spec_from_args(args, world)
+    spec = spec_from_args(args, world).replace(
+        ranks_per_node=int(os.environ.get("LOCAL_WORLD_SIZE", world)))
     device = rank_device(spec, local_rank)
     init_process_group(spec, rank, world, device)
     records = []

@@ -64,6 +64,8 @@ class RunSpec:
     checkpoint_dir: Optional[str] = None  # where checkpoints go (step{K}.pt)
     resume: Optional[str] = None        # a checkpoint file to continue from (any world size)
     options: tuple = field(default=())  # strategy options as (name, value) pairs
+    ranks_per_node: Optional[int] = None  # ranks on this machine (torchrun: LOCAL_WORLD_SIZE);
+    #                                       None = all of them (launch() runs on one machine)
 
     def __post_init__(self):
         self.validate()
@@ -79,11 +81,17 @@ class RunSpec:
         return self.model_size or default_size(self.model)
 
     def resolved_device(self) -> str:
-        """"cuda" or "cpu": what ``device="auto"`` means on this machine."""
+        """"cuda" or "cpu": ``device="auto"`` means CUDA when there is one GPU per rank
+        (NCCL cannot put two ranks of one job on the same GPU), else CPU processes."""
         if self.device != "auto":
             return self.device
         import torch
-        return "cuda" if torch.cuda.is_available() else "cpu"
+        return "cuda" if torch.cuda.is_available() and \
+            torch.cuda.device_count() >= self.local_ranks else "cpu"
+
+    @property
+    def local_ranks(self) -> int:
+        return self.ranks_per_node or self.world_size
 
     def replace(self, **changes) -> "RunSpec":
         """A copy with some fields changed (validated again)."""
@@ -121,6 +129,8 @@ class RunSpec:
                 not math.isfinite(self.timeout) or not 1 <= self.timeout <= 3600:
             raise ValueError(f"timeout={self.timeout!r} is invalid: allowed is seconds in [1, 3600]")
         _int("warmup_steps", self.warmup_steps, 0, 1000)
+        if self.ranks_per_node is not None:
+            _int("ranks_per_node", self.ranks_per_node, 1, self.world_size)
         if not isinstance(self.options, tuple):
             raise ValueError(f"options={self.options!r} is invalid: allowed is a tuple of "
                              "(name, value) pairs")
@@ -136,6 +146,12 @@ class RunSpec:
             if not torch.cuda.is_available():
                 raise ValueError("device='cuda' is invalid here: no CUDA device is visible; "
                                  "allowed on this machine: 'auto' or 'cpu'")
+            if torch.cuda.device_count() < self.local_ranks:
+                raise ValueError(f"world_size={self.world_size} is invalid with device='cuda': "
+                                 f"this machine has {torch.cuda.device_count()} GPU(s) and NCCL "
+                                 f"needs one per rank ({self.local_ranks} here); allowed: at most "
+                                 f"{torch.cuda.device_count()} ranks per machine, or device="
+                                 "'auto'/'cpu'")
         if self.precision == "fp16" and self.resolved_device() != "cuda":
             raise ValueError("precision='fp16' is invalid on CPU: fp16 is a GPU format; "
                              "allowed here: 'fp32' or 'bf16'")

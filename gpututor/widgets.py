@@ -140,7 +140,8 @@ def step_breakdown_by_rank(records: list[dict], world_size: int) -> dict[str, li
 def build_figure(world_size: int, title: str = "") -> go.Figure:
     """Empty live-run plots: trace 0 is the loss, then tokens/s per rank, then memory bars,
     then the step-time breakdown bars (compute, exposed communication)."""
-    fig = make_subplots(rows=1, cols=4, horizontal_spacing=0.06, subplot_titles=(
+    fig = make_subplots(rows=2, cols=2, horizontal_spacing=0.1, vertical_spacing=0.18,
+                        subplot_titles=(
         "loss (mean over ranks)", "tokens/s of each rank", "memory per rank (MB)",
         "last step per rank (ms)"))
     fig.add_scatter(x=[], y=[], mode="lines+markers", name="loss", row=1, col=1)
@@ -148,10 +149,10 @@ def build_figure(world_size: int, title: str = "") -> go.Figure:
         fig.add_scatter(x=[], y=[], mode="lines", name=f"rank {rank} tokens/s", row=1, col=2)
     ranks = [f"rank {rank}" for rank in range(world_size)]
     for category in MEMORY_CATEGORIES:
-        fig.add_bar(x=ranks, y=[0] * world_size, name=category, row=1, col=3)
-    fig.add_bar(x=ranks, y=[0] * world_size, name="compute", row=1, col=4)
-    fig.add_bar(x=ranks, y=[0] * world_size, name="waiting for communication", row=1, col=4)
-    fig.update_layout(barmode="stack", height=360, title=title, margin=dict(t=70, b=40),
+        fig.add_bar(x=ranks, y=[0] * world_size, name=category, row=2, col=1)
+    fig.add_bar(x=ranks, y=[0] * world_size, name="compute", row=2, col=2)
+    fig.add_bar(x=ranks, y=[0] * world_size, name="waiting for communication", row=2, col=2)
+    fig.update_layout(barmode="stack", height=620, title=title, margin=dict(t=70, b=40),
                       legend=dict(orientation="h", y=-0.2))
     fig.update_xaxes(title_text="step", row=1, col=1)
     fig.update_xaxes(title_text="step", row=1, col=2)

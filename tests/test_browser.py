@@ -1,0 +1,324 @@
+"""What a person sees in JupyterLab works: a real browser runs lesson 00 and watches the live plot.
+
+The test starts JupyterLab on 127.0.0.1 (a token, a port the OS picks, every Jupyter folder and
+HOME inside a temp folder, a copy of the notebook so nothing in the repository is written),
+drives Debian's Chromium with Playwright for Python (``executable_path``, no browser download),
+and then does what a learner does:
+
+1. opens ``notebooks/00_start_here.ipynb``, waits for the status bar to say the kernel is Idle,
+   and runs all cells from the Run menu;
+2. presses the first panel's **Run** button and samples the plot's data from the DOM
+   (``gd.data[0].x.length`` on the ``.js-plotly-plot`` element) while the status line says the
+   run is going: points must arrive during the run, not only at its end;
+3. sets a long run, presses **Run**, then **Stop**, and reads "stopped" in the status line.
+
+On failure a screenshot, the page's console and the server's log are saved in the artifacts
+folder that the failure message names. Skipped (with the reason) where Chromium or Playwright is
+missing; ``.ci/run`` installs both.
+"""
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import shutil
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import psutil
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+NOTEBOOK = ROOT / "notebooks" / "00_start_here.ipynb"
+CHROMIUM = Path(os.environ.get("GPUTUTOR_CHROMIUM", "/usr/bin/chromium"))
+PANEL_CELL = "panel = RunPanel(spec)"   # the code cell whose output is the first panel
+LONG_RUN_STEPS = 100_000                # long enough that only Stop can end it
+SAMPLE_EVERY_MS = 50
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
+
+
+def _playwright():
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        pytest.skip("playwright is not installed (pip install playwright; .ci/run does this)")
+    if not os.access(CHROMIUM, os.X_OK):
+        pytest.skip(f"no Chromium at {CHROMIUM} (apt-get install chromium; .ci/run does this)")
+    return sync_playwright
+
+
+# ---- the server -----------------------------------------------------------------------------
+
+def _isolated_env(base: Path) -> dict[str, str]:
+    """HOME and every Jupyter/XDG/npm folder inside ``base``, so the test writes nothing else."""
+    dirs = {"HOME": "home", "JUPYTER_CONFIG_DIR": "jupyter/config",
+            "JUPYTER_DATA_DIR": "jupyter/data", "JUPYTER_RUNTIME_DIR": "jupyter/runtime",
+            "IPYTHONDIR": "ipython", "JUPYTERLAB_SETTINGS_DIR": "lab/settings",
+            "JUPYTERLAB_WORKSPACES_DIR": "lab/workspaces", "npm_config_cache": "npm",
+            "XDG_CONFIG_HOME": "xdg/config", "XDG_CACHE_HOME": "xdg/cache",
+            "XDG_DATA_HOME": "xdg/data", "XDG_RUNTIME_DIR": "xdg/runtime"}
+    env = dict(os.environ)
+    for name, sub in dirs.items():
+        (base / sub).mkdir(parents=True, exist_ok=True)
+        env[name] = str(base / sub)
+    os.chmod(base / "xdg/runtime", 0o700)
+    env.pop("JUPYTER_PATH", None)   # keep only this environment's extensions (widgets, plotly)
+    env["PYTHONUNBUFFERED"] = "1"
+    return env
+
+
+def _write_lab_settings(settings_dir: Path) -> None:
+    """No news prompt; every cell attached to the DOM so a locator finds any of them."""
+    for plugin, values in {"apputils-extension/notification": {"fetchNews": "false"},
+                           "notebook-extension/tracker": {"windowingMode": "none"}}.items():
+        path = settings_dir / "@jupyterlab" / f"{plugin}.jupyterlab-settings"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(values))
+
+
+class LabServer:
+    """``jupyter lab`` on 127.0.0.1 with a token; :meth:`close` ends it and all it started."""
+
+    def __init__(self, base: Path):
+        self.base, self.token = base, secrets.token_hex(16)
+        self.env = _isolated_env(base)
+        _write_lab_settings(Path(self.env["JUPYTERLAB_SETTINGS_DIR"]))
+        self.root = base / "root"
+        (self.root / "notebooks").mkdir(parents=True)
+        shutil.copy(NOTEBOOK, self.root / "notebooks" / NOTEBOOK.name)
+        self.log_path = base / "server.log"
+        self.proc: subprocess.Popen | None = None
+        self.url = ""
+
+    def start(self, timeout: float = 60.0) -> float:
+        """Start the server; return the seconds until it answered."""
+        command = [sys.executable, "-m", "jupyter", "lab", "--no-browser", "--ip=127.0.0.1",
+                   "--ServerApp.port=0", "--ServerApp.port_retries=0",
+                   f"--IdentityProvider.token={self.token}", f"--ServerApp.root_dir={self.root}",
+                   "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate"]
+        if os.geteuid() == 0:
+            command.append("--allow-root")
+        started = time.monotonic()
+        self.log = open(self.log_path, "w")
+        self.proc = subprocess.Popen(command, cwd=self.root, env=self.env, stdout=self.log,
+                                     stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        runtime = Path(self.env["JUPYTER_RUNTIME_DIR"])
+        while time.monotonic() - started < timeout:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"jupyter lab exited ({self.proc.returncode}):\n"
+                                   + self.log_path.read_text()[-3000:])
+            info = runtime / f"jpserver-{self.proc.pid}.json"
+            if info.exists():
+                try:
+                    port = json.loads(info.read_text())["port"]
+                    self.url = f"http://127.0.0.1:{port}"
+                    urllib.request.urlopen(f"{self.url}/api/status?token={self.token}", timeout=5)
+                    return time.monotonic() - started
+                except (ValueError, KeyError, OSError):
+                    pass  # written half, or not answering yet
+            time.sleep(0.1)
+        raise RuntimeError(f"jupyter lab did not answer within {timeout} s:\n"
+                           + self.log_path.read_text()[-3000:])
+
+    def close(self) -> None:
+        """SIGTERM (the server shuts its kernels down), then kill whatever of its tree is left."""
+        if self.proc is None:
+            return
+        try:
+            tree = psutil.Process(self.proc.pid).children(recursive=True)
+        except psutil.NoSuchProcess:
+            tree = []
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(20)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(5)
+        _, alive = psutil.wait_procs(tree, timeout=10)
+        for proc in alive:  # only processes this server started, by pid
+            try:
+                proc.kill()
+            except psutil.NoSuchProcess:
+                pass
+        psutil.wait_procs(alive, timeout=5)
+        self.log.close()
+
+
+# ---- reading the page -----------------------------------------------------------------------
+
+PLOT_POINTS_JS = """cell => {
+    const gd = cell.querySelector('.js-plotly-plot');
+    return gd && gd.data && gd.data[0] && gd.data[0].x ? gd.data[0].x.length : -1;
+}"""
+
+
+def _status_text(cell) -> str:
+    """The panel's status line, e.g. 'running: step 4 of 30 on 2 rank(s)'."""
+    return cell.locator(".widget-html-content").first.inner_text().strip()
+
+
+def _sample(cell) -> tuple[str, int]:
+    return _status_text(cell), cell.evaluate(PLOT_POINTS_JS)
+
+
+def _watch_run(page, cell, until: set[str], timeout_s: float) -> list[tuple[float, str, int]]:
+    """Sample (seconds, status state, plot points) until the status state is in ``until``."""
+    start, samples = time.monotonic(), []
+    while time.monotonic() - start < timeout_s:
+        status, points = _sample(cell)
+        state = status.split(":", 1)[0].strip()
+        samples.append((round(time.monotonic() - start, 3), state, points))
+        if state in until:
+            return samples
+        page.wait_for_timeout(SAMPLE_EVERY_MS)
+    raise AssertionError(f"the panel's status did not reach {until} within {timeout_s} s; "
+                         f"last samples: {samples[-10:]}")
+
+
+def _press_run(page, cell, run_button) -> None:
+    """Click Run and wait until the status line shows the new run (the old one said "finished")."""
+    run_button.click()
+    start = time.monotonic()
+    while not _status_text(cell).startswith(("starting", "running")):
+        assert time.monotonic() - start < 30, f"Run did not start a run: {_status_text(cell)!r}"
+        page.wait_for_timeout(20)
+
+
+def _kernel_idle(page, timeout_ms: float) -> None:
+    page.locator("#jp-main-statusbar").get_by_text("Idle").first.wait_for(timeout=timeout_ms)
+
+
+# ---- the test -------------------------------------------------------------------------------
+
+def test_lesson_00_in_a_real_browser(tmp_path: Path):
+    sync_playwright = _playwright()
+    artifacts = tmp_path / "artifacts"
+    artifacts.mkdir()
+    server, timings, console = LabServer(tmp_path / "lab"), {}, []
+    page = None
+    try:
+        timings["server_up_s"] = server.start()
+        with sync_playwright() as pw:
+            browser_home = tmp_path / "chromium"
+            context = pw.chromium.launch_persistent_context(
+                user_data_dir=str(browser_home / "profile"), executable_path=str(CHROMIUM),
+                headless=True, viewport={"width": 1400, "height": 1000},
+                env={**server.env, "HOME": str(browser_home)},
+                args=["--disable-dev-shm-usage", "--no-first-run", "--disable-gpu"])
+            try:
+                page = context.pages[0] if context.pages else context.new_page()
+                page.on("console", lambda msg: console.append(f"{msg.type}: {msg.text}"))
+                page.on("pageerror", lambda exc: console.append(f"pageerror: {exc}"))
+                _drive_lesson(page, server, timings)
+            except BaseException:
+                _save_artifacts(page, artifacts, server, console, timings)
+                raise
+            finally:
+                context.close()
+    except Exception as exc:
+        if not any(artifacts.iterdir()):
+            _save_artifacts(None, artifacts, server, console, timings)
+        raise AssertionError(f"{exc}\n\nartifacts (screenshot, console, server log): "
+                             f"{artifacts}") from exc
+    finally:
+        server.close()
+    print("browser test timings:", json.dumps(timings))
+
+
+def _drive_lesson(page, server: LabServer, timings: dict) -> None:
+    started = time.monotonic()
+    page.goto(f"{server.url}/lab/tree/notebooks/{NOTEBOOK.name}?reset&token={server.token}")
+    # "Run All Cells" before the kernel is Idle opens a "Select Kernel" dialog and runs nothing.
+    _kernel_idle(page, timeout_ms=120_000)
+    timings["page_to_kernel_idle_s"] = round(time.monotonic() - started, 2)
+
+    run_all = time.monotonic()
+    page.locator(".lm-MenuBar-item").get_by_text("Run", exact=True).click()
+    page.get_by_role("menuitem", name="Run All Cells", exact=True).click()
+    # Every code cell has an execution count once all ran: no "[*]" and no "[ ]" is left.
+    code_cells = page.locator(".jp-Notebook .jp-CodeCell")
+    prompts = code_cells.locator(".jp-InputArea-prompt")
+    errors = page.locator(".jp-OutputArea-output[data-mime-type='application/vnd.jupyter.stderr']"
+                          ).filter(has_text="Traceback")
+    deadline = time.monotonic() + 480
+    while True:
+        assert errors.count() == 0, f"a cell raised: {errors.first.inner_text()[:2000]}"
+        texts = prompts.all_inner_texts()
+        if texts and all(t.strip() not in ("[*]:", "[ ]:", "") for t in texts):
+            break
+        assert time.monotonic() < deadline, f"the notebook did not finish running: {texts}"
+        page.wait_for_timeout(250)
+    _kernel_idle(page, timeout_ms=60_000)
+    timings["run_all_cells_s"] = round(time.monotonic() - run_all, 2)
+
+    cell = code_cells.filter(has_text=PANEL_CELL)
+    assert cell.count() == 1, f"expected one cell with {PANEL_CELL!r}, found {cell.count()}"
+    cell.scroll_into_view_if_needed()
+    run_button = cell.locator("button.jupyter-button", has_text="Run")
+    stop_button = cell.locator("button.jupyter-button", has_text="Stop")
+    steps_input = cell.locator(".widget-text", has_text="steps").locator("input")
+    status, points = _sample(cell)
+    assert status.startswith("finished"), f"the notebook's own run did not finish: {status!r}"
+    steps = int(steps_input.input_value())
+    assert points == steps, f"after Run All the loss plot has {points} points, expected {steps}"
+
+    # 1. Run: points must reach the plot while the status line says the run is going.
+    pressed = time.monotonic()
+    _press_run(page, cell, run_button)
+    samples = _watch_run(page, cell, {"finished", "failed", "stopped", "invalid"}, 180)
+    timings["button_run_s"] = round(time.monotonic() - pressed, 2)
+    final_state, final_points = samples[-1][1], samples[-1][2]
+    assert final_state == "finished", f"the run ended {final_state}: {_status_text(cell)}"
+    assert final_points == steps, f"the plot ended with {final_points} points, expected {steps}"
+    live = sorted({p for _, state, p in samples if state == "running" and 0 < p < steps})
+    first_live = next((t for t, state, p in samples if state == "running" and p > 0), None)
+    timings["button_to_first_live_point_s"] = first_live
+    timings["live_point_counts_seen"] = live
+    assert len(live) >= 2, ("the live plot did not fill while the run was going (distinct "
+                            f"point counts seen during 'running': {live}); samples: {samples}")
+
+    # 2. Stop: a long run, stopped after some points arrived.
+    steps_input.fill(str(LONG_RUN_STEPS))
+    steps_input.press("Enter")      # an IntText sends its value on Enter (or on leaving it)
+    page.wait_for_timeout(1000)     # the idle kernel has the new value before Run reads it
+    _press_run(page, cell, run_button)
+    start = time.monotonic()
+    while True:
+        status, points = _sample(cell)
+        if status.startswith("running") and points >= 3:
+            assert f"of {LONG_RUN_STEPS} " in status, f"not the long run: {status!r}"
+            break
+        assert not status.startswith(("finished", "failed", "invalid")), status
+        assert time.monotonic() - start < 120, f"the long run never drew 3 points: {status!r}"
+        page.wait_for_timeout(SAMPLE_EVERY_MS)
+    assert stop_button.is_enabled(), "Stop is disabled while a run is going"
+    stop_pressed = time.monotonic()
+    stop_button.click()
+    samples = _watch_run(page, cell, {"finished", "failed", "stopped", "invalid"}, 60)
+    timings["stop_to_stopped_s"] = round(time.monotonic() - stop_pressed, 2)
+    status = _status_text(cell)
+    assert status.startswith("stopped"), f"after Stop the status line says {status!r}"
+    assert "every rank has ended" in status, status
+    assert samples[-1][2] < LONG_RUN_STEPS
+    assert run_button.is_enabled() and not stop_button.is_enabled()
+    timings["total_s"] = round(time.monotonic() - started, 2)
+
+
+def _save_artifacts(page, folder: Path, server: LabServer, console: list, timings: dict) -> None:
+    folder.mkdir(parents=True, exist_ok=True)
+    if page is not None:
+        try:
+            page.screenshot(path=str(folder / "failure.png"), full_page=True)
+            (folder / "page.html").write_text(page.content())
+        except Exception as exc:  # noqa: BLE001 - the original failure matters more
+            (folder / "screenshot-error.txt").write_text(repr(exc))
+    (folder / "console.txt").write_text("\n".join(console))
+    (folder / "timings.json").write_text(json.dumps(timings, indent=2))
+    if server.log_path.exists():
+        shutil.copy(server.log_path, folder / "server.log")
