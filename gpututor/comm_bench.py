@@ -30,7 +30,8 @@ DEFAULT_SIZES = tuple(2 ** k for k in range(10, 25, 2))   # 1 KiB .. 16 MiB
 def bus_factor(op: str, world_size: int) -> float:
     n = world_size
     return {"all_reduce": 2 * (n - 1) / n, "all_gather": (n - 1) / n,
-            "reduce_scatter": (n - 1) / n, "broadcast": 1.0}[op]
+            "reduce_scatter": (n - 1) / n, "broadcast": 1.0,
+            "send": 1.0}[op]  # point to point: the data crosses one link once
 
 
 def _collective(op: str, nbytes: int, world: int, device):

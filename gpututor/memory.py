@@ -19,11 +19,23 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 
+try:
+    from torch.distributed.tensor import DTensor
+except ImportError:  # a torch build without distributed support
+    DTensor = None
+
 CATEGORIES = ("params", "grads", "optimizer", "activations")
 
 
+def local_tensor(t: torch.Tensor) -> torch.Tensor:
+    """What this rank really holds of ``t``: a DTensor (e.g. an FSDP2 parameter, its gradient
+    and its optimizer state) holds only its local shard; any other tensor holds itself.
+    (Reading ``_local_tensor`` runs no op, unlike ``to_local()``: safe inside the probe.)"""
+    return t._local_tensor if DTensor is not None and isinstance(t, DTensor) else t
+
+
 def _storage_key(t: torch.Tensor):
-    return t.untyped_storage()._cdata
+    return local_tensor(t).untyped_storage()._cdata
 
 
 def tensor_bytes(tensors: Iterable[torch.Tensor]) -> int:
@@ -32,7 +44,7 @@ def tensor_bytes(tensors: Iterable[torch.Tensor]) -> int:
     for t in tensors:
         if t is None or not isinstance(t, torch.Tensor):
             continue
-        st = t.untyped_storage()
+        st = local_tensor(t).untyped_storage()
         if st._cdata not in seen:
             seen.add(st._cdata)
             total += st.nbytes()
@@ -61,6 +73,10 @@ class LiveBytesProbe(TorchDispatchMode):
     step, :attr:`peak` is the largest total seen (baseline included) and :attr:`at_peak` says
     how much of it each phase had created. :attr:`forward_end` is what the forward pass left
     alive for backward: the activations.
+
+    Storages that grow or shrink in place (``UntypedStorage.resize_``, which FSDP2 uses to free
+    and re-allocate gathered parameters without dispatching an op) are followed too: while the
+    probe is active, ``resize_`` reports to it.
     """
 
     def __init__(self, baseline: Iterable[torch.Tensor] = ()):
@@ -69,11 +85,13 @@ class LiveBytesProbe(TorchDispatchMode):
         self.known = {_storage_key(t) for t in baseline}
         self.baseline = tensor_bytes(baseline)
         self.live = {"forward": 0, "backward": 0, "optimizer": 0}
+        self.sizes = {}  # storage key -> [phase that created it, its bytes now]
         self.phase = "forward"
         self.peak = self.baseline
         self.at_peak = dict(self.live)
         self.forward_end = 0
         self._finalizers = []
+        self._resize = None
 
     def set_phase(self, phase: str) -> None:
         if self.phase == "forward" and phase != "forward":
@@ -88,23 +106,59 @@ class LiveBytesProbe(TorchDispatchMode):
         return out
 
     def _track(self, t: torch.Tensor) -> None:
-        st = t.untyped_storage()
+        st = local_tensor(t).untyped_storage()
         key = st._cdata
         if key in self.known:
             return
+        self._add(st, key, st.nbytes())
+
+    def _add(self, st, key, nbytes: int) -> None:
         self.known.add(key)
-        nbytes, phase = st.nbytes(), self.phase
+        phase = self.phase
+        self.sizes[key] = [phase, nbytes]
         self.live[phase] = self.live.get(phase, 0) + nbytes  # any phase name, e.g. "sync"
-        self._finalizers.append(weakref.finalize(st, self._free, key, phase, nbytes))
+        self._finalizers.append(weakref.finalize(st, self._free, key))
+        self._update_peak()
+
+    def _update_peak(self) -> None:
         total = self.baseline + sum(self.live.values())
         if total > self.peak:
             self.peak, self.at_peak = total, dict(self.live)
 
-    def _free(self, key, phase: str, nbytes: int) -> None:
+    def _free(self, key) -> None:
+        phase, nbytes = self.sizes.pop(key)
         self.live[phase] -= nbytes
         self.known.discard(key)
 
+    def _resized(self, st, before: int) -> None:
+        key, after = st._cdata, st.nbytes()
+        if key in self.sizes:                   # created in this step: it grew or shrank
+            entry = self.sizes[key]
+            self.live[entry[0]] += after - entry[1]
+            entry[1] = after
+            self._update_peak()
+        elif key in self.known:                 # a baseline tensor's storage
+            self.baseline += after - before
+            self._update_peak()
+        else:                                   # existed before the step, unseen until now
+            self.baseline += before
+            self._add(st, key, after)
+
+    def __enter__(self):
+        self._resize, probe = torch.UntypedStorage.resize_, self
+        original = self._resize
+
+        def resize_(storage, size):
+            before = storage.nbytes()
+            result = original(storage, size)
+            probe._resized(storage, before)
+            return result
+
+        torch.UntypedStorage.resize_ = resize_
+        return super().__enter__()
+
     def __exit__(self, *exc):
+        torch.UntypedStorage.resize_ = self._resize
         for f in self._finalizers:
             f.detach()
         self._finalizers.clear()

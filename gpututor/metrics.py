@@ -8,6 +8,8 @@ from dataclasses import dataclass, field
 
 import torch
 
+from .comm_bench import bus_factor
+
 
 def synchronize(device: torch.device) -> None:
     """Wait for queued device work, so wall-clock timers measure it (no-op on CPU)."""
@@ -19,17 +21,22 @@ def synchronize(device: torch.device) -> None:
 class CommMeter:
     """What the strategy's collectives did this step: bytes sent in, busy time, exposed wait."""
 
-    bytes: int = 0
+    bytes: int = 0           # data size S of each collective (nccl-tests' convention)
     busy_s: float = 0.0      # sum of collective durations (may overlap compute)
     exposed_s: float = 0.0   # time compute stood still waiting for communication
     emulated_s: float = 0.0  # delay added by an emulated link (parallel/link.py), if any
     calls: int = 0
+    wire_bytes: float = 0.0  # what each rank sends with ring algorithms: S x bus factor
+    world_size: int = 1
 
     def reset(self) -> None:
         self.bytes, self.busy_s, self.exposed_s, self.emulated_s, self.calls = 0, 0.0, 0.0, 0.0, 0
+        self.wire_bytes = 0.0
 
-    def add(self, nbytes: int, seconds: float) -> None:
+    def add(self, nbytes: int, seconds: float, op: str = "all_reduce") -> None:
+        """Count one collective ``op`` ("all_reduce", "all_gather", ...) of data size ``nbytes``."""
         self.bytes += nbytes
+        self.wire_bytes += nbytes * bus_factor(op, self.world_size)
         self.busy_s += seconds
         self.calls += 1
 
@@ -47,6 +54,11 @@ class StepContext:
     probe: object = None    # a memory.LiveBytesProbe on the step that measures memory
     after_backward: object = None  # set by a strategy that wants to know when backward ended
     link: object = None     # a parallel.link.EmulatedLink when the spec asks for one
+    extra: dict = field(default_factory=dict)  # more keys for this step's record (e.g. a
+                                               # pipeline's bubble_fraction and timeline)
+
+    def __post_init__(self):
+        self.comm.world_size = self.world_size
 
     @contextmanager
     def phase(self, name: str):
@@ -64,6 +76,7 @@ class StepContext:
     def reset(self) -> None:
         self.comm.reset()
         self.phases = {}
+        self.extra = {}
 
 
 # Dense peak FLOP/s by device name, per precision. Sources: NVIDIA data sheets (A100: "NVIDIA
@@ -136,8 +149,11 @@ def summarize(spec, records: list[dict], status: str = "finished") -> dict:
         "compute_s": median("compute_s"),
         "comm_s": median("comm_s"),
         "comm_bytes_per_step": median("comm_bytes"),
+        "comm_wire_bytes_per_step": median("comm_wire_bytes"),
         "flops_per_step": max((r["flops"] for r in records if r.get("flops")), default=None),
         "achieved_flops": median("achieved_flops", combine=sum),  # all ranks together
         "mfu": median("mfu"),
+        **({"bubble_fraction": median("bubble_fraction")}  # pipeline runs: measured idle share
+           if any(r.get("bubble_fraction") is not None for r in records) else {}),
         "spec": {k: v for k, v in vars(spec).items()},
     }

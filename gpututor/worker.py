@@ -105,8 +105,9 @@ def train(spec, rank: int, world_size: int, device: torch.device,
         mem = state_bytes(model, optimizer)
         peak = torch.cuda.max_memory_allocated(device) if device.type == "cuda" else cpu_peak
         achieved = flops / step_time if flops else None
-        # MFU counts the model's FLOPs (6·N·tokens + attention), not recomputation (PaLM, App. B)
-        model_flops = flops_per_token * inputs.numel()
+        # MFU counts the model's FLOPs (6·N·tokens + attention), not recomputation (PaLM, App. B);
+        # model-parallel ranks (tp, pp) share one batch's work: each does dp/world of it
+        model_flops = flops_per_token * inputs.numel() * dp_size / world_size
         emit({
             "rank": rank, "step": step, "loss": loss, "time": time.time() - start_time,
             "step_time_s": step_time,
@@ -115,8 +116,10 @@ def train(spec, rank: int, world_size: int, device: torch.device,
             "comm_s": ctx.comm.exposed_s,
             "comm_busy_s": ctx.comm.busy_s,
             "comm_bytes": ctx.comm.bytes,
+            "comm_wire_bytes": ctx.comm.wire_bytes,
             "emulated_comm_s": ctx.comm.emulated_s,
             **{f"{name}_s": seconds for name, seconds in ctx.phases.items()},
+            **ctx.extra,
             "mem_params": mem["params"], "mem_grads": mem["grads"],
             "mem_optimizer": mem["optimizer"], "mem_activations": activations,
             "mem_peak": peak,

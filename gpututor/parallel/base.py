@@ -71,10 +71,15 @@ class Strategy:
         """After the last backward of a step: make gradients equal across ranks if needed."""
 
     def train_step(self, model, optimizer, micro_batches, ctx) -> float:
-        """One optimizer step over ``micro_batches``; returns this rank's mean loss."""
+        """One optimizer step over ``micro_batches``; returns this rank's mean loss.
+
+        bf16/fp16 run forward under ``torch.autocast``; fp16 also scales the loss with
+        ``torch.amp.GradScaler`` (from scratch: ``gpututor.precision.DynamicLossScaler``).
+        """
         optimizer.zero_grad(set_to_none=True)
         spec, total = ctx.spec, 0.0
         autocast = _autocast(spec.precision, ctx.device)
+        scaler = _grad_scaler(ctx)
         last = len(micro_batches) - 1
         for i, (inputs, targets) in enumerate(micro_batches):
             # Only the last micro-batch's backward needs to communicate: the earlier ones just
@@ -86,14 +91,18 @@ class Strategy:
                     loss = loss / len(micro_batches)
                     del logits  # backward does not need them: free them before it runs
                 with ctx.phase("backward"):
-                    loss.backward()
+                    (scaler.scale(loss) if scaler else loss).backward()
                     if i == last and ctx.after_backward is not None:
                         ctx.after_backward()
             total += loss.item()
         with ctx.phase("sync"):
             self.sync_gradients(model, ctx)
         with ctx.phase("optimizer"):
-            optimizer.step()
+            if scaler is None:
+                optimizer.step()
+            else:  # unscale, skip the step if a gradient is inf/nan, then adjust the scale
+                scaler.step(optimizer)
+                scaler.update()
         return total
 
 
@@ -102,3 +111,12 @@ def _autocast(precision: str, device: torch.device):
         return nullcontext()
     dtype = torch.bfloat16 if precision == "bf16" else torch.float16
     return torch.autocast(device.type, dtype=dtype)
+
+
+def _grad_scaler(ctx):
+    """fp16 only: the run's ``GradScaler``, kept on the rank's StepContext from step to step."""
+    if ctx.spec.precision != "fp16":
+        return None
+    if getattr(ctx, "grad_scaler", None) is None:
+        ctx.grad_scaler = torch.amp.GradScaler(ctx.device.type)
+    return ctx.grad_scaler

@@ -1,0 +1,117 @@
+"""Measure compressed models side by side: bytes on disk, CPU inference latency, loss.
+
+Every variant is measured in the same process, on the same inputs and thread count, with the
+latency rounds interleaved (A B C A B C ...) so that anything else slowing the machine down hits
+all variants alike. Latency is the fastest of all timed forward passes, as ``timeit`` reports:
+other programs can only slow a pass down, so the fastest is the most repeatable estimate of what
+the variant itself costs (the median is kept too). Bytes are what ``torch.save`` writes for the
+model's ``state_dict``.
+"""
+from __future__ import annotations
+
+import io
+import statistics
+import time
+
+import plotly.graph_objects as go
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+from plotly.subplots import make_subplots
+
+from ..data import batches
+
+
+def serialized_bytes(model: nn.Module) -> int:
+    """Bytes of ``torch.save(model.state_dict())``: what the model weighs on disk."""
+    buffer = io.BytesIO()
+    with torch.inference_mode(False):  # torchao's int8 tensors cannot be detached inside it
+        torch.save(model.state_dict(), buffer)
+    return buffer.tell()
+
+
+def validation_batches(spec, n_batches: int = 4) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    """``n_batches`` global batches of ``spec``'s shape from the held-out 10 % of the corpus."""
+    return list(batches(spec.replace(steps=n_batches), split_name="val"))
+
+
+@torch.inference_mode()
+def eval_loss(model: nn.Module, data: list[tuple[torch.Tensor, torch.Tensor]]) -> float:
+    """Mean cross-entropy of ``model`` over ``data`` (e.g. :func:`validation_batches`)."""
+    model.eval()
+    losses = [F.cross_entropy(model(x).flatten(0, 1).float(), y.flatten()).item()
+              for x, y in data]
+    return statistics.fmean(losses)
+
+
+@torch.inference_mode()
+def _forward_seconds(model: nn.Module, inputs: torch.Tensor, repeats: int) -> list[float]:
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        model(inputs)
+        times.append(time.perf_counter() - start)
+    return times
+
+
+def measure_variants(variants: dict[str, nn.Module], spec, rounds: int = 7,
+                     repeats_per_round: int = 3, n_eval_batches: int = 4,
+                     threads: int = 1) -> list[dict]:
+    """For each named model: bytes, CPU latency of a forward pass on one batch, validation loss.
+
+    Latency: ``rounds`` interleaved rounds of ``repeats_per_round`` timed forwards each, after
+    one warm-up forward, on ``threads`` CPU threads; ``latency_s`` is the fastest of them and
+    ``latency_median_s`` their median.
+    """
+    data = validation_batches(spec, n_eval_batches)
+    inputs = data[0][0]
+    saved = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        for model in variants.values():
+            _forward_seconds(model.eval(), inputs, 1)   # warm-up: kernel choice, allocation
+        times = {name: [] for name in variants}
+        for _ in range(rounds):
+            for name, model in variants.items():
+                times[name] += _forward_seconds(model, inputs, repeats_per_round)
+        return [{"variant": name, "bytes": serialized_bytes(model),
+                 "latency_s": min(times[name]),
+                 "latency_median_s": statistics.median(times[name]),
+                 "loss": eval_loss(model, data)} for name, model in variants.items()]
+    finally:
+        torch.set_num_threads(saved)
+
+
+def tradeoff_figure(rows: list[dict], title: str = "What each compression buys, and costs "
+                    "(measured in one run)") -> go.Figure:
+    """Three bar charts sharing the variants: size (MB), latency (ms) and validation loss."""
+    names = [r["variant"] for r in rows][::-1]   # first variant on top
+    by_name = {r["variant"]: r for r in rows}
+    fig = make_subplots(rows=1, cols=3, shared_yaxes=True, horizontal_spacing=0.03,
+                        subplot_titles=("size on disk (MB)", "CPU latency per batch (ms)",
+                                        "validation loss"))
+    columns = [("bytes", 1e-6, "{:.2f}"), ("latency_s", 1e3, "{:.1f}"), ("loss", 1, "{:.3f}")]
+    for col, (key, unit, fmt) in enumerate(columns, start=1):
+        values = [by_name[n][key] * unit for n in names]
+        fig.add_bar(x=values, y=names, orientation="h", text=[fmt.format(v) for v in values],
+                    textposition="auto", showlegend=False, row=1, col=col)
+    losses = [r["loss"] for r in rows]
+    spread = max(losses) - min(losses)
+    fig.update_xaxes(range=[min(losses) - spread * 0.3 - 0.01, max(losses) + spread * 0.1 + 0.01],
+                     row=1, col=3)
+    fig.update_layout(title=title, template="plotly_white", height=120 + 32 * len(rows),
+                      margin=dict(l=60, r=20, t=80, b=40))
+    return fig
+
+
+def sparsity_figure(sparsities: list[float], curves: dict[str, list[float]],
+                    title: str = "Validation loss against the fraction of weights pruned"
+                    ) -> go.Figure:
+    """One line per labelled series of losses, measured at each sparsity."""
+    fig = go.Figure()
+    for label, losses in curves.items():
+        fig.add_scatter(x=[s * 100 for s in sparsities], y=losses, mode="lines+markers",
+                        name=label)
+    fig.update_layout(title=title, xaxis_title="weights pruned (%)", yaxis_title="loss",
+                      template="plotly_white", height=360, margin=dict(l=60, r=20, t=80, b=50))
+    return fig

@@ -1,0 +1,206 @@
+"""What hardware offers: GPUs (memory, peak FLOP/s, memory bandwidth) and links between them.
+
+Every number carries its source. Peaks are *dense* (no structured sparsity): NVIDIA's
+datasheets print the sparse figure for Ampere and later with a footnote, so we halve it and say
+so. Link bandwidths are per GPU and per direction (what one rank can send while it receives as
+much), the quantity the ring formulas in ``time.py`` need.
+
+Latencies (α) are not datasheet values: they are an assumed order of magnitude for one message
+of a collective; measure yours with ``python -m gpututor bench comm`` and pass it in.
+
+Add your own device, link or price with :func:`add_gpu`, :func:`add_link`, :func:`set_price`
+(they go into the tables below, for this process).
+"""
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Optional
+
+GB = 1e9     # the planner's unit, as in the ZeRO paper and datasheets: 10^9 bytes
+TFLOPS = 1e12
+
+
+@dataclass(frozen=True)
+class GPU:
+    """One accelerator. FLOP/s are dense peaks; ``None`` where the format is not supported."""
+
+    name: str
+    memory_bytes: float
+    peak_flops: dict            # precision ("fp32", "bf16", "fp16") -> dense FLOP/s or None
+    memory_bandwidth: float     # bytes/s
+    links: tuple                # names in LINKS this GPU typically has
+    source: str
+    price_per_hour: Optional[float] = None   # USD per GPU-hour, only if you set one
+    price_source: str = ""
+
+    def peak(self, precision: str) -> float:
+        """Dense peak FLOP/s for ``precision``; ValueError if this GPU has no such format."""
+        _check_choice("precision", precision, tuple(self.peak_flops))
+        value = self.peak_flops[precision]
+        if value is None:
+            supported = [p for p, v in self.peak_flops.items() if v]
+            raise ValueError(f"precision={precision!r} is invalid on gpu={self.name!r}: it has "
+                             f"no {precision} units; allowed: {', '.join(supported)}")
+        return value
+
+
+@dataclass(frozen=True)
+class Link:
+    """An interconnect: bandwidth per GPU per direction (bytes/s) and per-message latency."""
+
+    name: str
+    bandwidth: float
+    latency: float
+    source: str
+
+
+def _gpu(name, memory_gb, fp32, bf16, fp16, bandwidth_gbs, links, source) -> GPU:
+    peaks = {"fp32": fp32 * TFLOPS, "bf16": bf16 and bf16 * TFLOPS, "fp16": fp16 * TFLOPS}
+    return GPU(name, memory_gb * GB, peaks, bandwidth_gbs * GB, tuple(links), source)
+
+
+GPUS: dict[str, GPU] = {g.name: g for g in (
+    _gpu("V100-32GB", 32, 15.7, None, 125, 900, ("nvlink2", "pcie3"),
+         "NVIDIA Tesla V100 datasheet (SXM2): FP32 15.7, tensor FP16 125 TFLOPS, 32 GB HBM2 "
+         "at 900 GB/s; no bf16"),
+    _gpu("A100-40GB", 40, 19.5, 312, 312, 1555, ("nvlink3", "pcie4"),
+         "NVIDIA A100 Tensor Core GPU datasheet (SXM 40GB): FP32 19.5, BF16/FP16 tensor 312 "
+         "TFLOPS dense (624 with sparsity), HBM2 1,555 GB/s"),
+    _gpu("A100-80GB", 80, 19.5, 312, 312, 2039, ("nvlink3", "pcie4"),
+         "NVIDIA A100 Tensor Core GPU datasheet (SXM 80GB): FP32 19.5, BF16/FP16 tensor 312 "
+         "TFLOPS dense, HBM2e 2,039 GB/s"),
+    _gpu("H100-80GB", 80, 67, 989.5, 989.5, 3350, ("nvlink4", "pcie5"),
+         "NVIDIA H100 Tensor Core GPU datasheet (SXM): FP32 67, BF16/FP16 tensor 1,979 TFLOPS "
+         "with sparsity -> 989.5 dense, HBM3 3.35 TB/s"),
+    _gpu("H200-141GB", 141, 67, 989.5, 989.5, 4800, ("nvlink4", "pcie5"),
+         "NVIDIA H200 Tensor Core GPU datasheet (SXM): FP32 67, BF16/FP16 tensor 1,979 TFLOPS "
+         "with sparsity -> 989.5 dense, 141 GB HBM3e at 4.8 TB/s"),
+    _gpu("L4-24GB", 24, 30.3, 121, 121, 300, ("pcie4",),
+         "NVIDIA L4 Tensor Core GPU datasheet: FP32 30.3, BF16/FP16 tensor 242 TFLOPS with "
+         "sparsity -> 121 dense, 24 GB GDDR6 at 300 GB/s; PCIe Gen4 x16, no NVLink"),
+    _gpu("T4-16GB", 16, 8.1, None, 65, 320, ("pcie3",),
+         "NVIDIA T4 Tensor Core GPU datasheet: FP32 8.1, mixed FP16/FP32 65 TFLOPS, 16 GB "
+         "GDDR6 at 320 GB/s; PCIe Gen3 x16; no bf16"),
+    _gpu("RTX4090-24GB", 24, 82.6, 165.2, 165.2, 1008, ("pcie4",),
+         "NVIDIA Ada Lovelace architecture whitepaper, RTX 4090: FP32 82.6, BF16/FP16 tensor "
+         "with FP32 accumulate 165.2 TFLOPS dense, 24 GB GDDR6X at 1,008 GB/s; no NVLink"),
+)}
+
+_ALPHA = "latency: assumed order of magnitude, not a datasheet value"
+LINKS: dict[str, Link] = {link.name: link for link in (
+    Link("pcie3", 15.75 * GB, 10e-6, "PCIe 3.0 x16: 8 GT/s x 16 lanes, 128b/130b encoding = "
+         f"15.75 GB/s per direction (PCI-SIG PCIe 3.0 base spec); {_ALPHA}"),
+    Link("pcie4", 31.5 * GB, 10e-6, "PCIe 4.0 x16: 16 GT/s x 16 lanes = 31.5 GB/s per direction "
+         f"(PCI-SIG PCIe 4.0 base spec); {_ALPHA}"),
+    Link("pcie5", 63.0 * GB, 10e-6, "PCIe 5.0 x16: 32 GT/s x 16 lanes = 63 GB/s per direction "
+         f"(PCI-SIG PCIe 5.0 base spec); {_ALPHA}"),
+    Link("nvlink2", 150 * GB, 5e-6, "NVLink 2 (V100 datasheet: 300 GB/s total) = 150 GB/s per "
+         f"direction; {_ALPHA}"),
+    Link("nvlink3", 300 * GB, 5e-6, "NVLink 3 (A100 datasheet: 600 GB/s total) = 300 GB/s per "
+         f"direction; {_ALPHA}"),
+    Link("nvlink4", 450 * GB, 5e-6, "NVLink 4 (H100/H200 datasheets: 900 GB/s total) = 450 GB/s "
+         f"per direction; {_ALPHA}"),
+    Link("ib-hdr", 25 * GB, 10e-6, "InfiniBand HDR, one 200 Gb/s port per GPU (NVIDIA "
+         f"ConnectX-6 datasheet) = 25 GB/s per direction; {_ALPHA}"),
+    Link("ib-ndr", 50 * GB, 10e-6, "InfiniBand NDR, one 400 Gb/s port per GPU (NVIDIA "
+         f"ConnectX-7 datasheet) = 50 GB/s per direction; {_ALPHA}"),
+)}
+
+# Example prices, USD per GPU-hour, on demand. Prices move and differ several-fold between
+# providers: these are the middle of the "specialty cloud" ranges listed by a public comparison
+# (mercatus-ai.com, "Cloud GPU pricing", May 2026: A100 80GB $1.10-1.50, H100 SXM $2.50-3.50,
+# H200 SXM $3.50-4.50). Use your own quote: ``set_price(name, usd)``.
+EXAMPLE_PRICES = {"A100-80GB": 1.30, "H100-80GB": 3.00, "H200-141GB": 4.00}
+EXAMPLE_PRICE_SOURCE = ("example: middle of the specialty-cloud on-demand range, mercatus-ai.com "
+                        "'Cloud GPU pricing' (May 2026); set your own")
+
+
+def get_gpu(name_or_gpu) -> GPU:
+    """A catalogue entry by name (a :class:`GPU` passes through); ValueError names the choices."""
+    if isinstance(name_or_gpu, GPU):
+        return name_or_gpu
+    _check_choice("gpu", name_or_gpu, tuple(GPUS))
+    return GPUS[name_or_gpu]
+
+
+def get_link(name_or_link) -> Link:
+    """A link by name (a :class:`Link` passes through); ValueError names the choices."""
+    if isinstance(name_or_link, Link):
+        return name_or_link
+    _check_choice("link", name_or_link, tuple(LINKS))
+    return LINKS[name_or_link]
+
+
+def price_of(gpu: GPU, price_per_hour: Optional[float] = None) -> tuple[Optional[float], str]:
+    """(USD per GPU-hour, where it comes from): yours, the GPU's own, an example, or None."""
+    if price_per_hour is not None:
+        _check_positive("price_per_hour", price_per_hour, allow_zero=True)
+        return float(price_per_hour), "given"
+    if gpu.price_per_hour is not None:
+        return gpu.price_per_hour, gpu.price_source or "set for this GPU"
+    if gpu.name in EXAMPLE_PRICES:
+        return EXAMPLE_PRICES[gpu.name], EXAMPLE_PRICE_SOURCE
+    return None, "no price known: pass price_per_hour"
+
+
+def add_gpu(name: str, memory_gb: float, peak_tflops: dict, memory_bandwidth_gbs: float,
+            links: tuple = ("pcie4",), source: str = "user", price_per_hour: float | None = None
+            ) -> GPU:
+    """Add (or replace) a device in :data:`GPUS`; ``peak_tflops``: precision -> dense TFLOP/s."""
+    if not isinstance(name, str) or not name:
+        raise ValueError(f"name={name!r} is invalid: allowed is a non-empty string")
+    _check_positive("memory_gb", memory_gb)
+    _check_positive("memory_bandwidth_gbs", memory_bandwidth_gbs)
+    if not isinstance(peak_tflops, dict) or not peak_tflops:
+        raise ValueError(f"peak_tflops={peak_tflops!r} is invalid: allowed is a dict like "
+                         "{'bf16': 312, 'fp32': 19.5}")
+    peaks = {"fp32": None, "bf16": None, "fp16": None}
+    for precision, value in peak_tflops.items():
+        _check_choice("peak_tflops key", precision, tuple(peaks))
+        if value is not None:
+            _check_positive(f"peak_tflops[{precision!r}]", value)
+            peaks[precision] = value * TFLOPS
+    for link in links:
+        _check_choice("links", link, tuple(LINKS))
+    if price_per_hour is not None:
+        _check_positive("price_per_hour", price_per_hour, allow_zero=True)
+    gpu = GPU(name, memory_gb * GB, peaks, memory_bandwidth_gbs * GB, tuple(links), source,
+              price_per_hour, "given" if price_per_hour is not None else "")
+    GPUS[name] = gpu
+    return gpu
+
+
+def add_link(name: str, bandwidth_gbs: float, latency_us: float = 10.0, source: str = "user"
+             ) -> Link:
+    """Add (or replace) an interconnect: GB/s per GPU per direction, latency per message in µs."""
+    if not isinstance(name, str) or not name:
+        raise ValueError(f"name={name!r} is invalid: allowed is a non-empty string")
+    _check_positive("bandwidth_gbs", bandwidth_gbs)
+    _check_positive("latency_us", latency_us, allow_zero=True)
+    link = Link(name, bandwidth_gbs * GB, latency_us * 1e-6, source)
+    LINKS[name] = link
+    return link
+
+
+def set_price(gpu: str, price_per_hour: float, source: str = "given") -> GPU:
+    """Set the USD per GPU-hour the planner uses for ``gpu`` (in this process)."""
+    _check_positive("price_per_hour", price_per_hour, allow_zero=True)
+    updated = dataclasses.replace(get_gpu(gpu), price_per_hour=float(price_per_hour),
+                                  price_source=source)
+    GPUS[updated.name] = updated
+    return updated
+
+
+def _check_choice(name: str, value, allowed: tuple) -> None:
+    if value not in allowed:
+        raise ValueError(f"{name}={value!r} is invalid: allowed values are "
+                         + ", ".join(repr(a) for a in allowed))
+
+
+def _check_positive(name: str, value, allow_zero: bool = False) -> None:
+    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and value == value \
+        and value != float("inf") and (value >= 0 if allow_zero else value > 0)
+    if not ok:
+        raise ValueError(f"{name}={value!r} is invalid: allowed is a finite number "
+                         + (">= 0" if allow_zero else "> 0"))

@@ -1,0 +1,157 @@
+"""``python -m gpututor plan``: the planner on the command line.
+
+    python -m gpututor plan --params 7e9 --gpus 8 --gpu H100-80GB --zero-stage 3 --json -
+    python -m gpututor plan --model 70b --gpus 512 --recommend --deadline-days 60
+    python -m gpututor plan --list
+
+Prints per-device bytes by category (``params``, ``grads``, ``optimizer``, ``activations``,
+``total``), whether that fits, step and total time, cost, and why; ``--json PATH`` writes the
+same as JSON (``-`` = stdout). ``--recommend`` ranks layouts on up to ``--gpus`` GPUs instead.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from . import catalog
+from .memory import CONVENTIONS, PRECISIONS, PRESETS, RECOMPUTE, Transformer, \
+    transformer_for_params
+from .recommend import DEFAULT_COMM_EFFICIENCY, DEFAULT_MFU, Config, estimate, recommend
+
+
+def add_parser(commands) -> argparse.ArgumentParser:
+    """Add the ``plan`` subcommand to the CLI's subparsers."""
+    p = commands.add_parser("plan", help="what fits, how long, what it costs (a formula, "
+                                         "not a run)", description=__doc__.splitlines()[0])
+    p.add_argument("--params", type=float, help="parameter count, e.g. 7e9 (GPT shape derived)")
+    p.add_argument("--model", help="a preset instead: " + ", ".join(PRESETS))
+    p.add_argument("--layers", type=int, help="with --d-model and --heads: an exact shape")
+    p.add_argument("--d-model", type=int)
+    p.add_argument("--heads", type=int)
+    p.add_argument("--seq-len", type=int, default=None, help="tokens per sequence (default 2048)")
+    p.add_argument("--vocab", type=int, default=50257)
+    p.add_argument("--gpus", type=int, default=1,
+                   help="number of GPUs (the most to try, with --recommend)")
+    p.add_argument("--gpu", default="H100-80GB", help="|".join(catalog.GPUS))
+    p.add_argument("--link", default=None, help="link inside a node: " + "|".join(catalog.LINKS)
+                   + " (default: the GPU's first)")
+    p.add_argument("--inter-link", default="ib-ndr", help="link between nodes")
+    p.add_argument("--gpus-per-node", type=int, default=8)
+    p.add_argument("--zero-stage", type=int, default=0, help="0 (data parallel) 1 2 3 (= FSDP)")
+    p.add_argument("--tp", type=int, default=1, help="tensor-parallel degree")
+    p.add_argument("--pp", type=int, default=1, help="pipeline-parallel degree")
+    p.add_argument("--micro-batch", type=int, default=1, help="sequences per GPU per micro-step")
+    p.add_argument("--recompute", default="none", help="|".join(RECOMPUTE))
+    p.add_argument("--precision", default="bf16", help="|".join(PRECISIONS))
+    p.add_argument("--optimizer", default="adam", help="adam | sgd")
+    p.add_argument("--convention", default=None, help="bytes per parameter: "
+                   + "|".join(CONVENTIONS) + " (default from precision and optimizer)")
+    p.add_argument("--tokens", type=float, default=None,
+                   help="training tokens (default 20 per parameter, Chinchilla)")
+    p.add_argument("--tokens-per-step", type=float, default=2 ** 20)
+    p.add_argument("--mfu", type=float, default=DEFAULT_MFU,
+                   help=f"fraction of peak reached (default {DEFAULT_MFU}, an assumption)")
+    p.add_argument("--comm-efficiency", type=float, default=DEFAULT_COMM_EFFICIENCY)
+    p.add_argument("--price", type=float, default=None, help="USD per GPU-hour")
+    p.add_argument("--budget", type=float, default=None, help="USD (with --recommend)")
+    p.add_argument("--deadline-days", type=float, default=None, help="(with --recommend)")
+    p.add_argument("--recommend", action="store_true", help="rank layouts on 1..--gpus GPUs")
+    p.add_argument("--list", action="store_true", help="print the GPU and link catalogue")
+    p.add_argument("--json", metavar="PATH", help="write the answer as JSON ('-' = stdout)")
+    return p
+
+
+def model_from_args(args) -> Transformer:
+    """The model the flags describe: a preset, an exact shape, or a parameter count."""
+    given = [name for name, v in (("--params", args.params), ("--model", args.model),
+                                  ("--layers", args.layers)) if v is not None]
+    if len(given) != 1:
+        raise ValueError(f"model flags {given or 'none'} are invalid: allowed is exactly one of "
+                         "--params N, --model PRESET, or --layers L --d-model H --heads A")
+    seq = args.seq_len
+    if args.model is not None:
+        catalog._check_choice("model", args.model, tuple(PRESETS))
+        model = PRESETS[args.model]
+        return model if seq is None else Transformer(model.n_layer, model.d_model, model.n_head,
+                                                     model.vocab_size, seq, model.params,
+                                                     model.name, model.source)
+    if args.layers is not None:
+        if args.d_model is None or args.heads is None:
+            raise ValueError("--layers is invalid without --d-model and --heads: allowed is "
+                             "all three together")
+        return Transformer(args.layers, args.d_model, args.heads, args.vocab, seq or 2048,
+                           args.params)
+    return transformer_for_params(args.params, seq or 2048, args.vocab)
+
+
+def run(args) -> int:
+    """Handle ``gpututor plan``; returns the exit code (2 for bad input)."""
+    if args.list:
+        print(catalog_text())
+        return 0
+    try:
+        model = model_from_args(args)
+        tokens = args.tokens if args.tokens is not None else 20 * model.n_params
+        gpu = catalog.get_gpu(args.gpu)
+        link = args.link or gpu.links[0]
+        common = dict(precision=args.precision, optimizer=args.optimizer,
+                      tokens_per_step=args.tokens_per_step, mfu=args.mfu,
+                      price_per_hour=args.price)
+        if args.recommend:
+            catalog._check_positive("gpus", args.gpus)
+            counts = [2 ** k for k in range(20) if 2 ** k <= args.gpus]
+            result = recommend(model, tokens, gpus=(gpu.name,), counts=counts,
+                               links=(link,), budget=args.budget,
+                               deadline_days=args.deadline_days,
+                               gpus_per_node=args.gpus_per_node, inter_link=args.inter_link,
+                               comm_efficiency=args.comm_efficiency,
+                               convention=args.convention, **common)
+            payload = {"model": _model_dict(model), "tokens": tokens,
+                       "ranked": [e.to_dict() for e in result.ranked[:10]],
+                       "notes": result.notes, "one_gpu_enough": result.one_gpu_enough,
+                       "link_bound": result.link_bound}
+            text = result.table() + "\n" + "\n".join(result.notes)
+        else:
+            config = Config(gpu.name, args.gpus, link, args.zero_stage, args.tp, args.pp,
+                            args.micro_batch, args.recompute, args.inter_link,
+                            args.gpus_per_node)
+            est = estimate(model, tokens, config, comm_efficiency=args.comm_efficiency,
+                           convention=args.convention, **common)
+            payload = {"model": _model_dict(model), "tokens": tokens, **est.to_dict()}
+            text = f"{model.name} model, {tokens:.3g} tokens on {config.label}\n" + \
+                "\n".join(("fits. " if est.fits else "") + r if i == 0 else r
+                          for i, r in enumerate(est.reasons))
+    except ValueError as exc:
+        print(f"gpututor: error: {exc}", file=sys.stderr)
+        return 2
+    if args.json == "-":
+        print(json.dumps(payload, indent=2, default=str))
+    else:
+        print(text)
+        if args.json:
+            with open(args.json, "w") as f:
+                json.dump(payload, f, indent=2, default=str)
+                f.write("\n")
+    return 0
+
+
+def _model_dict(model: Transformer) -> dict:
+    return {"name": model.name, "params": model.n_params, "n_layer": model.n_layer,
+            "d_model": model.d_model, "n_head": model.n_head, "seq_len": model.seq_len,
+            "vocab_size": model.vocab_size, "shape_source": model.source}
+
+
+def catalog_text() -> str:
+    """The catalogue as text: every GPU and link with its numbers and source."""
+    lines = ["GPUs (dense peak TFLOP/s; memory GB; bandwidth GB/s):"]
+    for g in catalog.GPUS.values():
+        peaks = ", ".join(f"{p} {v / 1e12:g}" for p, v in g.peak_flops.items() if v)
+        lines.append(f"  {g.name:<14} {g.memory_bytes / 1e9:5.0f} GB  {peaks}; "
+                     f"{g.memory_bandwidth / 1e9:,.0f} GB/s; links {', '.join(g.links)}\n"
+                     f"      source: {g.source}")
+    lines.append("Links (per GPU, per direction):")
+    for link in catalog.LINKS.values():
+        lines.append(f"  {link.name:<8} {link.bandwidth / 1e9:6.1f} GB/s, "
+                     f"{link.latency * 1e6:.0f} µs\n      source: {link.source}")
+    return "\n".join(lines)

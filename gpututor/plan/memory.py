@@ -1,0 +1,451 @@
+"""Per-device training memory: model states (parameters, gradients, optimizer) and activations.
+
+Two models of the same thing:
+
+- **The published formulas**, for any GPT-shaped transformer on real hardware:
+  :func:`model_state_bytes` (ZeRO paper's bytes per parameter, divided by ZeRO stage, tensor and
+  pipeline degree) and :func:`activation_bytes_per_layer` (Korthikanti et al. 2022).
+  :func:`per_device_memory` adds them up for one configuration.
+- **The tiny GPT as built** in :mod:`gpututor.models` (fp32, no dropout, attention that keeps its
+  full T x T scores) and held by each strategy as :mod:`gpututor.parallel` implements it:
+  :func:`tiny_gpt_memory` predicts what the worker's live-tensor probe measures, byte for byte
+  where we know why. ``calibrate.py`` checks it against real runs.
+
+Units: bytes. ``GB`` in tests and tables is 10^9 bytes, as in the papers.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from .catalog import _check_choice
+
+PRECISIONS = ("fp32", "bf16", "fp16")
+OPTIMIZERS = ("adam", "adamw", "sgd")
+RECOMPUTE = ("none", "selective", "full")
+ZERO_STAGES = (0, 1, 2, 3)
+
+
+# ---- checks --------------------------------------------------------------------------------------
+
+def _divisors(n: int) -> list[int]:
+    return [d for d in range(1, n + 1) if n % d == 0]
+
+
+def _check_degree(name: str, value) -> None:
+    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+        raise ValueError(f"{name}={value!r} is invalid: allowed is a positive integer")
+
+
+def _check_number(name: str, value) -> None:
+    if not isinstance(value, (int, float)) or isinstance(value, bool) or not math.isfinite(value) \
+            or value <= 0:
+        raise ValueError(f"{name}={value!r} is invalid: allowed is a positive number")
+
+
+# ---- 1. model states -----------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class BytesPerParam:
+    """Bytes per parameter of each kind of model state, and where the convention comes from."""
+
+    params: float
+    grads: float
+    optimizer: float
+    source: str
+
+    @property
+    def total(self) -> float:
+        return self.params + self.grads + self.optimizer
+
+
+MIXED_ADAM = BytesPerParam(2, 2, 12, "ZeRO paper (Rajbhandari et al. 2020, section 3.1): fp16 "
+                                     "weights and gradients; fp32 master weights, Adam momentum "
+                                     "and variance (K = 12)")
+CONVENTIONS = {
+    # name -> bytes per parameter (names as in gpututor.sharding). The default for bf16/fp16
+    # with Adam is the ZeRO paper's.
+    "mixed-adam": MIXED_ADAM,
+    "fp32-adamw": BytesPerParam(4, 4, 8, "fp32 weights and gradients, Adam m and v in fp32 "
+                                        "(plain PyTorch AdamW, as the lessons' runs)"),
+    "mixed-sgd": BytesPerParam(2, 2, 8, "16-bit weights and gradients; fp32 master weights and "
+                                        "momentum (K = 8, the ZeRO paper's counting applied to "
+                                        "SGD with momentum)"),
+    "fp32-sgd": BytesPerParam(4, 4, 4, "fp32 weights and gradients, SGD momentum in fp32"),
+    "mixed-adam-fp32-grads": BytesPerParam(2, 4, 12, "Megatron-LM distributed optimizer docs: "
+                                                     "bf16 weights, fp32 gradients, fp32 master "
+                                                     "weights + Adam m and v"),
+}
+
+
+def bytes_per_param(precision: str = "bf16", optimizer: str = "adam",
+                    convention: str | None = None) -> BytesPerParam:
+    """The bytes-per-parameter convention for ``precision`` and ``optimizer``.
+
+    bf16/fp16 with Adam is the ZeRO paper's 2 + 2 + 12 = 16 bytes (section 3.1); fp32 with Adam
+    is 4 + 4 + 8 = 16 too (no master copy needed); SGD with momentum keeps one fp32 buffer
+    instead of two. ``convention`` picks any entry of :data:`CONVENTIONS` by name instead.
+    """
+    if convention is not None:
+        _check_choice("convention", convention, tuple(CONVENTIONS))
+        return CONVENTIONS[convention]
+    _check_choice("precision", precision, PRECISIONS)
+    _check_choice("optimizer", optimizer, OPTIMIZERS)
+    kind = "sgd" if optimizer == "sgd" else "adam"
+    name = {("fp32", "adam"): "fp32-adamw", ("fp32", "sgd"): "fp32-sgd",
+            ("mixed", "adam"): "mixed-adam", ("mixed", "sgd"): "mixed-sgd"}
+    return CONVENTIONS[name["fp32" if precision == "fp32" else "mixed", kind]]
+
+
+def model_state_bytes(n_params: float, precision: str = "bf16", optimizer: str = "adam",
+                      zero_stage: int = 0, dp: int = 1, tp: int = 1, pp: int = 1,
+                      convention: str | None = None) -> dict[str, float]:
+    """Per-device bytes of parameters, gradients and optimizer state (and their total).
+
+    Tensor and pipeline parallel give each device ``1/(tp·pp)`` of the model (an even split;
+    replicated layer norms and embeddings are ignored). Over the ``dp`` data-parallel replicas,
+    ZeRO stage 1 divides the optimizer state, stage 2 the gradients too, stage 3 (= FSDP) the
+    parameters too: Rajbhandari et al. 2020, Figure 1 and Table 1, e.g. Ψ = 7.5B, Nd = 64,
+    K = 12: 120 GB, 31.4 GB (P_os), 16.6 GB (P_os+g), 1.88 GB (P_os+g+p).
+    """
+    _check_number("n_params", n_params)
+    _check_choice("zero_stage", zero_stage, ZERO_STAGES)
+    for name, value in (("dp", dp), ("tp", tp), ("pp", pp)):
+        _check_degree(name, value)
+    b = bytes_per_param(precision, optimizer, convention)
+    local = n_params / (tp * pp)
+    out = {"params": local * b.params / (dp if zero_stage >= 3 else 1),
+           "grads": local * b.grads / (dp if zero_stage >= 2 else 1),
+           "optimizer": local * b.optimizer / (dp if zero_stage >= 1 else 1)}
+    out["total"] = out["params"] + out["grads"] + out["optimizer"]
+    return out
+
+
+# ---- 2. a transformer's shape --------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Transformer:
+    """A GPT-shaped decoder: ``n_layer`` blocks of width ``d_model`` with ``n_head`` heads.
+
+    ``n_params`` defaults to ``12·L·h² + V·h`` (Kaplan et al. 2020, Table 1: 12·L·h² in the
+    blocks, plus a tied embedding); a preset may give the real count instead.
+    """
+
+    n_layer: int
+    d_model: int
+    n_head: int
+    vocab_size: int = 50257
+    seq_len: int = 2048
+    params: float | None = None
+    name: str = "custom"
+    source: str = ""
+
+    def __post_init__(self):
+        for field in ("n_layer", "d_model", "n_head", "vocab_size", "seq_len"):
+            value = getattr(self, field)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                raise ValueError(f"{field}={value!r} is invalid: allowed is a positive integer")
+        if self.d_model % self.n_head:
+            raise ValueError(f"n_head={self.n_head} is invalid with d_model={self.d_model}: "
+                             "allowed is a divisor of d_model")
+        if self.params is not None:
+            _check_number("params", self.params)
+
+    @property
+    def n_params(self) -> float:
+        if self.params is not None:
+            return self.params
+        return 12 * self.n_layer * self.d_model ** 2 + self.vocab_size * self.d_model
+
+    @property
+    def layer_params(self) -> float:
+        """One block's parameters, ``12·h²`` (attention 4·h², MLP 8·h²; biases left out)."""
+        return 12 * self.d_model ** 2
+
+
+PRESETS = {t.name: t for t in (
+    Transformer(48, 1600, 25, 50257, 1024, 1.5e9, "gpt2-1.5b",
+                "GPT-2 XL (Radford et al. 2019): 48 layers, d 1600, 25 heads, context 1024"),
+    Transformer(32, 4096, 32, 32000, 4096, 6.74e9, "7b",
+                "the depth and width of Llama 2 7B (Touvron et al. 2023, Table 1/§2.2; its "
+                "SwiGLU MLP and our 12·L·h² count differ a little)"),
+    Transformer(80, 8192, 64, 32000, 4096, 70e9, "70b",
+                "the depth and width of Llama 2 70B (Touvron et al. 2023); modelled here with "
+                "full multi-head attention, not its grouped-query attention"),
+    Transformer(96, 12288, 96, 50257, 2048, 175e9, "gpt3-175b",
+                "GPT-3 175B (Brown et al. 2020, Table 2.1)"),
+)}
+
+
+def transformer_for_params(n_params: float, seq_len: int = 2048, vocab_size: int = 50257
+                           ) -> Transformer:
+    """A GPT-shaped model of about ``n_params`` parameters, with ``d_model = 128·n_layer``.
+
+    That aspect ratio is GPT-3 6.7B's and 175B's (Brown et al. 2020, Table 2.1) and Llama 2 7B's:
+    ``N ≈ 12·L·(128·L)²``. Heads of 128 dimensions. Use a preset or :class:`Transformer` to
+    give the real shape instead.
+    """
+    _check_number("n_params", n_params)
+    layers = max(1, round((n_params / (12 * 128 ** 2)) ** (1 / 3)))
+    d_model = max(128, 128 * round(math.sqrt(max(n_params - vocab_size * 128 * layers, 1)
+                                             / (12 * layers)) / 128))
+    return Transformer(layers, d_model, d_model // 128, vocab_size, seq_len, float(n_params),
+                       f"{n_params / 1e9:g}B", "shape from d_model = 128·n_layer (GPT-3 6.7B, "
+                                                "175B; Llama 2 7B)")
+
+
+# ---- 3. activations ------------------------------------------------------------------------------
+
+def activation_bytes_per_layer(seq_len: int, micro_batch: int, d_model: int, n_head: int,
+                               tp: int = 1, sequence_parallel: bool = False,
+                               recompute: str = "none", bytes_per_value: int = 2,
+                               dropout: bool = True) -> float:
+    """Bytes one transformer layer keeps for backward, per device (Korthikanti et al. 2022).
+
+    "Reducing Activation Recomputation in Large Transformer Models", section 4 and Table 2, with
+    s = sequence, b = micro-batch, h = width, a = heads, t = tensor-parallel degree, 16-bit
+    values and dropout:
+
+        no parallelism                        s·b·h·(34 + 5·a·s/h)
+        tensor parallel                       s·b·h·(10 + 24/t + 5·a·s/(h·t))
+        tensor + sequence parallel            s·b·h·(34/t + 5·a·s/(h·t))
+        + selective recomputation             the 5·a·s/h term (attention scores) is dropped
+        full recomputation                    2·s·b·h (only the layer's input is kept)
+
+    The 34 is 16 values of s·b·h (attention: QKV input, Q, K, V, projection input = 5; MLP: input,
+    GELU input and output 1 + 4 + 4 = 9; two layer-norm inputs = 2) at 2 bytes, plus two 1-byte
+    dropout masks; 5·a·s/h is softmax output and dropout output (2 bytes each) plus the mask
+    (1 byte) of the a·s·s scores. ``bytes_per_value`` and ``dropout`` make the same count for
+    other cases (fp32: 4 bytes; no dropout: no masks and no dropout outputs). Of the 16, the
+    layer-norm inputs and the QKV and MLP inputs (4 values) and the two masks stay whole under
+    tensor parallelism without sequence parallelism: the 10 of ``10 + 24/t``.
+
+    FlashAttention (Dao et al. 2022) never stores the scores: for memory it is the same as
+    ``recompute="selective"``.
+    """
+    _check_choice("recompute", recompute, RECOMPUTE)
+    for name, value in (("seq_len", seq_len), ("micro_batch", micro_batch),
+                        ("d_model", d_model), ("n_head", n_head), ("tp", tp)):
+        _check_degree(name, value)
+    sbh = seq_len * micro_batch * d_model
+    e, mask = bytes_per_value, 1 if dropout else 0
+    split = tp if sequence_parallel else 1                      # what only SP divides
+    if recompute == "full":
+        return e * sbh / split
+    whole = (4 * e + 2 * mask) * sbh / split                     # 10·sbh at e=2 with dropout
+    divided = 12 * e * sbh / tp                                  # 24·sbh/t at e=2
+    scores = n_head * seq_len ** 2 * micro_batch * (e * (1 + mask) + mask) / tp   # 5·a·s²·b/t
+    return whole + divided + (0 if recompute == "selective" else scores)
+
+
+def activation_bytes(model: Transformer, micro_batch: int = 1, tp: int = 1, pp: int = 1,
+                     sequence_parallel: bool = False, recompute: str = "none",
+                     precision: str = "bf16", dropout: bool = True,
+                     microbatches: int | None = None) -> float:
+    """Activations on the busiest device, the first pipeline stage (Korthikanti et al. 2022, 4.2.3).
+
+    With the 1F1B schedule, stage 1 of ``pp`` keeps ``min(pp, m)`` micro-batches in flight, each
+    with ``L/pp`` layers: ``L`` layers' worth when m >= pp. Without pipelining the output layer
+    adds its input and the logits for the loss, ``4·s·b·h/t·(1 + V/h)`` in fp32 (their eq. 5).
+    """
+    _check_choice("precision", precision, PRECISIONS)
+    _check_degree("pp", pp)
+    if model.n_layer % pp:
+        raise ValueError(f"pp={pp} is invalid for {model.n_layer} layers: allowed is a divisor of "
+                         f"n_layer ({', '.join(str(d) for d in _divisors(model.n_layer))})")
+    e = 4 if precision == "fp32" else 2
+    m = microbatches if microbatches is not None else pp
+    _check_degree("microbatches", m)
+    per_layer = activation_bytes_per_layer(model.seq_len, micro_batch, model.d_model,
+                                           model.n_head, tp, sequence_parallel, recompute, e,
+                                           dropout)
+    total = per_layer * model.n_layer / pp * min(pp, m)
+    if pp == 1:
+        sbh = model.seq_len * micro_batch * model.d_model
+        total += 4 * sbh / tp * (1 + model.vocab_size / model.d_model)
+    return total
+
+
+def per_device_memory(model: Transformer, micro_batch: int = 1, zero_stage: int = 0,
+                      dp: int = 1, tp: int = 1, pp: int = 1, precision: str = "bf16",
+                      optimizer: str = "adam", recompute: str = "none",
+                      sequence_parallel: bool = False, dropout: bool = True,
+                      microbatches: int | None = None, convention: str | None = None
+                      ) -> dict[str, float]:
+    """Bytes per device: ``params``, ``grads``, ``optimizer``, ``activations`` and ``total``.
+
+    Model states from :func:`model_state_bytes`; with ZeRO-3 / FSDP, add the unsharded parameters
+    of two layers (the one computing and the one prefetched: PyTorch FSDP's default
+    ``forward_prefetch``/``backward_prefetch`` behaviour, as FSDP2 documents it). Activations from
+    :func:`activation_bytes`. Left out: the CUDA context, allocator fragmentation, communication
+    buffers, temporary buffers of single operations: keep headroom (``recommend`` uses 90 %).
+    """
+    if model.n_head % tp or model.d_model % tp:
+        raise ValueError(f"tp={tp} is invalid for n_head={model.n_head}: allowed is a divisor of "
+                         f"the heads ({', '.join(str(d) for d in _divisors(model.n_head))})")
+    out = model_state_bytes(model.n_params, precision, optimizer, zero_stage, dp, tp, pp,
+                            convention)
+    if zero_stage == 3 and dp > 1:
+        out["params"] += 2 * model.layer_params / tp * bytes_per_param(
+            precision, optimizer, convention).params
+    out["activations"] = activation_bytes(model, micro_batch, tp, pp, sequence_parallel,
+                                          recompute, precision, dropout, microbatches)
+    out["total"] = out["params"] + out["grads"] + out["optimizer"] + out["activations"]
+    return out
+
+
+# ---- 4. the tiny GPT as built, held as each strategy holds it ------------------------------------
+
+@dataclass(frozen=True)
+class Layout:
+    """How a strategy of :mod:`gpututor.parallel`, as implemented, holds the tiny GPT on a rank."""
+
+    shard: int = 0                # ZeRO stage over the ranks (0: whole copies)
+    grad_buffers: bool = False    # gradients live in flat buffers kept between steps (zero1)
+    bucket_copy: bool = False     # a persistent second copy of the gradients (DDP's buckets)
+    gathered_blocks: int = 0      # ZeRO-3/FSDP: full blocks alive at the backward peak
+    gathered_root: bool = False   # ... and the root unit (embeddings, final norm)
+    per_tensor_state: bool = True  # one AdamW step counter per parameter tensor (else per shard)
+    tensor_parallel: bool = False  # Megatron layers: big matrices split over the ranks
+    pipeline: bool = False        # consecutive blocks per rank, 1F1B micro-batches
+    note: str = ""
+
+
+AS_BUILT = {
+    "single": Layout(note="one process: the reference"),
+    "dp-naive": Layout(note="all-reduces gradients in place after backward"),
+    "dp-bucketed": Layout(note="buckets in flight during backward are left out"),
+    "ddp": Layout(bucket_copy=True, note="DDP's buckets are a second copy of the gradients "
+                                         "(gradient_as_bucket_view=False, PyTorch's default)"),
+    "zero1": Layout(1, grad_buffers=True, per_tensor_state=False,
+                    note="full gradients in flat buffers; optimizer state 1/N"),
+    "zero2": Layout(2, per_tensor_state=False,
+                    note="a unit's full gradient lives until its reduce-scatter"),
+    "zero3": Layout(3, gathered_blocks=1, gathered_root=True, per_tensor_state=False,
+                    note="the top block and the root gathered at the backward peak"),
+    "fsdp": Layout(3, gathered_blocks=2, gathered_root=True,
+                   note="FSDP2 keeps the root unsharded and prefetches the next block"),
+    "tp": Layout(tensor_parallel=True, note="Megatron split of attention and MLP; rest replicated"),
+    "tp-dtensor": Layout(tensor_parallel=True, note="same split through DTensor"),
+    "pp": Layout(pipeline=True, note="1F1B: stage s keeps min(p - s, m) micro-batches"),
+    "pp-torch": Layout(pipeline=True, note="1F1B: stage s keeps min(p - s, m) micro-batches"),
+}
+
+
+def tiny_gpt_activation_layer(cfg, batch: int, seq_len: int, tp: int = 1) -> int:
+    """Bytes one block of :class:`gpututor.models.GPT` keeps for backward (fp32, no dropout).
+
+    Korthikanti's count with 4-byte values and no dropout: ``16·b·s·h`` values, of which 4 stay
+    whole under tensor parallelism (the two layer-norm inputs, the QKV and MLP inputs) and 12
+    are split (Q, K, V, the projection input, GELU input and output), plus the softmax output
+    ``a·b·s²`` (split by heads). What our code adds: layer-norm mean and 1/std (``2 x 2·b·s``
+    fp32) and the inverted causal mask that ``masked_fill`` keeps (``s²`` bools).
+    """
+    bsh, e = batch * seq_len * cfg.d_model, 4
+    return e * bsh * (4 + 12 / tp) + e * cfg.n_head * batch * seq_len ** 2 / tp \
+        + 16 * batch * seq_len + seq_len ** 2
+
+
+def tiny_gpt_head_activations(cfg, batch: int, seq_len: int) -> int:
+    """What the final norm, LM head and loss keep: the norm's input, output and statistics, the
+    log-softmax output (``b·s·V`` fp32), the targets (the probe sees them when the loss
+    flattens them: ``b·s`` int64), the loss scalars and the position indices."""
+    bs = batch * seq_len
+    return 4 * (2 * bs * cfg.d_model + bs * cfg.vocab_size) + 8 * bs + 8 * bs + 8 + 8 * seq_len
+
+
+def tiny_gpt_memory(cfg, batch: int, seq_len: int, strategy: str = "single",
+                    world_size: int = 1, checkpointing: bool = False,
+                    optimizer: str = "adamw", microbatches: int = 4) -> dict[str, float]:
+    """Predict one rank's memory for the tiny GPT as the worker measures it (fp32, CPU probe).
+
+    Returns ``params``, ``grads``, ``optimizer`` (as ``state_bytes`` reports them after a step),
+    ``activations`` (what forward leaves alive, the probe's ``forward_end``) and ``peak`` (the
+    probe's peak of live tensors during one step, rank 0). ``batch`` is the global batch.
+
+    Where the peak is: at the top of backward, in the last block's MLP output projection. Every
+    block's activations are still alive (the top block's recomputed, with checkpointing), plus
+    the gradients of the MLP hidden layer (``4·b·s·h``) and of the block output (``b·s·h``),
+    plus the gradients computed so far (tied head/embedding and the MLP output projection). The
+    other candidate, the optimizer step (all gradients, no activations), is checked too.
+    """
+    _check_choice("strategy", strategy, tuple(AS_BUILT))
+    layout = AS_BUILT[strategy]
+    n, L, h, V = world_size, cfg.n_layer, cfg.d_model, cfg.vocab_size
+    block = 12 * h * h + 13 * h                      # one block's parameters (weights + biases)
+    root = V * h + cfg.block_size * h + 2 * h         # embeddings + final norm (head is tied)
+    N = L * block + root
+    n_tensors = 12 * L + 4
+    state = 4 if optimizer == "sgd" else 8            # momentum, or Adam m and v (fp32)
+    dp = 1 if (layout.tensor_parallel or layout.pipeline) else n
+    b = batch // dp
+    if layout.pipeline:
+        return _tiny_gpt_pipeline(cfg, b, seq_len, n, checkpointing, state, microbatches)
+    tp = n if layout.tensor_parallel else 1
+    mask = L * cfg.block_size ** 2                    # the causal-mask buffers (bool)
+    act_layer = tiny_gpt_activation_layer(cfg, b, seq_len, tp)
+    bsh4 = 4 * b * seq_len * h
+    if tp > 1:  # the blocks' big matrices are split; embeddings, norms, row biases replicated
+        split = 12 * h * h + 3 * h + 4 * h            # qkv (w, b), proj w, fc (w, b), proj w
+        N = N - L * split + L * split / tp
+    shard = N / n if layout.shard else N
+    params = 4 * (shard if layout.shard >= 3 else N)
+    tensors = n_tensors if layout.per_tensor_state else L + 1
+    steps = 4 * tensors * (optimizer != "sgd")        # AdamW's step counters, 4 bytes each
+    optimizer_bytes = state * (shard if layout.shard >= 1 else N) + steps
+    grads_kept = 4 * (shard if layout.shard >= 2 else N)
+    resident = params + mask + optimizer_bytes
+    if layout.grad_buffers:
+        resident += 4 * N
+    if layout.bucket_copy:
+        resident += 4 * N
+    if layout.gathered_root:
+        resident += 4 * root
+    resident += layout.gathered_blocks * 4 * block
+    transient = bsh4 * (1 + 4 / tp)                   # grads of the block output and MLP hidden
+    # grads of the tied head and of this block's MLP output projection, just computed (zero1
+    # adds them into its buffers, but each exists on its own first)
+    current = 4 * (V * h + 4 * h * h / tp + h)
+    done = 0 if layout.grad_buffers else 4 * block * (1 / n if layout.shard >= 2 else 1)
+    if tp > 1:
+        done = 4 * (block - split + split / tp)
+    backward_peak = 0
+    for k in range(L - 1, -1, -1):   # the top of block k's backward; blocks above it are done
+        alive = (k + 1) * act_layer if not checkpointing else (k + 1) * bsh4 + act_layer - bsh4
+        backward_peak = max(backward_peak, resident + alive + 8 * seq_len + transient + current
+                            + (L - 1 - k) * done)
+    activations = (L * act_layer if not checkpointing else L * bsh4) \
+        + tiny_gpt_head_activations(cfg, b, seq_len)
+    # the first op of backward: everything forward kept (but the targets), and the gradients
+    # of the log-softmax output and input (b·s·V fp32 each); wins when the MLP is split (tp)
+    loss_peak = resident + activations - 8 * b * seq_len - 4 + 2 * 4 * b * seq_len * V
+    largest = max(4 * h * h / tp, cfg.block_size * h, V * h)   # AdamW's temporaries: 2 of these
+    optimizer_peak = resident + grads_kept * (not layout.grad_buffers) + 2 * 4 * largest
+    return {"params": params, "grads": grads_kept, "optimizer": optimizer_bytes,
+            "activations": activations, "peak": max(backward_peak, loss_peak, optimizer_peak)}
+
+
+def _tiny_gpt_pipeline(cfg, batch: int, seq_len: int, stages: int, checkpointing: bool,
+                       state: int, m: int) -> dict[str, float]:
+    """Rank 0 = the first stage: its blocks and the embeddings. With 1F1B it keeps at most
+    ``min(p, m)`` micro-batches' activations (each also keeps its output, to send and to run
+    backward from). Its peak is in a steady-state backward: those activations, the stage's
+    gradients (the earlier micro-batches made them), the received output gradient and the
+    backward's own temporaries. (The probe's ``activations`` for a pipeline run is what is alive
+    when the whole schedule ends, not comparable: None here.)"""
+    L, h, V = cfg.n_layer, cfg.d_model, cfg.vocab_size
+    per, extra = divmod(L, stages)
+    layers = per + (extra > 0)
+    N = layers * (12 * h * h + 13 * h) + V * h + cfg.block_size * h
+    micro = batch // m
+    in_flight = min(stages, m)
+    bsh4 = 4 * micro * seq_len * h
+    act_layer = tiny_gpt_activation_layer(cfg, micro, seq_len)
+    per_micro = (layers * act_layer if not checkpointing else layers * bsh4) + bsh4
+    params, optimizer_bytes = 4 * N, state * N + 4 * (12 * layers + 2)
+    resident = params + layers * cfg.block_size ** 2 + optimizer_bytes
+    extra_layer = 0 if not checkpointing else act_layer - bsh4   # the recomputed block
+    peak = resident + in_flight * per_micro + extra_layer + 4 * N + 5 * bsh4 + bsh4 \
+        + 4 * (4 * h * h + h)
+    return {"params": params, "grads": 4 * N, "optimizer": optimizer_bytes,
+            "activations": None, "peak": peak}

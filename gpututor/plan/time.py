@@ -1,0 +1,175 @@
+"""How long a training step and a whole run take, and what they cost: FLOPs, links, bubbles.
+
+- **Compute**: training FLOPs per token ``6·N + 12·L·s·h`` (PaLM, Chowdhery et al. 2022,
+  Appendix B: 6N for the weights, forward + backward, and attention's Q·Kᵀ and scores·V),
+  divided by what a device achieves: peak x utilisation (MFU).
+- **Communication**: ring algorithms in the α-β model (Patarasuk & Yuan 2009; Thakur et al.
+  2005): an all-reduce of S bytes over n ranks takes ``2(n-1)·(α + S/(n·β))``; all-gather and
+  reduce-scatter half of that. What compute cannot hide is *exposed*.
+- **Pipeline bubble**: with p stages and m micro-batches, GPipe and 1F1B idle ``(p-1)/m`` of the
+  ideal time (Narayanan et al. 2021, section 2.2).
+- **Totals**: steps = tokens / tokens per step; cost = hours x GPUs x price per GPU-hour.
+
+Every function here is a formula: no measurement. ``calibrate.py`` checks them against runs.
+"""
+from __future__ import annotations
+
+import math
+
+from .catalog import _check_choice, _check_positive
+from .memory import RECOMPUTE, Transformer
+
+DAY = 86400.0
+
+
+# ---- compute -------------------------------------------------------------------------------------
+
+def training_flops_per_token(model: Transformer, recompute: str = "none") -> float:
+    """FLOPs per trained token: ``6·N + 12·L·s·h`` (PaLM, Chowdhery et al. 2022, Appendix B).
+
+    Recomputation adds work that is executed but is not the model's: full recomputation runs
+    the forward again (``8·N + 16·L·s·h``, the 4-passes count of Narayanan et al. 2021, whose
+    end-to-end estimate is ``8·T·P / (n·X)``); selective recomputation re-runs only attention's
+    scores (``+ 4·L·s·h``, Korthikanti et al. 2022).
+    """
+    _check_choice("recompute", recompute, RECOMPUTE)
+    attention = 4 * model.n_layer * model.seq_len * model.d_model      # forward, per token
+    passes = {"none": 3, "selective": 3, "full": 4}[recompute]
+    extra = attention if recompute == "selective" else 0
+    return passes * (2 * model.n_params + attention) + extra
+
+
+def training_flops(n_params: float, tokens: float) -> float:
+    """The rule of thumb ``C ≈ 6·N·D`` (Kaplan et al. 2020, section 2.1): e.g. GPT-3 175B on
+    300B tokens ≈ 3.14e23 FLOPs (Brown et al. 2020, Table D.1)."""
+    _check_positive("n_params", n_params)
+    _check_positive("tokens", tokens)
+    return 6 * n_params * tokens
+
+
+def compute_seconds(flops: float, peak_flops: float, mfu: float) -> float:
+    """Seconds for ``flops`` on one device that reaches ``mfu`` x its peak."""
+    _check_fraction("mfu", mfu)
+    return flops / (peak_flops * mfu)
+
+
+def run_seconds(n_params: float, tokens: float, n_gpus: int, flops_per_gpu: float,
+                flops_per_param_token: float = 6.0) -> float:
+    """End-to-end time ``k·T·P / (n·X)``: k = 6 (no recomputation) or 8 (full recomputation).
+
+    Narayanan et al. 2021, section 5.1: GPT-3 (P = 175B) on T = 300B tokens with n = 1024 A100s
+    at X = 140 TFLOP/s each and k = 8 takes about 34 days.
+    """
+    _check_positive("flops_per_gpu", flops_per_gpu)
+    _check_positive("n_gpus", n_gpus)
+    return flops_per_param_token * tokens * n_params / (n_gpus * flops_per_gpu)
+
+
+# ---- communication -------------------------------------------------------------------------------
+
+def ring_allreduce_seconds(nbytes: float, n: int, bandwidth: float, latency: float = 0.0
+                           ) -> float:
+    """Ring all-reduce: ``2(n-1)`` steps, each sending ``S/n`` bytes (Patarasuk & Yuan 2009)."""
+    if n <= 1 or nbytes <= 0:
+        return 0.0
+    return 2 * (n - 1) * (latency + nbytes / (n * bandwidth))
+
+
+def ring_allgather_seconds(nbytes: float, n: int, bandwidth: float, latency: float = 0.0
+                           ) -> float:
+    """Ring all-gather (or reduce-scatter) of a full buffer of ``nbytes``: ``n-1`` steps."""
+    if n <= 1 or nbytes <= 0:
+        return 0.0
+    return (n - 1) * (latency + nbytes / (n * bandwidth))
+
+
+def exposed_seconds(comm_s: float, window_s: float, overlap: float = 1.0) -> float:
+    """Communication left over when ``overlap`` x ``window_s`` of compute can hide it."""
+    _check_fraction("overlap", overlap, allow_zero=True)
+    return max(0.0, comm_s - overlap * window_s)
+
+
+# ---- pipeline ------------------------------------------------------------------------------------
+
+def bubble_fraction(stages: int, microbatches: int) -> float:
+    """Idle time relative to ideal, ``(p-1)/m`` (GPipe; 1F1B the same: Narayanan et al. 2021)."""
+    if not isinstance(stages, int) or stages < 1:
+        raise ValueError(f"stages={stages!r} is invalid: allowed is a positive integer")
+    if not isinstance(microbatches, int) or microbatches < 1:
+        raise ValueError(f"microbatches={microbatches!r} is invalid: allowed is a positive integer")
+    return (stages - 1) / microbatches
+
+
+# ---- one step of a configuration -----------------------------------------------------------------
+
+def step_time(model: Transformer, tokens_per_step: float, n_gpus: int, peak_flops: float,
+              mfu: float = 0.4, dp: int = 1, tp: int = 1, pp: int = 1, zero_stage: int = 0,
+              micro_batch: int = 1, recompute: str = "none", grad_bytes: float = 2,
+              activation_bytes: float = 2, dp_link=None, tp_link=None, pp_link=None,
+              comm_efficiency: float = 0.8, overlap: float = 1.0) -> dict[str, float]:
+    """Seconds of one optimizer step, by part: ``compute_s``, ``bubble_s``, ``tp_comm_s``,
+    ``pp_comm_s``, ``dp_comm_s`` (all of it), ``dp_exposed_s`` (what compute does not hide),
+    ``step_s`` (the total), with ``microbatches`` and ``flops_per_gpu``.
+
+    - Compute: each GPU does ``1/(dp·tp·pp)`` of the step's FLOPs.
+    - Tensor parallel: 4 all-reduces of the activations (``b·s·h``) per layer and micro-batch,
+      two in forward and two in backward (Shoeybi et al. 2019, Figure 4); 2 more with full
+      recomputation. On the critical path: not overlapped.
+    - Pipeline: the bubble ``(p-1)/m`` of compute, and per micro-batch a send of activations
+      forward and of their gradient backward between neighbouring stages.
+    - Data parallel: the gradients (``N/(tp·pp)`` x ``grad_bytes``) are all-reduced; ZeRO-1/2
+      reduce-scatter them and all-gather the parameters (the same bytes); ZeRO-3 all-gathers the
+      parameters twice and reduce-scatters once: 1.5x (Rajbhandari et al. 2020, section 7). It
+      overlaps the backward pass (2/3 of compute; all of it for ZeRO-3, which prefetches in
+      forward too) by the fraction ``overlap``.
+
+    Links are :class:`~gpututor.plan.catalog.Link`; ``comm_efficiency`` is the fraction of their
+    bandwidth a collective reaches (an assumption: measure yours with ``gpututor bench comm``).
+    """
+    _check_fraction("mfu", mfu)
+    _check_fraction("comm_efficiency", comm_efficiency)
+    global_batch = max(1, round(tokens_per_step / model.seq_len))
+    m = max(1, math.ceil(global_batch / (dp * micro_batch)))            # micro-batches per GPU
+    flops = training_flops_per_token(model, recompute) * tokens_per_step / n_gpus
+    compute = compute_seconds(flops, peak_flops, mfu)
+    bubble = compute * bubble_fraction(pp, m) if pp > 1 else 0.0
+    act = micro_batch * model.seq_len * model.d_model * activation_bytes
+
+    def bw(link):
+        return link.bandwidth * comm_efficiency
+
+    tp_comm = 0.0
+    if tp > 1:
+        per_layer = 4 + (2 if recompute == "full" else 0)
+        tp_comm = model.n_layer / pp * m * per_layer * ring_allreduce_seconds(
+            act, tp, bw(tp_link), tp_link.latency)
+    pp_comm = 0.0
+    if pp > 1:
+        pp_comm = 2 * m * (pp_link.latency + act / tp / bw(pp_link))
+    dp_comm = 0.0
+    if dp > 1:
+        grads = model.n_params / (tp * pp) * grad_bytes
+        dp_comm = ring_allreduce_seconds(grads, dp, bw(dp_link), dp_link.latency)
+        if zero_stage == 3:
+            dp_comm *= 1.5
+    window = compute if zero_stage == 3 else compute * 2 / 3
+    dp_exposed = exposed_seconds(dp_comm, window, overlap)
+    return {"compute_s": compute, "bubble_s": bubble, "tp_comm_s": tp_comm,
+            "pp_comm_s": pp_comm, "dp_comm_s": dp_comm, "dp_exposed_s": dp_exposed,
+            "step_s": compute + bubble + tp_comm + pp_comm + dp_exposed,
+            "microbatches": m, "flops_per_gpu": flops}
+
+
+def run_cost(total_s: float, n_gpus: int, price_per_gpu_hour: float | None) -> float | None:
+    """USD for ``n_gpus`` for ``total_s`` seconds at ``price_per_gpu_hour`` (None: unknown)."""
+    if price_per_gpu_hour is None:
+        return None
+    return total_s / 3600 * n_gpus * price_per_gpu_hour
+
+
+def _check_fraction(name: str, value, allow_zero: bool = False) -> None:
+    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and \
+        (0 <= value <= 1 if allow_zero else 0 < value <= 1)
+    if not ok:
+        raise ValueError(f"{name}={value!r} is invalid: allowed is a fraction in "
+                         + ("[0, 1]" if allow_zero else "(0, 1]"))
