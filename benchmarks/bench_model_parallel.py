@@ -5,7 +5,7 @@
 - tp (from scratch) vs tp-dtensor step time
 - pp (from scratch) vs pp-torch step time (1F1B, 4 micro-batches)
 
-    python benchmarks/bench_model_parallel.py [--size small] [--batch 64] [--steps 8] [--repeats 3]
+    python benchmarks/bench_model_parallel.py [--size small] [--batch 128] [--steps 8] [--repeats 3]
 
 The bubble is measured in every step from the stages' own timelines (gpututor/timeline.py);
 the figure per m is the median over the repeats of each run's median step. On a machine where
@@ -27,7 +27,7 @@ MICROBATCHES = (1, 2, 4, 8)
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--size", default="small")
-    parser.add_argument("--batch", type=int, default=64)
+    parser.add_argument("--batch", type=int, default=128)
     parser.add_argument("--steps", type=int, default=8)
     parser.add_argument("--repeats", type=int, default=3)
     args = parser.parse_args()

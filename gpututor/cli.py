@@ -45,6 +45,9 @@ def build_parser() -> argparse.ArgumentParser:
     add("--checkpoint-every", type=int, help="save a checkpoint every K steps (0 = never)")
     add("--checkpoint-dir", help="folder for checkpoints (step{K}.pt)")
     add("--resume", metavar="PATH", help="continue from this checkpoint (world size may differ)")
+    run.add_argument("--option", action="append", default=[], metavar="NAME=VALUE",
+                     help="a strategy option, e.g. --option schedule=gpipe --option "
+                          "microbatches=8 (repeatable)")
     run.add_argument("--json", metavar="PATH", help="write the JSON summary here ('-' = stdout)")
     run.add_argument("--quiet", action="store_true", help="no progress bar")
 
@@ -63,8 +66,24 @@ def build_parser() -> argparse.ArgumentParser:
 
 def spec_from_args(args, world_size: int) -> RunSpec:
     fields = {k: v for k, v in vars(args).items()
-              if k in RunSpec.__dataclass_fields__ and k != "world_size"}
-    return RunSpec(world_size=world_size, **fields)
+              if k in RunSpec.__dataclass_fields__ and k not in ("world_size", "options")}
+    return RunSpec(world_size=world_size, options=parse_options(args.option), **fields)
+
+
+def parse_options(pairs: list[str]) -> tuple:
+    """``["schedule=gpipe", "microbatches=8"]`` -> ``(("schedule", "gpipe"), ("microbatches", 8))``."""
+    import ast
+    options = []
+    for pair in pairs:
+        name, sep, text = pair.partition("=")
+        if not sep or not name:
+            raise ValueError(f"option={pair!r} is invalid: allowed is NAME=VALUE")
+        try:
+            value = ast.literal_eval(text)   # numbers, True/False, quoted strings
+        except (ValueError, SyntaxError):
+            value = text                     # a bare word such as gpipe
+        options.append((name, value))
+    return tuple(options)
 
 
 def under_torchrun() -> bool:

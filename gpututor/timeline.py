@@ -1,9 +1,10 @@
 """A pipeline's measured timeline: when each stage ran each micro-batch's forward and backward.
 
 :class:`StageTimeline` records, in one rank, the start and end of every forward ("F") and
-backward ("B") of every micro-batch, on a clock that all stages share for the step (they leave
-a barrier together and count from there). At the end of the step the stages exchange three
-numbers each and compute the *measured* bubble fraction:
+backward ("B") of every micro-batch, on a clock that all stages share (ranks on one machine
+read the same monotonic clock; across machines they leave a barrier together and count from
+there). At the end of the step the stages exchange three numbers each and compute the
+*measured* bubble fraction:
 
     bubble = 1 - (time all stages spent computing) / (stages x time from first start to last end)
 
@@ -13,6 +14,8 @@ to compare with the theory for p equal stages and m micro-batches, (p - 1) / (m 
 """
 from __future__ import annotations
 
+import socket
+import sys
 import time
 from contextlib import contextmanager
 
@@ -48,11 +51,13 @@ class StageTimeline:
         self.t0 = 0.0
 
     def start(self) -> None:
-        """All stages leave a barrier together: from here on, times count from this moment."""
+        """Start a step's timeline. Ranks on one host read one clock; otherwise they leave a
+        barrier together and count from there (off by up to one message's latency)."""
         synchronize(self.ctx.device)
-        dist.barrier()
-        self.t0 = time.perf_counter()
         self.events = []
+        if not one_clock(self.ctx):
+            dist.barrier()
+            self.t0 = time.perf_counter()
 
     @contextmanager
     def interval(self, kind: str, micro: int):
@@ -76,10 +81,22 @@ class StageTimeline:
         mine = torch.tensor([first, last, busy], dtype=torch.float64, device=self.ctx.device)
         spans = [torch.empty_like(mine) for _ in range(dist.get_world_size())]
         dist.all_gather(spans, mine)
-        bubble = bubble_fraction([tuple(s.tolist()) for s in spans])
+        spans = [tuple(s.tolist()) for s in spans]
+        bubble = bubble_fraction(spans)
+        origin = min(first for first, _, _ in spans)   # the step's first compute, any stage
         self.ctx.extra["bubble_fraction"] = bubble
-        self.ctx.extra["timeline"] = [list(e) for e in self.events]
+        self.ctx.extra["timeline"] = [[k, m, s - origin, e - origin] for k, m, s, e in self.events]
         return bubble
+
+
+def one_clock(ctx) -> bool:
+    """True when every rank runs on this host (asked once per run): ``time.perf_counter`` is
+    then the system's monotonic clock in all of them, and their times compare directly."""
+    if getattr(ctx, "one_clock", None) is None:
+        hosts = [None] * dist.get_world_size()
+        dist.all_gather_object(hosts, socket.gethostname())
+        ctx.one_clock = len(set(hosts)) == 1 and sys.platform in ("linux", "darwin")
+    return ctx.one_clock
 
 
 # ---- drawing ------------------------------------------------------------------------------------
@@ -114,7 +131,7 @@ def gantt(events: dict[int, list], title: str = "Measured pipeline timeline",
                     insidetextanchor="middle", **values)
     stages = sorted(events) or [0]
     fig.update_layout(title=_title(title, bubble), barmode="overlay", height=150 + 50 * len(stages),
-                      xaxis_title="ms since the stages left the barrier",
+                      xaxis_title="ms since the step's first compute",
                       yaxis=dict(autorange="reversed", categoryorder="array",
                                  categoryarray=[f"stage {s}" for s in stages]),
                       template="plotly_white", margin=dict(l=70, r=20, t=60, b=45))
@@ -174,3 +191,12 @@ def activations_figure(summaries: dict[str, dict],
     fig.update_layout(title=title, yaxis_title="MB", barmode="group", template="plotly_white",
                       height=360)
     return fig
+
+
+def handoff_s(events: dict[int, list]) -> float | None:
+    """Shortest time, over micro-batches, from a stage ending a forward to the next stage
+    starting it: what handing one micro-batch over costs when the next stage is waiting."""
+    ends = {(stage, m): e for stage, evs in events.items() for k, m, _, e in evs if k == "F"}
+    gaps = [s - ends[(stage - 1, m)] for stage, evs in events.items() for k, m, s, _ in evs
+            if k == "F" and (stage - 1, m) in ends]
+    return min(gaps) if gaps else None

@@ -182,6 +182,8 @@ def rank_main(payload: bytes, rank: int, world_size: int, store_path: str, queue
         if task is None:
             train(spec, rank, world_size, device, emit=emit, start_time=start_time)
         else:
+            if device.type == "cpu":  # a task gets the same one-thread-per-rank rule as training
+                torch.set_num_threads(spec.threads_per_rank)
             task(spec, rank, world_size, device, emit)
         queue.put(("done", rank, None))
     except BaseException as exc:  # noqa: BLE001 - every failure must reach the notebook

@@ -51,3 +51,13 @@ def test_torchrun_runs_the_same_worker(tmp_path):
     under_torchrun, launched = json.loads(out_tr.read_text()), json.loads(out_launch.read_text())
     assert CONTRACT_KEYS <= set(under_torchrun) and under_torchrun["world_size"] == 2
     assert under_torchrun["losses"] == pytest.approx(launched["losses"], rel=1e-6)
+
+
+def test_cli_strategy_options(tmp_path):
+    out = tmp_path / "dp.json"
+    result = gpututor("run", *ARGS, "--world-size", "2", "--option", "bucket_cap_mb=0.25",
+                      "--option", "comm_hook=bf16", "--json", str(out))
+    assert result.returncode == 0, result.stderr
+    assert ["comm_hook", "bf16"] in json.loads(out.read_text())["spec"]["options"]
+    bad = gpututor("run", *ARGS, "--option", "comm_hook=zip")
+    assert bad.returncode == 2 and "comm_hook='zip' is invalid" in bad.stderr

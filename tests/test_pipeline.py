@@ -132,3 +132,10 @@ def test_one_step_run_with_flops_and_memory_measured_at_step_0(strategy):
     summary = launch(tiny_spec(strategy=strategy, steps=1,
                                options=(("schedule", "1f1b"), ("microbatches", 2)))).wait()
     assert summary["steps"] == 1 and summary["flops_per_step"] > 0
+
+
+def test_handoff_is_the_shortest_wait_between_stages():
+    from gpututor.timeline import handoff_s
+    events = {0: [["F", 0, 0.0, 1.0], ["F", 1, 1.0, 2.0]],
+              1: [["F", 0, 1.1, 2.1], ["F", 1, 2.5, 3.5]]}
+    assert handoff_s(events) == pytest.approx(0.1)

@@ -122,50 +122,46 @@ def gather_stages(stage: nn.Module) -> dict[str, torch.Tensor]:
 class PointToPoint:
     """Activations forward to ``index+1``, gradients backward to ``index-1``.
 
-    Sends are asynchronous: a stage hands its result over and goes on. A send is posted
-    together with the stage's next receive (``dist.batch_isend_irecv``), or on its own just
-    before its next compute, whichever comes first. Why: on NCCL a send holds its GPU stream
-    until the neighbour receives it, and in 1F1B's steady state stage 0 sends an activation
-    then waits for a gradient while stage 1 sends that gradient then waits for the activation:
-    posted one by one, each waits for the other. Megatron (``send_forward_recv_backward``) and
-    torch's schedules pair them the same way. Each send's handle (and its tensor) is kept until
-    :meth:`wait_sends`: on gloo a dropped handle loses the message.
+    A send is queued, then goes out together with the stage's next receive
+    (``dist.batch_isend_irecv``), or on its own just before the stage computes again,
+    whichever comes first; either way it is complete before that compute starts (Megatron's
+    default too). Why pair them: on NCCL a send holds its GPU stream until the neighbour
+    receives it, and in 1F1B's steady state stage 0 sends an activation then waits for a
+    gradient while stage 1 sends that gradient then waits for the activation: posted one by one,
+    each would wait for the other. Megatron (``send_forward_recv_backward``) and torch's
+    schedules pair them the same way.
     """
 
     def __init__(self, ctx):
-        self.ctx, self.queued, self.pending = ctx, [], []
+        self.ctx, self.queued = ctx, []
 
     def send(self, tensor: torch.Tensor, dst: int) -> None:
         tensor = tensor.contiguous()
         self.queued.append(dist.P2POp(dist.isend, tensor, dst))
         self.ctx.comm.add(tensor.numel() * tensor.element_size(), 0.0, op="send")
 
-    def post_sends(self) -> None:
-        """Start the queued sends now (before computing: the neighbour may be waiting)."""
-        if self.queued:
-            self.pending.append((dist.batch_isend_irecv(self.queued), self.queued))
-            self.queued = []
-
     def recv(self, shape, src: int, dtype=torch.float32) -> torch.Tensor:
-        """Wait for the tensor ``src`` sends; the wait counts as exposed communication (it holds
-        the transfer and any time the neighbour was still computing: the bubble)."""
+        """The tensor ``src`` sends (the queued sends go out with it)."""
         tensor = torch.empty(shape, dtype=dtype, device=self.ctx.device)
-        ops = self.queued + [dist.P2POp(dist.irecv, tensor, src)]
-        self.queued = []
+        self._exchange([dist.P2POp(dist.irecv, tensor, src)])
+        return tensor
+
+    def flush(self) -> None:
+        """Send what is queued now, before computing (the neighbour may be waiting for it)."""
+        if self.queued:
+            self._exchange([])
+
+    def _exchange(self, receives: list) -> None:
+        """Post the queued sends and ``receives`` together; wait for all of them. The wait counts
+        as exposed communication: it holds the transfer and any time the neighbour was still
+        computing (the bubble)."""
+        ops, self.queued = self.queued + receives, []
         start = time.perf_counter()
         for work in dist.batch_isend_irecv(ops):
             work.wait()
         seconds = time.perf_counter() - start
         self.ctx.comm.busy_s += seconds
         self.ctx.comm.exposed_s += seconds
-        return tensor
-
-    def wait_sends(self) -> None:
-        self.post_sends()
-        for works, _ in self.pending:
-            for work in works:
-                work.wait()
-        self.pending.clear()
 
 
 class StageWorker:
@@ -187,7 +183,7 @@ class StageWorker:
             x = inputs
         else:   # the previous stage's activations; we will send their gradient back
             x = self.p2p.recv((*inputs.shape, self.stage.d_model), self.index - 1).requires_grad_()
-        self.p2p.post_sends()
+        self.p2p.flush()
         with self.timeline.interval("F", i), self.autocast:
             out = self.stage(x)
             if self.stage.is_last:   # the loss of this micro-batch, a 1/m share of the step's
@@ -202,7 +198,7 @@ class StageWorker:
         x, out = self.saved.pop(i)
         grad = None if self.stage.is_last else \
             self.p2p.recv(out.shape, self.index + 1).to(out.dtype)
-        self.p2p.post_sends()
+        self.p2p.flush()
         with self.timeline.interval("B", i):
             torch.autograd.backward(out, grad)
         if not self.stage.is_first:
@@ -322,7 +318,7 @@ class PipelineParallel(Strategy):
                              split_micro_batches(micro_batches, m), ctx, timeline)
         timeline.start()
         SCHEDULE_FUNCTIONS[spec.option("schedule", DEFAULT_SCHEDULE)](worker, m)
-        worker.p2p.wait_sends()
+        worker.p2p.flush()
         timeline.finish()
         with ctx.phase("sync"):
             tied_weight_sync(model, ctx.embedding_group, ctx)

@@ -17,7 +17,8 @@ PyTorch:
 What stays ours: the tied embedding's two copies (first and last stage) are summed after the
 step exactly as in ``pipeline.py``, and the timeline is measured by timing the stage's
 ``forward_one_chunk`` / ``backward_one_chunk`` and the loss, so this run reports a measured
-``bubble_fraction`` too.
+``bubble_fraction`` too. PyTorch's own messages are not metered: ``comm_bytes_per_step``
+counts only the tied embedding's sum.
 """
 from __future__ import annotations
 
