@@ -15,13 +15,14 @@ from __future__ import annotations
 import html
 import threading
 import time
-from dataclasses import dataclass
 
 import ipywidgets as W
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from .launcher import RunFailed, launch
+# one table of bytes-per-parameter conventions for the project: the planner's (sources there)
+from .plan.memory import CONVENTIONS, BytesPerParam  # noqa: F401  (BytesPerParam re-exported)
 from .widgets import MEMORY_CATEGORIES, UPDATE_INTERVAL_S, global_loss, memory_by_rank
 
 MB = 1e6
@@ -30,34 +31,6 @@ ORDER = ("ddp", "zero1", "zero2", "zero3", "fsdp")
 STAGE = {"single": 0, "dp-naive": 0, "dp-bucketed": 0, "ddp": 0,
          "zero1": 1, "zero2": 2, "zero3": 3, "fsdp": 3}
 
-
-@dataclass(frozen=True)
-class BytesPerParam:
-    """Bytes per parameter of each kind of model state, and where the numbers come from."""
-
-    params: float
-    grads: float
-    optimizer: float
-    source: str
-
-    @property
-    def total(self) -> float:
-        return self.params + self.grads + self.optimizer
-
-
-CONVENTIONS = {
-    # What this lesson's runs hold: fp32 parameters and gradients, AdamW's exp_avg and
-    # exp_avg_sq in fp32 (its per-tensor step counters, 4 bytes each, are left out).
-    "fp32-adamw": BytesPerParam(4, 4, 8, "fp32 weights and gradients, AdamW m and v in fp32"),
-    # The ZeRO paper (Rajbhandari et al. 2020, section 3.1): fp16 weights and gradients; the
-    # optimizer keeps fp32 master weights, momentum and variance, K = 12: 16 bytes in all.
-    "mixed-adam": BytesPerParam(2, 2, 12, "ZeRO paper: fp16 weights and gradients, fp32 "
-                                          "master weights + Adam m and v (K = 12)"),
-    # Megatron-LM's distributed-optimizer docs count an fp32 gradient copy too ("main grads"):
-    # 18 bytes with fp32 gradients, 20 with fp16 gradients plus an fp32 copy.
-    "mixed-adam-fp32-grads": BytesPerParam(2, 4, 12, "Megatron-LM docs: 16-bit weights, fp32 "
-                                                     "gradients, fp32 master + Adam m and v"),
-}
 
 
 def model_state_bytes(n_params: float, stage: int, world_size: int,
