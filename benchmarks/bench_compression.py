@@ -22,6 +22,7 @@ import torch
 from common import report
 from gpututor import RunSpec, build_model, launch
 from gpututor.compression import distill, measure, prune, quantize
+from gpututor.lessons.compression import launch_distillation
 
 STUDENT = (("n_layer", 1), ("n_head", 2), ("d_model", 64))
 
@@ -35,7 +36,7 @@ def main() -> None:
     workdir = Path(tempfile.mkdtemp(prefix="gpututor-bench-"))
     teacher_spec = RunSpec(model="gpt", model_size="tiny", strategy="single", world_size=1,
                            batch_size=32, seq_len=16, steps=args.teacher_steps, lr=1e-3,
-                           options=(("save_state", str(workdir / "teacher.pt")),))
+                           save_state=str(workdir / "teacher.pt"))
     student_spec = teacher_spec.replace(steps=args.student_steps, lr=3e-3, seed=1, options=())
     teacher_summary = launch(teacher_spec).wait()
     teacher = build_model(teacher_spec)
@@ -71,7 +72,7 @@ def main() -> None:
     # 3. distillation
     def student_run(name, **kwargs):
         path = workdir / f"{name}.pt"
-        summary = distill.launch_distillation(student_spec, teacher_spec, workdir / "teacher.pt",
+        summary = launch_distillation(student_spec, teacher_spec, workdir / "teacher.pt",
                                               save_state=str(path), student_shape=STUDENT,
                                               **kwargs).wait()
         model = distill.build_student(student_spec, STUDENT)

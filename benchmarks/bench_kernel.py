@@ -22,7 +22,7 @@ from common import report
 SHOW_PANEL = """
 import time
 from gpututor import RunSpec, launch
-from gpututor.widgets import RunPanel
+from gpututor.ui.panel import RunPanel
 panel = RunPanel(RunSpec(strategy="ddp", world_size=2, steps={steps}))
 """
 RUN_TO_FIRST_POINT = """

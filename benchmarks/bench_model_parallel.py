@@ -7,7 +7,7 @@
 
     python benchmarks/bench_model_parallel.py [--size small] [--batch 128] [--steps 8] [--repeats 3]
 
-The bubble is measured in every step from the stages' own timelines (gpututor/timeline.py);
+The bubble is measured in every step from the stages' own timelines (gpututor/parallel/pipeline/timeline.py);
 the figure per m is the median over the repeats of each run's median step. On a machine where
 other processes compete for the cores, stages slow down at random and the bubble grows.
 """
@@ -19,7 +19,7 @@ import statistics
 
 from common import interleave, ratio, report
 from gpututor import RunSpec, launch
-from gpututor.timeline import theoretical_bubble
+from gpututor.parallel.pipeline.timeline import theoretical_bubble_fraction
 
 MICROBATCHES = (1, 2, 4, 8)
 
@@ -49,7 +49,7 @@ def main() -> None:
     for name in bubble_runs:
         m = int(name.split("_m")[1])
         measured = statistics.median(s["bubble_fraction"] for s in summaries[name])
-        theory = theoretical_bubble(2, m)
+        theory = theoretical_bubble_fraction(2, m)
         bubbles[name] = {"measured": measured, "theory": theory, "difference": measured - theory,
                          "each_repeat": [s["bubble_fraction"] for s in summaries[name]]}
     report("model_parallel", {

@@ -21,6 +21,7 @@ import torch.nn.functional as F
 from common import interleave, ratio, report
 from gpututor import RunSpec, batches, build_model, launch
 from gpututor import precision as mp
+from gpututor.measure.matmul import matmul_flops_by_dtype
 
 
 def run_summary(spec: RunSpec) -> dict:
@@ -67,7 +68,7 @@ def main() -> None:
     gap = max(abs(a - b) for a, b in zip(summaries["fp32"][0]["losses"], summaries["bf16"][0]["losses"]))
 
     # 2. matmuls
-    matmul = {size: mp.matmul_flops_by_dtype(size=size, min_time_s=0.3) for size in (256, 512)}
+    matmul = {size: matmul_flops_by_dtype(size=size, min_time_s=0.3) for size in (256, 512)}
 
     # 3. in-process autocast steps, fp16 included (interleaved)
     small = base.replace(batch_size=16, seq_len=64)

@@ -15,7 +15,7 @@ import statistics
 
 from common import interleave, ratio, report
 from gpututor import RunSpec, launch
-from gpututor.sharding import ORDER, STAGE, comm_rows, memory_rows
+from gpututor.ui.sharding import ORDER, STAGE, comm_rows, memory_rows
 
 
 def main() -> None:

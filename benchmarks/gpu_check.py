@@ -53,7 +53,7 @@ class Budget:
 
 def section_environment(cfg: dict) -> dict:
     from gpututor import hardware
-    from gpututor.metrics import device_peak_flops
+    from gpututor.measure.flops import device_peak_flops
 
     info = hardware.describe()
     device = torch.device(cfg["device"], 0) if cfg["device"] == "cuda" else torch.device("cpu")
@@ -112,8 +112,8 @@ def section_precision(cfg: dict) -> dict:
 
 
 def section_strategies(cfg: dict, budget: Budget) -> dict:
-    from gpututor import RunSpec, launch
-    from gpututor.parallel import STRATEGIES
+    from gpututor import RunSpec
+    from gpututor.parallel import STRATEGIES, check_spec
 
     gpus = torch.cuda.device_count() if cfg["device"] == "cuda" else 2
     rows = {}
@@ -123,8 +123,8 @@ def section_strategies(cfg: dict, budget: Budget) -> dict:
             continue
         world = 1 if name == "single" else min(2, gpus)
         try:
-            spec = RunSpec(strategy=name, world_size=world, device=cfg["device"],
-                           steps=cfg["strategy_steps"], timeout=30.0)
+            spec = check_spec(RunSpec(strategy=name, world_size=world, device=cfg["device"],
+                                      steps=cfg["strategy_steps"], timeout=30.0))
         except ValueError as exc:
             rows[name] = {"ok": None, "note": f"not run: {exc}"}
             continue
@@ -140,8 +140,8 @@ def section_strategies(cfg: dict, budget: Budget) -> dict:
 def memory_task(spec, rank, world_size, device, emit) -> None:
     """In a rank: one step measured by the worker's tracker and by the CUDA allocator at once."""
     from gpututor import batches, build_model
-    from gpututor.memory import LiveBytesProbe, optimizer_tensors, tensor_bytes
-    from gpututor.metrics import StepContext
+    from gpututor.measure.memory import LiveBytesProbe, optimizer_tensors, tensor_bytes
+    from gpututor.measure.timing import StepContext
     from gpututor.parallel import get_strategy
 
     cuda = device.type == "cuda"
@@ -185,7 +185,7 @@ def section_memory(cfg: dict) -> dict:
     spec = RunSpec(strategy="single", world_size=1, device=cfg["device"], steps=2,
                    model_size=cfg["big_model"], batch_size=cfg["big_batch"] // 2,
                    seq_len=cfg["seq_len"])
-    run = launch(spec, task=memory_task, summarize_fn=lambda spec, records, status: records)
+    run = launch(spec, task=memory_task)
     (r,) = _finish(run, cfg["run_timeout_s"])
     out = {"probe_peak_bytes": r["probe_peak"], "allocator_peak_bytes": r["allocator_peak"],
            "activations_bytes": r["activations"], "probe_at_peak": r["probe_at_peak"],

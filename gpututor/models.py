@@ -5,49 +5,16 @@ with plain matmuls (not ``scaled_dot_product_attention``) so PyTorch's FLOP coun
 """
 from __future__ import annotations
 
+import dataclasses
 import math
-from dataclasses import dataclass
 
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 from torch.utils.checkpoint import checkpoint
 
-
-@dataclass(frozen=True)
-class GPTConfig:
-    vocab_size: int = 96
-    block_size: int = 256     # longest sequence the position table holds
-    n_layer: int = 4
-    n_head: int = 4
-    d_model: int = 128
-    dropout: float = 0.0      # 0 keeps runs deterministic, so parallel runs can be compared
-
-
-@dataclass(frozen=True)
-class MLPConfig:
-    vocab_size: int = 96
-    d_model: int = 64
-    d_hidden: int = 256
-
-
-MODEL_SIZES = {
-    "gpt": {
-        "tiny": GPTConfig(n_layer=2, n_head=2, d_model=96),      # ~0.25 M parameters
-        "small": GPTConfig(n_layer=4, n_head=4, d_model=128),    # ~0.84 M
-        "medium": GPTConfig(n_layer=6, n_head=6, d_model=192),   # ~2.7 M
-        "large": GPTConfig(n_layer=8, n_head=8, d_model=256),    # ~6.4 M
-    },
-    "mlp": {
-        "small": MLPConfig(d_model=64, d_hidden=256),
-        "large": MLPConfig(d_model=256, d_hidden=1024),
-    },
-}
-DEFAULT_SIZES = {"gpt": "small", "mlp": "small"}
-
-
-def default_size(model: str) -> str:
-    return DEFAULT_SIZES[model]
+from .config import GPTConfig, MLPConfig
+from .data import load_corpus
 
 
 class CausalSelfAttention(nn.Module):
@@ -143,14 +110,11 @@ def _init_weights(module: nn.Module) -> None:
 
 def model_config(spec, vocab_size: int):
     """The config dataclass of ``spec``'s model, with the corpus' vocabulary size."""
-    import dataclasses
-    cfg = MODEL_SIZES[spec.model][spec.resolved_model_size]
-    return dataclasses.replace(cfg, vocab_size=vocab_size)
+    return dataclasses.replace(spec.model_config, vocab_size=vocab_size)
 
 
 def build_model(spec) -> nn.Module:
     """The exact ``nn.Module`` a run of ``spec`` trains, built on CPU from ``spec.seed``."""
-    from .data import load_corpus
     tokenizer, _ = load_corpus()
     cfg = model_config(spec, tokenizer.vocab_size)
     torch.manual_seed(spec.seed)
@@ -162,19 +126,3 @@ def build_model(spec) -> nn.Module:
 def count_parameters(model: nn.Module) -> int:
     """Number of distinct parameters (a tied weight counts once)."""
     return sum(p.numel() for p in model.parameters())
-
-
-def training_flops_per_token(model: nn.Module, seq_len: int) -> float:
-    """Forward + backward FLOPs per token: 6·N for the matmul weights, plus attention.
-
-    Following Kaplan et al. 2020 (Scaling Laws, Table 1) and Chinchilla (Hoffmann et al. 2022):
-    forward ≈ 2·N + 2·n_layer·seq_len·d_model, training ≈ 3 × forward. N counts the weights that
-    take part in matmuls (embedding lookups do not, the tied LM head does). Our attention scores
-    are computed for the full T×T square before masking, so no factor 1/2 for causality.
-    """
-    weights = sum(m.weight.numel() for m in model.modules() if isinstance(m, nn.Linear))
-    if isinstance(model, GPT):
-        cfg = model.cfg
-        attention = 2 * 2 * cfg.n_layer * seq_len * cfg.d_model  # QK^T and AV, forward
-        return 3 * (2 * weights + attention)
-    return 3 * 2 * weights

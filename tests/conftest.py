@@ -5,8 +5,11 @@ import time
 
 import psutil
 import pytest
+import torch
+import torch.nn.functional as F
 
-from gpututor import RunSpec
+from gpututor import RunSpec, batches, build_model
+from gpututor.parallel import check_spec
 
 
 def tiny_spec(**changes) -> RunSpec:
@@ -14,7 +17,21 @@ def tiny_spec(**changes) -> RunSpec:
     base = dict(model="gpt", model_size="tiny", strategy="ddp", world_size=2,
                 batch_size=8, seq_len=32, steps=4, timeout=20.0)
     base.update(changes)
-    return RunSpec(**base)
+    return check_spec(RunSpec(**base))   # the strategy's checks too, as launch() runs them
+
+
+def reference_run(spec):
+    """The plain one-process loop: build_model + batches + AdamW, nothing else."""
+    model = build_model(spec)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=spec.lr, weight_decay=0.0)
+    losses = []
+    for inputs, targets in batches(spec):
+        optimizer.zero_grad(set_to_none=True)
+        loss = F.cross_entropy(model(inputs).flatten(0, 1), targets.flatten())
+        loss.backward()
+        optimizer.step()
+        losses.append(loss.item())
+    return losses, model.state_dict()
 
 
 def helper_pids() -> set[int]:

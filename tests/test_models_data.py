@@ -9,7 +9,9 @@ from torch.utils.flop_counter import FlopCounterMode
 
 from gpututor import RunSpec, batches, build_model
 from gpututor.data import CORPUS_PATH, load_corpus
-from gpututor.models import MODEL_SIZES, count_parameters, training_flops_per_token
+from gpututor.config import MODEL_SIZES
+from gpututor.measure.flops import model_flops_per_token
+from gpututor.models import count_parameters
 
 
 def gpt_spec(**changes) -> RunSpec:
@@ -83,7 +85,7 @@ def test_parameter_counts_match_the_documented_sizes(size):
 
 @pytest.mark.parametrize("size,seq_len", [("tiny", 32), ("small", 64)])
 def test_counted_flops_match_the_6N_plus_attention_formula(size, seq_len):
-    """FlopCounterMode on one forward+backward equals training_flops_per_token x tokens.
+    """FlopCounterMode on one forward+backward equals model_flops_per_token x tokens.
 
     The two agree exactly, not just roughly, because they count the same things: every matmul
     (the linear layers, the tied LM head, Q·K^T and scores·V) at 2 FLOPs per multiply-add, with
@@ -99,7 +101,7 @@ def test_counted_flops_match_the_6N_plus_attention_formula(size, seq_len):
         loss = F.cross_entropy(model(inputs).flatten(0, 1), targets.flatten())
         loss.backward()
     counted = counter.get_total_flops()
-    predicted = training_flops_per_token(model, seq_len) * inputs.numel()
+    predicted = model_flops_per_token(model, seq_len) * inputs.numel()
     torch.testing.assert_close(float(counted), float(predicted), rtol=1e-9, atol=0)
 
 

@@ -7,8 +7,8 @@ The temperature ``T`` > 1 flattens both distributions so the student also learns
 characters* the teacher finds plausible; ``T²`` keeps the soft term's gradients the same size
 as ``T`` changes. ``α`` weighs the two terms (``α = 0`` is ordinary training).
 
-:func:`launch_distillation` trains the student in a worker process with
-``launch(spec, task=DistillTask(...))``: the same batches and AdamW as a plain run of ``spec``,
+:class:`DistillTask` trains the student in a rank: ``gpututor.lessons.compression.
+launch_distillation`` launches it (``launch(spec, task=...)``): the same batches and AdamW as a plain run of ``spec``,
 plus a frozen teacher's forward pass each step. The student is ``spec``'s model, or, with
 ``student_shape``, a GPT smaller than the series' sizes (e.g. one layer, width 64), built the
 same way from ``spec.seed``. With ``alpha=0`` it is ordinary training: the baseline.
@@ -145,27 +145,3 @@ class DistillTask:
         if self.save_state:
             torch.save({k: v.detach().cpu() for k, v in student.state_dict().items()},
                        self.save_state)
-
-
-def launch_distillation(student_spec, teacher_spec, teacher_state: str, temperature: float = 2.0,
-                        alpha: float = 0.5, save_state: Optional[str] = None,
-                        student_shape: Optional[tuple] = None):
-    """Start training a student distilled from a trained teacher; return the :class:`Run`.
-
-    ``teacher_state`` is the teacher run's saved weights (its ``save_state`` option). The student
-    trains on ``student_spec``'s batches, steps and learning rate, on one rank; it is that spec's
-    model, or a GPT of ``student_shape`` (see :func:`build_student`).
-    """
-    from ..launcher import launch
-
-    check_distillation_options(temperature, alpha)
-    check_student_shape(student_shape)
-    if student_spec.world_size != 1:
-        raise ValueError(f"world_size={student_spec.world_size!r} is invalid for distillation: "
-                         "allowed is 1 (the student trains on one rank)")
-    if student_spec.seq_len != teacher_spec.seq_len:
-        raise ValueError(f"teacher_spec.seq_len={teacher_spec.seq_len!r} is invalid: teacher and "
-                         f"student read the same batches (allowed: {student_spec.seq_len})")
-    shape = None if student_shape is None else tuple(dict(student_shape).items())
-    task = DistillTask(teacher_spec, str(teacher_state), temperature, alpha, save_state, shape)
-    return launch(student_spec, task=task)

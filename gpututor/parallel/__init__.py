@@ -1,22 +1,70 @@
-"""Ways of training across ranks. Each strategy is one module; register it here."""
+"""Ways of training across ranks: one folder per idea, from scratch and production side by side.
+
+    data_parallel/     scratch.py (naive, bucketed)  ddp.py (DistributedDataParallel)  ring.py
+    sharding/          zero.py (ZeRO-1/2/3)          fsdp.py (FSDP2 fully_shard)
+    tensor_parallel/   megatron.py (column/row)      dtensor.py (DTensor parallelize_module)
+    pipeline/          stages.py  schedules.py (naive, GPipe, 1F1B)  torch_pipelining.py
+                       timeline.py (the measured bubble)
+    single.py  base.py (the interface)  link.py (an emulated interconnect)
+
+Every strategy is registered in :data:`STRATEGIES` below; :func:`check_spec` runs the checks
+that depend on the strategy before anything starts.
+"""
+from __future__ import annotations
+
 from .base import Strategy
-from .data_parallel import BucketedDataParallel, NaiveDataParallel
-from .ddp import DataParallelDDP
+from .data_parallel.ddp import DataParallelDDP
+from .data_parallel.scratch import BucketedDataParallel, NaiveDataParallel
+from .pipeline.schedules import PipelineParallel
+from .pipeline.torch_pipelining import PipelineTorch
+from .sharding.fsdp import FullyShardedFSDP2
+from .sharding.zero import ZeROStage1, ZeROStage2, ZeROStage3
 from .single import Single
+from .tensor_parallel.dtensor import TensorParallelDTensor
+from .tensor_parallel.megatron import TensorParallel
 
-STRATEGIES: dict[str, Strategy] = {
-    s.name: s for s in (Single(), NaiveDataParallel(), BucketedDataParallel(), DataParallelDDP())
-}
-
-from .fsdp import FullyShardedFSDP2  # noqa: E402  (lesson 03: sharding)
-from .zero import ZeROStage1, ZeROStage2, ZeROStage3  # noqa: E402
-STRATEGIES.update({s.name: s for s in (ZeROStage1(), ZeROStage2(), ZeROStage3(), FullyShardedFSDP2())})
-from . import pipeline, pp_torch, tensor_parallel, tp_dtensor  # noqa: E402  (lessons 04, 05)
-STRATEGIES.update({s.name: s for s in (tensor_parallel.TensorParallel(), tp_dtensor.TensorParallelDTensor(), pipeline.PipelineParallel(), pp_torch.PipelineTorch())})
+STRATEGIES: dict[str, Strategy] = {s.name: s for s in (
+    Single(),                                                         # lesson 01
+    NaiveDataParallel(), BucketedDataParallel(), DataParallelDDP(),   # lesson 02
+    ZeROStage1(), ZeROStage2(), ZeROStage3(), FullyShardedFSDP2(),    # lesson 03
+    TensorParallel(), TensorParallelDTensor(),                        # lesson 04
+    PipelineParallel(), PipelineTorch(),                              # lesson 05
+)}
 
 
 def get_strategy(name: str) -> Strategy:
+    """The registered strategy called ``name``; ``ValueError`` lists the names there are."""
+    if name not in STRATEGIES:
+        raise ValueError(f"strategy={name!r} is invalid: allowed values are "
+                         + ", ".join(repr(s) for s in STRATEGIES))
     return STRATEGIES[name]
 
 
-__all__ = ["STRATEGIES", "Strategy", "get_strategy"]
+def check_spec(spec):
+    """Run the checks of ``spec`` that depend on its strategy; return ``spec``.
+
+    Its name, its options (by name and value), its own constraints (e.g. tensor parallel's
+    degree must divide the heads) and that the global batch splits evenly into its
+    data-parallel ranks and ``grad_accum`` micro-batches. ``ValueError`` names the field, the
+    value and what is allowed. :func:`gpututor.launch` calls this before starting any rank.
+    """
+    strategy = get_strategy(spec.strategy)
+    for name, _ in spec.options:
+        if name not in strategy.options:
+            allowed = ", ".join(strategy.options) or "none"
+            raise ValueError(f"option {name!r} is invalid for strategy={strategy.name!r}: "
+                             f"allowed options are {allowed}")
+    if (spec.checkpoint_every or spec.resume) and not strategy.supports_checkpoint:
+        raise ValueError(f"strategy={strategy.name!r} is invalid with checkpointing: allowed "
+                         "strategies are those that save full state (e.g. 'single', 'ddp')")
+    strategy.validate(spec)
+    dp = strategy.data_parallel_size(spec)
+    if spec.batch_size % (dp * spec.grad_accum):
+        raise ValueError(
+            f"batch_size={spec.batch_size} is invalid: it must split evenly into "
+            f"{dp} data-parallel rank(s) x grad_accum={spec.grad_accum} micro-batches "
+            f"(allowed: a multiple of {dp * spec.grad_accum})")
+    return spec
+
+
+__all__ = ["STRATEGIES", "Strategy", "check_spec", "get_strategy"]

@@ -2,7 +2,7 @@
 
 A strategy says how many ranks split the batch, wraps the model (and builds its optimizer), and
 runs one training step. The worker, the launcher, the metrics and the widgets only talk to this
-interface, so a new strategy is one new module registered in ``gpututor.parallel``.
+interface, so a new strategy is one new module registered in ``gpututor.parallel`` (``__init__.py``).
 """
 from __future__ import annotations
 
@@ -74,11 +74,11 @@ class Strategy:
         """One optimizer step over ``micro_batches``; returns this rank's mean loss.
 
         bf16/fp16 run forward under ``torch.autocast``; fp16 also scales the loss with
-        ``torch.amp.GradScaler`` (from scratch: ``gpututor.precision.DynamicLossScaler``).
+        ``torch.amp.GradScaler`` (from scratch: ``gpututor.precision.loss_scaling.DynamicLossScaler``).
         """
         optimizer.zero_grad(set_to_none=True)
         spec, total = ctx.spec, 0.0
-        autocast = _autocast(spec.precision, ctx.device)
+        autocast = autocast_for(spec.precision, ctx.device)
         scaler = _grad_scaler(ctx)
         last = len(micro_batches) - 1
         for i, (inputs, targets) in enumerate(micro_batches):
@@ -106,7 +106,8 @@ class Strategy:
         return total
 
 
-def _autocast(precision: str, device: torch.device):
+def autocast_for(precision: str, device: torch.device):
+    """``torch.autocast`` to bf16/fp16 on ``device``, or nothing for fp32."""
     if precision == "fp32":
         return nullcontext()
     dtype = torch.bfloat16 if precision == "bf16" else torch.float16

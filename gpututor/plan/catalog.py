@@ -33,6 +33,7 @@ class GPU:
     source: str
     price_per_hour: Optional[float] = None   # USD per GPU-hour, only if you set one
     price_source: str = ""
+    cuda_names: tuple = ()      # exactly what torch.cuda.get_device_name() reports for it
 
     def peak(self, precision: str) -> float:
         """Dense peak FLOP/s for ``precision``; ValueError if this GPU has no such format."""
@@ -55,36 +56,45 @@ class Link:
     source: str
 
 
-def _gpu(name, memory_gb, fp32, bf16, fp16, bandwidth_gbs, links, source) -> GPU:
+def _gpu(name, memory_gb, fp32, bf16, fp16, bandwidth_gbs, links, source, cuda_names=()) -> GPU:
     peaks = {"fp32": fp32 * TFLOPS, "bf16": bf16 and bf16 * TFLOPS, "fp16": fp16 * TFLOPS}
-    return GPU(name, memory_gb * GB, peaks, bandwidth_gbs * GB, tuple(links), source)
+    return GPU(name, memory_gb * GB, peaks, bandwidth_gbs * GB, tuple(links), source,
+               cuda_names=tuple(cuda_names))
 
 
 GPUS: dict[str, GPU] = {g.name: g for g in (
     _gpu("V100-32GB", 32, 15.7, None, 125, 900, ("nvlink2", "pcie3"),
          "NVIDIA Tesla V100 datasheet (SXM2): FP32 15.7, tensor FP16 125 TFLOPS, 32 GB HBM2 "
-         "at 900 GB/s; no bf16"),
+         "at 900 GB/s; no bf16",
+         ("Tesla V100-SXM2-32GB",)),
     _gpu("A100-40GB", 40, 19.5, 312, 312, 1555, ("nvlink3", "pcie4"),
          "NVIDIA A100 Tensor Core GPU datasheet (SXM 40GB): FP32 19.5, BF16/FP16 tensor 312 "
-         "TFLOPS dense (624 with sparsity), HBM2 1,555 GB/s"),
+         "TFLOPS dense (624 with sparsity), HBM2 1,555 GB/s",
+         ("NVIDIA A100-SXM4-40GB",)),
     _gpu("A100-80GB", 80, 19.5, 312, 312, 2039, ("nvlink3", "pcie4"),
          "NVIDIA A100 Tensor Core GPU datasheet (SXM 80GB): FP32 19.5, BF16/FP16 tensor 312 "
-         "TFLOPS dense, HBM2e 2,039 GB/s"),
+         "TFLOPS dense, HBM2e 2,039 GB/s",
+         ("NVIDIA A100-SXM4-80GB",)),
     _gpu("H100-80GB", 80, 67, 989.5, 989.5, 3350, ("nvlink4", "pcie5"),
          "NVIDIA H100 Tensor Core GPU datasheet (SXM): FP32 67, BF16/FP16 tensor 1,979 TFLOPS "
-         "with sparsity -> 989.5 dense, HBM3 3.35 TB/s"),
+         "with sparsity -> 989.5 dense, HBM3 3.35 TB/s",
+         ("NVIDIA H100 80GB HBM3",)),
     _gpu("H200-141GB", 141, 67, 989.5, 989.5, 4800, ("nvlink4", "pcie5"),
          "NVIDIA H200 Tensor Core GPU datasheet (SXM): FP32 67, BF16/FP16 tensor 1,979 TFLOPS "
-         "with sparsity -> 989.5 dense, 141 GB HBM3e at 4.8 TB/s"),
+         "with sparsity -> 989.5 dense, 141 GB HBM3e at 4.8 TB/s",
+         ("NVIDIA H200",)),
     _gpu("L4-24GB", 24, 30.3, 121, 121, 300, ("pcie4",),
          "NVIDIA L4 Tensor Core GPU datasheet: FP32 30.3, BF16/FP16 tensor 242 TFLOPS with "
-         "sparsity -> 121 dense, 24 GB GDDR6 at 300 GB/s; PCIe Gen4 x16, no NVLink"),
+         "sparsity -> 121 dense, 24 GB GDDR6 at 300 GB/s; PCIe Gen4 x16, no NVLink",
+         ("NVIDIA L4",)),
     _gpu("T4-16GB", 16, 8.1, None, 65, 320, ("pcie3",),
          "NVIDIA T4 Tensor Core GPU datasheet: FP32 8.1, mixed FP16/FP32 65 TFLOPS, 16 GB "
-         "GDDR6 at 320 GB/s; PCIe Gen3 x16; no bf16"),
+         "GDDR6 at 320 GB/s; PCIe Gen3 x16; no bf16",
+         ("Tesla T4",)),
     _gpu("RTX4090-24GB", 24, 82.6, 165.2, 165.2, 1008, ("pcie4",),
          "NVIDIA Ada Lovelace architecture whitepaper, RTX 4090: FP32 82.6, BF16/FP16 tensor "
-         "with FP32 accumulate 165.2 TFLOPS dense, 24 GB GDDR6X at 1,008 GB/s; no NVLink"),
+         "with FP32 accumulate 165.2 TFLOPS dense, 24 GB GDDR6X at 1,008 GB/s; no NVLink",
+         ("NVIDIA GeForce RTX 4090",)),
 )}
 
 _ALPHA = "latency: assumed order of magnitude, not a datasheet value"
@@ -122,6 +132,12 @@ def get_gpu(name_or_gpu) -> GPU:
         return name_or_gpu
     _check_choice("gpu", name_or_gpu, tuple(GPUS))
     return GPUS[name_or_gpu]
+
+
+def gpu_for_cuda_name(cuda_name: str) -> Optional[GPU]:
+    """The entry whose ``cuda_names`` holds exactly ``cuda_name``, else None. Exact, not a
+    substring: an "NVIDIA H100 PCIe" (756 TFLOPS bf16 dense) must not get the SXM peak."""
+    return next((g for g in GPUS.values() if cuda_name in g.cuda_names), None)
 
 
 def get_link(name_or_link) -> Link:

@@ -7,7 +7,9 @@
   2005): an all-reduce of S bytes over n ranks takes ``2(n-1)·(α + S/(n·β))``; all-gather and
   reduce-scatter half of that. What compute cannot hide is *exposed*.
 - **Pipeline bubble**: with p stages and m micro-batches, GPipe and 1F1B idle ``(p-1)/m`` of the
-  ideal time (Narayanan et al. 2021, section 2.2).
+  ideal compute time (Narayanan et al. 2021, section 2.2): :func:`bubble_to_compute_ratio`. The
+  same idle time as a share of the whole step is ``(p-1)/(m+p-1)``, the *bubble fraction* a
+  pipeline run measures (``gpututor.parallel.pipeline.timeline``).
 - **Totals**: steps = tokens / tokens per step; cost = hours x GPUs x price per GPU-hour.
 
 Every function here is a formula: no measurement. ``calibrate.py`` checks them against runs.
@@ -16,6 +18,7 @@ from __future__ import annotations
 
 import math
 
+from ..measure.flops import training_flops_per_token as _formula
 from .catalog import _check_choice, _check_positive
 from .memory import RECOMPUTE, Transformer
 
@@ -33,10 +36,7 @@ def training_flops_per_token(model: Transformer, recompute: str = "none") -> flo
     scores (``+ 4·L·s·h``, Korthikanti et al. 2022).
     """
     _check_choice("recompute", recompute, RECOMPUTE)
-    attention = 4 * model.n_layer * model.seq_len * model.d_model      # forward, per token
-    passes = {"none": 3, "selective": 3, "full": 4}[recompute]
-    extra = attention if recompute == "selective" else 0
-    return passes * (2 * model.n_params + attention) + extra
+    return _formula(model.n_params, model.n_layer, model.seq_len, model.d_model, recompute)
 
 
 def training_flops(n_params: float, tokens: float) -> float:
@@ -91,8 +91,9 @@ def exposed_seconds(comm_s: float, window_s: float, overlap: float = 1.0) -> flo
 
 # ---- pipeline ------------------------------------------------------------------------------------
 
-def bubble_fraction(stages: int, microbatches: int) -> float:
-    """Idle time relative to ideal, ``(p-1)/m`` (GPipe; 1F1B the same: Narayanan et al. 2021)."""
+def bubble_to_compute_ratio(stages: int, microbatches: int) -> float:
+    """Pipeline idle time over the ideal compute time, ``(p-1)/m`` (GPipe; 1F1B the same:
+    Narayanan et al. 2021). Not the measured bubble *fraction* of a step, ``(p-1)/(m+p-1)``."""
     if not isinstance(stages, int) or stages < 1:
         raise ValueError(f"stages={stages!r} is invalid: allowed is a positive integer")
     if not isinstance(microbatches, int) or microbatches < 1:
@@ -132,7 +133,7 @@ def step_time(model: Transformer, tokens_per_step: float, n_gpus: int, peak_flop
     m = max(1, math.ceil(global_batch / (dp * micro_batch)))            # micro-batches per GPU
     flops = training_flops_per_token(model, recompute) * tokens_per_step / n_gpus
     compute = compute_seconds(flops, peak_flops, mfu)
-    bubble = compute * bubble_fraction(pp, m) if pp > 1 else 0.0
+    bubble = compute * bubble_to_compute_ratio(pp, m) if pp > 1 else 0.0
     act = micro_batch * model.seq_len * model.d_model * activation_bytes
 
     def bw(link):

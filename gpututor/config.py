@@ -1,0 +1,236 @@
+"""What a run is: :class:`RunSpec` and the model sizes it names, checked field by field.
+
+This module is the bottom of the package: it imports nothing else of gpututor. It checks every
+field on its own (type, range, choice, combinations of fields). What depends on the strategy
+(its name, its options, how the batch splits over its ranks) is checked by
+:func:`gpututor.parallel.check_spec`, which :func:`gpututor.launch` calls before any process
+starts.
+"""
+from __future__ import annotations
+
+import dataclasses
+import math
+import os
+from dataclasses import dataclass, field
+from typing import Optional
+
+PRECISIONS = ("fp32", "bf16", "fp16")
+OPTIMIZERS = ("adamw", "sgd")
+DEVICES = ("auto", "cpu", "cuda")
+MAX_SEQ_LEN = 256
+
+
+def torch_dtype(precision: str):
+    """The ``torch.dtype`` of a precision name (``"fp32"``, ``"bf16"``, ``"fp16"``)."""
+    import torch
+    _choice("precision", precision, PRECISIONS)
+    return {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}[precision]
+
+
+# ---- the models' sizes (the modules themselves are in models.py) --------------------------------
+
+@dataclass(frozen=True)
+class GPTConfig:
+    vocab_size: int = 96
+    block_size: int = 256     # longest sequence the position table holds
+    n_layer: int = 4
+    n_head: int = 4
+    d_model: int = 128
+    dropout: float = 0.0      # 0 keeps runs deterministic, so parallel runs can be compared
+
+
+@dataclass(frozen=True)
+class MLPConfig:
+    vocab_size: int = 96
+    d_model: int = 64
+    d_hidden: int = 256
+
+
+MODEL_SIZES = {
+    "gpt": {
+        "tiny": GPTConfig(n_layer=2, n_head=2, d_model=96),      # ~0.25 M parameters
+        "small": GPTConfig(n_layer=4, n_head=4, d_model=128),    # ~0.84 M
+        "medium": GPTConfig(n_layer=6, n_head=6, d_model=192),   # ~2.7 M
+        "large": GPTConfig(n_layer=8, n_head=8, d_model=256),    # ~6.4 M
+    },
+    "mlp": {
+        "small": MLPConfig(d_model=64, d_hidden=256),
+        "large": MLPConfig(d_model=256, d_hidden=1024),
+    },
+}
+DEFAULT_SIZES = {"gpt": "small", "mlp": "small"}
+
+
+@dataclass(frozen=True)
+class Fault:
+    """Make ``rank`` raise (or hang forever) at ``step``; parsed from ``"RANK:STEP[:hang]"``."""
+
+    rank: int
+    step: int
+    hang: bool = False
+
+    @classmethod
+    def parse(cls, text: str) -> "Fault":
+        parts = text.split(":")
+        ok = len(parts) in (2, 3) and parts[0].isdigit() and parts[1].isdigit() and \
+            (len(parts) == 2 or parts[2] in ("raise", "hang"))
+        if not ok:
+            raise ValueError(f"inject_fault={text!r} is invalid: allowed is 'RANK:STEP' or "
+                             "'RANK:STEP:hang' with non-negative integers, e.g. '1:3'")
+        return cls(int(parts[0]), int(parts[1]), len(parts) == 3 and parts[2] == "hang")
+
+    def __str__(self) -> str:
+        return f"{self.rank}:{self.step}" + (":hang" if self.hang else "")
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    """One training run. Every field is checked by :meth:`validate` (called on construction).
+
+    ``batch_size`` is the *global* batch: all data-parallel ranks together, so one process and
+    N ranks train on the same samples.
+    """
+
+    model: str = "gpt"                  # "gpt" (tiny GPT) or "mlp"
+    model_size: Optional[str] = None    # a size of that model; None = the lesson default
+    strategy: str = "ddp"               # see gpututor.parallel.STRATEGIES (checked there)
+    world_size: int = 2                 # number of ranks (processes)
+    precision: str = "fp32"             # fp32 | bf16 | fp16 (fp16 needs CUDA)
+    batch_size: int = 64                # global batch, in sequences (all ranks together)
+    seq_len: int = 64                   # tokens per sequence
+    steps: int = 30
+    lr: float = 3e-3
+    optimizer: str = "adamw"
+    seed: int = 0
+    device: str = "auto"                # auto | cpu | cuda
+    threads_per_rank: int = 1           # CPU threads per rank (1 = no fight over cores)
+    grad_accum: int = 1                 # micro-batches per optimizer step
+    activation_checkpointing: bool = False
+    inject_fault: Optional[str] = None  # "RANK:STEP" or "RANK:STEP:hang"
+    timeout: float = 30.0               # seconds a rank may wait for a peer
+    warmup_steps: int = 2               # steps left out of throughput figures
+    checkpoint_every: int = 0           # save a checkpoint every K steps (0 = never)
+    checkpoint_dir: Optional[str] = None  # where checkpoints go (step{K}.pt)
+    resume: Optional[str] = None        # a checkpoint file to continue from (any world size)
+    options: tuple = field(default=())  # strategy options as (name, value) pairs
+    save_state: Optional[str] = None    # rank 0 writes the trained weights here (a .pt file)
+    ranks_per_node: Optional[int] = None  # ranks on this machine (torchrun: LOCAL_WORLD_SIZE);
+    #                                       None = all of them (launch() runs on one machine)
+
+    def __post_init__(self):
+        self.validate()
+
+    # ---- derived values --------------------------------------------------------------------
+    @property
+    def fault(self) -> Optional[Fault]:
+        return Fault.parse(self.inject_fault) if self.inject_fault else None
+
+    @property
+    def resolved_model_size(self) -> str:
+        return self.model_size or DEFAULT_SIZES[self.model]
+
+    @property
+    def model_config(self):
+        """The size's config dataclass (``GPTConfig`` or ``MLPConfig``), vocabulary as shipped."""
+        return MODEL_SIZES[self.model][self.resolved_model_size]
+
+    def resolved_device(self) -> str:
+        """"cuda" or "cpu": ``device="auto"`` means CUDA when there is one GPU per rank
+        (NCCL cannot put two ranks of one job on the same GPU), else CPU processes."""
+        if self.device != "auto":
+            return self.device
+        import torch
+        return "cuda" if torch.cuda.is_available() and \
+            torch.cuda.device_count() >= self.local_ranks else "cpu"
+
+    @property
+    def local_ranks(self) -> int:
+        return self.ranks_per_node or self.world_size
+
+    def replace(self, **changes) -> "RunSpec":
+        """A copy with some fields changed (validated again)."""
+        return dataclasses.replace(self, **changes)
+
+    def option(self, name: str, default=None):
+        return dict(self.options).get(name, default)
+
+    # ---- validation ------------------------------------------------------------------------
+    def validate(self) -> None:
+        """Check every field on its own; ``ValueError`` names the field, the value and what is
+        allowed. (The strategy's own checks: :func:`gpututor.parallel.check_spec`.)"""
+        _choice("model", self.model, tuple(MODEL_SIZES))
+        if self.model_size is not None:
+            _choice("model_size", self.model_size, tuple(MODEL_SIZES[self.model]))
+        if not isinstance(self.strategy, str) or not self.strategy:
+            raise ValueError(f"strategy={self.strategy!r} is invalid: allowed is the name of a "
+                             "strategy (see gpututor.parallel.STRATEGIES)")
+        _int("world_size", self.world_size, 1, 256)
+        _choice("precision", self.precision, PRECISIONS)
+        _int("batch_size", self.batch_size, 1, 1 << 20)
+        _int("seq_len", self.seq_len, 2, MAX_SEQ_LEN)
+        _int("steps", self.steps, 1, 1_000_000)
+        if not isinstance(self.lr, (int, float)) or isinstance(self.lr, bool) or \
+                not math.isfinite(self.lr) or not 0 < self.lr <= 10:
+            raise ValueError(f"lr={self.lr!r} is invalid: allowed is a number in (0, 10]")
+        _choice("optimizer", self.optimizer, OPTIMIZERS)
+        _int("seed", self.seed, 0, 2**31 - 1)
+        _choice("device", self.device, DEVICES)
+        _int("threads_per_rank", self.threads_per_rank, 1, 256)
+        _int("grad_accum", self.grad_accum, 1, 1024)
+        if not isinstance(self.activation_checkpointing, bool):
+            raise ValueError(f"activation_checkpointing={self.activation_checkpointing!r} is "
+                             "invalid: allowed is True or False")
+        if not isinstance(self.timeout, (int, float)) or isinstance(self.timeout, bool) or \
+                not math.isfinite(self.timeout) or not 1 <= self.timeout <= 3600:
+            raise ValueError(f"timeout={self.timeout!r} is invalid: allowed is seconds in [1, 3600]")
+        _int("warmup_steps", self.warmup_steps, 0, 1000)
+        if self.ranks_per_node is not None:
+            _int("ranks_per_node", self.ranks_per_node, 1, self.world_size)
+        if not isinstance(self.options, tuple) or not all(
+                isinstance(p, tuple) and len(p) == 2 and isinstance(p[0], str) for p in self.options):
+            raise ValueError(f"options={self.options!r} is invalid: allowed is a tuple of "
+                             "(name, value) pairs, e.g. (('schedule', 'gpipe'),)")
+        if self.save_state is not None and not (isinstance(self.save_state, str) and self.save_state):
+            raise ValueError(f"save_state={self.save_state!r} is invalid: allowed is None or "
+                             "the path of a file to write")
+        self._validate_checkpointing()
+        fault = self.fault
+        if fault is not None and fault.rank >= self.world_size:
+            raise ValueError(f"inject_fault={self.inject_fault!r} is invalid: rank {fault.rank} "
+                             f"does not exist with world_size={self.world_size} "
+                             f"(allowed ranks 0..{self.world_size - 1})")
+        if self.device == "cuda":
+            import torch
+            if not torch.cuda.is_available():
+                raise ValueError("device='cuda' is invalid here: no CUDA device is visible; "
+                                 "allowed on this machine: 'auto' or 'cpu'")
+            if torch.cuda.device_count() < self.local_ranks:
+                raise ValueError(f"world_size={self.world_size} is invalid with device='cuda': "
+                                 f"this machine has {torch.cuda.device_count()} GPU(s) and NCCL "
+                                 f"needs one per rank ({self.local_ranks} here); allowed: at most "
+                                 f"{torch.cuda.device_count()} ranks per machine, or device="
+                                 "'auto'/'cpu'")
+        if self.precision == "fp16" and self.resolved_device() != "cuda":
+            raise ValueError("precision='fp16' is invalid on CPU: fp16 is a GPU format; "
+                             "allowed here: 'fp32' or 'bf16'")
+
+    def _validate_checkpointing(self) -> None:
+        _int("checkpoint_every", self.checkpoint_every, 0, 1_000_000)
+        if self.checkpoint_every and not self.checkpoint_dir:
+            raise ValueError(f"checkpoint_dir={self.checkpoint_dir!r} is invalid with "
+                             f"checkpoint_every={self.checkpoint_every}: allowed is a folder path")
+        if self.resume is not None:
+            if not isinstance(self.resume, str) or not os.path.isfile(self.resume):
+                raise ValueError(f"resume={self.resume!r} is invalid: allowed is the path of an "
+                                 "existing checkpoint file")
+
+
+def _choice(name: str, value, allowed: tuple) -> None:
+    if value not in allowed:
+        raise ValueError(f"{name}={value!r} is invalid: allowed values are "
+                         + ", ".join(repr(a) for a in allowed))
+
+
+def _int(name: str, value, low: int, high: int) -> None:
+    if not isinstance(value, int) or isinstance(value, bool) or not low <= value <= high:
+        raise ValueError(f"{name}={value!r} is invalid: allowed is an integer in [{low}, {high}]")

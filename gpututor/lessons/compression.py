@@ -1,0 +1,37 @@
+"""Lesson 07: launch a student distilled from a trained teacher (one rank, live records)."""
+from __future__ import annotations
+
+from typing import Optional
+
+from ..compression.distill import DistillTask, check_distillation_options, check_student_shape
+from ..runtime.launcher import launch
+from ..runtime.summary import summarize
+
+
+class DistillRun(DistillTask):
+    """:class:`DistillTask`, summarised like a training run (loss, tokens/s, ...)."""
+
+    def summarize(self, spec, records: list[dict], status: str = "finished") -> dict:
+        return summarize(spec, records, status)
+
+
+def launch_distillation(student_spec, teacher_spec, teacher_state: str, temperature: float = 2.0,
+                        alpha: float = 0.5, save_state: Optional[str] = None,
+                        student_shape: Optional[tuple] = None):
+    """Start training a student distilled from a trained teacher; return the :class:`Run`.
+
+    ``teacher_state`` is the teacher run's saved weights (its ``save_state`` option). The student
+    trains on ``student_spec``'s batches, steps and learning rate, on one rank; it is that spec's
+    model, or a GPT of ``student_shape`` (see :func:`build_student`).
+    """
+    check_distillation_options(temperature, alpha)
+    check_student_shape(student_shape)
+    if student_spec.world_size != 1:
+        raise ValueError(f"world_size={student_spec.world_size!r} is invalid for distillation: "
+                         "allowed is 1 (the student trains on one rank)")
+    if student_spec.seq_len != teacher_spec.seq_len:
+        raise ValueError(f"teacher_spec.seq_len={teacher_spec.seq_len!r} is invalid: teacher and "
+                         f"student read the same batches (allowed: {student_spec.seq_len})")
+    shape = None if student_shape is None else tuple(dict(student_shape).items())
+    task = DistillRun(teacher_spec, str(teacher_state), temperature, alpha, save_state, shape)
+    return launch(student_spec, task=task)

@@ -1,0 +1,9 @@
+"""Measuring a step: time, communication, memory, FLOPs. Strategies use this layer; it never
+imports them.
+
+- ``timing``: phase timers, the communication meter, a timer for library collectives;
+- ``collectives``: bus factors of collectives, and a task that benchmarks them;
+- ``memory``: bytes by category (parameters, gradients, optimizer state, activations);
+- ``flops``: the training-FLOPs formula and device peaks (for MFU);
+- ``matmul``: this machine's measured matmul rate.
+"""

@@ -1,0 +1,63 @@
+"""FLOPs: the one formula for a transformer's training FLOPs, and device peaks for MFU.
+
+Counted FLOPs come from PyTorch's ``FlopCounterMode`` in the worker; this module holds what
+the counts are compared with:
+
+- :func:`training_flops_per_token`, the formula (Kaplan et al. 2020, Table 1; PaLM, Chowdhery
+  et al. 2022, Appendix B): forward ``2·N + 2·2·L·s·d`` per token (``N`` the weights that take
+  part in matmuls, attention's ``Q·Kᵀ`` and ``scores·V`` over the full ``s×s`` square), training
+  3× the forward. The planner uses the same function for models it never builds.
+- :func:`model_flops_per_token`: that formula for a model this package built.
+- :func:`device_peak_flops`: the datasheet peak of the device a rank runs on, from the one
+  table of devices (:mod:`gpututor.plan.catalog`), matched by exact name; None on a CPU or an
+  unknown GPU (MFU is then not measured, never 0).
+"""
+from __future__ import annotations
+
+import torch
+import torch.nn as nn
+
+from ..plan.catalog import gpu_for_cuda_name
+
+RECOMPUTE = ("none", "selective", "full")
+
+
+def training_flops_per_token(matmul_params: float, n_layer: int = 0, seq_len: int = 0,
+                             d_model: int = 0, recompute: str = "none") -> float:
+    """FLOPs per trained token: ``6·N + 12·L·s·d`` (``6·N`` alone for a model without attention).
+
+    ``recompute`` counts work that runs but is not the model's: ``"full"`` runs the forward a
+    second time (``8·N + 16·L·s·d``, the four passes of Narayanan et al. 2021); ``"selective"``
+    re-runs attention's scores only (``+ 4·L·s·d``, Korthikanti et al. 2022). MFU uses
+    ``"none"`` (the model's FLOPs), whatever the run recomputes (PaLM, Appendix B).
+    """
+    if recompute not in RECOMPUTE:
+        raise ValueError(f"recompute={recompute!r} is invalid: allowed values are "
+                         + ", ".join(repr(r) for r in RECOMPUTE))
+    attention = 2 * 2 * n_layer * seq_len * d_model      # forward, per token
+    passes = 4 if recompute == "full" else 3
+    extra = attention if recompute == "selective" else 0
+    return passes * (2 * matmul_params + attention) + extra
+
+
+def matmul_parameters(model: nn.Module) -> int:
+    """Weights that take part in matmuls: every ``nn.Linear`` (embedding lookups do not; a
+    tied LM head does, through its ``nn.Linear``)."""
+    return sum(m.weight.numel() for m in model.modules() if isinstance(m, nn.Linear))
+
+
+def model_flops_per_token(model: nn.Module, seq_len: int) -> float:
+    """:func:`training_flops_per_token` for a model of :mod:`gpututor.models`."""
+    cfg = getattr(model, "cfg", None)
+    if hasattr(cfg, "n_layer"):   # a GPT: attention too
+        return training_flops_per_token(matmul_parameters(model), cfg.n_layer, seq_len,
+                                        cfg.d_model)
+    return training_flops_per_token(matmul_parameters(model))
+
+
+def device_peak_flops(device: torch.device, precision: str) -> float | None:
+    """The device's dense peak FLOP/s for ``precision`` if the catalogue knows it, else None."""
+    if device.type != "cuda":
+        return None
+    gpu = gpu_for_cuda_name(torch.cuda.get_device_name(device))
+    return gpu.peak_flops.get(precision) if gpu is not None else None

@@ -1,0 +1,114 @@
+"""Time inside a step: phase timers, the communication meter, and a timer for collectives.
+
+A strategy gets a :class:`StepContext` for each rank; it times phases with ``ctx.phase(name)``
+and counts every collective in ``ctx.comm`` (a :class:`CommMeter`). :class:`CollectiveTimer`
+times collectives that a library (FSDP2, DTensor) runs for us.
+"""
+from __future__ import annotations
+
+import time
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+
+import torch
+
+from .collectives import bus_factor
+
+
+def synchronize(device: torch.device) -> None:
+    """Wait for queued device work, so wall-clock timers measure it (no-op on CPU)."""
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+@dataclass
+class CommMeter:
+    """What the strategy's collectives did this step: bytes sent in, busy time, exposed wait."""
+
+    bytes: int = 0           # data size S of each collective (nccl-tests' convention)
+    busy_s: float = 0.0      # sum of collective durations (may overlap compute)
+    exposed_s: float = 0.0   # time compute stood still waiting for communication
+    emulated_s: float = 0.0  # delay added by an emulated link (parallel/link.py), if any
+    calls: int = 0
+    wire_bytes: float = 0.0  # what each rank sends with ring algorithms: S x bus factor
+    world_size: int = 1
+
+    def reset(self) -> None:
+        self.bytes, self.busy_s, self.exposed_s, self.emulated_s, self.calls = 0, 0.0, 0.0, 0.0, 0
+        self.wire_bytes = 0.0
+
+    def add(self, nbytes: int, seconds: float, op: str = "all_reduce") -> None:
+        """Count one collective ``op`` ("all_reduce", "all_gather", ...) of data size ``nbytes``."""
+        self.bytes += nbytes
+        self.wire_bytes += nbytes * bus_factor(op, self.world_size)
+        self.busy_s += seconds
+        self.calls += 1
+
+
+@dataclass
+class StepContext:
+    """What a strategy gets for one rank: who it is, where it runs, and meters to fill."""
+
+    spec: object
+    rank: int
+    world_size: int
+    device: torch.device
+    comm: CommMeter = field(default_factory=CommMeter)
+    phases: dict = field(default_factory=dict)
+    probe: object = None    # a measure.memory.LiveBytesProbe on the step that measures memory
+    after_backward: object = None  # set by a strategy that wants to know when backward ended
+    link: object = None     # a parallel.link.EmulatedLink when the spec asks for one
+    extra: dict = field(default_factory=dict)  # more keys for this step's record (e.g. a
+                                               # pipeline's bubble_fraction and timeline)
+
+    def __post_init__(self):
+        self.comm.world_size = self.world_size
+
+    @contextmanager
+    def phase(self, name: str):
+        """Time a phase of the step (forward, backward, optimizer, ...), device work included."""
+        if self.probe is not None:
+            self.probe.set_phase(name)
+        synchronize(self.device)
+        start = time.perf_counter()
+        try:
+            yield
+        finally:
+            synchronize(self.device)
+            self.phases[name] = self.phases.get(name, 0.0) + time.perf_counter() - start
+
+    def reset(self) -> None:
+        self.comm.reset()
+        self.phases = {}
+        self.extra = {}
+
+
+class CollectiveTimer:
+    """Times collectives: wall clock on CPU (they block), CUDA events on the stream they run on."""
+
+    def __init__(self, meter: CommMeter, device: torch.device):
+        self.meter, self.device, self.pending = meter, device, []
+
+    def run(self, op: str, nbytes: int, collective):
+        if self.device.type == "cuda":
+            start, end = (torch.cuda.Event(enable_timing=True) for _ in range(2))
+            start.record()
+            work = collective()
+            end.record()
+            self.pending.append((op, nbytes, start, end))
+            return work
+        start = time.perf_counter()
+        work = collective()
+        if work is not None:  # asked for an async op: wait here so it can be timed
+            work.wait()
+        seconds = time.perf_counter() - start
+        self.meter.add(nbytes, seconds, op=op)
+        self.meter.exposed_s += seconds
+        return None
+
+    def flush(self) -> None:
+        """At the end of a step: read the CUDA events (a no-op on CPU)."""
+        for op, nbytes, start, end in self.pending:
+            end.synchronize()
+            self.meter.add(nbytes, start.elapsed_time(end) / 1e3, op=op)
+        self.pending.clear()

@@ -1,0 +1,127 @@
+"""Data parallel with PyTorch's ``DistributedDataParallel`` (the production API).
+
+Every rank holds a full copy of the model and trains on its shard of the global batch. During
+backward, DDP all-reduces gradients in buckets (``bucket_cap_mb``) as soon as a bucket's
+gradients are ready, so communication overlaps the rest of backward; after it, every rank holds
+the average gradient and takes the same optimizer step. ``scratch.py`` builds the same
+thing from scratch (``GradientBuckets``), and a test shows both match one process.
+
+Options (``RunSpec.options``): ``bucket_cap_mb`` (DDP's default is 25), ``comm_hook`` — "none",
+"fp16" or "bf16" (gradients sent in 16 bits: half the bytes) or "powersgd" (low-rank
+compression, Vogels et al. 2019) with ``powersgd_rank`` — and gradient accumulation via the
+spec's ``grad_accum`` (DDP's ``no_sync`` on all but the last micro-batch).
+
+What we measure: the bytes and duration of every bucket's communication (through the hook), and
+the *exposed* communication: the time between the last gradient being computed and
+``backward()`` returning, when compute waits for the last buckets.
+"""
+import time
+
+import torch
+import torch.distributed as dist
+from torch.distributed.algorithms.ddp_comm_hooks import default_hooks, powerSGD_hook
+from torch.nn.parallel import DistributedDataParallel as DDP
+
+from ..base import Strategy
+from ..link import LINK_ALLOWED, LINK_OPTIONS
+
+COMM_HOOKS = ("none", "fp16", "bf16", "powersgd")
+
+
+class DataParallelDDP(Strategy):
+    name = "ddp"
+    description = "torch DistributedDataParallel: full replica per rank, gradients all-reduced"
+    options = {
+        "bucket_cap_mb": lambda v: isinstance(v, (int, float)) and 0 < v <= 1024,
+        "comm_hook": lambda v: v in COMM_HOOKS,
+        "powersgd_rank": lambda v: isinstance(v, int) and 1 <= v <= 64,
+        **LINK_OPTIONS,
+    }
+    allowed = {"bucket_cap_mb": "a number of MiB in (0, 1024]",
+               "comm_hook": "one of " + ", ".join(COMM_HOOKS),
+               "powersgd_rank": "an integer in [1, 64]", **LINK_ALLOWED}
+
+    def wrap(self, model, ctx):
+        spec = ctx.spec
+        device_ids = [ctx.device.index] if ctx.device.type == "cuda" else None
+        ddp = DDP(model, device_ids=device_ids, bucket_cap_mb=spec.option("bucket_cap_mb", 25))
+        ddp.register_comm_hook(_HookState(ctx.comm, spec, ctx.link), _timed_hook)
+        _watch_last_gradient(ddp, ctx)
+        return ddp
+
+    def no_sync(self, model):
+        return model.no_sync()
+
+
+class _HookState:
+    """What the timed hook needs: the meter, the inner hook and its own state."""
+
+    def __init__(self, meter, spec, link=None):
+        self.meter, self.link = meter, link
+        self.kind = spec.option("comm_hook", "none")
+        self.rank = spec.option("powersgd_rank", 1)
+        if self.kind == "powersgd":
+            self.powersgd = powerSGD_hook.PowerSGDState(
+                process_group=None, matrix_approximation_rank=self.rank, start_powerSGD_iter=2)
+
+    def launch(self, bucket) -> torch.futures.Future:
+        if self.kind == "fp16":
+            return default_hooks.fp16_compress_hook(None, bucket)
+        if self.kind == "bf16":
+            return default_hooks.bf16_compress_hook(None, bucket)
+        if self.kind == "powersgd":
+            return powerSGD_hook.powerSGD_hook(self.powersgd, bucket)
+        return default_hooks.allreduce_hook(None, bucket)
+
+    def bytes_sent(self, bucket) -> int:
+        """Bytes this rank contributes to the collective(s) for ``bucket``."""
+        numel = bucket.buffer().numel()
+        if self.kind in ("fp16", "bf16"):
+            return numel * 2
+        if self.kind == "powersgd" and self.powersgd.iter >= self.powersgd.start_powerSGD_iter:
+            return sum(_powersgd_bytes(g, self.rank) for g in bucket.gradients())
+        return numel * bucket.buffer().element_size()
+
+
+def _powersgd_bytes(grad: torch.Tensor, rank: int, min_rate: float = 2.0) -> int:
+    """PowerSGD sends P (n×r) and Q (m×r) for a matrix worth compressing, else the tensor."""
+    if grad.ndim <= 1:
+        return grad.numel() * 4
+    n, m = grad.shape[0], grad.numel() // grad.shape[0]
+    r = min(n, m, rank)
+    return (n + m) * r * 4 if n * m >= min_rate * (n + m) * r else grad.numel() * 4
+
+
+def _timed_hook(state: _HookState, bucket: dist.GradBucket) -> torch.futures.Future[torch.Tensor]:
+    """Run the chosen hook, timed from launch to completion, and count its bytes."""
+    nbytes = state.bytes_sent(bucket)
+    start = time.perf_counter()
+
+    def done(fut):
+        state.meter.add(nbytes, time.perf_counter() - start)
+        result = fut.value()
+        return result[0] if isinstance(result, list) else result
+
+    future = state.launch(bucket)
+    if state.link is not None:  # emulated slow link: complete later, by the modelled time
+        future = state.link.then_delay(future, nbytes, dist.get_world_size(), state.meter)
+    return future.then(done)
+
+
+def _watch_last_gradient(ddp: DDP, ctx) -> None:
+    """Record when each parameter's gradient is ready, and backward's end, to get exposed comm."""
+    state = {"last_grad": None}
+
+    def grad_ready(_param):
+        state["last_grad"] = time.perf_counter()
+
+    for p in ddp.module.parameters():
+        if p.requires_grad:
+            p.register_post_accumulate_grad_hook(grad_ready)
+
+    def backward_done():
+        if state["last_grad"] is not None:
+            ctx.comm.exposed_s += max(0.0, time.perf_counter() - state["last_grad"])
+            state["last_grad"] = None
+
+    ctx.after_backward = backward_done

@@ -1,0 +1,153 @@
+"""Data parallel from scratch: first naive, then bucketed and overlapped with backward.
+
+Every rank holds the whole model and trains on its shard of the global batch. After backward,
+each rank has the gradient of *its* shard; data parallel makes every rank hold the *average*
+gradient, so all ranks take the same optimizer step and stay identical. That is the whole idea:
+
+    for each parameter p:  all_reduce(p.grad);  p.grad /= world_size
+
+``NaiveDataParallel`` does exactly that, after backward, one collective per parameter: simple,
+correct, and slow (many small messages, and nothing else happens while they travel).
+
+``BucketedDataParallel`` is what DDP does: gradients are grouped into buckets of about
+``bucket_cap_mb``, in the order backward produces them (roughly last layer first). As soon as a
+bucket's gradients are all ready, its all-reduce starts *asynchronously*, so communication of
+late layers overlaps backward of early layers. At the end we only wait for what is still in flight.
+"""
+from __future__ import annotations
+
+import time
+from contextlib import contextmanager
+
+import torch
+import torch.distributed as dist
+import torch.nn as nn
+
+from ..base import Strategy
+from ..link import LINK_ALLOWED, LINK_OPTIONS
+
+
+def broadcast_parameters(model: nn.Module, src: int = 0) -> None:
+    """Make every rank start from rank ``src``'s weights (they already match; this makes sure)."""
+    for tensor in list(model.parameters()) + list(model.buffers()):
+        dist.broadcast(tensor.data, src=src)
+
+
+def allreduce_gradients(model: nn.Module, meter, link=None) -> None:
+    """The naive sync: one blocking all-reduce per gradient, then divide by the world size."""
+    world = dist.get_world_size()
+    for p in model.parameters():
+        if p.grad is None:
+            continue
+        start = time.perf_counter()
+        dist.all_reduce(p.grad)
+        if link is not None:
+            link.delay_allreduce(p.grad.numel() * p.grad.element_size(), world, meter)
+        p.grad /= world
+        seconds = time.perf_counter() - start
+        meter.add(p.grad.numel() * p.grad.element_size(), seconds)
+        meter.exposed_s += seconds  # nothing overlaps: every second of it is waited for
+
+
+class NaiveDataParallel(Strategy):
+    name = "dp-naive"
+    description = "from scratch: one all-reduce per gradient after backward"
+    options, allowed = LINK_OPTIONS, LINK_ALLOWED
+
+    def wrap(self, model, ctx):
+        broadcast_parameters(model)
+        return model
+
+    def sync_gradients(self, model, ctx) -> None:
+        allreduce_gradients(model, ctx.comm, ctx.link)
+
+
+class GradientBuckets(nn.Module):
+    """Wraps a model; all-reduces its gradients bucket by bucket while backward still runs."""
+
+    def __init__(self, module: nn.Module, meter, bucket_cap_mb: float = 1.0, link=None):
+        super().__init__()
+        self.module, self.meter, self.link = module, meter, link
+        self.world = dist.get_world_size()
+        self.sync_enabled = True
+        self.buckets = self._plan_buckets(bucket_cap_mb * 2**20)
+        self.bucket_of = {p: i for i, bucket in enumerate(self.buckets) for p in bucket}
+        self.ready = [0] * len(self.buckets)
+        self.in_flight = []   # (future, flat buffer, params, start time)
+        for p in self.bucket_of:
+            p.register_post_accumulate_grad_hook(self._grad_ready)
+
+    def _plan_buckets(self, cap_bytes: float) -> list[list[nn.Parameter]]:
+        """Group parameters in reverse definition order (≈ the order backward produces them)."""
+        buckets, current, size = [], [], 0
+        for p in reversed([p for p in self.module.parameters() if p.requires_grad]):
+            current.append(p)
+            size += p.numel() * p.element_size()
+            if size >= cap_bytes:
+                buckets.append(current)
+                current, size = [], 0
+        if current:
+            buckets.append(current)
+        return buckets
+
+    def forward(self, *args, **kwargs):
+        return self.module(*args, **kwargs)
+
+    @contextmanager
+    def no_sync(self):
+        """Accumulate gradients locally (no communication) inside this context."""
+        self.sync_enabled = False
+        try:
+            yield
+        finally:
+            self.sync_enabled = True
+
+    def _grad_ready(self, param: nn.Parameter) -> None:
+        if not self.sync_enabled:
+            return
+        index = self.bucket_of[param]
+        self.ready[index] += 1
+        if self.ready[index] == len(self.buckets[index]):  # the whole bucket is ready: send it
+            params = self.buckets[index]
+            flat = torch.cat([p.grad.reshape(-1) for p in params])
+            start = time.perf_counter()
+            future = dist.all_reduce(flat, async_op=True).get_future()
+            if self.link is not None:  # emulated slow link: completes later, by the model's time
+                future = self.link.then_delay(future, flat.numel() * flat.element_size(),
+                                              self.world, self.meter)
+            self.in_flight.append((future, flat, params, start))
+
+    def finish_gradient_sync(self) -> None:
+        """Wait for the buckets still in flight and write the averaged gradients back."""
+        wait_start = time.perf_counter()
+        for future, flat, params, start in self.in_flight:
+            future.wait()
+            self.meter.add(flat.numel() * flat.element_size(), time.perf_counter() - start)
+            flat /= self.world
+            offset = 0
+            for p in params:
+                n = p.grad.numel()
+                p.grad.copy_(flat[offset:offset + n].view_as(p.grad))
+                offset += n
+        self.meter.exposed_s += time.perf_counter() - wait_start
+        self.in_flight.clear()
+        self.ready = [0] * len(self.buckets)
+
+
+class BucketedDataParallel(Strategy):
+    name = "dp-bucketed"
+    description = "from scratch: gradients all-reduced in buckets, overlapping backward"
+    options = {"bucket_cap_mb": lambda v: isinstance(v, (int, float)) and 0 < v <= 1024,
+               **LINK_OPTIONS}
+    allowed = {"bucket_cap_mb": "a number of MiB in (0, 1024]", **LINK_ALLOWED}
+
+    def wrap(self, model, ctx):
+        broadcast_parameters(model)
+        return GradientBuckets(model, ctx.comm, float(ctx.spec.option("bucket_cap_mb", 1.0)),
+                               ctx.link)
+
+    def no_sync(self, model):
+        return model.no_sync()
+
+    def sync_gradients(self, model, ctx) -> None:
+        model.finish_gradient_sync()

@@ -1,0 +1,187 @@
+"""Pipeline parallel from scratch: cut the model into stages, pass micro-batches along.
+
+Stage s of p holds consecutive transformer blocks (stage 0 also the embeddings; the last stage
+also the final norm, the head and the loss). Forward sends each micro-batch's activations
+``B/m x T x d`` to the next stage; backward sends the gradient with respect to them back. Those
+point-to-point messages (``dist.isend`` / ``dist.recv``) are all the communication there is.
+
+While stage 1 computes, stage 0 waits: the *bubble*. Schedules, for p stages and m micro-batches:
+
+- ``naive``: the whole batch in one piece. Stage 0 forward, stage 1 forward, ..., then
+  backward in reverse: at any moment one stage works and the others wait.
+- ``gpipe`` (Huang et al. 2019, GPipe): split the batch into m micro-batches; run all m
+  forwards, then all m backwards. Stages overlap; each is idle (p-1)/(m+p-1) of the time. Every
+  micro-batch's activations are alive at the end of the forwards: memory grows with m.
+- ``1f1b`` (Narayanan et al. 2021, PipeDream-Flush): warm-up with p-s-1 forwards, then
+  alternate one forward and one backward, then cool down with the remaining backwards. Same
+  bubble as GPipe, but stage s never holds more than p-s micro-batches' activations.
+
+The gradients of all micro-batches add up in ``.grad``, and each micro-batch's loss is divided by
+m, so a step equals one process's step on the whole batch. The stages themselves (and the tied
+embedding's two copies) are in ``stages.py``; the production version is ``torch_pipelining.py``.
+"""
+from __future__ import annotations
+
+import time
+
+import torch
+import torch.distributed as dist
+import torch.nn.functional as F
+
+from ..base import autocast_for
+from .stages import (DEFAULT_SCHEDULE, SCHEDULES, GPTStage, PipelineStrategy, embedding_group,
+                     microbatches, pipeline_options, share_loss, split_micro_batches,
+                     tied_weight_sync)
+from .timeline import StageTimeline
+
+
+# ---- point-to-point messages and one stage's work ----------------------------------------------
+
+class PointToPoint:
+    """Activations forward to ``index+1``, gradients backward to ``index-1``.
+
+    A send is queued, then goes out together with the stage's next receive
+    (``dist.batch_isend_irecv``), or on its own just before the stage computes again,
+    whichever comes first; either way it is complete before that compute starts (Megatron's
+    default too). Why pair them: on NCCL a send holds its GPU stream until the neighbour
+    receives it, and in 1F1B's steady state stage 0 sends an activation then waits for a
+    gradient while stage 1 sends that gradient then waits for the activation: posted one by one,
+    each would wait for the other. Megatron (``send_forward_recv_backward``) and torch's
+    schedules pair them the same way.
+    """
+
+    def __init__(self, ctx):
+        self.ctx, self.queued = ctx, []
+
+    def send(self, tensor: torch.Tensor, dst: int) -> None:
+        tensor = tensor.contiguous()
+        self.queued.append(dist.P2POp(dist.isend, tensor, dst))
+        self.ctx.comm.add(tensor.numel() * tensor.element_size(), 0.0, op="send")
+
+    def recv(self, shape, src: int, dtype=torch.float32) -> torch.Tensor:
+        """The tensor ``src`` sends (the queued sends go out with it)."""
+        tensor = torch.empty(shape, dtype=dtype, device=self.ctx.device)
+        self._exchange([dist.P2POp(dist.irecv, tensor, src)])
+        return tensor
+
+    def flush(self) -> None:
+        """Send what is queued now, before computing (the neighbour may be waiting for it)."""
+        if self.queued:
+            self._exchange([])
+
+    def _exchange(self, receives: list) -> None:
+        """Post the queued sends and ``receives`` together; wait for all of them. The wait counts
+        as exposed communication: it holds the transfer and any time the neighbour was still
+        computing (the bubble)."""
+        ops, self.queued = self.queued + receives, []
+        start = time.perf_counter()
+        for work in dist.batch_isend_irecv(ops):
+            work.wait()
+        seconds = time.perf_counter() - start
+        self.ctx.comm.busy_s += seconds
+        self.ctx.comm.exposed_s += seconds
+
+
+class StageWorker:
+    """What one stage does for micro-batch ``i``: :meth:`forward` and :meth:`backward`. The
+    schedules below only decide the order of these calls."""
+
+    def __init__(self, stage: GPTStage, index: int, count: int, micro_batches: list, ctx,
+                 timeline: StageTimeline):
+        self.stage, self.index, self.count = stage, index, count
+        self.micro_batches, self.ctx, self.timeline = micro_batches, ctx, timeline
+        self.p2p = PointToPoint(ctx)
+        self.autocast = autocast_for(ctx.spec.precision, ctx.device)
+        self.saved = {}     # micro-batch -> (its input, its output), kept for backward
+        self.losses = []    # last stage: each micro-batch's loss (already divided by m)
+
+    def forward(self, i: int) -> None:
+        inputs, targets = self.micro_batches[i]
+        if self.stage.is_first:
+            x = inputs
+        else:   # the previous stage's activations; we will send their gradient back
+            x = self.p2p.recv((*inputs.shape, self.stage.d_model), self.index - 1).requires_grad_()
+        self.p2p.flush()
+        with self.timeline.interval("F", i), self.autocast:
+            out = self.stage(x)
+            if self.stage.is_last:   # the loss of this micro-batch, a 1/m share of the step's
+                out = F.cross_entropy(out.flatten(0, 1).float(), targets.flatten())
+                out = out / len(self.micro_batches)
+                self.losses.append(out.detach())
+        self.saved[i] = (x, out)
+        if not self.stage.is_last:
+            self.p2p.send(out.detach().float(), self.index + 1)
+
+    def backward(self, i: int) -> None:
+        x, out = self.saved.pop(i)
+        grad = None if self.stage.is_last else \
+            self.p2p.recv(out.shape, self.index + 1).to(out.dtype)
+        self.p2p.flush()
+        with self.timeline.interval("B", i):
+            torch.autograd.backward(out, grad)
+        if not self.stage.is_first:
+            self.p2p.send(x.grad, self.index - 1)
+
+
+# ---- the schedules: only the order of forward and backward differs ---------------------------
+
+def naive(worker: StageWorker, m: int) -> None:
+    """The whole batch as one micro-batch: forward through all stages, then backward."""
+    worker.forward(0)
+    worker.backward(0)
+
+
+def gpipe(worker: StageWorker, m: int) -> None:
+    """All m forwards, then all m backwards (activations of all m alive in between)."""
+    for i in range(m):
+        worker.forward(i)
+    for i in range(m):
+        worker.backward(i)
+
+
+def one_f_one_b(worker: StageWorker, m: int) -> None:
+    """1F1B: start backwards as early as possible, so fewer activations wait for them."""
+    warmup = min(worker.count - worker.index - 1, m)
+    # warm-up: fill the pipeline; stage s is p-s-1 forwards ahead of its first backward
+    for i in range(warmup):
+        worker.forward(i)
+    # steady state: one forward, one backward; at most p-s micro-batches in flight here
+    for i in range(m - warmup):
+        worker.forward(warmup + i)
+        worker.backward(i)
+    # cool-down: no forwards left, drain the backwards
+    for i in range(m - warmup, m):
+        worker.backward(i)
+
+
+SCHEDULE_FUNCTIONS = {"naive": naive, "gpipe": gpipe, "1f1b": one_f_one_b}
+
+
+# ---- the strategy ------------------------------------------------------------------------------
+
+class PipelineParallel(PipelineStrategy):
+    name = "pp"
+    description = "from scratch: stages, send/recv, schedules naive / GPipe / 1F1B"
+    options, allowed = pipeline_options(SCHEDULES)
+
+    def wrap(self, model, ctx):
+        stage = GPTStage(model, ctx.rank, ctx.world_size).to(ctx.device)
+        ctx.embedding_group = embedding_group(ctx.world_size)
+        return stage
+
+    def train_step(self, model, optimizer, micro_batches, ctx) -> float:
+        optimizer.zero_grad(set_to_none=True)
+        spec = ctx.spec
+        m = microbatches(spec)
+        timeline = StageTimeline(ctx)
+        worker = StageWorker(model, ctx.rank, ctx.world_size,
+                             split_micro_batches(micro_batches, m), ctx, timeline)
+        timeline.start()
+        SCHEDULE_FUNCTIONS[spec.option("schedule", DEFAULT_SCHEDULE)](worker, m)
+        worker.p2p.flush()
+        timeline.finish()
+        with ctx.phase("sync"):
+            tied_weight_sync(model, ctx.embedding_group, ctx)
+        with ctx.phase("optimizer"):
+            optimizer.step()
+        return share_loss(float(sum(worker.losses)) if worker.losses else 0.0, ctx)

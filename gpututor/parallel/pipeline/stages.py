@@ -1,0 +1,173 @@
+"""Pipeline parallel's pieces: cut the tiny GPT into stages, and the checks and helpers that
+every pipeline strategy shares (from scratch in ``schedules.py``, production in
+``torch_pipelining.py``).
+
+Stage s of p holds consecutive transformer blocks (stage 0 also the embeddings; the last stage
+also the final norm, the head and the loss). The token embedding is tied to the head (GPT-2),
+and they now live on the first and the last stage: each keeps a copy, and after backward the
+two copies' gradients are summed (Megatron's "embedding group"), so both take the same step.
+"""
+from __future__ import annotations
+
+import time
+
+import torch
+import torch.distributed as dist
+import torch.nn as nn
+from torch.utils.checkpoint import checkpoint
+
+from ...models import GPT
+from ..base import Strategy
+
+SCHEDULES = ("naive", "gpipe", "1f1b")
+DEFAULT_SCHEDULE, DEFAULT_MICROBATCHES = "1f1b", 4
+
+
+# ---- the stages --------------------------------------------------------------------------------
+
+def block_range(n_layer: int, stage: int, stages: int) -> range:
+    """The blocks stage ``stage`` holds: consecutive, as even as they go (the first get more)."""
+    per, extra = divmod(n_layer, stages)
+    start = stage * per + min(stage, extra)
+    return range(start, start + per + (stage < extra))
+
+
+class GPTStage(nn.Module):
+    """Stage ``index`` of ``count`` of a :class:`~gpututor.models.GPT`: the pieces it owns,
+    under the names they have in the whole model (so state dicts can be merged back)."""
+
+    def __init__(self, model: GPT, index: int, count: int):
+        super().__init__()
+        self.is_first, self.is_last = index == 0, index == count - 1
+        self.d_model = model.cfg.d_model   # width of the activations passed between stages
+        self.activation_checkpointing = model.activation_checkpointing
+        if self.is_first:
+            self.tok_emb, self.pos_emb = model.tok_emb, model.pos_emb
+        self.blocks = nn.ModuleDict({str(i): model.blocks[i]
+                                     for i in block_range(model.cfg.n_layer, index, count)})
+        if self.is_last:
+            self.ln_f = model.ln_f
+            if self.is_first:   # one stage: the tie stays as it is
+                self.head = model.head
+            else:               # the head's own copy of the tied weight (see tied_weight_sync)
+                self.head = nn.Linear(model.cfg.d_model, model.cfg.vocab_size, bias=False)
+                self.head.weight = nn.Parameter(model.tok_emb.weight.detach().clone())
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """Token ids (first stage) or activations in; activations or logits (last stage) out."""
+        if self.is_first:
+            x = self.tok_emb(x) + self.pos_emb(torch.arange(x.shape[1], device=x.device))
+        for block in self.blocks.values():
+            if self.activation_checkpointing and self.training:
+                x = checkpoint(block, x, use_reentrant=False)
+            else:
+                x = block(x)
+        return self.head(self.ln_f(x)) if self.is_last else x
+
+    def tied_weight(self) -> torch.Tensor | None:
+        """This stage's copy of the embedding/head weight, if it holds one."""
+        if self.is_first:
+            return self.tok_emb.weight
+        return self.head.weight if self.is_last else None
+
+
+def embedding_group(stages: int):
+    """The process group of the first and the last stage (every rank must call this)."""
+    return dist.new_group([0, stages - 1]) if stages > 2 else None  # None: all ranks
+
+
+def tied_weight_sync(stage: GPTStage, group, ctx) -> None:
+    """Sum the gradients of the embedding's two copies, so both take the same step."""
+    if stage.is_first == stage.is_last:   # one stage (nothing to do) or a middle stage
+        return
+    grad = stage.tied_weight().grad
+    start = time.perf_counter()
+    dist.all_reduce(grad, group=group)
+    seconds = time.perf_counter() - start
+    # an all-reduce of two ranks: each sends its copy's gradient once ("send" bus factor 1)
+    ctx.comm.add(grad.numel() * grad.element_size(), seconds, op="send")
+    ctx.comm.exposed_s += seconds
+
+
+def gather_stages(stage: nn.Module) -> dict[str, torch.Tensor]:
+    """The whole model's state dict, merged from every stage's (a collective)."""
+    mine = {k: v.detach().cpu() for k, v in stage.state_dict().items()}
+    parts = [None] * dist.get_world_size()
+    dist.all_gather_object(parts, mine)
+    merged = {k: v for part in parts for k, v in part.items()}
+    if "head.weight" not in merged or "tok_emb.weight" not in merged:
+        raise RuntimeError("the stages do not hold the whole model")
+    return merged
+
+
+def microbatches(spec) -> int:
+    return 1 if spec.option("schedule", DEFAULT_SCHEDULE) == "naive" else \
+        spec.option("microbatches", DEFAULT_MICROBATCHES)
+
+
+def check_pipeline(spec, strategy: str) -> None:
+    """Raise ``ValueError`` unless ``spec`` can be cut into ``world_size`` stages."""
+    if spec.model != "gpt":
+        raise ValueError(f"model={spec.model!r} is invalid for strategy={strategy!r}: allowed "
+                         "is 'gpt' (a stack of blocks to cut into stages)")
+    n_layer = spec.model_config.n_layer
+    if spec.world_size > n_layer:
+        raise ValueError(f"world_size={spec.world_size} is invalid for strategy={strategy!r} "
+                         f"with model_size={spec.resolved_model_size!r}: each stage needs at "
+                         f"least one of its {n_layer} blocks (allowed: 1 to {n_layer})")
+    if spec.precision == "fp16":
+        raise ValueError(f"precision='fp16' is invalid for strategy={strategy!r}: loss scaling "
+                         "across stages is not implemented; allowed: 'fp32' or 'bf16'")
+    if spec.option("schedule") == "naive" and spec.option("microbatches", 1) != 1:
+        raise ValueError(f"option microbatches={spec.option('microbatches')!r} is invalid with "
+                         "schedule='naive' (it runs the whole batch at once): allowed is 1; "
+                         "use schedule 'gpipe' or '1f1b' for micro-batches")
+    m = microbatches(spec)
+    if spec.batch_size % m:
+        raise ValueError(f"batch_size={spec.batch_size} is invalid with microbatches={m}"
+                         f"{' (the default)' if spec.option('microbatches') is None else ''}: "
+                         f"allowed is a multiple of {m}")
+
+
+def split_micro_batches(micro_batches: list, m: int) -> list:
+    """The step's batch (as the worker chunked it) cut into the pipeline's m micro-batches."""
+    inputs = torch.cat([x for x, _ in micro_batches])
+    targets = torch.cat([y for _, y in micro_batches])
+    return list(zip(inputs.chunk(m), targets.chunk(m)))
+
+
+def share_loss(loss: float, ctx) -> float:
+    """Only the last stage computed the loss: broadcast it, so every rank reports it."""
+    value = torch.tensor([loss], dtype=torch.float64, device=ctx.device)
+    dist.broadcast(value, src=ctx.world_size - 1)
+    return value.item()
+
+
+def pipeline_options(schedules) -> tuple[dict, dict]:
+    """A pipeline strategy's options (``schedule``, ``microbatches``) and what each allows."""
+    options = {"schedule": lambda v: v in schedules,
+               "microbatches": lambda v: isinstance(v, int) and not isinstance(v, bool)
+               and 1 <= v <= 1024}
+    allowed = {"schedule": "one of " + ", ".join(schedules),
+               "microbatches": "an integer in [1, 1024]"}
+    return options, allowed
+
+
+class PipelineStrategy(Strategy):
+    """What every pipeline strategy shares: the checks, the batch (every stage sees all of it;
+    only the first reads the inputs) and the merged state dict."""
+
+    supports_checkpoint = False  # each rank holds its stage: no single-file checkpoint here yet
+
+    def validate(self, spec) -> None:
+        super().validate(spec)
+        check_pipeline(spec, self.name)
+
+    def data_parallel_size(self, spec) -> int:
+        return 1
+
+    def data_parallel_rank(self, rank: int, spec) -> int:
+        return 0
+
+    def full_state_dict(self, model) -> dict:
+        return gather_stages(model)

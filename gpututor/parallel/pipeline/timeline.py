@@ -1,0 +1,115 @@
+"""A pipeline's measured timeline: when each stage ran each micro-batch's forward and backward.
+
+:class:`StageTimeline` records, in one rank, the start and end of every forward ("F") and
+backward ("B") of every micro-batch, on a clock that all stages share (ranks on one machine
+read the same monotonic clock; across machines they leave a barrier together and count from
+there). At the end of the step the stages exchange three numbers each and compute the
+*measured* bubble fraction:
+
+    bubble = 1 - (time all stages spent computing) / (stages x time from first start to last end)
+
+to compare with :func:`theoretical_bubble_fraction`, the share of the step that p equal stages
+with m micro-batches and free communication sit idle: (p - 1) / (m + p - 1). (The planner's
+``bubble_to_compute_ratio`` is the same idle time measured against the ideal compute time
+instead of the whole step: (p - 1) / m.) The charts of these records are in ``gpututor.ui``.
+"""
+from __future__ import annotations
+
+import socket
+import sys
+import time
+from contextlib import contextmanager
+
+import torch
+import torch.distributed as dist
+
+from ...measure.timing import synchronize
+
+PHASES = {"F": "forward", "B": "backward"}
+
+
+def theoretical_bubble_fraction(stages: int, microbatches: int) -> float:
+    """Share of the step each stage is idle, GPipe and 1F1B with equal stages and free
+    communication: (p-1)/(m+p-1) (Huang et al. 2019; Narayanan et al. 2021)."""
+    return (stages - 1) / (microbatches + stages - 1)
+
+
+def measured_bubble_fraction(spans: list[tuple[float, float, float]]) -> float:
+    """Measured share of the step the stages were idle, from each stage's
+    ``(first start, last end, busy seconds)``."""
+    start = min(s for s, _, _ in spans)
+    end = max(e for _, e, _ in spans)
+    busy = sum(b for _, _, b in spans)
+    return 1.0 - busy / (len(spans) * (end - start)) if end > start else 0.0
+
+
+class StageTimeline:
+    """The events of one stage during one step; ``finish()`` exchanges them for the bubble."""
+
+    def __init__(self, ctx):
+        self.ctx = ctx
+        self.events: list[tuple[str, int, float, float]] = []  # (kind, micro-batch, start, end)
+        self.t0 = 0.0
+
+    def start(self) -> None:
+        """Start a step's timeline. Ranks on one host read one clock; otherwise they leave a
+        barrier together and count from there (off by up to one message's latency)."""
+        synchronize(self.ctx.device)
+        self.events = []
+        if not one_clock(self.ctx):
+            dist.barrier()
+            self.t0 = time.perf_counter()
+
+    @contextmanager
+    def interval(self, kind: str, micro: int):
+        """Time one forward ("F") or backward ("B") of micro-batch ``micro`` (device work too)."""
+        with self.ctx.phase(PHASES[kind]):
+            start = time.perf_counter() - self.t0
+            yield
+            synchronize(self.ctx.device)
+            end = time.perf_counter() - self.t0
+        self.events.append((kind, micro, start, end))
+
+    def last_micro(self, kind: str) -> int:
+        return next((m for k, m, _, _ in reversed(self.events) if k == kind), 0)
+
+    def finish(self) -> float:
+        """Measured bubble fraction of the step (a collective: every stage must call it); puts
+        it and this stage's events into the step's record."""
+        busy = sum(end - start for _, _, start, end in self.events)
+        first = min((s for _, _, s, _ in self.events), default=0.0)
+        last = max((e for _, _, _, e in self.events), default=0.0)
+        mine = torch.tensor([first, last, busy], dtype=torch.float64, device=self.ctx.device)
+        spans = [torch.empty_like(mine) for _ in range(dist.get_world_size())]
+        dist.all_gather(spans, mine)
+        spans = [tuple(s.tolist()) for s in spans]
+        bubble = measured_bubble_fraction(spans)
+        origin = min(first for first, _, _ in spans)   # the step's first compute, any stage
+        self.ctx.extra["bubble_fraction"] = bubble
+        self.ctx.extra["timeline"] = [[k, m, s - origin, e - origin] for k, m, s, e in self.events]
+        return bubble
+
+
+def one_clock(ctx) -> bool:
+    """True when every rank runs on this host (asked once per run): ``time.perf_counter`` is
+    then the system's monotonic clock in all of them, and their times compare directly."""
+    if getattr(ctx, "one_clock", None) is None:
+        hosts = [None] * dist.get_world_size()
+        dist.all_gather_object(hosts, socket.gethostname())
+        ctx.one_clock = len(set(hosts)) == 1 and sys.platform in ("linux", "darwin")
+    return ctx.one_clock
+
+
+def step_events(records: list[dict], step: int) -> dict[int, list]:
+    """Stage (rank) -> its ``[kind, micro-batch, start, end]`` events at ``step``."""
+    return {r["rank"]: r["timeline"] for r in records
+            if r["step"] == step and r.get("timeline") is not None}
+
+
+def handoff_s(events: dict[int, list]) -> float | None:
+    """Shortest time, over micro-batches, from a stage ending a forward to the next stage
+    starting it: what handing one micro-batch over costs when the next stage is waiting."""
+    ends = {(stage, m): e for stage, evs in events.items() for k, m, _, e in evs if k == "F"}
+    gaps = [s - ends[(stage - 1, m)] for stage, evs in events.items() for k, m, s, _ in evs
+            if k == "F" and (stage - 1, m) in ends]
+    return min(gaps) if gaps else None

@@ -1,0 +1,104 @@
+"""Tensor parallel with PyTorch's DTensor: a declarative plan on a ``DeviceMesh`` (production API).
+
+``megatron.py`` writes Megatron's layers by hand. Here PyTorch does it from a *plan* that
+names, for each Linear, how to split it (the same plan torchtitan uses for Llama):
+
+    from scratch (megatron.py)               DTensor (torch.distributed.tensor.parallel)
+    ColumnParallelLinear: rows of weight     ColwiseParallel(): weight and bias become DTensors
+      owned by this rank, f in front           sharded on dim 0 (Shard(0)); the input is taken
+                                               as Replicate, the output comes out Shard(-1)
+    RowParallelLinear: columns of weight,    RowwiseParallel(): weight Shard(1), bias Replicate;
+      g (all-reduce) behind                    the output is a Partial sum turned Replicate by
+                                               an all-reduce
+    f's all-reduce in backward               the input gradient comes out Partial and is
+                                               all-reduced back to Replicate
+
+``parallelize_module(block, mesh, plan)`` swaps each named Linear's parameters for DTensors and
+installs hooks that convert inputs and outputs; with ``use_local_output=True`` (the default)
+the code between layers keeps seeing plain tensors holding this rank's heads or hidden units.
+
+The plan needs one change to the tiny GPT: its attention computes q, k and v with one fused
+``qkv`` Linear, and ``ColwiseParallel`` cuts a weight into contiguous row blocks, which would
+give rank 0 all of q and half of k. :class:`SplitQKVAttention` holds ``q``, ``k``, ``v`` as three
+Linears (the fused weight's three row blocks: the same numbers), so each is split by heads. The
+price, visible with ``torch.distributed.tensor.debug.CommDebugMode``: backward all-reduces the
+input gradient of q, k and v separately (three all-reduces where Megatron's fused layer has
+one). DTensor's collectives are not metered here: ``comm_bytes_per_step`` stays 0.
+"""
+from __future__ import annotations
+
+import torch
+import torch.nn as nn
+from torch.distributed.device_mesh import init_device_mesh
+from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, parallelize_module
+
+from ...models import GPT, CausalSelfAttention
+from ..base import Strategy
+from .megatron import attend, check_degree
+
+
+class SplitQKVAttention(nn.Module):
+    """The tiny GPT's attention with ``q``, ``k``, ``v`` as three Linears; the number of heads is
+    read from the shapes, so the same code runs on all heads or on one rank's share of them."""
+
+    def __init__(self, fused: CausalSelfAttention):
+        super().__init__()
+        d = fused.qkv.in_features
+        self.head_dim = d // fused.n_head
+        self.q, self.k, self.v = (nn.Linear(d, d) for _ in range(3))
+        with torch.no_grad():
+            for i, linear in enumerate((self.q, self.k, self.v)):
+                linear.weight.copy_(fused.qkv.weight[i * d:(i + 1) * d])
+                linear.bias.copy_(fused.qkv.bias[i * d:(i + 1) * d])
+        self.proj = fused.proj
+        self.register_buffer("mask", fused.mask, persistent=False)
+        self.to(fused.qkv.weight.device)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.proj(attend(self.q(x), self.k(x), self.v(x), self.head_dim, self.mask))
+
+
+def tensor_parallel_plan(model: nn.Module) -> dict[str, dict]:
+    """Module path -> plan for ``parallelize_module``: column then row in each attention and MLP."""
+    mlp = {"mlp.fc": ColwiseParallel(), "mlp.proj": RowwiseParallel()}
+    if not isinstance(model, GPT):
+        return {"": mlp}  # the char MLP model: only its MLP is split
+    attention = {"attn.q": ColwiseParallel(), "attn.k": ColwiseParallel(),
+                 "attn.v": ColwiseParallel(), "attn.proj": RowwiseParallel()}
+    return {f"blocks.{i}": {**attention, **mlp} for i in range(len(model.blocks))}
+
+
+class TensorParallelDTensor(Strategy):
+    name = "tp-dtensor"
+    description = "torch DTensor parallelize_module: ColwiseParallel/RowwiseParallel plan"
+    supports_checkpoint = False
+
+    def validate(self, spec) -> None:
+        super().validate(spec)
+        check_degree(spec, self.name)
+
+    def data_parallel_size(self, spec) -> int:
+        return 1   # every rank sees the whole batch
+
+    def data_parallel_rank(self, rank: int, spec) -> int:
+        return 0
+
+    def wrap(self, model, ctx):
+        mesh = init_device_mesh(ctx.device.type, (ctx.world_size,), mesh_dim_names=("tp",))
+        for block in getattr(model, "blocks", []):
+            block.attn = SplitQKVAttention(block.attn)
+        for path, plan in tensor_parallel_plan(model).items():
+            parallelize_module(model.get_submodule(path), mesh, plan)
+        return model
+
+    def full_state_dict(self, model) -> dict:
+        """The dense model's state dict: each DTensor's ``full_tensor()`` (an all-gather), and
+        q, k, v put back together into the fused ``qkv``."""
+        state = {name: t.full_tensor() if hasattr(t, "full_tensor") else t.detach()
+                 for name, t in model.state_dict().items()}
+        for name in [n for n in state if n.endswith(".attn.q.weight")]:
+            prefix = name[:-len("q.weight")]
+            for kind in ("weight", "bias"):
+                state[f"{prefix}qkv.{kind}"] = torch.cat(
+                    [state.pop(f"{prefix}{p}.{kind}") for p in "qkv"])
+        return state

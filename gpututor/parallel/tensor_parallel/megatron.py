@@ -1,0 +1,300 @@
+"""Tensor parallel from scratch: Megatron-LM's column- and row-parallel layers.
+
+Shoeybi et al. 2019, "Megatron-LM: Training Multi-Billion Parameter Language Models Using Model
+Parallelism". Every rank of the tensor-parallel group sees the *same* batch and holds a slice of
+each big weight matrix. With ``Y = X A`` then ``Z = Y B`` (an MLP, or attention's qkv then proj):
+
+    A split by columns, A = [A_0 | A_1]:  rank r computes Y_r = X A_r        ColumnParallelLinear
+    B split by rows,    B = [B_0 ; B_1]:  rank r computes Y_r B_r, and
+                                          Z = Σ_r Y_r B_r (an all-reduce)    RowParallelLinear
+
+The activation between them (``Y_r``, e.g. after the GELU, or the heads of attention) never
+leaves its rank. Two small operators put the communication where it belongs:
+
+    f  forward: identity      backward: all-reduce    (in front of a column-parallel layer)
+    g  forward: all-reduce    backward: identity      (behind a row-parallel layer)
+
+So each MLP and each attention costs one all-reduce of the activations ``B x T x d`` in forward
+(``g``) and one in backward (``f``): four per transformer block and step. nn.Linear stores
+``A`` transposed (``weight`` is ``out x in``), so "columns of A" are rows of ``weight``.
+
+Attention is split by heads: rank r of n holds heads ``r*h/n .. (r+1)*h/n`` of q, k and v (the
+rows of the fused ``qkv`` weight that belong to them) and the matching input columns of
+``proj``. Heads never look at each other, so each rank runs ordinary attention on its heads.
+
+Everything that is not a big matrix (embeddings, layer norms, the head) is replicated: every
+rank computes it on the same data, so its gradient comes out the same on every rank and no
+gradient sync is needed. The production version is ``dtensor.py``.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+import torch.distributed as dist
+import torch.nn as nn
+import torch.nn.functional as F
+
+from ...measure.timing import CollectiveTimer
+from ...models import MLP, CausalSelfAttention
+from ..base import Strategy
+from ..link import LINK_ALLOWED, LINK_OPTIONS
+
+
+@dataclass
+class TensorParallelGroup:
+    """Who this rank is among the ``size`` ranks that share each layer, and what they talk over.
+
+    ``timer`` (optional) counts and times every all-reduce into the step's CommMeter; ``link``
+    (optional) delays it as an emulated interconnect would (``parallel/link.py``).
+    """
+
+    rank: int
+    size: int
+    group: object = None          # a torch.distributed ProcessGroup; None = all ranks
+    timer: CollectiveTimer | None = None
+    link: object = None
+
+    def all_reduce(self, tensor: torch.Tensor) -> torch.Tensor:
+        """Sum ``tensor`` over the group, in place; return it."""
+        if self.size == 1:
+            return tensor
+        if self.timer is None:
+            dist.all_reduce(tensor, group=self.group)
+            return tensor
+        nbytes = tensor.numel() * tensor.element_size()
+
+        def collective():
+            dist.all_reduce(tensor, group=self.group)
+            if self.link is not None:  # then wait as long as the emulated link would need
+                self.link.delay_allreduce(nbytes, self.size, self.timer.meter)
+
+        self.timer.run("all_reduce", nbytes, collective)
+        return tensor
+
+
+# ---- Megatron's f and g ------------------------------------------------------------------------
+
+class CopyToTensorParallelRegion(torch.autograd.Function):
+    """``f``: the input goes to every rank unchanged; in backward, each rank holds only the
+    gradient through *its* slice of the next layer, so the slices' gradients are summed."""
+
+    @staticmethod
+    def forward(ctx, x: torch.Tensor, tp: TensorParallelGroup) -> torch.Tensor:
+        ctx.tp = tp
+        return x
+
+    @staticmethod
+    def backward(ctx, grad: torch.Tensor):
+        return ctx.tp.all_reduce(grad.clone()), None  # a copy: autograd may still use `grad`
+
+
+class ReduceFromTensorParallelRegion(torch.autograd.Function):
+    """``g``: each rank holds a partial sum of the output; add them up. The sum's gradient
+    with respect to each part is the output's gradient itself: identity in backward."""
+
+    @staticmethod
+    def forward(ctx, x: torch.Tensor, tp: TensorParallelGroup) -> torch.Tensor:
+        return tp.all_reduce(x.contiguous().clone())
+
+    @staticmethod
+    def backward(ctx, grad: torch.Tensor):
+        return grad, None
+
+
+def copy_to_tensor_parallel_region(x: torch.Tensor, tp: TensorParallelGroup) -> torch.Tensor:
+    return CopyToTensorParallelRegion.apply(x, tp)
+
+
+def reduce_from_tensor_parallel_region(x: torch.Tensor, tp: TensorParallelGroup) -> torch.Tensor:
+    return ReduceFromTensorParallelRegion.apply(x, tp)
+
+
+# ---- the two parallel layers -------------------------------------------------------------------
+
+def owned_indices(features: int, tp: TensorParallelGroup, parts: int = 1) -> torch.Tensor:
+    """Which of ``features`` rank ``tp.rank`` owns: its contiguous 1/n. With ``parts=3`` (fused
+    q, k, v) each third is split on its own, so a rank gets the same heads' rows of q, k and v."""
+    size = features // parts
+    local = size // tp.size
+    return torch.cat([torch.arange(p * size + tp.rank * local, p * size + (tp.rank + 1) * local)
+                      for p in range(parts)])
+
+
+class ColumnParallelLinear(nn.Module):
+    """``Y_r = f(X) A_r + b_r``: this rank's slice of the output features of a Linear."""
+
+    def __init__(self, weight: torch.Tensor, bias: torch.Tensor | None,
+                 tp: TensorParallelGroup, parts: int = 1):
+        super().__init__()
+        self.tp, self.parts = tp, parts
+        self.weight = nn.Parameter(weight)
+        self.bias = nn.Parameter(bias) if bias is not None else None
+
+    @classmethod
+    def from_dense(cls, dense: nn.Linear, tp: TensorParallelGroup, parts: int = 1):
+        """This rank's rows of ``dense``: the very numbers one process would use."""
+        rows = owned_indices(dense.out_features, tp, parts).to(dense.weight.device)
+        bias = dense.bias.detach()[rows].clone() if dense.bias is not None else None
+        return cls(dense.weight.detach()[rows].clone(), bias, tp, parts)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return F.linear(copy_to_tensor_parallel_region(x, self.tp), self.weight, self.bias)
+
+    def full_state(self, grad: bool = False) -> dict[str, torch.Tensor]:
+        """The dense layer's weight and bias (or their gradients), gathered from all ranks
+        (every rank must call)."""
+        pick = (lambda p: p.grad) if grad else (lambda p: p)
+        return {name: _gather(pick(p), self.tp, dim=0, parts=self.parts)
+                for name, p in (("weight", self.weight), ("bias", self.bias)) if p is not None}
+
+
+class RowParallelLinear(nn.Module):
+    """``Z = g(Y_r B_r) + b``: this rank's slice of the *input* features; the partial products
+    of all ranks are summed by ``g``, then the (replicated) bias is added once."""
+
+    def __init__(self, weight: torch.Tensor, bias: torch.Tensor | None, tp: TensorParallelGroup):
+        super().__init__()
+        self.tp = tp
+        self.weight = nn.Parameter(weight)
+        self.bias = nn.Parameter(bias) if bias is not None else None
+
+    @classmethod
+    def from_dense(cls, dense: nn.Linear, tp: TensorParallelGroup):
+        cols = owned_indices(dense.in_features, tp).to(dense.weight.device)
+        bias = dense.bias.detach().clone() if dense.bias is not None else None
+        return cls(dense.weight.detach()[:, cols].clone(), bias, tp)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        out = reduce_from_tensor_parallel_region(F.linear(x, self.weight), self.tp)
+        return out + self.bias if self.bias is not None else out
+
+    def full_state(self, grad: bool = False) -> dict[str, torch.Tensor]:
+        pick = (lambda p: p.grad) if grad else (lambda p: p)
+        full = {"weight": _gather(pick(self.weight), self.tp, dim=1)}
+        if self.bias is not None:   # replicated: every rank holds all of it
+            full["bias"] = pick(self.bias).detach()
+        return full
+
+
+def _gather(t: torch.Tensor, tp: TensorParallelGroup, dim: int, parts: int = 1) -> torch.Tensor:
+    """Concatenate every rank's slice along ``dim`` (part by part for fused q, k, v)."""
+    pieces = [torch.empty_like(t) for _ in range(tp.size)]
+    dist.all_gather(pieces, t.detach().contiguous(), group=tp.group)
+    split = [p.chunk(parts, dim=dim) for p in pieces]
+    return torch.cat([split[r][k] for k in range(parts) for r in range(tp.size)], dim=dim)
+
+
+# ---- the tiny GPT's blocks, made tensor parallel -----------------------------------------------
+
+def attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, head_dim: int,
+           mask: torch.Tensor) -> torch.Tensor:
+    """Causal attention over however many heads ``q``, ``k``, ``v`` (``B x T x heads·head_dim``)
+    hold; the same maths as ``models.CausalSelfAttention``. Returns ``B x T x heads·head_dim``."""
+    B, T, _ = q.shape
+    q, k, v = (t.view(B, T, -1, head_dim).transpose(1, 2) for t in (q, k, v))
+    scores = (q @ k.transpose(-2, -1)) / math.sqrt(head_dim)
+    scores = scores.masked_fill(~mask[:T, :T], float("-inf"))
+    y = F.softmax(scores, dim=-1) @ v
+    return y.transpose(1, 2).reshape(B, T, -1)
+
+
+class TensorParallelAttention(nn.Module):
+    """Causal self-attention with this rank's heads: ``qkv`` column-parallel (by heads), ``proj``
+    row-parallel. One ``f`` (in ``qkv``) and one ``g`` (in ``proj``)."""
+
+    def __init__(self, dense: CausalSelfAttention, tp: TensorParallelGroup):
+        super().__init__()
+        self.head_dim = dense.qkv.in_features // dense.n_head
+        self.n_head = dense.n_head // tp.size      # heads on this rank
+        self.qkv = ColumnParallelLinear.from_dense(dense.qkv, tp, parts=3)
+        self.proj = RowParallelLinear.from_dense(dense.proj, tp)
+        self.register_buffer("mask", dense.mask, persistent=False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        q, k, v = self.qkv(x).chunk(3, dim=-1)     # this rank's heads of q, k and v
+        return self.proj(attend(q, k, v, self.head_dim, self.mask))
+
+
+class TensorParallelMLP(nn.Module):
+    """``fc`` column-parallel, GELU on this rank's hidden units, ``proj`` row-parallel."""
+
+    def __init__(self, dense: MLP, tp: TensorParallelGroup):
+        super().__init__()
+        self.fc = ColumnParallelLinear.from_dense(dense.fc, tp)
+        self.proj = RowParallelLinear.from_dense(dense.proj, tp)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.proj(F.gelu(self.fc(x)))
+
+
+def parallelize(model: nn.Module, tp: TensorParallelGroup) -> nn.Module:
+    """Replace, in place, every attention and MLP of ``model`` by its tensor-parallel version
+    (parameter names stay the same; each holds this rank's slice)."""
+    for block in getattr(model, "blocks", []):
+        block.attn = TensorParallelAttention(block.attn, tp)
+        block.mlp = TensorParallelMLP(block.mlp, tp)
+    if isinstance(getattr(model, "mlp", None), MLP):   # the char MLP model
+        model.mlp = TensorParallelMLP(model.mlp, tp)
+    return model
+
+
+def gather_full_state(model: nn.Module) -> dict[str, torch.Tensor]:
+    """The dense model's state dict: sliced layers gathered from all ranks (a collective)."""
+    state = {k: v.detach() for k, v in model.state_dict().items()}
+    for name, module in model.named_modules():
+        if isinstance(module, (ColumnParallelLinear, RowParallelLinear)):
+            for key, full in module.full_state().items():
+                state[f"{name}.{key}"] = full
+    return state
+
+
+# ---- the strategy ------------------------------------------------------------------------------
+
+def check_degree(spec, strategy: str) -> None:
+    """Raise ``ValueError`` unless the heads and hidden sizes split evenly over the ranks."""
+    cfg = spec.model_config
+    n = spec.world_size
+    if spec.model == "gpt":
+        sizes = {"attention heads (n_head)": cfg.n_head, "MLP hidden units": 4 * cfg.d_model}
+    else:
+        sizes = {"MLP hidden units (d_hidden)": cfg.d_hidden}
+    for what, count in sizes.items():
+        if count % n:
+            allowed = [d for d in range(1, min(256, *sizes.values()) + 1)
+                       if all(c % d == 0 for c in sizes.values())]
+            raise ValueError(
+                f"world_size={n} is invalid for strategy={strategy!r} with model={spec.model!r} "
+                f"model_size={spec.resolved_model_size!r}: its {count} {what} must split evenly "
+                f"over the ranks (allowed world sizes: {', '.join(map(str, allowed))})")
+
+
+class TensorParallel(Strategy):
+    name = "tp"
+    description = "from scratch: Megatron column/row parallel layers, heads split over ranks"
+    options, allowed = LINK_OPTIONS, LINK_ALLOWED   # an emulated link delays every all-reduce
+    supports_checkpoint = False  # each rank holds a slice: no single-file checkpoint here yet
+
+    def validate(self, spec) -> None:
+        super().validate(spec)
+        check_degree(spec, self.name)
+
+    def data_parallel_size(self, spec) -> int:
+        return 1   # every rank sees the whole batch: the ranks split the layers, not the data
+
+    def data_parallel_rank(self, rank: int, spec) -> int:
+        return 0
+
+    def wrap(self, model, ctx):
+        timer = CollectiveTimer(ctx.comm, ctx.device)
+        model.tp = TensorParallelGroup(ctx.rank, ctx.world_size, timer=timer, link=ctx.link)
+        return parallelize(model, model.tp)
+
+    def train_step(self, model, optimizer, micro_batches, ctx) -> float:
+        loss = super().train_step(model, optimizer, micro_batches, ctx)
+        model.tp.timer.flush()   # CUDA: read the timing events (a no-op on CPU)
+        return loss
+
+    def full_state_dict(self, model) -> dict:
+        return gather_full_state(model)

@@ -1,0 +1,168 @@
+"""The tiny GPT as built here, held as each strategy of :mod:`gpututor.parallel` holds it.
+
+The general formulas in ``memory.py`` describe a transformer in the abstract; this module
+counts what *our* implementation (fp32, no dropout, attention that keeps its full T x T scores)
+keeps on a rank, predicting what the worker's live-tensor probe measures (:data:`AS_BUILT`: one :class:`Layout` per
+strategy), so the lessons can predict a run's bytes before it runs and then measure them.
+``tests/plan/test_plan.py`` checks the prediction against the memory probe.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .catalog import _check_choice
+
+
+@dataclass(frozen=True)
+class Layout:
+    """How a strategy of :mod:`gpututor.parallel`, as implemented, holds the tiny GPT on a rank."""
+
+    shard: int = 0                # ZeRO stage over the ranks (0: whole copies)
+    grad_buffers: bool = False    # gradients live in flat buffers kept between steps (zero1)
+    bucket_copy: bool = False     # a persistent second copy of the gradients (DDP's buckets)
+    gathered_blocks: int = 0      # ZeRO-3/FSDP: full blocks alive at the backward peak
+    gathered_root: bool = False   # ... and the root unit (embeddings, final norm)
+    per_tensor_state: bool = True  # one AdamW step counter per parameter tensor (else per shard)
+    tensor_parallel: bool = False  # Megatron layers: big matrices split over the ranks
+    pipeline: bool = False        # consecutive blocks per rank, 1F1B micro-batches
+    note: str = ""
+
+
+AS_BUILT = {
+    "single": Layout(note="one process: the reference"),
+    "dp-naive": Layout(note="all-reduces gradients in place after backward"),
+    "dp-bucketed": Layout(note="buckets in flight during backward are left out"),
+    "ddp": Layout(bucket_copy=True, note="DDP's buckets are a second copy of the gradients "
+                                         "(gradient_as_bucket_view=False, PyTorch's default)"),
+    "zero1": Layout(1, grad_buffers=True, per_tensor_state=False,
+                    note="full gradients in flat buffers; optimizer state 1/N"),
+    "zero2": Layout(2, per_tensor_state=False,
+                    note="a unit's full gradient lives until its reduce-scatter"),
+    "zero3": Layout(3, gathered_blocks=1, gathered_root=True, per_tensor_state=False,
+                    note="the top block and the root gathered at the backward peak"),
+    "fsdp": Layout(3, gathered_blocks=2, gathered_root=True,
+                   note="FSDP2 keeps the root unsharded and prefetches the next block"),
+    "tp": Layout(tensor_parallel=True, note="Megatron split of attention and MLP; rest replicated"),
+    "tp-dtensor": Layout(tensor_parallel=True, note="same split through DTensor"),
+    "pp": Layout(pipeline=True, note="1F1B: stage s keeps min(p - s, m) micro-batches"),
+    "pp-torch": Layout(pipeline=True, note="1F1B: stage s keeps min(p - s, m) micro-batches"),
+}
+
+
+def tiny_gpt_activation_layer(cfg, batch: int, seq_len: int, tp: int = 1) -> int:
+    """Bytes one block of :class:`gpututor.models.GPT` keeps for backward (fp32, no dropout).
+
+    Korthikanti's count with 4-byte values and no dropout: ``16·b·s·h`` values, of which 4 stay
+    whole under tensor parallelism (the two layer-norm inputs, the QKV and MLP inputs) and 12
+    are split (Q, K, V, the projection input, GELU input and output), plus the softmax output
+    ``a·b·s²`` (split by heads). What our code adds: layer-norm mean and 1/std (``2 x 2·b·s``
+    fp32) and the inverted causal mask that ``masked_fill`` keeps (``s²`` bools).
+    """
+    bsh, e = batch * seq_len * cfg.d_model, 4
+    return e * bsh * (4 + 12 / tp) + e * cfg.n_head * batch * seq_len ** 2 / tp \
+        + 16 * batch * seq_len + seq_len ** 2
+
+
+def tiny_gpt_head_activations(cfg, batch: int, seq_len: int) -> int:
+    """What the final norm, LM head and loss keep: the norm's input, output and statistics, the
+    log-softmax output (``b·s·V`` fp32), the targets (the probe sees them when the loss
+    flattens them: ``b·s`` int64), the loss scalars and the position indices."""
+    bs = batch * seq_len
+    return 4 * (2 * bs * cfg.d_model + bs * cfg.vocab_size) + 8 * bs + 8 * bs + 8 + 8 * seq_len
+
+
+def tiny_gpt_memory(cfg, batch: int, seq_len: int, strategy: str = "single",
+                    world_size: int = 1, checkpointing: bool = False,
+                    optimizer: str = "adamw", microbatches: int = 4) -> dict[str, float]:
+    """Predict one rank's memory for the tiny GPT as the worker measures it (fp32, CPU probe).
+
+    Returns ``params``, ``grads``, ``optimizer`` (as ``state_bytes`` reports them after a step),
+    ``activations`` (what forward leaves alive, the probe's ``forward_end``) and ``peak`` (the
+    probe's peak of live tensors during one step, rank 0). ``batch`` is the global batch.
+
+    Where the peak is: at the top of backward, in the last block's MLP output projection. Every
+    block's activations are still alive (the top block's recomputed, with checkpointing), plus
+    the gradients of the MLP hidden layer (``4·b·s·h``) and of the block output (``b·s·h``),
+    plus the gradients computed so far (tied head/embedding and the MLP output projection). The
+    other candidate, the optimizer step (all gradients, no activations), is checked too.
+    """
+    _check_choice("strategy", strategy, tuple(AS_BUILT))
+    layout = AS_BUILT[strategy]
+    n, L, h, V = world_size, cfg.n_layer, cfg.d_model, cfg.vocab_size
+    block = 12 * h * h + 13 * h                      # one block's parameters (weights + biases)
+    root = V * h + cfg.block_size * h + 2 * h         # embeddings + final norm (head is tied)
+    N = L * block + root
+    n_tensors = 12 * L + 4
+    state = 4 if optimizer == "sgd" else 8            # momentum, or Adam m and v (fp32)
+    dp = 1 if (layout.tensor_parallel or layout.pipeline) else n
+    b = batch // dp
+    if layout.pipeline:
+        return _tiny_gpt_pipeline(cfg, b, seq_len, n, checkpointing, state, microbatches)
+    tp = n if layout.tensor_parallel else 1
+    mask = L * cfg.block_size ** 2                    # the causal-mask buffers (bool)
+    act_layer = tiny_gpt_activation_layer(cfg, b, seq_len, tp)
+    bsh4 = 4 * b * seq_len * h
+    if tp > 1:  # the blocks' big matrices are split; embeddings, norms, row biases replicated
+        split = 12 * h * h + 3 * h + 4 * h            # qkv (w, b), proj w, fc (w, b), proj w
+        N = N - L * split + L * split / tp
+    shard = N / n if layout.shard else N
+    params = 4 * (shard if layout.shard >= 3 else N)
+    tensors = n_tensors if layout.per_tensor_state else L + 1
+    steps = 4 * tensors * (optimizer != "sgd")        # AdamW's step counters, 4 bytes each
+    optimizer_bytes = state * (shard if layout.shard >= 1 else N) + steps
+    grads_kept = 4 * (shard if layout.shard >= 2 else N)
+    resident = params + mask + optimizer_bytes
+    if layout.grad_buffers:
+        resident += 4 * N
+    if layout.bucket_copy:
+        resident += 4 * N
+    if layout.gathered_root:
+        resident += 4 * root
+    resident += layout.gathered_blocks * 4 * block
+    transient = bsh4 * (1 + 4 / tp)                   # grads of the block output and MLP hidden
+    # grads of the tied head and of this block's MLP output projection, just computed (zero1
+    # adds them into its buffers, but each exists on its own first)
+    current = 4 * (V * h + 4 * h * h / tp + h)
+    done = 0 if layout.grad_buffers else 4 * block * (1 / n if layout.shard >= 2 else 1)
+    if tp > 1:
+        done = 4 * (block - split + split / tp)
+    backward_peak = 0
+    for k in range(L - 1, -1, -1):   # the top of block k's backward; blocks above it are done
+        alive = (k + 1) * act_layer if not checkpointing else (k + 1) * bsh4 + act_layer - bsh4
+        backward_peak = max(backward_peak, resident + alive + 8 * seq_len + transient + current
+                            + (L - 1 - k) * done)
+    activations = (L * act_layer if not checkpointing else L * bsh4) \
+        + tiny_gpt_head_activations(cfg, b, seq_len)
+    # the first op of backward: everything forward kept (but the targets), and the gradients
+    # of the log-softmax output and input (b·s·V fp32 each); wins when the MLP is split (tp)
+    loss_peak = resident + activations - 8 * b * seq_len - 4 + 2 * 4 * b * seq_len * V
+    largest = max(4 * h * h / tp, cfg.block_size * h, V * h)   # AdamW's temporaries: 2 of these
+    optimizer_peak = resident + grads_kept * (not layout.grad_buffers) + 2 * 4 * largest
+    return {"params": params, "grads": grads_kept, "optimizer": optimizer_bytes,
+            "activations": activations, "peak": max(backward_peak, loss_peak, optimizer_peak)}
+
+
+def _tiny_gpt_pipeline(cfg, batch: int, seq_len: int, stages: int, checkpointing: bool,
+                       state: int, m: int) -> dict[str, float]:
+    """Rank 0 = the first stage: its blocks and the embeddings. With 1F1B it keeps at most
+    ``min(p, m)`` micro-batches' activations (each also keeps its output, to send and to run
+    backward from). Its peak is in a steady-state backward: those activations, the stage's
+    gradients (the earlier micro-batches made them), the received output gradient and the
+    backward's own temporaries. (The probe's ``activations`` for a pipeline run is what is alive
+    when the whole schedule ends, not comparable: None here.)"""
+    L, h, V = cfg.n_layer, cfg.d_model, cfg.vocab_size
+    per, extra = divmod(L, stages)
+    layers = per + (extra > 0)
+    N = layers * (12 * h * h + 13 * h) + V * h + cfg.block_size * h
+    micro = batch // m
+    in_flight = min(stages, m)
+    bsh4 = 4 * micro * seq_len * h
+    act_layer = tiny_gpt_activation_layer(cfg, micro, seq_len)
+    per_micro = (layers * act_layer if not checkpointing else layers * bsh4) + bsh4
+    params, optimizer_bytes = 4 * N, state * N + 4 * (12 * layers + 2)
+    resident = params + layers * cfg.block_size ** 2 + optimizer_bytes
+    extra_layer = 0 if not checkpointing else act_layer - bsh4   # the recomputed block
+    peak = resident + in_flight * per_micro + extra_layer + 4 * N + 5 * bsh4 + bsh4 \
+        + 4 * (4 * h * h + h)
+    return {"params": params, "grads": 4 * N, "optimizer": optimizer_bytes,
+            "activations": None, "peak": peak}

@@ -1,0 +1,25 @@
+"""Mixed precision from scratch: number formats, a dynamic loss scaler, fp32 master weights.
+
+Three ideas, each small enough to read in one go:
+
+- **Number formats** (:func:`format_table`, :func:`cast_table`, :func:`flush_to_zero_fraction`):
+  what fp32, bf16 and fp16 can hold, found by casting real tensors, not copied from a table.
+- **Dynamic loss scaling** (:class:`DynamicLossScaler`): fp16 flushes gradients below ~6e-8 to
+  zero, so backward runs on ``loss × scale``. If any gradient overflowed (inf/nan) the step is
+  skipped and the scale halved; after ``growth_interval`` clean steps the scale doubles.
+  Micikevicius et al. 2018, *Mixed Precision Training*. The production twin is
+  ``torch.amp.GradScaler``, and a test feeds both the same gradient stream.
+- **Master weights** (:class:`MasterWeightsTrainer`): the optimizer updates fp32 weights; each
+  step copies them into a bf16/fp16 model that does the forward and backward. The production way
+  is ``torch.autocast`` (``gpututor.parallel.base.Strategy.train_step``), which keeps the weights
+  in fp32 and casts per operation instead, and ``GradScaler`` for fp16.
+"""
+from .formats import (DTYPES, cast_table, cpu_matrix_features, flush_to_zero_fraction,
+                      format_table, model_gradients, overflow_fraction, smallest_subnormal)
+from .loss_scaling import DynamicLossScaler, replay_scalers
+from .master_weights import MasterWeightsRun, MasterWeightsTrainer, StepResult, train_master_weights
+
+__all__ = ["DTYPES", "cast_table", "cpu_matrix_features", "flush_to_zero_fraction",
+           "format_table", "model_gradients", "overflow_fraction", "smallest_subnormal",
+           "DynamicLossScaler", "replay_scalers", "MasterWeightsRun", "MasterWeightsTrainer",
+           "StepResult", "train_master_weights"]

@@ -1,0 +1,232 @@
+"""Command line: ``python -m gpututor run ...`` (or ``gpututor run ...``).
+
+The same command works in two ways:
+- on its own, it launches ``--world-size`` ranks itself (like a notebook's ``launch()``);
+- under ``torchrun --nproc-per-node N``, each process torchrun started runs one rank of the
+  same worker, and rank 0 writes the summary.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+
+from ..config import PRECISIONS, RunSpec
+from ..parallel import check_spec
+from ..plan import command as plan_command
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="gpututor", description=__doc__.splitlines()[0])
+    commands = parser.add_subparsers(dest="command", required=True)
+    run = commands.add_parser("run", help="train a model with a strategy; print/write a summary")
+    defaults = RunSpec.__dataclass_fields__
+    add = lambda flag, **kw: run.add_argument(
+        flag, default=defaults[flag[2:].replace("-", "_")].default, **kw)
+    add("--model", help="gpt (tiny GPT) or mlp")
+    add("--model-size", help="tiny|small|medium|large for gpt; small|large for mlp")
+    add("--strategy", help="single, ddp, ...")
+    run.add_argument("--world-size", type=int, default=None,
+                     help="number of ranks (default: 2, or torchrun's WORLD_SIZE under torchrun)")
+    add("--precision", help="|".join(PRECISIONS))
+    add("--steps", type=int)
+    add("--batch-size", type=int, help="global batch (all ranks together), in sequences")
+    add("--seq-len", type=int)
+    add("--lr", type=float)
+    add("--optimizer")
+    add("--seed", type=int)
+    add("--device", help="auto | cpu | cuda")
+    add("--threads-per-rank", type=int)
+    add("--grad-accum", type=int)
+    run.add_argument("--activation-checkpointing", action="store_true")
+    add("--inject-fault", help="RANK:STEP (raise) or RANK:STEP:hang")
+    add("--timeout", type=float, help="seconds a rank may wait for a peer")
+    add("--checkpoint-every", type=int, help="save a checkpoint every K steps (0 = never)")
+    add("--checkpoint-dir", help="folder for checkpoints (step{K}.pt)")
+    add("--resume", metavar="PATH", help="continue from this checkpoint (world size may differ)")
+    run.add_argument("--option", action="append", default=[], metavar="NAME=VALUE",
+                     help="a strategy option, e.g. --option schedule=gpipe --option "
+                          "microbatches=8 (repeatable)")
+    run.add_argument("--json", metavar="PATH", help="write the JSON summary here ('-' = stdout)")
+    run.add_argument("--quiet", action="store_true", help="no progress bar")
+
+    bench = commands.add_parser("bench", help="micro-benchmarks")
+    what = bench.add_subparsers(dest="bench", required=True)
+    comm = what.add_parser("comm", help="collectives: time, algbw, busbw over message sizes")
+    comm.add_argument("--world-size", type=int, default=2)
+    comm.add_argument("--device", default="auto")
+    comm.add_argument("--ops", default="all_reduce,all_gather,reduce_scatter,broadcast")
+    comm.add_argument("--max-bytes", type=int, default=1 << 24)
+    comm.add_argument("--iters", type=int, default=5)
+    comm.add_argument("--json", metavar="PATH", help="write the rows here ('-' = stdout)")
+    plan_command.add_parser(commands)
+    return parser
+
+
+def spec_from_args(args, world_size: int) -> RunSpec:
+    fields = {k: v for k, v in vars(args).items()
+              if k in RunSpec.__dataclass_fields__ and k not in ("world_size", "options")}
+    return check_spec(RunSpec(world_size=world_size, options=parse_options(args.option), **fields))
+
+
+def parse_options(pairs: list[str]) -> tuple:
+    """``["schedule=gpipe", "microbatches=8"]`` -> ``(("schedule", "gpipe"), ("microbatches", 8))``."""
+    import ast
+    options = []
+    for pair in pairs:
+        name, sep, text = pair.partition("=")
+        if not sep or not name:
+            raise ValueError(f"option={pair!r} is invalid: allowed is NAME=VALUE")
+        try:
+            value = ast.literal_eval(text)   # numbers, True/False, quoted strings
+        except (ValueError, SyntaxError):
+            value = text                     # a bare word such as gpipe
+        options.append((name, value))
+    return tuple(options)
+
+
+def under_torchrun() -> bool:
+    return "TORCHELASTIC_RUN_ID" in os.environ or (
+        "RANK" in os.environ and "WORLD_SIZE" in os.environ and "MASTER_ADDR" in os.environ)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    if args.command == "bench":
+        return _bench_comm(args)
+    if args.command == "plan":
+        return plan_command.run(args)
+    try:
+        if under_torchrun():
+            return _run_torchrun(args)
+        spec = spec_from_args(args, args.world_size or 2)
+    except ValueError as exc:
+        print(f"gpututor: error: {exc}", file=sys.stderr)
+        return 2
+    return _run_launched(spec, args)
+
+
+def _run_launched(spec: RunSpec, args) -> int:
+    from .launcher import RunFailed, launch
+
+    run = launch(spec)
+    progress = Progress(spec, enabled=not args.quiet and sys.stderr.isatty())
+    try:
+        for record in run:
+            progress.update(record)
+        summary = run.wait()
+    except RunFailed as exc:
+        progress.close()
+        print(f"gpututor: run failed: {exc}", file=sys.stderr)
+        _write_summary(run.summary, args.json)
+        return 1
+    except KeyboardInterrupt:
+        run.stop()
+        progress.close()
+        print("gpututor: stopped", file=sys.stderr)
+        return 130
+    progress.close()
+    _write_summary(summary, args.json)
+    return 0
+
+
+def _run_torchrun(args) -> int:
+    """One rank of a torchrun job: same worker, records gathered to rank 0 at the end."""
+    import torch.distributed as dist
+
+    from .summary import summarize
+    from .worker import init_process_group, rank_device, train
+
+    rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+    local_rank = int(os.environ.get("LOCAL_RANK", rank))
+    if args.world_size not in (None, world):
+        raise ValueError(f"world_size={args.world_size} is invalid under torchrun: "
+                         f"torchrun started WORLD_SIZE={world} ranks (omit --world-size)")
+    spec = spec_from_args(args, world).replace(
+        ranks_per_node=int(os.environ.get("LOCAL_WORLD_SIZE", world)))
+    device = rank_device(spec, local_rank)
+    init_process_group(spec, rank, world, device)
+    records = []
+    progress = Progress(spec, enabled=rank == 0 and not args.quiet and sys.stderr.isatty())
+    try:
+        train(spec, rank, world, device, emit=lambda r: (records.append(r), progress.update(r)))
+        gathered = [None] * world if rank == 0 else None
+        dist.gather_object(records, gathered, dst=0)
+    finally:
+        progress.close()
+        dist.destroy_process_group()
+    if rank == 0:
+        _write_summary(summarize(spec, [r for part in gathered for r in part]), args.json)
+    return 0
+
+
+def _bench_comm(args) -> int:
+    from ..measure.collectives import DEFAULT_SIZES, OPS
+    from .bench import run_comm_benchmark
+
+    ops = tuple(args.ops.split(","))
+    bad = [op for op in ops if op not in OPS]
+    sizes = tuple(s for s in DEFAULT_SIZES if s <= args.max_bytes)
+    try:
+        if bad:
+            raise ValueError(f"ops={','.join(bad)!r} is invalid: allowed values are {', '.join(OPS)}")
+        if not sizes:
+            raise ValueError(f"max_bytes={args.max_bytes} is invalid: allowed is >= {DEFAULT_SIZES[0]}")
+        summary = run_comm_benchmark(args.world_size, args.device, sizes, ops, args.iters)
+    except ValueError as exc:
+        print(f"gpututor: error: {exc}", file=sys.stderr)
+        return 2
+    if args.json:
+        _write_summary(summary, args.json)
+    else:
+        print(f"{'op':>15} {'bytes':>10} {'time_us':>10} {'algbw_GB/s':>11} {'busbw_GB/s':>11}")
+        for row in summary["rows"]:
+            if "error" in row:
+                print(f"{row['op']:>15} {row['bytes']:>10}  not supported: {row['error']}")
+                continue
+            print(f"{row['op']:>15} {row['bytes']:>10} {row['time_s'] * 1e6:>10.1f} "
+                  f"{row['algbw'] / 1e9:>11.3f} {row['busbw'] / 1e9:>11.3f}")
+    return 0
+
+
+def _write_summary(summary: dict | None, path: str | None) -> None:
+    if summary is None:
+        return
+    text = json.dumps(summary, indent=2, default=str)
+    if path == "-":
+        print(text)
+    elif path:
+        with open(path, "w") as f:
+            f.write(text + "\n")
+    else:
+        keys = ("strategy", "world_size", "steps", "tokens_per_s", "step_time_s", "final_loss",
+                "peak_mem_bytes", "compute_s", "comm_s")
+        for key in keys:
+            print(f"{key:>15}: {summary.get(key)}")
+
+
+class Progress:
+    """A one-line progress bar on stderr, driven by rank 0's records."""
+
+    def __init__(self, spec: RunSpec, enabled: bool):
+        self.spec, self.enabled, self.start = spec, enabled, time.perf_counter()
+
+    def update(self, record: dict) -> None:
+        if not self.enabled or record["rank"] != 0:
+            return
+        done = record["step"] + 1
+        width = 30
+        bar = "#" * (width * done // self.spec.steps)
+        sys.stderr.write(f"\r[{bar:<{width}}] step {done}/{self.spec.steps}  "
+                         f"loss {record['loss']:.3f}  {record['tokens_per_s']:,.0f} tok/s/rank")
+        sys.stderr.flush()
+
+    def close(self) -> None:
+        if self.enabled:
+            sys.stderr.write("\n")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

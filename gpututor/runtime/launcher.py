@@ -1,0 +1,285 @@
+"""``launch(spec)``: start one process per rank and hand back a :class:`Run` at once.
+
+How it stays safe in a notebook (the traps are listed in docs/architecture.md):
+- ranks start from a *forkserver* (never a plain fork of the kernel) that imports torch and the
+  worker once, so every launch after the first starts in a fraction of a second;
+- the rendezvous is a file in a fresh temp folder (no port to race for); gloo talks over
+  loopback only; every collective has the spec's short timeout;
+- a collector thread drains records while watching every rank: the first failure stops the
+  others and is raised in the notebook with the failing rank's traceback;
+- each rank holds the read end of a pipe from the kernel and exits when it closes, so no rank
+  outlives ``stop()`` or its kernel. No signal handler of the kernel is touched.
+"""
+from __future__ import annotations
+
+import multiprocessing as mp
+import shutil
+import tempfile
+import threading
+import time
+from multiprocessing import connection
+
+import cloudpickle
+
+from ..parallel import check_spec
+from .summary import summarize
+
+PRELOAD = ["torch", "torch.distributed", "torch.nn.parallel", "torch._dynamo",
+           "torch.utils.flop_counter", "gpututor.runtime.worker"]
+STARTUP_GRACE_S = 60.0   # a rank may take this long (beyond the spec's timeout) to first report
+_warm_lock = threading.Lock()
+
+
+class RunFailed(RuntimeError):
+    """A rank failed; the message names the rank and carries its traceback."""
+
+    def __init__(self, message: str, rank: int | None = None, traceback: str = ""):
+        super().__init__(message + (f"\n\n--- traceback of rank {rank} ---\n{traceback}"
+                                    if traceback else ""))
+        self.rank, self.rank_traceback = rank, traceback
+
+
+def _context(start_method: str):
+    ctx = mp.get_context(start_method)
+    if start_method == "forkserver":
+        ctx.set_forkserver_preload(PRELOAD)
+    return ctx
+
+
+def warm_up(start_method: str = "forkserver", block: bool = False) -> None:
+    """Start the forkserver (and its imports of torch and the worker) ahead of the first Run."""
+    if start_method != "forkserver":
+        return
+
+    def start():
+        with _warm_lock:
+            ctx = _context(start_method)
+            proc = ctx.Process(target=_noop)  # the first start waits for the preload imports
+            proc.start()
+            proc.join()
+
+    if block:
+        start()
+    else:
+        threading.Thread(target=start, name="gpututor-warm-up", daemon=True).start()
+
+
+def _noop() -> None:
+    pass
+
+
+def launch(spec, start_method: str = "forkserver", task=None) -> "Run":
+    """Start ``spec.world_size`` ranks training ``spec``; return a :class:`Run` immediately.
+
+    ``task`` replaces the training loop with your own callable
+    ``task(spec, rank, world_size, device, emit)`` (a benchmark, an exercise checker): a
+    function, or an object (e.g. a small dataclass holding the task's own parameters). It is
+    sent to the ranks with cloudpickle, so a function defined in a notebook cell works (it goes
+    *by value*). Each ``emit(record)`` must carry ``"step"``. The run's summary is
+    ``task.summarize(spec, records, status)`` if the task has that method, else the list of
+    records. A task run uses only the spec's world size, device, threads, timeout and seed.
+    """
+    spec.validate()
+    if task is None:
+        check_spec(spec)   # the strategy's own checks: before any process starts
+    if start_method not in ("forkserver", "spawn"):
+        raise ValueError(f"start_method={start_method!r} is invalid: allowed values are "
+                         "'forkserver', 'spawn' (plain fork is unsafe in a kernel)")
+    return Run(spec, start_method, task)
+
+
+class Run:
+    """A running (or finished) training run. Iterate it for records as they arrive.
+
+    ``status`` is one of "starting", "running", "finished", "failed", "stopped".
+    """
+
+    def __init__(self, spec, start_method: str = "forkserver", task=None):
+        self.spec = spec
+        self._summarize = summarize if task is None else \
+            getattr(task, "summarize", lambda spec, records, status: list(records))
+        self.records: list[dict] = []
+        self.status = "starting"
+        self.error: RunFailed | None = None
+        self.summary: dict | None = None
+        self.launched_at = time.perf_counter()
+        self.first_record_at: float | None = None
+        self._cond = threading.Condition()
+        self._end_lock = threading.Lock()
+        self._tmp = tempfile.mkdtemp(prefix="gpututor-")
+        ctx = _context(start_method)
+        self._queue = ctx.SimpleQueue()
+        payload = cloudpickle.dumps((spec, task))
+        self._procs, self._controls = [], []
+        try:
+            for rank in range(spec.world_size):
+                reader, writer = ctx.Pipe(duplex=False)
+                proc = ctx.Process(
+                    target=_rank_entry, name=f"gpututor-rank{rank}",
+                    args=(payload, rank, spec.world_size, f"{self._tmp}/store", self._queue,
+                          reader, time.time()), daemon=True)
+                proc.start()
+                reader.close()
+                self._procs.append(proc)
+                self._controls.append(writer)
+        except BaseException:
+            self._terminate()
+            raise
+        self._collector = threading.Thread(target=self._collect, name="gpututor-collector",
+                                           daemon=True)
+        self._collector.start()
+
+    # ---- what a notebook calls ---------------------------------------------------------------
+    @property
+    def done(self) -> bool:
+        return self.status in ("finished", "failed", "stopped")
+
+    def __iter__(self):
+        """Yield records as they arrive, until the run ends (then raise if it failed)."""
+        seen = 0
+        while True:
+            with self._cond:
+                while seen == len(self.records) and not self.done:
+                    self._cond.wait(0.5)
+                batch, finished = self.records[seen:], self.done
+            seen += len(batch)
+            yield from batch
+            if finished and seen == len(self.records):
+                break
+        if self.error is not None:
+            raise self.error
+
+    def wait(self, timeout: float | None = None) -> dict:
+        """Block until the run ends; return the summary or raise :class:`RunFailed`."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        try:
+            with self._cond:
+                while not self.done:
+                    left = None if deadline is None else deadline - time.monotonic()
+                    if left is not None and left <= 0:
+                        raise TimeoutError(f"run still {self.status} after {timeout} s")
+                    self._cond.wait(0.2 if left is None else min(left, 0.2))
+        except KeyboardInterrupt:  # kernel interrupt: take the ranks down with us
+            self.stop()
+            raise
+        if self.error is not None:
+            raise self.error
+        return self.summary
+
+    def stop(self) -> None:
+        """Cancel the run: every rank is gone when this returns (within a few seconds)."""
+        self._end("stopped")
+        self._collector.join(timeout=5)
+
+    def __repr__(self) -> str:
+        return (f"<Run {self.spec.strategy} x{self.spec.world_size} {self.status}, "
+                f"{len(self.records)} records>")
+
+    # ---- the collector thread ----------------------------------------------------------------
+    def _collect(self) -> None:
+        spec, world = self.spec, self.spec.world_size
+        finished, last_seen = set(), {r: time.monotonic() for r in range(world)}
+        last_step = {r: -1 for r in range(world)}
+        reader = self._queue._reader
+        try:
+            while not self.done:
+                ready = connection.wait([reader] + [p.sentinel for p in self._procs], timeout=0.2)
+                while not self.done and reader.poll():
+                    kind, rank, body = self._queue.get()
+                    last_seen[rank] = time.monotonic()
+                    if kind == "record":
+                        last_step[rank] = body["step"]
+                        self._add(body)
+                    elif kind == "done":
+                        finished.add(rank)
+                    else:
+                        self._fail(rank, body, last_step, finished)
+                if self.done:
+                    break
+                if len(finished) == world:
+                    self._end("finished")
+                    break
+                for rank, proc in enumerate(self._procs):
+                    if proc.exitcode not in (None, 0) and rank not in finished and not reader.poll():
+                        self._fail(rank, {"type": "ProcessDied", "message":
+                                          f"rank {rank} exited with code {proc.exitcode}",
+                                          "traceback": ""}, last_step, finished)
+                        break
+                now = time.monotonic()
+                for rank in range(world):
+                    allowed = spec.timeout + (STARTUP_GRACE_S if last_step[rank] < 0 else 5.0)
+                    if rank not in finished and now - last_seen[rank] > allowed and not self.done:
+                        self._fail_silent(rank, last_step)
+                        break
+                del ready
+        finally:
+            self._end("failed" if self.error else "stopped")
+            # Only this thread reads the queue, so only it closes it: closing it in _end() from
+            # stop()'s thread raced with a get() here ("OSError: handle is closed").
+            self._queue.close()
+
+    def _add(self, record: dict) -> None:
+        with self._cond:
+            if self.first_record_at is None:
+                self.first_record_at = time.perf_counter()
+            if self.status == "starting":
+                self.status = "running"
+            self.records.append(record)
+            self._cond.notify_all()
+
+    def _end(self, status: str, error: "RunFailed | None" = None) -> None:
+        """End the run once: take every rank down, summarise, then tell waiters."""
+        with self._end_lock:
+            if self.done:
+                return
+            if error is not None:
+                self.error = error
+            try:
+                self._terminate()
+                summary = self._summarize(self.spec, self.records, status)
+            finally:
+                shutil.rmtree(self._tmp, ignore_errors=True)
+            with self._cond:
+                self.summary, self.status = summary, status
+                self._cond.notify_all()
+
+    def _fail(self, rank: int, body: dict, last_step: dict, finished: set) -> None:
+        if self.done:
+            return
+        step = last_step[rank] + 1
+        message = f"rank {rank} failed at step {step}: {body['type']}: {body['message']}"
+        text = (body["message"] + body["traceback"]).lower()
+        if "timeout" in text or "timed out" in text:
+            silent = [r for r in range(self.spec.world_size) if r != rank and r not in finished]
+            if silent:
+                message += (f"\nrank(s) {', '.join(map(str, silent))} stopped answering "
+                            f"(no record after step {min(last_step[r] for r in silent)}); "
+                            f"rank {rank} gave up waiting after timeout={self.spec.timeout} s")
+        self._end("failed", RunFailed(message, rank, body["traceback"]))
+
+    def _fail_silent(self, rank: int, last_step: dict) -> None:
+        message = (f"rank {rank} stopped answering: no record for more than "
+                   f"timeout={self.spec.timeout} s (last record: step {last_step[rank]})")
+        self._end("failed", RunFailed(message, rank))
+
+    # ---- teardown ----------------------------------------------------------------------------
+    def _terminate(self) -> None:
+        for writer in self._controls:  # closing the pipe makes each rank exit by itself
+            try:
+                writer.close()
+            except OSError:
+                pass
+        for proc in self._procs:
+            if proc.is_alive():
+                proc.terminate()
+        deadline = time.monotonic() + 3
+        for proc in self._procs:
+            proc.join(timeout=max(0.0, deadline - time.monotonic()))
+            if proc.is_alive():
+                proc.kill()
+                proc.join(timeout=2)
+
+
+def _rank_entry(*args) -> None:
+    from .worker import rank_main  # imported in the rank (the forkserver has it preloaded)
+    rank_main(*args)

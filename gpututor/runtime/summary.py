@@ -1,0 +1,64 @@
+"""The summary of a training run: one JSON-ready dict made from every rank's step records.
+
+Throughput and times are medians over steady steps (after ``warmup_steps``, and without the two
+steps slowed down by counting FLOPs and probing memory). What a run did not measure is None.
+"""
+from __future__ import annotations
+
+import statistics
+
+
+def summarize(spec, records: list[dict], status: str = "finished") -> dict:
+    """The run's JSON summary (the contract in docs/architecture.md) from all ranks' records."""
+    world = spec.world_size
+    steps = sorted({r["step"] for r in records})
+    by_step = {s: [r for r in records if r["step"] == s] for s in steps}
+    complete = [s for s in steps if len(by_step[s]) == world]
+    losses = [statistics.fmean(r["loss"] for r in by_step[s]) for s in complete]
+    # steady state: after warm-up, and not the steps slowed down by counting FLOPs or memory
+    first = steps[0] if steps else 0  # > 0 for a run resumed from a checkpoint
+    steady = [s for s in complete if s >= first + spec.warmup_steps
+              and not any(r.get("probe") for r in by_step[s])] or complete
+    step_times = [max(r["step_time_s"] for r in by_step[s]) for s in steady]
+    tokens = spec.batch_size * spec.seq_len
+    per_rank = lambda key: [max((r[key] for r in records
+                                 if r["rank"] == k and r.get(key) is not None), default=None)
+                            for k in range(world)]
+
+    def median(key, combine=statistics.fmean):
+        """Median over steady steps of ``combine`` over ranks (steps where all ranks have it)."""
+        values = [combine([r[key] for r in by_step[s]]) for s in steady
+                  if all(r.get(key) is not None for r in by_step[s])]
+        return statistics.median(values) if values else None
+
+    return {
+        "status": status,
+        "strategy": spec.strategy,
+        "model": spec.model,
+        "model_size": spec.resolved_model_size,
+        "world_size": world,
+        "precision": spec.precision,
+        "batch_size": spec.batch_size,
+        "seq_len": spec.seq_len,
+        "steps": len(complete),
+        "first_step": first,
+        "device": records[0]["device"] if records else spec.resolved_device(),
+        "params": records[0]["params"] if records else None,
+        "tokens_per_s": tokens * len(step_times) / sum(step_times) if step_times else None,
+        "step_time_s": statistics.median(step_times) if step_times else None,
+        "losses": losses,
+        "final_loss": losses[-1] if losses else None,
+        "peak_mem_bytes": per_rank("mem_peak"),
+        "mem_by_category": {c: per_rank("mem_" + c) for c in
+                            ("params", "grads", "optimizer", "activations")},
+        "compute_s": median("compute_s"),
+        "comm_s": median("comm_s"),
+        "comm_bytes_per_step": median("comm_bytes"),
+        "comm_wire_bytes_per_step": median("comm_wire_bytes"),
+        "flops_per_step": max((r["flops"] for r in records if r.get("flops")), default=None),
+        "achieved_flops": median("achieved_flops", combine=sum),  # all ranks together
+        "mfu": median("mfu"),
+        **({"bubble_fraction": median("bubble_fraction")}  # pipeline runs: measured idle share
+           if any(r.get("bubble_fraction") is not None for r in records) else {}),
+        "spec": {k: v for k, v in vars(spec).items()},
+    }

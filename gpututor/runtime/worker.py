@@ -1,0 +1,225 @@
+"""The code every rank runs, the same under ``launch()`` and under ``torchrun``.
+
+``train()`` builds data, model and optimizer, lets the strategy wrap them, runs the steps and
+calls ``emit(record)`` after each one: one flat dict of numbers per step per rank. Only ``emit``
+differs between the notebook launcher (a queue to the kernel) and torchrun (gathered at the end).
+"""
+from __future__ import annotations
+
+import os
+import signal
+import threading
+import time
+from contextlib import ExitStack
+from datetime import timedelta
+from pathlib import Path
+from typing import Callable
+
+import torch
+import torch.distributed as dist
+from torch.utils.flop_counter import FlopCounterMode
+
+from ..data import batches, load_corpus
+from ..measure.flops import device_peak_flops, model_flops_per_token
+from ..measure.memory import LiveBytesProbe, optimizer_tensors, state_bytes
+from ..measure.timing import StepContext
+from ..models import build_model, count_parameters
+from ..parallel import get_strategy
+from ..parallel.link import EmulatedLink
+
+load_corpus()  # read once here, so a forkserver that preloads this module has it in memory
+
+
+class InjectedFault(RuntimeError):
+    """Raised on purpose by ``--inject-fault``, to show how a failing rank is reported."""
+
+
+def rank_device(spec, local_rank: int) -> torch.device:
+    if spec.resolved_device() == "cuda":
+        return torch.device("cuda", local_rank % torch.cuda.device_count())
+    return torch.device("cpu")
+
+
+def init_process_group(spec, rank: int, world_size: int, device: torch.device, store=None):
+    """gloo on CPU, NCCL on CUDA, with the spec's (short) timeout instead of 10-30 minutes."""
+    backend = "nccl" if device.type == "cuda" else "gloo"
+    kwargs = {"store": store} if store is not None else {"init_method": "env://"}
+    if device.type == "cuda":
+        kwargs["device_id"] = device
+    dist.init_process_group(backend, rank=rank, world_size=world_size,
+                            timeout=timedelta(seconds=spec.timeout), **kwargs)
+
+
+def train(spec, rank: int, world_size: int, device: torch.device,
+          emit: Callable[[dict], None], start_time: float | None = None) -> None:
+    """Train ``spec`` as ``rank`` of ``world_size``, emitting one record per step."""
+    start_time = start_time or time.time()
+    if device.type == "cpu":
+        torch.set_num_threads(spec.threads_per_rank)
+    strategy = get_strategy(spec.strategy)
+    ctx = StepContext(spec, rank, world_size, device, link=EmulatedLink.from_spec(spec))
+    model = build_model(spec).to(device)
+    n_params = count_parameters(model)
+    flops_per_token = model_flops_per_token(model, spec.seq_len)
+    model = strategy.wrap(model, ctx)
+    optimizer = strategy.make_optimizer(model, spec)
+    start_step = 0
+    if spec.resume:  # continue where a checkpoint left off; its world size may differ from ours
+        state = torch.load(spec.resume, map_location=device, weights_only=False)
+        strategy.load_checkpoint(model, optimizer, state)
+        start_step = state["step"] + 1
+    dp_size, dp_rank = strategy.data_parallel_size(spec), strategy.data_parallel_rank(rank, spec)
+    peak_flops = device_peak_flops(device, spec.precision)
+    # Step 0 creates the optimizer state and is what a learner waits for: measure after it.
+    flop_step, probe_step = (min(start_step + k, spec.steps - 1) for k in (1, 2))
+    fault = spec.fault
+    flops = activations = cpu_peak = None
+
+    data = batches(spec, dp_rank, dp_size, start_step=start_step)
+    for step, (inputs, targets) in enumerate(data, start=start_step):
+        if fault is not None and fault.rank == rank and fault.step == step:
+            if fault.hang:
+                threading.Event().wait()  # hang forever: peers must notice and fail
+            raise InjectedFault(f"injected fault: rank {rank} raises at step {step}")
+        micro = list(zip(inputs.to(device).chunk(spec.grad_accum),
+                         targets.to(device).chunk(spec.grad_accum)))
+        run_step = lambda: strategy.train_step(model, optimizer, micro, ctx)
+        ctx.reset()
+        if device.type == "cuda":
+            torch.cuda.reset_peak_memory_stats(device)
+
+        loss, step_time, counted, probed = measured_step(
+            run_step, ctx, model, optimizer, count_flops=step == flop_step,
+            probe_memory=step == probe_step)
+        if counted is not None:
+            flops = counted
+        if probed is not None:
+            activations, cpu_peak = probed
+        peak = torch.cuda.max_memory_allocated(device) if device.type == "cuda" else cpu_peak
+        # MFU counts the model's FLOPs (6·N·tokens + attention), not recomputation (PaLM, App. B);
+        # model-parallel ranks (tp, pp) share one batch's work: each does dp/world of it
+        model_flops = flops_per_token * inputs.numel() * dp_size / world_size
+        emit({
+            "rank": rank, "step": step, "loss": loss, "time": time.time() - start_time,
+            **step_record(ctx, step_time, inputs.numel(), state_bytes(model, optimizer)),
+            "mem_activations": activations, "mem_peak": peak,
+            "flops": flops, "achieved_flops": flops / step_time if flops else None,
+            "model_flops": model_flops,
+            "mfu": model_flops / step_time / peak_flops if peak_flops else None,
+            "params": n_params, "device": str(device), "world_size": world_size,
+            "probe": step in (flop_step, probe_step),  # slowed by measuring
+        })
+        if spec.checkpoint_every and (step + 1) % spec.checkpoint_every == 0:
+            save_checkpoint(spec, strategy, model, optimizer, step, rank)
+
+    if spec.save_state:  # for tests and by-hand comparison: the trained weights, by rank 0
+        state = strategy.full_state_dict(model)
+        if rank == 0:
+            torch.save({k: v.detach().cpu() for k, v in state.items()}, spec.save_state)
+
+
+def measured_step(run_step, ctx, model, optimizer, count_flops: bool, probe_memory: bool):
+    """Run one step and time it; on the two measuring steps (they run slower) also count its
+    FLOPs or probe its memory by category. Returns ``(loss, seconds, flops or None,
+    (activation bytes, peak bytes) or None)``."""
+    flops = probed = None
+    start = time.perf_counter()
+    with ExitStack() as measuring:
+        if count_flops:
+            counter = measuring.enter_context(FlopCounterMode(display=False))
+        if probe_memory:  # tensors alive before the step (buffers, e.g. masks) are baseline
+            baseline = [*model.parameters(), *model.buffers(), *optimizer_tensors(optimizer)]
+            ctx.probe = measuring.enter_context(LiveBytesProbe(baseline))
+        loss = run_step()
+    if count_flops:
+        flops = int(counter.get_total_flops())
+    if probe_memory:
+        probed = (ctx.probe.forward_end, ctx.probe.peak)
+        ctx.probe = None
+    return loss, time.perf_counter() - start, flops, probed
+
+
+def step_record(ctx, step_time: float, tokens: int, mem: dict) -> dict:
+    """The step's times, communication and model-state bytes, as record fields."""
+    return {
+        "step_time_s": step_time,
+        "tokens_per_s": tokens / step_time,
+        "compute_s": step_time - ctx.comm.exposed_s,
+        "comm_s": ctx.comm.exposed_s,
+        "comm_busy_s": ctx.comm.busy_s,
+        "comm_bytes": ctx.comm.bytes,
+        "comm_wire_bytes": ctx.comm.wire_bytes,
+        "emulated_comm_s": ctx.comm.emulated_s,
+        **{f"{name}_s": seconds for name, seconds in ctx.phases.items()},
+        **ctx.extra,
+        "mem_params": mem["params"], "mem_grads": mem["grads"], "mem_optimizer": mem["optimizer"],
+    }
+
+
+def save_checkpoint(spec, strategy, model, optimizer, step: int, rank: int) -> None:
+    """Rank 0 writes ``checkpoint_dir/step{step+1}.pt`` (atomically: a reader never sees half)."""
+    state = strategy.checkpoint_state(model, optimizer)
+    if rank != 0:
+        return
+    folder = Path(spec.checkpoint_dir)
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"step{step + 1}.pt"
+    torch.save({**state, "step": step, "seed": spec.seed, "batch_size": spec.batch_size,
+                "world_size": spec.world_size}, path.with_suffix(".tmp"))
+    os.replace(path.with_suffix(".tmp"), path)
+
+
+# ---- entry point for launch(): one process per rank, started by the launcher -----------------
+
+def rank_main(payload: bytes, rank: int, world_size: int, store_path: str, queue, control,
+              start_time: float) -> None:
+    """Run one rank for ``gpututor.launch``; report records, errors and the end to ``queue``.
+
+    ``payload`` is ``cloudpickle.dumps((spec, task))``; ``task`` None means "train".
+    """
+    import traceback
+
+    import cloudpickle
+
+    # Ctrl-C / "interrupt kernel" signals the whole process group; the kernel handles it and
+    # stops the run, so a rank must not die of it half-way and report a confusing error.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    _exit_when_parent_goes(control)
+    os.environ["GLOO_SOCKET_IFNAME"] = "lo"  # loopback only, never a real interface
+    spec, task = cloudpickle.loads(payload)
+    grouped = False
+    try:
+        device = rank_device(spec, rank)
+        # Always a process group, even of one rank: strategies such as DDP need one (as under
+        # torchrun, where the CLI always creates it), and a 1-rank gloo group costs milliseconds.
+        store = dist.FileStore(store_path, world_size)
+        init_process_group(spec, rank, world_size, device, store=store)
+        grouped = True
+        emit = lambda rec: queue.put(("record", rank, {"rank": rank, **rec}))
+        if task is None:
+            train(spec, rank, world_size, device, emit=emit, start_time=start_time)
+        else:
+            if device.type == "cpu":  # a task gets the same one-thread-per-rank rule as training
+                torch.set_num_threads(spec.threads_per_rank)
+            task(spec, rank, world_size, device, emit)
+        queue.put(("done", rank, None))
+    except BaseException as exc:  # noqa: BLE001 - every failure must reach the notebook
+        queue.put(("error", rank, {"type": type(exc).__name__, "message": str(exc),
+                                   "traceback": traceback.format_exc()}))
+        raise SystemExit(1)
+    finally:
+        if grouped:
+            dist.destroy_process_group()
+
+
+def _exit_when_parent_goes(control) -> None:
+    """A daemon thread that ends this rank when the kernel closes the control pipe or dies."""
+
+    def watch():
+        try:
+            control.recv()
+        except (EOFError, OSError):
+            pass
+        os._exit(3)
+
+    threading.Thread(target=watch, name="gpututor-parent-watch", daemon=True).start()

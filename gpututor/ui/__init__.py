@@ -1,0 +1,8 @@
+"""What a learner sees: widgets and figures, above the runtime. Ranks never import this.
+
+- ``panel``: :class:`RunPanel` (edit a spec, Run, Stop, live loss/throughput/memory);
+- ``comparison``: :class:`Comparison` (speedup over one rank); ``series``: records to series;
+- ``plots``: static figures of measured summaries; ``pipeline``: Gantt charts and bubbles;
+- ``sharding``: lesson 03's board; ``planner``: lesson 08's widget and calibration chart;
+- ``compression``: lesson 07's trade-off figures.
+"""

@@ -1,0 +1,102 @@
+"""Compare finished runs: their measured speedup over one rank, as a live chart and a table."""
+from __future__ import annotations
+
+import html
+import threading
+from collections import defaultdict
+
+import ipywidgets as W
+import plotly.graph_objects as go
+
+from .series import speedup_rows
+
+
+def speedup_figure(rows: list[dict]) -> go.Figure:
+    """Measured speedup vs number of ranks, one line per model/batch, with the ideal y = x."""
+    top = max([2] + [r["world_size"] for r in rows])
+    fig = go.Figure(go.Scatter(x=[1, top], y=[1, top], mode="lines", name="ideal (N ranks = N×)",
+                               line=dict(dash="dash", color="gray")))
+    groups = defaultdict(list)
+    for row in rows:
+        if row["speedup"] is not None:
+            groups[row["label"]].append(row)
+    for label, group in groups.items():
+        group = sorted(group, key=lambda r: r["world_size"])
+        fig.add_scatter(x=[r["world_size"] for r in group], y=[r["speedup"] for r in group],
+                        mode="lines+markers+text", name=label, textposition="top center",
+                        text=[f"{r['speedup']:.2f}×" for r in group])
+    fig.update_layout(title="speedup over one rank (tokens/s, same model and global batch)",
+                      xaxis=dict(title="ranks (world size)", dtick=1),
+                      yaxis=dict(title="speedup", rangemode="tozero"), height=360)
+    return fig
+
+
+def show_static(*items) -> None:
+    """Display plain ``go.Figure`` copies of panels or comparisons (front ends without widgets)."""
+    from IPython.display import display
+    for item in items:
+        display(item.static_figure())
+
+
+class Comparison:
+    """The summaries of the finished runs made here, plotted as speedup over one rank."""
+
+    def __init__(self):
+        self.summaries: list[dict] = []
+        self._lock = threading.Lock()
+        self.fig = go.FigureWidget(speedup_figure([]))
+        self.table = W.HTML()
+        self.widget = W.VBox([self.fig, self.table])
+
+    def add(self, summary: dict) -> None:
+        """Keep a finished run's summary and redraw."""
+        with self._lock:
+            self.summaries.append(summary)
+            rows = self.rows()
+            self.fig.data = []
+            self.fig.add_traces(list(speedup_figure(rows).data))
+            self.table.value = _rows_html(rows)
+
+    def rows(self) -> list[dict]:
+        return speedup_rows(self.summaries)
+
+    def speedup(self, summary: dict) -> float | None:
+        """The speedup of one of the kept runs (None until a 1-rank run of its key exists)."""
+        return self.rows()[self.summaries.index(summary)]["speedup"]
+
+    def explain(self) -> str:
+        """The measured speedups in words."""
+        lines = []
+        for r in self.rows():
+            if r["world_size"] == 1:
+                continue
+            if r["speedup"] is None:
+                lines.append(f"{r['strategy']} on {r['world_size']} ranks ({r['label']}): no "
+                             "1-rank run of the same model and batch yet, so no speedup.")
+                continue
+            lines.append(
+                f"{r['strategy']} on {r['world_size']} ranks: {r['tokens_per_s']:,.0f} tokens/s "
+                f"vs {r['baseline_tokens_per_s']:,.0f} on 1 rank = {r['speedup']:.2f}× "
+                f"(ideal {r['world_size']}×, scaling efficiency {r['efficiency']:.0%}). "
+                f"Per step and rank: compute {r['compute_s'] * 1e3:.0f} ms, "
+                f"waiting for communication {r['comm_s'] * 1e3:.0f} ms.")
+        return "\n".join(lines) or "No run on more than one rank yet."
+
+    def static_figure(self) -> go.Figure:
+        return speedup_figure(self.rows())
+
+    def _repr_mimebundle_(self, **kwargs):
+        return self.widget._repr_mimebundle_(**kwargs)
+
+
+def _rows_html(rows: list[dict]) -> str:
+    fmt = lambda v, spec, scale=1: "" if v is None else format(v * scale, spec)
+    head = "".join(f"<th>{h}</th>" for h in ("run", "strategy", "ranks", "tokens/s", "speedup",
+                                             "efficiency", "compute ms/step", "comm ms/step"))
+    body = "".join(
+        f"<tr><td>{html.escape(r['label'])}</td><td>{r['strategy']}</td>"
+        f"<td>{r['world_size']}</td><td>{fmt(r['tokens_per_s'], ',.0f')}</td>"
+        f"<td>{fmt(r['speedup'], '.2f')}</td><td>{fmt(r['efficiency'], '.0%')}</td>"
+        f"<td>{fmt(r['compute_s'], '.0f', 1e3)}</td><td>{fmt(r['comm_s'], '.1f', 1e3)}</td></tr>"
+        for r in rows)
+    return f"<table><tr>{head}</tr>{body}</table>"

@@ -1,0 +1,276 @@
+"""Live dashboards for a notebook: edit a run, launch it, watch it train, compare runs.
+
+- :class:`RunPanel`: controls for the fields of a :class:`~gpututor.RunSpec`, Run and Stop
+  buttons, a status line and plots (loss, tokens/s per rank, memory per rank) that fill while the
+  ranks train. A click returns at once: a background thread follows the run, so Stop still works.
+- Finished runs go to a :class:`~gpututor.ui.comparison.Comparison` (speedup over one rank);
+  records become plot series in :mod:`gpututor.ui.series`.
+
+Plotly's ``FigureWidget`` resends whole arrays on every change (there is no "append"), so the
+plots update at most a few times per second and long series are downsampled. Some front ends
+cannot render a ``FigureWidget``: :func:`show_static` displays plain ``go.Figure`` copies.
+"""
+from __future__ import annotations
+
+import dataclasses
+import html
+import threading
+import time
+
+import ipywidgets as W
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+from ..config import DEVICES, MODEL_SIZES, OPTIMIZERS, PRECISIONS, RunSpec
+from ..measure.memory import CATEGORIES as MEMORY_CATEGORIES
+from ..parallel import STRATEGIES, check_spec
+from ..runtime.launcher import Run, RunFailed, launch, warm_up
+from .comparison import Comparison
+from .series import (downsample, global_loss, memory_by_rank, step_breakdown_by_rank,
+                     summary_line, throughput_by_rank)
+
+UPDATE_INTERVAL_S = 0.25     # at most ~4 plot updates per second
+DEFAULT_FIELDS = ("model_size", "strategy", "world_size", "batch_size", "steps", "precision")
+CHOICES = {"model": lambda spec: list(MODEL_SIZES),
+           "model_size": lambda spec: list(MODEL_SIZES[spec.model]),
+           "strategy": lambda spec: list(STRATEGIES), "precision": lambda spec: list(PRECISIONS),
+           "optimizer": lambda spec: list(OPTIMIZERS), "device": lambda spec: list(DEVICES)}
+STATUS_COLORS = {"finished": "#1a7f37", "failed": "#cf222e", "invalid": "#cf222e",
+                 "stopped": "#9a6700"}
+
+
+# ---- figures ----------------------------------------------------------------------------------
+
+def build_figure(world_size: int, title: str = "") -> go.Figure:
+    """Empty live-run plots: trace 0 is the loss, then tokens/s per rank, then memory bars,
+    then the step-time breakdown bars (compute, exposed communication)."""
+    fig = make_subplots(rows=2, cols=2, horizontal_spacing=0.1, vertical_spacing=0.18,
+                        subplot_titles=(
+        "loss (mean over ranks)", "tokens/s of each rank", "memory per rank (MB)",
+        "last step per rank (ms)"))
+    fig.add_scatter(x=[], y=[], mode="lines+markers", name="loss", row=1, col=1)
+    for rank in range(world_size):
+        fig.add_scatter(x=[], y=[], mode="lines", name=f"rank {rank} tokens/s", row=1, col=2)
+    ranks = [f"rank {rank}" for rank in range(world_size)]
+    for category in MEMORY_CATEGORIES:
+        fig.add_bar(x=ranks, y=[0] * world_size, name=category, row=2, col=1)
+    fig.add_bar(x=ranks, y=[0] * world_size, name="compute", row=2, col=2)
+    fig.add_bar(x=ranks, y=[0] * world_size, name="waiting for communication", row=2, col=2)
+    fig.update_layout(barmode="stack", height=620, title=title, margin=dict(t=70, b=40),
+                      legend=dict(orientation="h", y=-0.2))
+    fig.update_xaxes(title_text="step", row=1, col=1)
+    fig.update_xaxes(title_text="step", row=1, col=2)
+    return fig
+
+
+def fill_figure(fig: go.Figure, records: list[dict], world_size: int) -> None:
+    """Put the series of ``records`` into the traces of a :func:`build_figure` figure."""
+    fig.data[0].update(dict(zip("xy", downsample(*global_loss(records, world_size)))))
+    for rank, series in throughput_by_rank(records, world_size).items():
+        fig.data[1 + rank].update(dict(zip("xy", downsample(*series))))
+    memory = memory_by_rank(records, world_size)
+    for i, category in enumerate(MEMORY_CATEGORIES):
+        fig.data[1 + world_size + i].y = [b / 1e6 for b in memory[category]]
+    breakdown = step_breakdown_by_rank(records, world_size)
+    first_bar = 1 + world_size + len(MEMORY_CATEGORIES)
+    fig.data[first_bar].y = breakdown["compute"]
+    fig.data[first_bar + 1].y = breakdown["comm"]
+    if any(r.get("emulated_comm_s") for r in records):  # say so wherever a link is emulated
+        fig.data[first_bar + 1].name = "waiting for communication (EMULATED link)"
+
+
+# ---- the widget ---------------------------------------------------------------------------------
+
+class RunPanel:
+    """Edit a RunSpec, launch it with Run, cancel with Stop, and watch loss, speed and memory."""
+
+    def __init__(self, spec: RunSpec | None = None, fields: tuple = DEFAULT_FIELDS,
+                 comparison: Comparison | None = None):
+        self.spec = spec or RunSpec()
+        self.comparison = comparison if comparison is not None else Comparison()
+        self.current: Run | None = None     # the latest run, once its ranks have started
+        self.state = "ready"
+        self._follower: threading.Thread | None = None
+        self._lock = threading.Lock()
+        self._stop_requested = False
+        if set(fields) - {f.name for f in dataclasses.fields(RunSpec)}:
+            raise ValueError(f"fields={fields!r} is invalid: allowed are RunSpec field names")
+        self.controls = {name: _control(name, self.spec) for name in fields}
+        if "model" in self.controls and "model_size" in self.controls:
+            self.controls["model"].observe(self._model_changed, names="value")
+        self.run_button = W.Button(description="Run", button_style="success", icon="play")
+        self.stop_button = W.Button(description="Stop", button_style="danger", icon="stop",
+                                    disabled=True)
+        self.run_button.on_click(lambda _: self.run())
+        self.stop_button.on_click(lambda _: self.stop(wait=False))
+        self.status = W.HTML()
+        self.fig = go.FigureWidget(build_figure(self.spec.world_size))
+        self.widget = W.VBox([W.HBox(list(self.controls.values()),
+                                     layout=W.Layout(flex_flow="row wrap")),
+                              W.HBox([self.run_button, self.stop_button]), self.status, self.fig])
+        self._set_status("ready", "press Run (worker processes are warming up meanwhile)")
+        warm_up()  # import torch in the forkserver now, so the first Run starts at once
+
+    @property
+    def busy(self) -> bool:
+        return self._follower is not None and self._follower.is_alive()
+
+    def spec_from_controls(self) -> RunSpec:
+        """The spec the controls describe; ``ValueError`` (naming the field) if a value is bad."""
+        values = {name: (None if w.value == "" else w.value) for name, w in self.controls.items()}
+        return check_spec(self.spec.replace(**values))
+
+    def run(self, wait: bool = False) -> Run | None:
+        """Start the controls' spec in the background and return at once (the Run button).
+
+        A bad field shows its ``ValueError`` in the status line and starts nothing. With
+        ``wait=True`` block until the run has ended, return it, and raise if it failed (or a
+        field was bad): cells that must finish their run before the next cell use this.
+        """
+        if self.busy:
+            if wait:
+                raise RuntimeError("this panel's run is still going: stop it or wait for it")
+            return None
+        try:
+            spec = self.spec_from_controls()
+        except ValueError as exc:
+            self._set_status("invalid", html.escape(f"ValueError: {exc}"))
+            if wait:
+                raise
+            return None
+        self.fig.data = []
+        self.fig.add_traces(list(build_figure(spec.world_size).data))
+        self.fig.layout.title = (f"{spec.strategy} on {spec.world_size} rank(s), {spec.model} "
+                                 f"{spec.resolved_model_size}, global batch {spec.batch_size}")
+        self._set_status("starting", f"starting {spec.world_size} rank(s)...")
+        self.run_button.disabled, self.stop_button.disabled = True, False
+        self.current, self._stop_requested = None, False
+        # launch() itself runs in the thread: the first one may wait seconds for the forkserver.
+        self._follower = threading.Thread(target=self._follow, args=(spec,), daemon=True,
+                                          name="gpututor-panel")
+        self._follower.start()
+        if not wait:
+            return None
+        self.wait()
+        if self.current is None:
+            raise RuntimeError("the run did not start; the status line says why")
+        if self.current.error is not None:
+            raise self.current.error
+        return self.current
+
+    def wait(self, timeout: float | None = None) -> dict | None:
+        """Block until the panel has drawn the end of its run; return the run's summary."""
+        if self._follower is None:
+            return None
+        try:
+            self._follower.join(timeout)
+        except KeyboardInterrupt:  # kernel interrupt: take the ranks down too
+            self.stop()
+            raise
+        if self._follower.is_alive():
+            raise TimeoutError(f"the run has not ended after {timeout} s")
+        return self.current.summary if self.current else None
+
+    def stop(self, wait: bool = True) -> None:
+        """Cancel the current run; with ``wait=False`` (the Stop button) return at once."""
+        with self._lock:
+            self._stop_requested, run = True, self.current
+        if not self.busy:
+            return
+        self._set_status("stopping", "ending every rank...")
+        if run is not None:
+            if wait:
+                run.stop()
+            else:
+                threading.Thread(target=run.stop, name="gpututor-stop", daemon=True).start()
+        if wait:
+            self.wait()
+
+    def static_figure(self) -> go.Figure:
+        """A plain ``go.Figure`` copy of the plots of the current (or last) run."""
+        spec = self.current.spec if self.current else self.spec
+        fig = build_figure(spec.world_size, title=self.fig.layout.title.text or "")
+        fill_figure(fig, list(self.current.records) if self.current else [], spec.world_size)
+        return fig
+
+    def _repr_mimebundle_(self, **kwargs):
+        return self.widget._repr_mimebundle_(**kwargs)
+
+    # ---- the follower thread: launch, draw while records arrive, show the end ----------------
+    def _follow(self, spec: RunSpec) -> None:
+        try:
+            run = launch(spec)
+        except Exception as exc:  # noqa: BLE001 - whatever it is, the status line must say it
+            self._set_status("failed", f"could not start: {html.escape(repr(exc))}")
+            self.run_button.disabled, self.stop_button.disabled = False, True
+            return
+        with self._lock:
+            self.current, stop_now = run, self._stop_requested
+        if stop_now:
+            run.stop()
+        problem = None
+        try:
+            last, world, first_step_drawn = 0.0, spec.world_size, False
+            for record in run:
+                # Draw the first complete step at once (the learner is waiting for it); after
+                # that at most every UPDATE_INTERVAL_S, since each update resends whole arrays.
+                first_step = not first_step_drawn and len(run.records) >= world and \
+                    len(global_loss(run.records, world)[0]) > 0
+                if first_step or time.monotonic() - last >= UPDATE_INTERVAL_S:
+                    self._draw(run)
+                    last, first_step_drawn = time.monotonic(), first_step_drawn or first_step
+        except RunFailed:
+            pass  # kept in run.error, shown below
+        except Exception as exc:  # noqa: BLE001 - a bug while drawing: never leave ranks running
+            problem = exc
+            run.stop()
+        self.run_button.disabled, self.stop_button.disabled = False, True
+        if problem is None:
+            self._draw(run)  # the final state, every step
+        self._show_end(run, problem)
+
+    def _draw(self, run: Run) -> None:
+        records, world = list(run.records), run.spec.world_size
+        with self.fig.batch_update():
+            fill_figure(self.fig, records, world)
+        if not run.done and not self._stop_requested:
+            self._set_status("running", f"step {len(records) // world} of {run.spec.steps} "
+                             f"on {world} rank(s)")
+
+    def _show_end(self, run: Run, problem: Exception | None) -> None:
+        if run.status == "finished":
+            self.comparison.add(run.summary)
+            self._set_status("finished", html.escape(summary_line(run.summary)))
+        elif run.status == "failed":
+            self._set_status("failed", f"<pre>{html.escape(str(run.error))}</pre>")
+        elif problem is not None:
+            self._set_status("failed", f"the panel could not draw: {html.escape(repr(problem))}")
+        else:
+            steps = len(global_loss(run.records, run.spec.world_size)[0])
+            self._set_status("stopped", f"after {steps} complete steps; every rank has ended")
+
+    def _model_changed(self, change) -> None:
+        self.controls["model_size"].options = list(MODEL_SIZES[change["new"]])
+
+    def _set_status(self, state: str, text: str) -> None:
+        self.state = state
+        color = STATUS_COLORS.get(state, "#57606a")
+        self.status.value = f'<b style="color:{color}">{state}</b>: {text}'
+
+
+def _control(name: str, spec: RunSpec) -> W.Widget:
+    """An input widget for one RunSpec field; IntText etc. so a bad value reaches validation."""
+    value = spec.resolved_model_size if name == "model_size" else getattr(spec, name)
+    common = dict(description=name.replace("_", " "), style={"description_width": "initial"},
+                  layout=W.Layout(width="auto", min_width="150px"))
+    if name in CHOICES:
+        return W.Dropdown(options=CHOICES[name](spec), value=value, **common)
+    if isinstance(value, bool):
+        return W.Checkbox(value=value, **common)
+    if isinstance(value, int):
+        return W.IntText(value=value, **common)
+    if isinstance(value, float):
+        return W.FloatText(value=value, **common)
+    if value is None or isinstance(value, str):
+        return W.Text(value=value or "", **common)
+    raise ValueError(f"fields: {name}={value!r} cannot be edited in a panel")

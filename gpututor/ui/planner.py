@@ -1,0 +1,145 @@
+"""A planner you can play with: sliders for the model, the tokens and the hardware, a ranked table.
+
+:class:`PlannerWidget` calls :func:`gpututor.plan.recommend.recommend` whenever a control
+changes and shows the configurations that fit (best first) with their memory per GPU, time and
+cost, the reason for each, and the notes: when one GPU is enough, when the link is the limit.
+Everything shown is a formula's answer (``gpututor/plan``), not a measurement.
+"""
+from __future__ import annotations
+
+import html
+import math
+
+import ipywidgets as W
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+from ..plan import catalog
+from ..plan.memory import transformer_for_params
+from ..plan.recommend import Recommendation, recommend
+
+GB = 1e9
+MB = 1e6
+COUNTS = [2 ** k for k in range(13)]          # 1 .. 4096 GPUs
+
+
+def recommendation_html(rec: Recommendation, top: int = 8) -> str:
+    """The ranked configurations as an HTML table, then the notes and the best one's reasons."""
+    esc = html.escape
+    head = "".join(f"<th style='text-align:left;padding:2px 8px'>{h}</th>" for h in
+                   ("#", "configuration", "GB per GPU", "days", "cost (USD)",
+                    "meets deadline and budget", "link-bound"))
+    rows = []
+    for i, e in enumerate(rec.ranked[:top], 1):
+        cost = f"{e.cost:,.0f}" if e.cost is not None else "n/a (no price)"
+        cells = (i, esc(e.config.label), f"{e.memory['total'] / GB:,.1f}", f"{e.days:,.2f}",
+                 cost, "yes" if e.meets else "no", "yes" if e.link_bound else "")
+        rows.append("<tr>" + "".join(f"<td style='padding:2px 8px'>{c}</td>" for c in cells)
+                    + "</tr>")
+    if not rows:
+        rows.append("<tr><td colspan=7>no configuration fits: see the notes</td></tr>")
+    notes = "".join(f"<li>{esc(n)}</li>" for n in rec.notes)
+    best = rec.ranked[0] if rec.ranked else (rec.rejected[-1] if rec.rejected else None)
+    why = "".join(f"<li>{esc(r)}</li>" for r in best.reasons) if best else ""
+    title = "why the first one" if rec.ranked else "why even the largest tried does not fit"
+    return (f"<table><tr>{head}</tr>{''.join(rows)}</table>"
+            f"<p><b>notes</b></p><ul>{notes or '<li>none</li>'}</ul>"
+            f"<p><b>{title}</b></p><ul>{why}</ul>")
+
+
+class PlannerWidget:
+    """Model size, tokens, GPU, count, link, budget, deadline and price -> ranked configurations.
+
+    ``count`` is the most GPUs to consider: every power of two up to it is tried, so the table
+    shows whether fewer would do. Display ``.widget`` in a notebook; :meth:`update` recomputes
+    (called on every change) and returns the :class:`Recommendation`.
+    """
+
+    def __init__(self, params: float = 7e9, tokens: float = 140e9, gpu: str = "H100-80GB",
+                 count: int = 64, link: str | None = None, budget: float = 50_000,
+                 deadline_days: float = 30, price_per_hour: float | None = None,
+                 seq_len: int = 2048):
+        gpu_entry = catalog.get_gpu(gpu)
+        if count not in COUNTS:
+            raise ValueError(f"count={count!r} is invalid: allowed values are "
+                             + ", ".join(map(str, COUNTS)))
+        price, _ = catalog.price_of(gpu_entry, price_per_hour)
+        log = lambda desc, value, lo, hi, fmt: W.FloatLogSlider(
+            value=value, base=10, min=lo, max=hi, step=0.05, description=desc,
+            readout_format=fmt, continuous_update=False, style={"description_width": "9em"},
+            layout=W.Layout(width="34em"))
+        self.seq_len = seq_len
+        self.params = log("model size", params, 7, 12.3, ".3g")
+        self.tokens = log("tokens", tokens, 8, 13.3, ".3g")
+        self.gpu = W.Dropdown(options=list(catalog.GPUS), value=gpu_entry.name,
+                              description="GPU", style={"description_width": "9em"})
+        self.count = W.SelectionSlider(options=COUNTS, value=count, description="up to GPUs",
+                                       continuous_update=False,
+                                       style={"description_width": "9em"})
+        self.link = W.Dropdown(options=list(catalog.LINKS), value=link or gpu_entry.links[0],
+                               description="link in a node", style={"description_width": "9em"})
+        self.budget = log("budget (USD)", budget, 1, 8, ",.0f")
+        self.deadline = log("deadline (days)", deadline_days, -2, 3, ".3g")
+        self.price = W.BoundedFloatText(value=price or 0.0, min=0, max=1000, step=0.1,
+                                        description="USD/GPU-hour",
+                                        style={"description_width": "9em"})
+        self.output = W.HTML()
+        self.status = W.HTML()
+        self.recommendation: Recommendation | None = None
+        controls = [self.params, self.tokens, self.gpu, self.count, self.link, self.budget,
+                    self.deadline, self.price]
+        self.gpu.observe(self._gpu_changed, names="value")   # first: its price, then the rest
+        for control in controls:
+            control.observe(self.update, names="value")
+        self.widget = W.VBox([W.HBox([W.VBox(controls[:4]), W.VBox(controls[4:])]),
+                              self.status, self.output])
+        self.update()
+
+    def _gpu_changed(self, change) -> None:
+        gpu = catalog.get_gpu(change["new"])
+        price, _ = catalog.price_of(gpu)
+        with self.price.hold_trait_notifications():
+            self.price.value = price or 0.0
+
+    def update(self, *_) -> Recommendation:
+        """Recompute the ranking from the controls and redraw the table."""
+        model = transformer_for_params(self.params.value, seq_len=self.seq_len)
+        counts = [c for c in COUNTS if c <= self.count.value]
+        price = self.price.value if self.price.value > 0 else None
+        gpu = catalog.get_gpu(self.gpu.value)
+        precision = "bf16" if gpu.peak_flops["bf16"] else "fp16"   # V100, T4: no bf16 units
+        try:
+            rec = recommend(model, self.tokens.value, gpus=(gpu.name,), counts=counts,
+                            links=(self.link.value,), budget=self.budget.value,
+                            deadline_days=self.deadline.value, price_per_hour=price,
+                            precision=precision)
+        except ValueError as exc:   # e.g. a GPU without bf16 units
+            self.status.value = f"<b style='color:#cf222e'>{html.escape(str(exc))}</b>"
+            self.output.value = ""
+            return None
+        self.recommendation = rec
+        self.status.value = (f"{model.name} parameters ({model.n_layer} layers x "
+                             f"{model.d_model}), {precision} with Adam, "
+                             f"{self.tokens.value:.3g} tokens, "
+                             f"{math.ceil(self.tokens.value / 2 ** 20):,} steps of 2^20 tokens")
+        self.output.value = recommendation_html(rec)
+        return rec
+
+
+def calibration_figure(cal) -> go.Figure:
+    """Two panels: peak memory and step time per run, predicted next to measured
+    (``cal`` is a :class:`gpututor.lessons.calibrate.Calibration`)."""
+    labels = [r["run"] for r in cal.rows]
+    fig = make_subplots(rows=1, cols=2, subplot_titles=("peak memory per rank (MB)",
+                                                        "step time (ms)"))
+    for name, key, scale, col in (("measured", "measured_peak", 1 / MB, 1),
+                                  ("predicted", "predicted_peak", 1 / MB, 1),
+                                  ("measured", "measured_step_s", 1e3, 2),
+                                  ("predicted", "predicted_step_s", 1e3, 2)):
+        fig.add_bar(x=labels, y=[r[key] * scale for r in cal.rows], name=name,
+                    legendgroup=name, showlegend=col == 1,
+                    marker_color="#4c78a8" if name == "measured" else "#f58518", row=1, col=col)
+    fig.update_layout(barmode="group", template="plotly_white", height=420,
+                      title="The planner's predictions and the measured runs, on this machine",
+                      margin=dict(l=60, r=20, t=80, b=120))
+    return fig

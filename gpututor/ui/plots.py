@@ -1,0 +1,158 @@
+"""Static plotly figures for the lessons. Each builder plots only the measured values it is given.
+
+They take run summaries (what ``run.wait()`` and :func:`gpututor.lessons.sweep.sweep` return) or measured
+numbers, and return a ``plotly.graph_objects.Figure`` (static: renders in every front end).
+"""
+from __future__ import annotations
+
+import math
+from typing import Iterable
+
+import plotly.graph_objects as go
+import torch
+from plotly.subplots import make_subplots
+
+from ..precision.formats import smallest_subnormal
+
+MB = 1e6
+CATEGORY_LABELS = {"params": "parameters", "grads": "gradients",
+                   "optimizer": "optimizer state", "activations": "activations"}
+LAYOUT = dict(template="plotly_white", height=360, margin=dict(l=60, r=20, t=80, b=50))
+
+
+def phase_times(phase_s: dict[str, float], title: str = "Time per phase of one step (median)"
+                ) -> go.Figure:
+    """Bars of milliseconds per phase, e.g. ``StepAnatomy.phase_s``."""
+    names = list(phase_s)
+    ms = [phase_s[n] * 1e3 for n in names]
+    fig = go.Figure(go.Bar(x=names, y=ms, text=[f"{v:.1f} ms" for v in ms],
+                           textposition="outside"))
+    fig.update_layout(title=title, yaxis_title="milliseconds", **LAYOUT)
+    return fig
+
+
+def memory_by_category(summaries: dict[str, dict], rank: int = 0,
+                       title: str = "Measured memory by category") -> go.Figure:
+    """Stacked bars: one per labelled run, bytes of each category (from ``mem_by_category``)."""
+    labels = list(summaries)
+    fig = go.Figure()
+    for category, name in CATEGORY_LABELS.items():
+        values = [_category(summaries[label], category, rank) for label in labels]
+        fig.add_bar(x=labels, y=[(v or 0) / MB for v in values], name=name)
+    fig.update_layout(barmode="stack", title=title, yaxis_title="MB", **LAYOUT)
+    return fig
+
+
+def throughput_and_memory(summaries: list[dict], rank: int = 0, log_x: bool = False,
+                          title: str = "Throughput and memory against the swept value"
+                          ) -> go.Figure:
+    """Tokens/s (left) and peak and activation memory (right) for each run of a sweep."""
+    field = summaries[0]["sweep_field"]
+    x = [s["sweep_value"] for s in summaries]
+    fig = make_subplots(rows=1, cols=2, subplot_titles=("throughput", "memory"))
+    fig.add_scatter(x=x, y=[s["tokens_per_s"] for s in summaries], mode="lines+markers",
+                    name="tokens/s", row=1, col=1)
+    fig.add_scatter(x=x, y=[(s["peak_mem_bytes"][rank] or 0) / MB for s in summaries],
+                    mode="lines+markers", name="peak memory", row=1, col=2)
+    fig.add_scatter(x=x, y=[(_category(s, "activations", rank) or 0) / MB for s in summaries],
+                    mode="lines+markers", name="activations", row=1, col=2)
+    fig.update_xaxes(title_text=field, type="log" if log_x else None)
+    fig.update_yaxes(title_text="tokens/s", rangemode="tozero", row=1, col=1)
+    fig.update_yaxes(title_text="MB", rangemode="tozero", row=1, col=2)
+    fig.update_layout(title=title, **LAYOUT)
+    return fig
+
+
+def loss_curves(curves: dict[str, list[float]], title: str = "Training loss per step"
+                ) -> go.Figure:
+    """One line per labelled run: the global loss after each optimizer step."""
+    fig = go.Figure()
+    for i, (label, losses) in enumerate(curves.items()):
+        fig.add_scatter(x=list(range(len(losses))), y=losses, name=label, mode="lines+markers",
+                        line=dict(dash="dash" if i else "solid"), marker=dict(size=9 - 4 * (i > 0)))
+    fig.update_layout(title=title, xaxis_title="step", yaxis_title="loss", **LAYOUT)
+    return fig
+
+
+def checkpointing_tradeoff(summaries: dict[str, dict], rank: int = 0,
+                           title: str = "What activation checkpointing trades") -> go.Figure:
+    """Side by side for each labelled run: activation memory and median step time."""
+    labels = list(summaries)
+    fig = make_subplots(rows=1, cols=2, subplot_titles=("activation memory (MB)",
+                                                        "step time (ms)"))
+    act = [(_category(summaries[k], "activations", rank) or 0) / MB for k in labels]
+    ms = [summaries[k]["step_time_s"] * 1e3 for k in labels]
+    fig.add_bar(x=labels, y=act, text=[f"{v:.1f}" for v in act], showlegend=False, row=1, col=1)
+    fig.add_bar(x=labels, y=ms, text=[f"{v:.0f}" for v in ms], showlegend=False, row=1, col=2)
+    fig.update_layout(title=title, **LAYOUT)
+    return fig
+
+
+def _category(summary: dict, category: str, rank: int):
+    return summary["mem_by_category"][category][rank]
+
+
+def step_breakdown(summaries: dict[str, dict], title: str = "Median step: compute and "
+                   "waiting for communication") -> go.Figure:
+    """Stacked bars per labelled run: compute time and exposed communication (ms, median)."""
+    labels = list(summaries)
+    fig = go.Figure()
+    fig.add_bar(x=labels, y=[summaries[k]["compute_s"] * 1e3 for k in labels], name="compute")
+    fig.add_bar(x=labels, y=[summaries[k]["comm_s"] * 1e3 for k in labels],
+                name="waiting for communication")
+    fig.update_layout(barmode="stack", title=title, yaxis_title="milliseconds per step", **LAYOUT)
+    return fig
+
+
+def collective_times(rows: list[dict], world_size: int,
+                     title: str = "Collectives measured here") -> go.Figure:
+    """Time vs message size per collective (log-log), with the ring lower bound for all-reduce
+    at the best bus bandwidth measured: ``t >= 2(n-1)/n * S / B``."""
+    fig = go.Figure()
+    ok = [r for r in rows if "time_s" in r]
+    for op in dict.fromkeys(r["op"] for r in ok):
+        mine = [r for r in ok if r["op"] == op]
+        fig.add_scatter(x=[r["bytes"] for r in mine], y=[r["time_s"] * 1e6 for r in mine],
+                        mode="lines+markers", name=op)
+    allreduce = [r for r in ok if r["op"] == "all_reduce"]
+    if allreduce:
+        best = max(r["busbw"] for r in allreduce)
+        sizes = [r["bytes"] for r in allreduce]
+        factor = 2 * (world_size - 1) / world_size
+        fig.add_scatter(x=sizes, y=[factor * s / best * 1e6 for s in sizes], mode="lines",
+                        line=dict(dash="dash", color="gray"),
+                        name=f"ring lower bound at {best / 1e9:.2f} GB/s bus bandwidth")
+    fig.update_layout(title=title, xaxis=dict(title="message size (bytes)", type="log"),
+                      yaxis=dict(title="time (µs)", type="log"), **LAYOUT)
+    return fig
+
+
+def speedups(summaries: dict[str, dict], baseline: dict, title: str) -> go.Figure:
+    """Bars of tokens/s relative to ``baseline`` for each labelled run, with the ideal marked."""
+    labels = list(summaries)
+    values = [summaries[k]["tokens_per_s"] / baseline["tokens_per_s"] for k in labels]
+    fig = go.Figure(go.Bar(x=labels, y=values, text=[f"{v:.2f}×" for v in values],
+                           textposition="outside"))
+    ideal = max(s["world_size"] for s in summaries.values())
+    fig.add_hline(y=ideal, line_dash="dash", line_color="gray", annotation_text=f"ideal {ideal}×")
+    fig.update_layout(title=title, yaxis=dict(title="speedup over one rank", rangemode="tozero"),
+                      **LAYOUT)
+    return fig
+
+
+def gradient_histogram(gradients: Iterable[torch.Tensor], title: str =
+                       "Gradient magnitudes of one fp32 backward, and where fp16 loses them"):
+    """Histogram of log2|g| over all nonzero gradient entries, with fp16's limits marked."""
+    values = torch.cat([g.detach().flatten().double().abs() for g in gradients])
+    exponents = torch.log2(values[values > 0]).float().numpy()
+    fig = go.Figure(go.Histogram(x=exponents, nbinsx=60, name="gradient entries"))
+    fp16 = torch.finfo(torch.float16)
+    marks = [(math.log2(smallest_subnormal(torch.float16)), "fp16: 0 below"),
+             (math.log2(fp16.smallest_normal), "fp16 subnormal below"),
+             (math.log2(fp16.max), "fp16 max")]
+    for x, text in marks:
+        fig.add_vline(x=x, line_dash="dash", line_color="#cf222e",
+                      annotation_text=text, annotation_position="top")
+    fig.update_layout(title=title, xaxis_title="log2 |gradient|", yaxis_title="entries",
+                      template="plotly_white", height=360, margin=dict(l=60, r=20, t=80, b=50))
+    return fig

@@ -1,0 +1,264 @@
+"""Lesson 03's views: what each ZeRO stage should keep per rank, next to what the runs measured.
+
+- The formula is the planner's :func:`gpututor.plan.memory.model_state_bytes`: bytes of
+  parameters, gradients and optimizer state per rank for a ZeRO stage (0 = data parallel),
+  under a stated bytes-per-parameter convention (``CONVENTIONS``; sources disagree, so we
+  always say which one we use).
+- :func:`memory_rows` / :func:`memory_figure` put measured bytes (from run summaries) and the
+  formula side by side; :func:`comm_rows` / :func:`comm_figure` show the bytes sent per step.
+- :class:`ShardingBoard` runs one spec under several strategies, one after the other, and draws
+  each rank's memory bars and the loss curves live while they train.
+
+Formulas are labelled as formulas in every table and plot; measured numbers come from the runs.
+"""
+from __future__ import annotations
+
+import html
+import threading
+import time
+
+import ipywidgets as W
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+from ..measure.memory import CATEGORIES as MEMORY_CATEGORIES
+from ..plan.memory import model_state_bytes
+from ..runtime.launcher import RunFailed, launch
+from .panel import UPDATE_INTERVAL_S, global_loss, memory_by_rank
+
+MB = 1e6
+ORDER = ("ddp", "zero1", "zero2", "zero3", "fsdp")
+# what each strategy shards: 0 = nothing (data parallel), then the ZeRO stage
+STAGE = {"single": 0, "dp-naive": 0, "dp-bucketed": 0, "ddp": 0,
+         "zero1": 1, "zero2": 2, "zero3": 3, "fsdp": 3}
+
+
+
+# ---- measured vs formula ------------------------------------------------------------------
+
+def memory_rows(summaries: dict[str, dict], rank: int = 0,
+                convention: str = "fp32-adamw") -> list[dict]:
+    """One row per labelled run: measured bytes by category and peak, the formula's state, gap."""
+    rows = []
+    for label, s in summaries.items():
+        measured = {c: s["mem_by_category"][c][rank] or 0 for c in MEMORY_CATEGORIES}
+        state = measured["params"] + measured["grads"] + measured["optimizer"]
+        formula = model_state_bytes(s["params"], zero_stage=STAGE[s["strategy"]],
+                                    dp=s["world_size"], convention=convention)
+        rows.append({"label": label, "strategy": s["strategy"], "world_size": s["world_size"],
+                     **{f"measured_{c}": v for c, v in measured.items()},
+                     "measured_state": state, "peak": s["peak_mem_bytes"][rank],
+                     **{f"formula_{c}": v for c, v in formula.items()},
+                     "state_gap": state - formula["total"]})
+    return rows
+
+
+def memory_table(rows: list[dict]) -> str:
+    """The rows as plain text, in MB: measured state vs formula, then activations and peak."""
+    lines = [f"{'run':<18}{'params':>8}{'grads':>8}{'optim':>8}{'state':>8}{'formula':>9}"
+             f"{'gap (B)':>9}{'activ.':>8}{'peak':>8}   (MB per rank, measured; the formula "
+             "counts model state only; gap in bytes)"]
+    for r in rows:
+        lines.append(
+            f"{r['label']:<18}{r['measured_params'] / MB:8.2f}{r['measured_grads'] / MB:8.2f}"
+            f"{r['measured_optimizer'] / MB:8.2f}{r['measured_state'] / MB:8.2f}"
+            f"{r['formula_total'] / MB:9.2f}{r['state_gap']:9,.0f}"
+            f"{r['measured_activations'] / MB:8.2f}{(r['peak'] or 0) / MB:8.2f}")
+    return "\n".join(lines)
+
+
+def memory_figure(rows: list[dict], title: str = "Per-rank memory: measured bars, formula "
+                  "marks") -> go.Figure:
+    """Stacked measured bytes per run, with the formula's model state and the measured peak."""
+    labels = [r["label"] for r in rows]
+    fig = go.Figure()
+    for c in MEMORY_CATEGORIES:
+        fig.add_bar(x=labels, y=[r[f"measured_{c}"] / MB for r in rows], name=f"{c} (measured)")
+    fig.add_scatter(x=labels, y=[r["formula_total"] / MB for r in rows], mode="markers",
+                    name="params+grads+optimizer (formula)",
+                    marker=dict(symbol="line-ew-open", size=36, line=dict(width=3)))
+    fig.add_scatter(x=labels, y=[(r["peak"] or 0) / MB for r in rows], mode="markers",
+                    name="peak during a step (measured)", marker=dict(symbol="diamond", size=10))
+    fig.update_layout(barmode="stack", title=title, yaxis_title="MB", template="plotly_white",
+                      height=380, margin=dict(l=60, r=20, t=70, b=50))
+    return fig
+
+
+def comm_rows(summaries: dict[str, dict], baseline: str = "ddp") -> list[dict]:
+    """Measured communication per step and rank; bytes also relative to ``baseline``'s."""
+    base = summaries[baseline]["comm_wire_bytes_per_step"] if baseline in summaries else None
+    rows = []
+    for label, s in summaries.items():
+        wire = s["comm_wire_bytes_per_step"]
+        rows.append({"label": label, "wire_bytes": wire, "data_bytes": s["comm_bytes_per_step"],
+                     "vs_baseline": wire / base if base and wire is not None else None,
+                     "step_time_s": s["step_time_s"], "comm_s": s["comm_s"],
+                     "compute_s": s["compute_s"], "n_params": s["params"]})
+    return rows
+
+
+def comm_figure(rows: list[dict], baseline: str = "ddp") -> go.Figure:
+    """Bars of the bytes each rank sends per step, labelled with the ratio to ``baseline``.
+    (For the step time split into compute and waiting, see ``plots.step_breakdown``.)"""
+    labels = [r["label"] for r in rows]
+    fig = go.Figure(go.Bar(x=labels, y=[(r["wire_bytes"] or 0) / MB for r in rows],
+                           text=[f"{r['vs_baseline']:.2f}x {baseline}" if r["vs_baseline"]
+                                 else "" for r in rows], textposition="outside"))
+    fig.update_layout(title="Sent by each rank per step (measured, ring algorithms)",
+                      yaxis_title="MB per step", template="plotly_white", height=360,
+                      margin=dict(l=60, r=20, t=70, b=50))
+    return fig
+
+
+# ---- the live board -----------------------------------------------------------------------
+
+class ShardingBoard:
+    """Run specs one after the other; draw live each rank's memory and every run's loss curve.
+
+    ``runs`` maps a label to a :class:`~gpututor.RunSpec`, e.g. one per strategy. Over each
+    memory bar a mark shows the formula's model state for that strategy
+    (:func:`model_state_bytes`, ``convention``); bars are measured.
+    """
+
+    def __init__(self, runs: dict, convention: str = "fp32-adamw"):
+        self.runs, self.convention = dict(runs), convention
+        self.records = {label: [] for label in self.runs}
+        self.summaries: dict[str, dict] = {}
+        self.error: Exception | None = None
+        self._thread: threading.Thread | None = None
+        self._stop = threading.Event()
+        self._current = None
+        self.status = W.HTML("ready: press Run")
+        self.run_button = W.Button(description="Run all", button_style="success", icon="play")
+        self.stop_button = W.Button(description="Stop", button_style="danger", icon="stop",
+                                    disabled=True)
+        self.run_button.on_click(lambda _: self.run())
+        self.stop_button.on_click(lambda _: self.stop())
+        self.fig = go.FigureWidget(self._figure())
+        self.widget = W.VBox([W.HBox([self.run_button, self.stop_button]), self.status, self.fig])
+
+    @property
+    def bars(self) -> list[tuple[str, int]]:
+        return [(label, rank) for label, spec in self.runs.items()
+                for rank in range(spec.world_size)]
+
+    def run(self, wait: bool = False) -> dict | None:
+        """Start the runs in a background thread (the button); ``wait=True`` blocks until done."""
+        if self._thread is not None and self._thread.is_alive():
+            raise RuntimeError("the board is still running: stop it or wait for it")
+        self._stop.clear()
+        self.error = None
+        self.records = {label: [] for label in self.runs}
+        self.summaries = {}
+        self.run_button.disabled, self.stop_button.disabled = True, False
+        self._thread = threading.Thread(target=self._follow, daemon=True, name="gpututor-board")
+        self._thread.start()
+        if not wait:
+            return None
+        self.wait()
+        if self.error is not None:
+            raise self.error
+        return self.summaries
+
+    def wait(self) -> dict:
+        if self._thread is not None:
+            self._thread.join()
+        return self.summaries
+
+    def stop(self) -> None:
+        """Stop the current run and skip the rest (returns at once)."""
+        self._stop.set()
+        run = self._current
+        if run is not None:
+            threading.Thread(target=run.stop, daemon=True).start()
+
+    def static_figure(self) -> go.Figure:
+        fig = self._figure()
+        self._fill(fig)
+        return fig
+
+    def _repr_mimebundle_(self, **kwargs):
+        return self.widget._repr_mimebundle_(**kwargs)
+
+    # ---- in the background thread ------------------------------------------------------------
+    def _follow(self) -> None:
+        try:
+            for label, spec in self.runs.items():
+                if self._stop.is_set():
+                    break
+                self._status(f"running <b>{html.escape(label)}</b> on {spec.world_size} ranks")
+                self._current = run = launch(spec)
+                last = 0.0
+                try:
+                    for record in run:
+                        self.records[label].append(record)
+                        if time.monotonic() - last >= UPDATE_INTERVAL_S:
+                            self._draw()
+                            last = time.monotonic()
+                except RunFailed as exc:
+                    if not self._stop.is_set():
+                        self.error = exc
+                        self._status(f"<b>{html.escape(label)}</b> failed: "
+                                     f"<pre>{html.escape(str(exc))}</pre>")
+                        return
+                if run.status == "finished":
+                    self.summaries[label] = run.summary
+                self._draw()
+            self._status("stopped" if self._stop.is_set() else
+                         f"finished {len(self.summaries)} runs")
+        except Exception as exc:  # noqa: BLE001 - whatever it is, the status line must say it
+            self.error = exc
+            self._status(f"failed: {html.escape(repr(exc))}")
+        finally:
+            self._current = None
+            self.run_button.disabled, self.stop_button.disabled = False, True
+
+    def _status(self, text: str) -> None:
+        self.status.value = text
+
+    def _draw(self) -> None:
+        with self.fig.batch_update():
+            self._fill(self.fig)
+
+    # ---- figure --------------------------------------------------------------------------------
+    def _figure(self) -> go.Figure:
+        fig = make_subplots(rows=1, cols=2, column_widths=[0.35, 0.65], horizontal_spacing=0.08,
+                            subplot_titles=("loss (mean over ranks)",
+                                            "memory of each rank (MB, measured)"))
+        dashes = ("solid", "dash", "dot", "dashdot", "longdash")
+        for i, label in enumerate(self.runs):  # equal curves lie on top of each other: dash them
+            fig.add_scatter(x=[], y=[], mode="lines+markers", name=f"loss {label}", row=1, col=1,
+                            line=dict(dash=dashes[i % len(dashes)]),
+                            marker=dict(size=max(3, 10 - 2 * i)))
+        x = [f"{label} r{rank}" for label, rank in self.bars]
+        for c in MEMORY_CATEGORIES:
+            fig.add_bar(x=x, y=[0] * len(x), name=c, row=1, col=2)
+        fig.add_scatter(x=x, y=[None] * len(x), mode="markers",
+                        name="params+grads+optim (formula)",
+                        marker=dict(symbol="line-ew-open", size=18, line=dict(width=3)),
+                        row=1, col=2)
+        fig.update_layout(barmode="stack", height=400, template="plotly_white",
+                          margin=dict(l=50, r=20, t=60, b=40), legend=dict(orientation="h",
+                                                                           y=-0.25))
+        fig.update_xaxes(title_text="step", row=1, col=1)
+        return fig
+
+    def _formula_mb(self, label: str):
+        """The formula's model state per rank, once the run has said how many parameters."""
+        records, spec = self.records.get(label), self.runs[label]
+        if not records:
+            return None
+        return model_state_bytes(records[0]["params"], zero_stage=STAGE.get(spec.strategy, 0),
+                                 dp=spec.world_size, convention=self.convention)["total"] / MB
+
+    def _fill(self, fig: go.Figure) -> None:
+        n = len(self.runs)
+        for i, label in enumerate(self.runs):
+            steps, losses = global_loss(self.records[label], self.runs[label].world_size)
+            fig.data[i].x, fig.data[i].y = steps, losses
+        memory = {label: memory_by_rank(self.records[label], spec.world_size)
+                  for label, spec in self.runs.items()}
+        for j, c in enumerate(MEMORY_CATEGORIES):
+            fig.data[n + j].y = [memory[label][c][rank] / MB for label, rank in self.bars]
+        fig.data[n + len(MEMORY_CATEGORIES)].y = [self._formula_mb(label)
+                                                  for label, _ in self.bars]

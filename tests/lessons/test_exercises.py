@@ -1,0 +1,93 @@
+"""Every exercise checker accepts the published solution and rejects a plausible wrong answer.
+
+The ring all-reduce's checker also proves the from-scratch ring equals ``dist.all_reduce``.
+"""
+import math
+
+import pytest
+import torch.distributed as dist
+
+from gpututor.lessons.exercises import (check_allreduce, check_answer, check_fits,
+                                        check_row_parallel, first_stage_that_fits, scale_after)
+from gpututor.parallel.data_parallel.ring import ring_allreduce
+from gpututor.parallel.tensor_parallel.megatron import reduce_from_tensor_parallel_region
+from gpututor.precision.loss_scaling import replay_scalers
+
+
+def test_check_answer_accepts_the_measured_number_and_rejects_others(capsys):
+    check_answer(..., 8, "batch")
+    assert "not answered yet" in capsys.readouterr().out
+    check_answer(1.53, 1.54, "speedup")
+    assert "Correct" in capsys.readouterr().out
+    for wrong in (7, "8", True):
+        with pytest.raises(AssertionError):
+            check_answer(wrong, 8, "batch")
+
+
+@pytest.mark.parametrize("world_size", [2, 3])
+def test_ring_allreduce_equals_dist_all_reduce(capsys, world_size):
+    check_allreduce(ring_allreduce, world_size=world_size)
+    assert "Correct" in capsys.readouterr().out
+
+
+def test_allreduce_checker_rejects_a_wrong_allreduce():
+    def forgets_to_sum(tensor, rank, world):  # defined here: sent to the ranks by value
+        return tensor
+
+    with pytest.raises(AssertionError, match="differs from dist.all_reduce"):
+        check_allreduce(forgets_to_sum, world_size=2)
+
+
+def test_allreduce_checker_accepts_a_learner_function_using_dist():
+    def via_library(tensor, rank, world):
+        dist.all_reduce(tensor)
+        return tensor
+
+    check_allreduce(via_library, world_size=2)
+
+
+def test_fits_checker_accepts_the_first_stage_and_rejects_a_later_one(capsys):
+    # lesson 03's question: 7.5 B parameters, 64 ranks, 24 GB each, 6 GB of activations
+    question = dict(n_params=7.5e9, world_size=64, device_bytes=24e9, other_bytes=6e9)
+    expected = first_stage_that_fits(**question)
+    assert expected == 2 and first_stage_that_fits(7.5e9, 64, 1e9) is None
+    check_fits(expected, **question)
+    assert "Correct: stage 2" in capsys.readouterr().out
+    for wrong in (3, 1, None, True):
+        with pytest.raises(AssertionError, match="not the first that fits"):
+            check_fits(wrong, **question)
+
+
+def test_row_parallel_checker(capsys):
+    def mine(x_local, weight_local, bias, tp):   # sent to the ranks by value
+        return reduce_from_tensor_parallel_region(x_local @ weight_local.T, tp) + bias
+
+    check_row_parallel(mine)
+    assert "Correct" in capsys.readouterr().out
+
+    def forgets_the_sum(x_local, weight_local, bias, tp):
+        return x_local @ weight_local.T + bias
+
+    with pytest.raises(AssertionError, match="output differs from the dense layer's"):
+        check_row_parallel(forgets_the_sum)
+
+
+def test_loss_scale_exercise_accepts_the_rule_and_rejects_no_backoff():
+    stream = [1.0, 1.0, 1.0, math.inf, 1.0, 1.0, 1.0, 1.0, math.nan, 1.0]
+    expected = replay_scalers(stream + [1.0], init_scale=2.0**10, growth_interval=3)[-1]["scale"]
+
+    def published(scale, clean_steps, found_inf, growth_interval):
+        if found_inf:
+            return scale * 0.5, 0
+        clean_steps += 1
+        return (scale * 2.0, 0) if clean_steps == growth_interval else (scale, clean_steps)
+
+    def never_backs_off(scale, clean_steps, found_inf, growth_interval):
+        clean_steps += 1
+        return (scale * 2.0, 0) if clean_steps == growth_interval else (scale, clean_steps)
+
+    check_answer(scale_after(published, stream, 2.0**10, growth_interval=3), expected,
+                 "loss scale", rel_tol=0)
+    with pytest.raises(AssertionError):
+        check_answer(scale_after(never_backs_off, stream, 2.0**10, growth_interval=3), expected,
+                     "loss scale", rel_tol=0)

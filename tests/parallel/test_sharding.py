@@ -1,0 +1,142 @@
+"""Sharding: ZeRO-1/2/3 from scratch and FSDP2 train exactly like one process, while each rank
+keeps 1/N of what data parallel keeps, and ZeRO-3 moves 1.5x DDP's bytes."""
+import pytest
+import torch
+from torch.distributed.fsdp import FSDPModule
+
+from gpututor import launch
+from gpututor.parallel.sharding.zero import FlatShard
+from gpututor.plan.memory import model_state_bytes
+from gpututor.ui.sharding import STAGE, comm_rows, memory_rows
+from conftest import reference_run, tiny_spec
+
+SHARDED = ("zero1", "zero2", "zero3", "fsdp")
+FSDP_METERED = hasattr(FSDPModule, "set_custom_all_gather")  # torch >= 2.9
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    """ddp and every sharded strategy on 2 ranks, same spec; each saves its final weights."""
+    folder = tmp_path_factory.mktemp("sharding")
+    out = {}
+    for name in ("ddp",) + SHARDED:
+        spec = tiny_spec(strategy=name, world_size=2, steps=4,
+                         save_state=str(folder / f"{name}.pt"))
+        out[name] = (spec, launch(spec).wait(), torch.load(folder / f"{name}.pt"))
+    return out
+
+
+@pytest.mark.parametrize("name", SHARDED)
+def test_sharded_strategy_equals_one_process(runs, name):
+    spec, summary, state = runs[name]
+    ref_losses, ref_state = reference_run(spec)
+    torch.testing.assert_close(torch.tensor(summary["losses"]), torch.tensor(ref_losses),
+                               rtol=1e-5, atol=1e-6)
+    assert set(state) == set(ref_state)
+    for key, ref in ref_state.items():  # tolerance: see test_runs.test_ddp_two_ranks_equals...
+        torch.testing.assert_close(state[key], ref, rtol=1e-5, atol=5e-5, msg=key)
+
+
+@pytest.mark.parametrize("name", ("ddp",) + SHARDED)
+def test_each_rank_holds_what_the_formula_says(runs, name):
+    """Parameters, gradients, optimizer state per rank: the formula within 1 % (padding of
+    the shards and AdamW's 4-byte step counters are the difference)."""
+    _, summary, _ = runs[name]
+    formula = model_state_bytes(summary["params"], zero_stage=STAGE[name], dp=2,
+                                convention="fp32-adamw")
+    for category in ("params", "grads", "optimizer"):
+        for measured in summary["mem_by_category"][category]:
+            assert measured == pytest.approx(formula[category], rel=0.01), category
+
+
+def test_memory_shrinks_stage_by_stage_and_zero3_keeps_no_gathered_weights(runs):
+    peak = {name: runs[name][1]["peak_mem_bytes"][0] for name in runs}
+    assert peak["ddp"] > peak["zero1"] > peak["zero2"]
+    assert peak["zero3"] < peak["ddp"] and peak["fsdp"] < peak["ddp"]
+    activations = {name: runs[name][1]["mem_by_category"]["activations"][0] for name in runs}
+    # forward frees every block's gathered parameters: what it leaves for backward is exactly
+    # what data parallel's forward leaves (autograd keeps where a weight was, not the weight)
+    assert activations["zero3"] == activations["ddp"]
+    rows = memory_rows({name: runs[name][1] for name in runs})
+    assert all(abs(r["state_gap"]) < 0.01 * r["formula_total"] for r in rows)
+
+
+def test_zero3_moves_one_and_a_half_times_ddps_bytes(runs):
+    rows = {r["label"]: r for r in comm_rows({name: runs[name][1] for name in runs})}
+    assert rows["zero1"]["vs_baseline"] == pytest.approx(1.0, rel=0.01)  # RS + AG = all-reduce
+    assert rows["zero2"]["vs_baseline"] == pytest.approx(1.0, rel=0.01)
+    assert rows["zero3"]["vs_baseline"] == pytest.approx(1.5, rel=0.01)  # + AG again in backward
+    if FSDP_METERED:
+        assert rows["fsdp"]["vs_baseline"] == pytest.approx(1.5, rel=0.02)
+    assert all(runs[name][1]["comm_s"] > 0 for name in ("zero1", "zero2", "zero3"))
+
+
+@pytest.mark.parametrize("name", ("zero1", "zero2", "zero3"))
+def test_accumulation_equals_big_batch(name):
+    spec = tiny_spec(strategy=name, world_size=2, steps=3, grad_accum=2)
+    summary = launch(spec).wait()
+    ref_losses, _ = reference_run(spec.replace(grad_accum=1))
+    torch.testing.assert_close(torch.tensor(summary["losses"]), torch.tensor(ref_losses),
+                               rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("name", ("zero3", "fsdp"))
+def test_four_ranks_equal_one_process_with_a_quarter_each(tmp_path, name):
+    spec = tiny_spec(strategy=name, world_size=4, steps=2,
+                     save_state=str(tmp_path / "w.pt"))
+    summary = launch(spec).wait()
+    ref_losses, ref_state = reference_run(spec)
+    torch.testing.assert_close(torch.tensor(summary["losses"]), torch.tensor(ref_losses),
+                               rtol=1e-5, atol=1e-6)
+    state = torch.load(tmp_path / "w.pt")
+    for key, ref in ref_state.items():
+        torch.testing.assert_close(state[key], ref, rtol=1e-5, atol=5e-5, msg=key)
+    quarter = model_state_bytes(summary["params"], zero_stage=3, dp=4,
+                                convention="fp32-adamw")["params"]
+    assert all(m == pytest.approx(quarter, rel=0.02) for m in summary["mem_by_category"]["params"])
+
+
+def test_fsdp_options_trade_memory_and_bytes():
+    base = tiny_spec(strategy="fsdp", world_size=2, steps=4)
+    plain = launch(base).wait()
+    kept = launch(base.replace(options=(("reshard_after_forward", False),))).wait()
+    bf16 = launch(base.replace(options=(("mixed_precision", "bf16"),))).wait()
+    torch.testing.assert_close(torch.tensor(kept["losses"]), torch.tensor(plain["losses"]),
+                               rtol=1e-5, atol=1e-6)
+    # bf16 compute and all-gathers (8 bits of mantissa), fp32 master weights and reduction
+    torch.testing.assert_close(torch.tensor(bf16["losses"]), torch.tensor(plain["losses"]),
+                               rtol=2e-2, atol=2e-2)
+    # keeping the gathered weights from forward to backward: more activation memory
+    assert kept["mem_by_category"]["activations"][0] > plain["mem_by_category"]["activations"][0]
+    if FSDP_METERED:
+        ratio = lambda s: s["comm_wire_bytes_per_step"] / plain["comm_wire_bytes_per_step"]
+        assert ratio(kept) == pytest.approx(2 / 3, rel=0.02)   # AG + RS instead of AG+AG+RS
+        assert ratio(bf16) == pytest.approx(2 / 3, rel=0.02)   # 2+2 bytes of AG, 4 of RS vs 12
+
+
+def test_invalid_choices_are_clear_errors(tmp_path):
+    with pytest.raises(ValueError, match="reshard_after_forward='yes' is invalid: allowed is "
+                                         "True or False"):
+        tiny_spec(strategy="fsdp", options=(("reshard_after_forward", "yes"),))
+    with pytest.raises(ValueError, match="mixed_precision='fp16' is invalid on CPU"):
+        tiny_spec(strategy="fsdp", device="cpu", options=(("mixed_precision", "fp16"),))
+    with pytest.raises(ValueError, match="option 'bucket_cap_mb' is invalid for "
+                                         "strategy='zero2'"):
+        tiny_spec(strategy="zero2", options=(("bucket_cap_mb", 1),))
+    with pytest.raises(ValueError, match="activation_checkpointing=True is invalid with "
+                                         "strategy='zero3'"):
+        tiny_spec(strategy="zero3", activation_checkpointing=True)
+    with pytest.raises(ValueError, match="strategy='zero1' is invalid with checkpointing"):
+        tiny_spec(strategy="zero1", checkpoint_every=2, checkpoint_dir=str(tmp_path))
+
+
+# ---- pure functions: no ranks ------------------------------------------------------------
+
+def test_flat_shard_layout_pads_and_round_trips():
+    params = [torch.randn(3, 2), torch.randn(5)]           # 11 numbers on 4 ranks: 3 each
+    layouts = [FlatShard(params, rank, 4) for rank in range(4)]
+    flat = layouts[0].flatten(params)
+    assert flat.numel() == 12 and flat[11] == 0 and layouts[3].start == 9
+    assert torch.equal(torch.cat([lay.my_slice(flat) for lay in layouts]), flat)
+    for original, view in zip(params, layouts[2].unflatten(flat)):
+        assert torch.equal(original, view)

@@ -1,0 +1,358 @@
+"""The planner: published figures reproduced (one test per figure, source cited), the tiny GPT's
+memory as built against the live-tensor probe and real runs, bad input, and the CLI contract."""
+import dataclasses
+import json
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from gpututor import RunFailed, RunSpec, build_model, launch
+from gpututor.runtime.cli import main as cli_main
+from gpututor.data import batches, load_corpus
+from gpututor.config import MODEL_SIZES
+from gpututor.measure.flops import model_flops_per_token
+from gpututor.measure.memory import LiveBytesProbe, optimizer_tensors
+from gpututor.measure.timing import StepContext
+from gpututor.parallel import STRATEGIES, get_strategy
+from gpututor.plan import catalog, time as plan_time
+from gpututor.lessons.calibrate import predict_run
+from gpututor.lessons.machine import Machine, fit_alpha_beta
+from gpututor.plan.as_built import AS_BUILT, tiny_gpt_memory
+from gpututor.plan.memory import (PRESETS, Transformer, activation_bytes,
+                                  activation_bytes_per_layer, bytes_per_param,
+                                  model_state_bytes, per_device_memory, transformer_for_params)
+from gpututor.plan.recommend import Config, estimate, recommend
+
+GB = 1e9
+DAY = 86400
+
+# ---- published figures ---------------------------------------------------------------------------
+# Rajbhandari et al. 2020, "ZeRO: Memory Optimizations Toward Training Trillion Parameter Models",
+# Figure 1 and Table 1: per-device model states, Ψ parameters, Nd data-parallel devices, K = 12.
+
+ZERO_TABLE_1 = [  # (Ψ, Nd, stage, GB as printed)
+    (7.5e9, 64, 0, "120"), (7.5e9, 64, 1, "31.4"), (7.5e9, 64, 2, "16.6"), (7.5e9, 64, 3, "1.88"),
+    (7.5e9, 1024, 1, "30.1"), (7.5e9, 1024, 2, "15.1"), (7.5e9, 1024, 3, "0.12"),
+    (128e9, 64, 1, "536"), (128e9, 64, 2, "284"), (128e9, 64, 3, "32"),
+    (1e12, 1024, 3, "15.6"),
+]
+
+
+@pytest.mark.parametrize("psi,nd,stage,printed", ZERO_TABLE_1,
+                         ids=[f"{p / 1e9:g}B-Nd{n}-stage{s}" for p, n, s, _ in ZERO_TABLE_1])
+def test_zero_paper_table1_per_device_model_states(psi, nd, stage, printed):
+    """ZeRO paper, Figure 1 / Table 1 (mixed-precision Adam, 2 + 2 + 12 bytes per parameter)."""
+    got = model_state_bytes(psi, "fp16", "adam", zero_stage=stage, dp=nd)["total"] / GB
+    decimals = len(printed.partition(".")[2])        # rounded as the paper prints it
+    assert round(got, decimals) == pytest.approx(float(printed))
+
+
+def test_zero_paper_gpt2_model_states():
+    """ZeRO paper, section 3.1: GPT-2 (1.5B) has 3 GB of fp16 weights, yet training it with
+    mixed-precision Adam needs at least 24 GB for the model states."""
+    states = model_state_bytes(1.5e9, "fp16", "adam")
+    assert states["params"] / GB == pytest.approx(3.0)
+    assert states["total"] / GB == pytest.approx(24.0)
+    assert bytes_per_param("bf16", "adam").total == 16   # 2 + 2 + K, K = 12
+
+
+# Korthikanti et al. 2022, "Reducing Activation Recomputation in Large Transformer Models".
+GPT3 = dict(seq_len=2048, micro_batch=1, d_model=12288, n_head=96)    # their Table 3
+MT_NLG = dict(seq_len=2048, micro_batch=1, d_model=20480, n_head=128)
+
+
+def test_activation_formula_table2_no_parallelism():
+    """Korthikanti et al., eq. 1 / Table 2: s·b·h·(34 + 5·a·s/h) bytes per layer."""
+    s, b, h, a = 2048, 1, 12288, 96
+    assert activation_bytes_per_layer(s, b, h, a) == s * b * h * (34 + 5 * a * s / h)
+    assert activation_bytes_per_layer(s, b, h, a, recompute="full") == 2 * s * b * h
+
+
+@pytest.mark.parametrize("t", [2, 4, 8])
+def test_activation_formula_table2_tensor_and_sequence_parallel(t):
+    """Korthikanti et al., Table 2: tensor parallel s·b·h·(10 + 24/t + 5as/(ht)); with sequence
+    parallel s·b·h·(34/t + 5as/(ht)); with selective recomputation too, s·b·h·34/t."""
+    s, b, h, a = 2048, 1, 12288, 96
+    sbh, scores = s * b * h, 5 * a * s / (h * t)
+    assert activation_bytes_per_layer(s, b, h, a, tp=t) == \
+        pytest.approx(sbh * (10 + 24 / t + scores))
+    assert activation_bytes_per_layer(s, b, h, a, tp=t, sequence_parallel=True) == \
+        pytest.approx(sbh * (34 / t + scores))
+    assert activation_bytes_per_layer(s, b, h, a, tp=t, sequence_parallel=True,
+                                      recompute="selective") == pytest.approx(sbh * 34 / t)
+
+
+@pytest.mark.parametrize("shape,saving", [(GPT3, 0.70), (MT_NLG, 0.65)], ids=["GPT-3", "MT-NLG"])
+def test_selective_recomputation_saving(shape, saving):
+    """Korthikanti et al., section 4.2: selective recomputation cuts the activation memory by
+    70 % for GPT-3 (5as/h = 80) and 65 % for MT-NLG (5as/h = 64)."""
+    full = activation_bytes_per_layer(**shape, tp=8, sequence_parallel=True)
+    selective = activation_bytes_per_layer(**shape, tp=8, sequence_parallel=True,
+                                           recompute="selective")
+    assert 1 - selective / full == pytest.approx(saving, abs=0.005)
+
+
+def test_sequence_parallel_plus_selective_is_about_5x():
+    """Korthikanti et al., abstract: together, sequence parallelism and selective recomputation
+    reduce activation memory about 5x (MT-NLG 530B, t = 8, against tensor parallel alone)."""
+    base = activation_bytes_per_layer(**MT_NLG, tp=8)
+    both = activation_bytes_per_layer(**MT_NLG, tp=8, sequence_parallel=True,
+                                      recompute="selective")
+    assert base / both == pytest.approx(5.0, rel=0.02)
+
+
+@pytest.mark.parametrize("params,tokens,gpus,tflops,days", [
+    (175e9, 300e9, 1024, 140, 34), (1008e9, 450e9, 3072, 163, 84)], ids=["GPT-3", "1T"])
+def test_megatron_end_to_end_training_time(params, tokens, gpus, tflops, days):
+    """Narayanan et al. 2021 (Megatron-LM, SC'21), section 5.1: 8·T·P/(n·X) gives about 34 days
+    for GPT-3 175B on 300B tokens (1024 A100s at 140 TFLOP/s) and 84 days for the 1T model on
+    450B tokens (3072 GPUs at 163 TFLOP/s)."""
+    seconds = plan_time.run_seconds(params, tokens, gpus, tflops * 1e12, flops_per_param_token=8)
+    assert seconds / DAY == pytest.approx(days, abs=0.6)
+    # and the count behind it, their eq. for a step with full recomputation (per token, the
+    # logit layer left out): 96·l·h²·(1 + s/(6h))
+    l, h, s = 96, 12288, 2048
+    model = Transformer(l, h, 96, 51200, s, params=12 * l * h ** 2)
+    per_token = plan_time.training_flops_per_token(model, recompute="full")
+    assert per_token == pytest.approx(96 * l * h ** 2 * (1 + s / (6 * h)), rel=1e-12)
+
+
+def test_gpt3_training_compute():
+    """Brown et al. 2020, Table D.1: GPT-3 175B on 300B tokens took 3.14e23 FLOPs (6·N·D)."""
+    assert plan_time.training_flops(175e9, 300e9) == pytest.approx(3.14e23, rel=0.01)
+
+
+def test_flops_per_token_matches_the_models_own_count():
+    """PaLM's 6·N + 12·L·s·h is what gpututor.models counts (N: the matmul weights)."""
+    spec = RunSpec(model="gpt", model_size="small", strategy="single", world_size=1, seq_len=64)
+    model = build_model(spec)
+    cfg = model.cfg
+    weights = sum(m.weight.numel() for m in model.modules() if isinstance(m, torch.nn.Linear))
+    shape = Transformer(cfg.n_layer, cfg.d_model, cfg.n_head, cfg.vocab_size, 64, weights)
+    assert plan_time.training_flops_per_token(shape) == model_flops_per_token(model, 64)
+
+
+def test_ring_allreduce_and_bubble_formulas():
+    """Patarasuk & Yuan 2009: a ring all-reduce moves 2(n-1)/n·S per rank; bubble (p-1)/m."""
+    assert plan_time.ring_allreduce_seconds(8e9, 8, 100e9) == pytest.approx(2 * 7 / 8 * 8e9 / 100e9)
+    assert plan_time.ring_allreduce_seconds(8e9, 1, 100e9) == 0
+    assert plan_time.bubble_to_compute_ratio(8, 32) == 7 / 32
+
+
+# ---- the tiny GPT as built, against the live-tensor probe and real runs --------------------------
+
+def _cfg(size):
+    return dataclasses.replace(MODEL_SIZES["gpt"][size], vocab_size=load_corpus()[0].vocab_size)
+
+
+def _probe_one_step(spec):
+    """One rank, in this process: the worker's probe around the third step (as the worker does)."""
+    torch.set_num_threads(1)
+    strategy, model = get_strategy("single"), build_model(spec)
+    ctx = StepContext(spec, 0, 1, torch.device("cpu"))
+    optimizer = strategy.make_optimizer(model, spec)
+    for step, (x, y) in enumerate(batches(spec, 0, 1)):
+        ctx.reset()
+        if step < 2:
+            strategy.train_step(model, optimizer, [(x, y)], ctx)
+            continue
+        baseline = [*model.parameters(), *model.buffers(), *optimizer_tensors(optimizer)]
+        with LiveBytesProbe(baseline) as probe:
+            ctx.probe = probe
+            strategy.train_step(model, optimizer, [(x, y)], ctx)
+        return probe
+
+
+@pytest.mark.parametrize("checkpointing", [False, True], ids=["plain", "checkpointing"])
+@pytest.mark.parametrize("size,batch,seq", [("tiny", 8, 32), ("small", 4, 64)])
+def test_tiny_gpt_memory_matches_the_probe(size, batch, seq, checkpointing):
+    """The as-built formula predicts the probe's activations exactly and its peak within 1 %."""
+    spec = RunSpec(model="gpt", model_size=size, strategy="single", world_size=1,
+                   batch_size=batch, seq_len=seq, steps=3,
+                   activation_checkpointing=checkpointing)
+    probe = _probe_one_step(spec)
+    predicted = tiny_gpt_memory(_cfg(size), batch, seq, checkpointing=checkpointing)
+    assert predicted["activations"] == probe.forward_end
+    assert predicted["peak"] == pytest.approx(probe.peak, rel=0.01)
+
+
+CALIBRATED = [s for s in AS_BUILT if s in STRATEGIES]
+
+
+@pytest.mark.parametrize("strategy", list(AS_BUILT))
+def test_predicted_peak_within_10_percent_of_a_real_run(strategy):
+    """Every registered strategy: a short real run's measured peak (rank 0) within 10 %."""
+    if strategy not in STRATEGIES:
+        pytest.skip(f"strategy {strategy!r} is not registered in this checkout")
+    world = 1 if strategy == "single" else 2
+    try:
+        spec = RunSpec(model="gpt", model_size="tiny", strategy=strategy, world_size=world,
+                       batch_size=8, seq_len=32, steps=3, device="cpu", timeout=20.0)
+    except ValueError as exc:
+        pytest.skip(f"{strategy} cannot run the test spec: {exc}")
+    machine = Machine(matmul_flops=1e10, comm={op: (1e-5, 1e9) for op in
+                      ("all_reduce", "all_gather", "reduce_scatter", "broadcast")},
+                      world_size=world, device="cpu", efficiency=0.5)
+    predicted = predict_run(spec, machine)
+    try:
+        summary = launch(spec).wait()
+    except RunFailed as exc:   # that strategy's own tests report it; here there is no run
+        pytest.skip(f"{strategy} does not run in this checkout: {str(exc).splitlines()[0]}")
+    measured = summary["peak_mem_bytes"][0]
+    assert predicted["peak"] == pytest.approx(measured, rel=0.10), (predicted, measured)
+    assert predicted["step_time_s"] > 0
+
+
+def test_fit_alpha_beta_recovers_a_ring():
+    alpha, beta, n = 20e-6, 2e9, 2
+    rows = [{"op": "all_reduce", "bytes": s, "time_s": 2 * (n - 1) * (alpha + s / (n * beta))}
+            for s in (2 ** 10, 2 ** 16, 2 ** 20, 2 ** 22)]
+    got_alpha, got_beta = fit_alpha_beta(rows, "all_reduce", n)
+    assert got_alpha == pytest.approx(alpha, rel=1e-6) and got_beta == pytest.approx(beta, rel=1e-6)
+
+
+# ---- recommendations -----------------------------------------------------------------------------
+
+def test_small_model_one_gpu_is_enough():
+    model = transformer_for_params(125e6, seq_len=1024)
+    rec = recommend(model, 2.5e9, gpus=("H100-80GB",), max_gpus=8, budget=100,
+                    deadline_days=1, price_per_hour=3.0)
+    assert rec.one_gpu_enough and any("one GPU is enough" in n for n in rec.notes)
+
+
+def test_tensor_parallel_over_pcie_is_link_bound():
+    model = PRESETS["70b"]
+    slow = estimate(model, 1.4e12, Config("H100-80GB", 64, "pcie4", zero_stage=1, tp=8))
+    fast = estimate(model, 1.4e12, Config("H100-80GB", 64, "nvlink4", zero_stage=1, tp=8))
+    assert slow.link_bound and not fast.link_bound
+    assert any("link-bound" in r for r in slow.reasons)
+    assert slow.total_s > 2 * fast.total_s
+
+
+def test_70b_does_not_fit_one_gpu_and_says_why():
+    est = estimate(PRESETS["70b"], 1.4e12, Config("H100-80GB", 1))
+    assert not est.fits
+    assert any("model states alone" in r for r in est.reasons)
+    rec = recommend(PRESETS["70b"], 1.4e12, counts=[1, 2, 4])
+    assert rec.ranked == [] and "nothing tried fits" in rec.notes[0]
+
+
+def test_user_gpu_link_and_price():
+    gpu = catalog.add_gpu("MyCard-48GB", 48, {"bf16": 200, "fp32": 50}, 1000, ("pcie4",),
+                          price_per_hour=1.0)
+    try:
+        est = estimate(transformer_for_params(1e9), 20e9, Config("MyCard-48GB", 2, "pcie4"))
+        assert est.cost == pytest.approx(est.total_s / 3600 * 2 * 1.0)
+        assert est.price_source == "given"
+    finally:
+        catalog.GPUS.pop(gpu.name)
+
+
+# ---- bad input: a clear ValueError naming the field, the value and what is allowed ---------------
+
+@pytest.mark.parametrize("call,message", [
+    (lambda: model_state_bytes(-1), "n_params=-1 is invalid"),
+    (lambda: model_state_bytes(1e9, zero_stage=4),
+     "zero_stage=4 is invalid: allowed values are 0, 1, 2, 3"),
+    (lambda: model_state_bytes(1e9, precision="fp8"), "precision='fp8' is invalid"),
+    (lambda: model_state_bytes(1e9, optimizer="lion"), "optimizer='lion' is invalid"),
+    (lambda: Config("H100-80GB", 6, tp=4), "count=6 is invalid with tp=4"),
+    (lambda: Config("H100-80GB", 16, tp=16), "tp=16 is invalid"),
+    (lambda: Config("B999"), "gpu='B999' is invalid: allowed values are 'V100-32GB'"),
+    (lambda: Config(link="ethernet"), "link='ethernet' is invalid"),
+    (lambda: Config(count=0), "count=0 is invalid"),
+    (lambda: estimate(PRESETS["7b"], 1e9, Config("H100-80GB", 3, pp=3)), "pp=3 is invalid"),
+    (lambda: estimate(PRESETS["7b"], -5, Config()), "tokens=-5 is invalid"),
+    (lambda: estimate(PRESETS["7b"], 1e9, Config("T4-16GB")),
+     "precision='bf16' is invalid on gpu='T4-16GB'"),
+    (lambda: activation_bytes(PRESETS["7b"], pp=5), "pp=5 is invalid for 32 layers"),
+    (lambda: Transformer(4, 100, 3), "n_head=3 is invalid with d_model=100"),
+    (lambda: per_device_memory(PRESETS["7b"], tp=3), "tp=3 is invalid"),
+    (lambda: catalog.add_gpu("x", -1, {"bf16": 1}, 1), "memory_gb=-1 is invalid"),
+])
+def test_bad_input_is_a_clear_error(call, message):
+    with pytest.raises(ValueError, match="allowed") as info:
+        call()
+    assert message in str(info.value)
+
+
+# ---- the command line ----------------------------------------------------------------------------
+
+PLAN_ARGS = ["plan", "--params", "7e9", "--gpus", "8", "--zero-stage", "3", "--tp", "1",
+             "--pp", "1", "--precision", "bf16", "--optimizer", "adam"]
+
+
+def test_cli_plan_json_has_bytes_by_category_and_time_and_cost(tmp_path, capsys):
+    out = tmp_path / "plan.json"
+    assert cli_main([*PLAN_ARGS, "--json", str(out)]) == 0
+    plan = json.loads(out.read_text())
+    per_device = plan["per_device_bytes"]
+    assert set(per_device) == {"params", "grads", "optimizer", "activations", "total"}
+    parts = sum(v for k, v in per_device.items() if k != "total")
+    assert per_device["total"] == pytest.approx(parts)
+    # ZeRO-3 over 8: 16 bytes per parameter / 8, plus two gathered layers of parameters
+    assert per_device["optimizer"] == pytest.approx(7e9 * 12 / 8)
+    assert plan["fits"] is True and plan["time"]["total_s"] > 0 and plan["cost"]["usd"] > 0
+    assert "fits." in capsys.readouterr().out
+
+
+def test_cli_plan_does_not_fit_is_an_answer(capsys):
+    assert cli_main(["plan", "--model", "70b", "--gpus", "1", "--json", "-"]) == 0
+    plan = json.loads(capsys.readouterr().out)
+    assert plan["fits"] is False and any("does not fit" in r for r in plan["explanation"])
+
+
+def test_cli_plan_recommend(capsys):
+    assert cli_main(["plan", "--params", "1.3e9", "--gpus", "8", "--recommend", "--json", "-",
+                     "--deadline-days", "30", "--price", "2.5"]) == 0
+    plan = json.loads(capsys.readouterr().out)
+    assert plan["ranked"] and plan["ranked"][0]["fits"] and plan["notes"]
+
+
+@pytest.mark.parametrize("args,message", [
+    (["--params", "7e9", "--gpus", "6", "--tp", "4"], "count=6 is invalid"),
+    (["--params", "7e9", "--gpu", "nope"], "gpu='nope' is invalid"),
+    (["--params", "-3"], "n_params=-3.0 is invalid"),
+    (["--params", "7e9", "--zero-stage", "5"], "zero_stage=5 is invalid"),
+    (["--gpus", "2"], "allowed is exactly one of"),
+])
+def test_cli_plan_bad_input(args, message, capsys):
+    assert cli_main(["plan", *args]) == 2
+    assert message in capsys.readouterr().err
+
+
+def test_cli_plan_subprocess_entry_point():
+    result = subprocess.run([sys.executable, "-m", "gpututor", *PLAN_ARGS, "--json", "-"],
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout)["per_device_bytes"]["total"] > 0
+
+
+# ---- the widget ----------------------------------------------------------------------------------
+
+def test_widget_ranks_and_explains():
+    from gpututor.ui.planner import PlannerWidget
+    w = PlannerWidget(params=125e6, tokens=2.5e9, count=8, budget=100, deadline_days=1,
+                      price_per_hour=3.0)
+    assert w.recommendation.one_gpu_enough and "one GPU is enough" in w.output.value
+    w.params.value = 7e10           # 70B on at most 8 H100s: nothing fits, and it says so
+    assert not w.recommendation.ranked and "nothing tried fits" in w.output.value
+    w.gpu.value = "T4-16GB"         # no bf16 units: the widget plans fp16 instead
+    assert "fp16" in w.status.value
+
+
+def test_calibrate_predicts_then_measures():
+    """The calibration loop: two fitted references, predictions for the rest, unknowns skipped."""
+    from gpututor.lessons.calibrate import calibrate, calibration_table
+    base = RunSpec(model="gpt", model_size="tiny", batch_size=8, seq_len=32, steps=4,
+                   device="cpu", timeout=20.0)
+    cal = calibrate(base, strategies=["ddp", "no-such-strategy"], report=None)
+    labels = [r["run"] for r in cal.rows]
+    assert labels == ["single (reference)", "single, half batch (ref.)",
+                      "single + checkpointing", "ddp"]
+    assert [r["fitted"] for r in cal.rows] == [True, True, False, False]
+    assert all(abs(r["peak_error"]) < 0.10 for r in cal.rows)
+    assert ("no-such-strategy", "not registered") in cal.skipped
+    assert "skipped no-such-strategy" in calibration_table(cal)

@@ -1,0 +1,90 @@
+"""Failure paths: a rank that raises, a rank that hangs, Stop, kernel interrupt, no leaks."""
+import signal
+import threading
+import time
+
+import psutil
+import pytest
+
+from gpututor import RunFailed, launch
+from conftest import rank_processes, tiny_spec, wait_no_ranks
+
+
+def test_rank_that_raises_reaches_caller_with_its_traceback():
+    run = launch(tiny_spec(steps=20, inject_fault="1:2"))
+    start = time.monotonic()
+    with pytest.raises(RunFailed) as err:
+        run.wait(timeout=30)
+    elapsed = time.monotonic() - start
+    message = str(err.value)
+    assert "rank 1 failed at step 2" in message
+    assert "InjectedFault" in message and "Traceback" in message and "worker.py" in message
+    assert err.value.rank == 1
+    assert elapsed < 10, f"error took {elapsed:.1f} s to arrive"
+    assert run.status == "failed" and not wait_no_ranks(5)
+
+
+def test_rank_that_hangs_fails_after_timeout_naming_it():
+    timeout = 4.0
+    run = launch(tiny_spec(steps=20, inject_fault="1:2:hang", timeout=timeout))
+    start = time.monotonic()
+    with pytest.raises(RunFailed) as err:
+        run.wait(timeout=60)
+    elapsed = time.monotonic() - start
+    assert "rank(s) 1 stopped answering" in str(err.value) or \
+        "rank 1 stopped answering" in str(err.value)
+    assert timeout - 1 <= elapsed <= timeout + 15, f"failed after {elapsed:.1f} s"
+    assert not wait_no_ranks(5)
+
+
+def test_single_rank_hang_is_caught_by_the_parent_watchdog(monkeypatch):
+    import gpututor.runtime.launcher as launcher
+    monkeypatch.setattr(launcher, "STARTUP_GRACE_S", 5.0)
+    run = launch(tiny_spec(strategy="single", world_size=1, steps=20, inject_fault="0:1:hang",
+                           timeout=2.0))
+    with pytest.raises(RunFailed, match="rank 0 stopped answering"):
+        run.wait(timeout=60)
+
+
+def test_stop_ends_every_rank_within_5_seconds():
+    run = launch(tiny_spec(steps=10_000))
+    for record in run:
+        break
+    pids = [p.pid for p in rank_processes()]
+    assert len(pids) >= 2
+    start = time.monotonic()
+    run.stop()
+    assert time.monotonic() - start < 5
+    assert run.status == "stopped" and not wait_no_ranks(5)
+    assert not any(psutil.pid_exists(pid) and psutil.Process(pid).status() != "zombie"
+                   for pid in pids)
+    assert run.summary["status"] == "stopped" and len(run.records) >= 1
+
+
+def test_interrupt_during_wait_stops_ranks_and_keeps_signal_handlers():
+    watched = [signal.SIGINT, signal.SIGTERM, signal.SIGCHLD, signal.SIGHUP]
+    before = {s: signal.getsignal(s) for s in watched}
+    run = launch(tiny_spec(steps=10_000))
+    next(iter(run))
+    threading.Timer(0.2, lambda: signal.pthread_kill(threading.main_thread().ident,
+                                                     signal.SIGINT)).start()
+    with pytest.raises(KeyboardInterrupt):
+        run.wait()
+    assert run.status == "stopped" and not wait_no_ranks(5)
+    assert {s: signal.getsignal(s) for s in watched} == before
+
+
+def test_twenty_launches_leave_nothing_behind():
+    launch(tiny_spec(steps=1)).wait()   # warm the forkserver, which lives on by design
+    me = psutil.Process()
+    fds, threads = me.num_fds(), me.num_threads()
+    sockets = len(me.net_connections(kind="inet"))
+    for _ in range(20):
+        launch(tiny_spec(steps=1, world_size=2)).wait()
+    assert not wait_no_ranks(5)
+    assert me.num_fds() <= fds, "file descriptors leaked"
+    assert len(me.net_connections(kind="inet")) <= sockets, "sockets leaked"
+    deadline = time.monotonic() + 5
+    while me.num_threads() > threads and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert me.num_threads() <= threads, "threads leaked"

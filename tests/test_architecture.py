@@ -1,0 +1,199 @@
+"""The package's imports flow one way, and a rank imports no plotting or widget code.
+
+An AST walk reads every ``import`` in ``gpututor/`` (function-local ones too: a circle hidden
+inside a function is still a circle) and checks two things:
+
+- there is no import circle, counting that importing ``a.b.c`` first runs ``a/b/__init__.py``;
+- each module imports only from rooms below its own (or from its own room):
+
+      ui, lessons  ->  runtime  ->  parallel, precision, compression, plan  ->  measure
+      ->  models  ->  data  ->  config, hardware, plan.catalog
+
+  ``ui`` and ``lessons`` never import each other (a lesson's task runs inside ranks).
+"""
+from __future__ import annotations
+
+import ast
+import sys
+from pathlib import Path
+
+import pytest
+
+from gpututor import RunSpec, launch
+
+PACKAGE = Path(__file__).resolve().parent.parent / "gpututor"
+
+# room -> level; a module may import rooms of a lower level, or its own room
+ROOMS = {
+    "config": 0, "hardware": 0, "plan.catalog": 0,
+    "data": 1,
+    "models": 2,
+    "measure": 3,
+    "parallel": 4, "precision": 4, "compression": 4, "plan": 4,
+    "runtime": 5,
+    "ui": 6, "lessons": 6,
+    "": 7, "__main__": 7,   # the package's front door: gpututor/__init__.py and __main__.py
+}
+
+
+def modules() -> dict[str, tuple[Path, bool]]:
+    """Dotted name (without the leading ``gpututor.``) -> (file, is a package's __init__)."""
+    found = {}
+    for path in PACKAGE.rglob("*.py"):
+        parts = list(path.relative_to(PACKAGE).with_suffix("").parts)
+        is_package = parts[-1] == "__init__"
+        if is_package:
+            parts = parts[:-1]
+        found[".".join(parts)] = (path, is_package)
+    return found
+
+
+def imports_of(name: str, path: Path, is_package: bool, known) -> set[str]:
+    """The modules of the package that ``name`` imports anywhere in its file."""
+    out = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        targets = []
+        if isinstance(node, ast.Import):
+            targets = [a.name for a in node.names if a.name.split(".")[0] == "gpututor"]
+            targets = [t.partition(".")[2] for t in targets]
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:   # relative: from the module's package, up level - 1
+                base = name.split(".") if name else []
+                if not is_package:
+                    base = base[:-1]
+                base = base[:len(base) - (node.level - 1)]
+                origin = ".".join(base + ([node.module] if node.module else []))
+            elif (node.module or "").split(".")[0] == "gpututor":
+                origin = node.module.partition(".")[2]
+            else:
+                continue
+            for alias in node.names:   # "from .x import y": y may be a module of its own
+                sub = f"{origin}.{alias.name}" if origin else alias.name
+                targets.append(sub if sub in known else origin)
+        for target in targets:
+            while target not in known and "." in target:
+                target = target.rsplit(".", 1)[0]
+            if target in known and target != name:
+                out.add(target)
+    return out
+
+
+def import_graph(with_parents: bool = True) -> dict[str, set[str]]:
+    """Module -> the modules it imports; ``with_parents`` adds the packages whose
+    ``__init__`` runs first (for circles; the flow rule reads what a file names)."""
+    known = modules()
+    graph = {name: imports_of(name, path, pkg, known) for name, (path, pkg) in known.items()}
+    if not with_parents:
+        return graph
+    for name in graph:   # importing a.b.c runs a/__init__ and a/b/__init__ first
+        for target in list(graph[name]):
+            parts = target.split(".")
+            for k in range(1, len(parts)):
+                parent = ".".join(parts[:k])
+                if parent in graph and parent != name and not name.startswith(parent + "."):
+                    graph[name].add(parent)
+    return graph
+
+
+def circles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components with more than one module (Tarjan)."""
+    index, low, stack, on_stack, found = {}, {}, [], set(), []
+
+    def visit(v):
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in graph[v]:
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for v in graph:
+        if v not in index:
+            visit(v)
+    return found
+
+
+def room(name: str) -> str:
+    """The room a module belongs to: the longest entry of ROOMS its name starts with."""
+    parts = name.split(".") if name else [""]
+    for k in range(len(parts), 0, -1):
+        candidate = ".".join(parts[:k])
+        if candidate in ROOMS:
+            return candidate
+    raise AssertionError(f"gpututor.{name} is in no room of ROOMS: add it there")
+
+
+def test_the_walk_sees_function_local_imports(tmp_path):
+    source = tmp_path / "m.py"
+    source.write_text("def f():\n    from ..launcher import launch\n")
+    assert imports_of("pkg.m", source, False, {"launcher", "pkg", "pkg.m"}) == {"launcher"}
+
+
+def test_circle_finder_finds_a_circle():
+    assert circles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+
+
+def test_no_import_circle_in_the_package():
+    found = circles(import_graph())
+    assert not found, "import circles: " + "; ".join(" <-> ".join(c) for c in found)
+
+
+def test_imports_flow_one_way():
+    wrong = []
+    for name, targets in import_graph(with_parents=False).items():
+        mine = room(name)
+        for target in targets:
+            theirs = room(target)
+            same_room = theirs == mine or target.startswith(mine + ".") if mine else True
+            if mine and not (same_room or ROOMS[theirs] < ROOMS[mine]):
+                wrong.append(f"gpututor.{name} ({mine}) imports gpututor.{target} ({theirs})")
+    assert not wrong, "imports against the flow:\n" + "\n".join(sorted(wrong))
+
+
+def _rank_modules_task(spec, rank, world_size, device, emit):
+    """In a rank: train as the worker does, load every lesson helper a task may come from, then
+    report which front-end libraries the rank has imported."""
+    import importlib
+    import pkgutil
+    import sys
+
+    import gpututor.lessons
+    from gpututor.runtime.worker import train
+
+    train(spec, rank, world_size, device, emit=lambda record: None)
+    for info in pkgutil.iter_modules(gpututor.lessons.__path__):
+        importlib.import_module(f"gpututor.lessons.{info.name}")
+    emit({"step": 0, "front_end": sorted(m for m in sys.modules if m.split(".")[0] in
+                                          ("plotly", "ipywidgets", "IPython", "anywidget")
+                                          or m.startswith("gpututor.ui"))})
+
+
+def test_a_rank_imports_no_plotting_or_widget_code():
+    import plotly  # this process has it: the rank must not get it from here
+    spec = RunSpec(model="gpt", model_size="tiny", strategy="ddp", world_size=2, batch_size=4,
+                   seq_len=16, steps=3, timeout=20.0)
+    records = launch(spec, task=_rank_modules_task).wait()
+    assert len(records) == 2
+    for record in records:
+        assert record["front_end"] == [], f"rank {record['rank']} imported {record['front_end']}"
+    assert plotly.__name__ in sys.modules
+
+
+@pytest.mark.parametrize("name", sorted(modules()))
+def test_modules_stay_small(name):
+    path, _ = modules()[name]
+    lines = len(path.read_text().splitlines())
+    assert lines <= 400, f"gpututor/{path.relative_to(PACKAGE)} has {lines} lines: split it"

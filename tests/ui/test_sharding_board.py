@@ -1,0 +1,37 @@
+"""Lesson 03's board: runs strategies one after the other, draws every rank and the formula."""
+import time
+
+import pytest
+import torch.distributed as dist
+
+from gpututor import RunSpec
+from gpututor.ui.sharding import ShardingBoard
+
+
+def test_board_draws_every_rank_and_the_formula():
+    spec = RunSpec(model="gpt", model_size="tiny", world_size=2, batch_size=8, seq_len=32,
+                   steps=3)
+    board = ShardingBoard({name: spec.replace(strategy=name) for name in ("ddp", "zero3")})
+    summaries = board.run(wait=True)
+    assert list(summaries) == ["ddp", "zero3"] and not board.run_button.disabled
+    fig = board.fig
+    assert list(fig.data[0].x) == [0, 1, 2] and list(fig.data[1].y) == summaries["zero3"]["losses"]
+    params = fig.data[2].y  # the parameters' bars: ddp r0, ddp r1, zero3 r0, zero3 r1
+    assert params[2] == pytest.approx(params[0] / 2, rel=0.01)
+    formula = fig.data[-1].y
+    assert formula[0] == pytest.approx(2 * formula[2], rel=1e-9)
+    assert not dist.is_initialized()
+
+
+def test_board_stop_ends_the_run_and_skips_the_rest():
+    spec = RunSpec(model="gpt", model_size="tiny", world_size=2, batch_size=8, seq_len=32,
+                   steps=200)
+    board = ShardingBoard({name: spec.replace(strategy=name) for name in ("zero2", "zero3")})
+    board.run()
+    deadline = time.monotonic() + 60
+    while not board.records["zero2"] and time.monotonic() < deadline:
+        time.sleep(0.05)
+    board.stop_button.click()
+    board.wait()
+    assert board.summaries == {} and board.records["zero3"] == []
+    assert board.status.value == "stopped" and not board.run_button.disabled

@@ -1,0 +1,215 @@
+"""The live dashboard: data shaping (pure functions) and the RunPanel driven headless.
+
+The panel tests click the buttons as a learner would (``Button.click()`` runs the callbacks) and
+read the FigureWidget's traces: that is what the front end would draw.
+"""
+from __future__ import annotations
+
+import math
+import time
+
+import plotly.graph_objects as go
+import psutil
+import pytest
+
+from gpututor import RunFailed, RunSpec, warm_up
+from gpututor.measure.memory import CATEGORIES as MEMORY_CATEGORIES
+from gpututor.ui.comparison import Comparison, speedup_figure
+from gpututor.ui.panel import RunPanel, build_figure, fill_figure
+from gpututor.ui.series import (downsample, global_loss, memory_by_rank, speedup_rows,
+                                summary_line, throughput_by_rank)
+
+TINY = RunSpec(model="gpt", model_size="tiny", strategy="ddp", world_size=2, steps=6,
+               batch_size=8)
+RUN_TIMEOUT_S = 120  # generous: other work may share this machine's cores
+
+
+def record(rank, step, loss=1.0, tokens_per_s=100.0, **memory):
+    mem = {f"mem_{c}": memory.get(c) for c in MEMORY_CATEGORIES}
+    return {"rank": rank, "step": step, "loss": loss, "tokens_per_s": tokens_per_s,
+            "step_time_s": 0.1, "compute_s": 0.08 + 0.001 * step, "comm_s": 0.02, **mem}
+
+
+def summary(world_size, tokens_per_s, model_size="small", batch_size=32, strategy="ddp"):
+    return {"model": "gpt", "model_size": model_size, "batch_size": batch_size, "seq_len": 64,
+            "precision": "fp32", "device": "cpu", "world_size": world_size,
+            "strategy": strategy, "tokens_per_s": tokens_per_s, "compute_s": 0.1, "comm_s": 0.01,
+            "steps": 3, "step_time_s": 0.1, "final_loss": 2.0}
+
+
+# ---- records -> series ----------------------------------------------------------------------
+
+def test_global_loss_averages_ranks_and_waits_for_every_rank():
+    records = [record(0, 0, 2.0), record(1, 0, 4.0), record(0, 1, 1.0)]  # step 1: rank 1 missing
+    assert global_loss(records, 2) == ([0], [3.0])
+    records.append(record(1, 1, 2.0))
+    assert global_loss(records, 2) == ([0, 1], [3.0, 1.5])
+
+
+def test_throughput_by_rank_keeps_each_rank_in_step_order():
+    records = [record(1, 0, tokens_per_s=10), record(0, 0, tokens_per_s=20),
+               record(0, 1, tokens_per_s=30)]
+    assert throughput_by_rank(records, 2) == {0: ([0, 1], [20, 30]), 1: ([0], [10])}
+
+
+def test_memory_by_rank_takes_the_latest_measured_value():
+    records = [record(0, 0, params=10, grads=0, optimizer=0),   # activations None on step 0
+               record(0, 1, params=10, grads=10, optimizer=20, activations=50),
+               record(1, 1, params=10, grads=10, optimizer=20, activations=40)]
+    assert memory_by_rank(records, 2) == {"params": [10, 10], "grads": [10, 10],
+                                          "optimizer": [20, 20], "activations": [50, 40]}
+    assert memory_by_rank([], 3) == {c: [0, 0, 0] for c in MEMORY_CATEGORIES}
+
+
+def test_downsample_keeps_short_series_and_ends_of_long_ones():
+    assert downsample([1, 2, 3], [4, 5, 6], max_points=5) == ([1, 2, 3], [4, 5, 6])
+    xs = list(range(10_000))
+    x, y = downsample(xs, [v * 2 for v in xs], max_points=400)
+    assert len(x) == 400 and x[0] == 0 and x[-1] == 9_999 and y == [v * 2 for v in x]
+    assert x == sorted(x)
+
+
+def test_speedup_rows_compare_with_the_latest_matching_one_rank_run():
+    runs = [summary(2, 150.0), summary(1, 90.0), summary(1, 100.0), summary(4, 300.0),
+            summary(2, 50.0, model_size="tiny")]   # no 1-rank run of "tiny"
+    rows = speedup_rows(runs)
+    # the earlier 1-rank run is 0.9x the latest: run-to-run noise, shown as measured
+    assert [r["speedup"] for r in rows][:4] == [1.5, 0.9, 1.0, 3.0]
+    assert rows[3]["efficiency"] == 0.75
+    assert rows[4]["speedup"] is None and rows[4]["efficiency"] is None
+    assert speedup_rows([summary(2, 150.0, batch_size=16), summary(1, 100.0)])[0]["speedup"] is None
+
+
+def test_figures_have_the_traces_the_panel_updates():
+    fig = build_figure(world_size=3)
+    assert len(fig.data) == 1 + 3 + len(MEMORY_CATEGORIES) + 2
+    records = [record(r, s, params=1e6, grads=1e6, optimizer=2e6, activations=3e6)
+               for s in range(5) for r in range(3)]
+    fill_figure(fig, records, 3)
+    assert list(fig.data[0].x) == [0, 1, 2, 3, 4]
+    assert all(list(fig.data[1 + r].x) == [0, 1, 2, 3, 4] for r in range(3))
+    assert list(fig.data[-3].y) == [3.0, 3.0, 3.0]   # activations in MB, one bar per rank
+    assert list(fig.data[-2].y) == pytest.approx([84.0] * 3)  # compute of the last step, ms
+    assert list(fig.data[-1].y) == pytest.approx([20.0] * 3)  # exposed communication, ms
+    assert "EMULATED" not in fig.data[-1].name
+    fill_figure(fig, records + [dict(record(0, 5), emulated_comm_s=0.01)], 3)
+    assert "EMULATED" in fig.data[-1].name
+    ideal, measured = speedup_figure(speedup_rows([summary(1, 100.0), summary(2, 170.0)])).data
+    assert list(ideal.x) == list(ideal.y) == [1, 2]
+    assert list(measured.x) == [1, 2] and list(measured.y) == [1.0, 1.7]
+
+
+def test_summary_line():
+    assert "2 rank(s)" in summary_line(summary(2, 1234.0)) and "1,234 tokens/s" in \
+        summary_line(summary(2, 1234.0))
+
+
+def test_panel_controls_make_the_spec():
+    panel = RunPanel(TINY, fields=("model", "model_size", "world_size", "inject_fault"))
+    assert panel.spec_from_controls() == TINY
+    panel.controls["model"].value = "mlp"   # the sizes on offer follow the model
+    assert list(panel.controls["model_size"].options) == ["small", "large"]
+    panel.controls["inject_fault"].value = "1:3"
+    assert panel.spec_from_controls() == TINY.replace(model="mlp", model_size="small",
+                                                      inject_fault="1:3")
+    with pytest.raises(ValueError, match="fields"):
+        RunPanel(TINY, fields=("world_size", "no_such_field"))
+
+
+# ---- the panel, headless, with real ranks -----------------------------------------------------
+
+@pytest.fixture(scope="module", autouse=True)
+def warm_forkserver():
+    warm_up(block=True)
+
+
+def wait_until(condition, timeout=RUN_TIMEOUT_S):
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.02)
+
+
+def all_ranks_gone(run) -> bool:
+    return all(not psutil.pid_exists(p.pid) or psutil.Process(p.pid).status() ==
+               psutil.STATUS_ZOMBIE for p in run._procs)
+
+
+def test_run_click_returns_at_once_and_fills_the_live_plots():
+    panel = RunPanel(TINY)
+    started = time.perf_counter()
+    panel.run_button.click()
+    assert time.perf_counter() - started < 1.0, "a button callback must not block the kernel"
+    assert panel.busy and panel.run_button.disabled and not panel.stop_button.disabled
+    panel.wait(RUN_TIMEOUT_S)
+    assert panel.state == "finished" and "finished" in panel.status.value
+    loss, ranks, bars = panel.fig.data[0], panel.fig.data[1:3], panel.fig.data[3:7]
+    compute, comm = panel.fig.data[7:9]
+    assert list(loss.x) == list(range(TINY.steps))  # one point per step
+    assert list(loss.y) == panel.current.summary["losses"]  # the summary's global loss
+    assert [t.name for t in ranks] == ["rank 0 tokens/s", "rank 1 tokens/s"]
+    assert all(len(t.y) == TINY.steps and min(t.y) > 0 for t in ranks)
+    assert [b.name for b in bars] == list(MEMORY_CATEGORIES)
+    assert all(list(b.x) == ["rank 0", "rank 1"] and min(b.y) > 0 for b in bars)
+    assert min(compute.y) > 0 and min(comm.y) >= 0 and len(compute.y) == 2
+    assert panel.comparison.summaries == [panel.current.summary]
+    assert not panel.run_button.disabled and panel.stop_button.disabled
+    static = panel.static_figure()
+    assert isinstance(static, go.Figure) and list(static.data[0].y) == list(loss.y)
+
+
+def test_bad_field_shows_the_value_error_and_starts_nothing():
+    panel = RunPanel(TINY)
+    panel.controls["batch_size"].value = 7   # does not split into 2 ranks
+    panel.run_button.click()
+    assert panel.state == "invalid"
+    assert "ValueError" in panel.status.value and "batch_size=7 is invalid" in panel.status.value
+    assert panel.current is None and not panel.busy and not panel.run_button.disabled
+    panel.controls["batch_size"].value = 8
+    panel.controls["precision"].value = "fp16"   # a GPU format: invalid on CPU
+    with pytest.raises(ValueError, match="precision"):
+        panel.run(wait=True)
+    assert panel.current is None
+
+
+def test_stop_during_a_run_ends_every_rank():
+    panel = RunPanel(TINY.replace(steps=5000))
+    panel.run_button.click()
+    wait_until(lambda: panel.current is not None and len(panel.current.records) >= 2)
+    run = panel.current
+    started = time.perf_counter()
+    panel.stop_button.click()
+    assert time.perf_counter() - started < 1.0
+    panel.wait(30)
+    assert panel.state == "stopped" and run.status == "stopped"
+    assert "stopped" in panel.status.value
+    wait_until(lambda: all_ranks_gone(run), timeout=10)
+    assert len(panel.fig.data[0].x) < 5000
+    assert panel.comparison.summaries == []   # only finished runs are compared
+
+
+def test_failing_rank_shows_its_traceback():
+    panel = RunPanel(TINY.replace(inject_fault="1:2"))
+    with pytest.raises(RunFailed, match="rank 1"):
+        panel.run(wait=True)
+    assert panel.state == "failed"
+    assert "InjectedFault" in panel.status.value and "traceback of rank 1" in panel.status.value
+    assert "<pre>" in panel.status.value
+    assert all_ranks_gone(panel.current)
+
+
+def test_comparison_plots_speedup_after_one_and_two_rank_runs():
+    comparison = Comparison()
+    solo = RunPanel(TINY.replace(strategy="single", world_size=1), comparison=comparison)
+    pair = RunPanel(TINY, comparison=comparison)
+    solo.run(wait=True)
+    pair.run(wait=True)
+    rows = comparison.rows()
+    assert [r["world_size"] for r in rows] == [1, 2]
+    assert rows[0]["speedup"] == 1.0 and rows[1]["speedup"] > 0
+    assert comparison.speedup(pair.current.summary) == rows[1]["speedup"]
+    measured = [t for t in comparison.fig.data if t.name != "ideal (N ranks = N×)"]
+    assert len(measured) == 1 and list(measured[0].x) == [1, 2]
+    assert math.isclose(measured[0].y[1], rows[1]["speedup"])
+    assert "×" in comparison.explain() and "<table>" in comparison.table.value
+    assert len(comparison.static_figure().data) == 2
