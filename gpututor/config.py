@@ -18,6 +18,9 @@ PRECISIONS = ("fp32", "bf16", "fp16")
 OPTIMIZERS = ("adamw", "sgd")
 DEVICES = ("auto", "cpu", "cuda")
 MAX_SEQ_LEN = 256
+MESH_DIMS = ("dp", "pp", "cp", "ep", "tp")   # grid order: outermost first, tp innermost
+BYTE_UNITS = {"B": 1, "KB": 10**3, "MB": 10**6, "GB": 10**9, "KIB": 2**10, "MIB": 2**20,
+              "GIB": 2**30}
 
 
 def torch_dtype(precision: str):
@@ -116,8 +119,14 @@ class RunSpec:
     save_state: Optional[str] = None    # rank 0 writes the trained weights here (a .pt file)
     ranks_per_node: Optional[int] = None  # ranks on this machine (torchrun: LOCAL_WORLD_SIZE);
     #                                       None = all of them (launch() runs on one machine)
+    mesh: Optional[dict] = None         # the rank grid, e.g. {"dp": 2, "tp": 2}; None = one dim
+    device_memory: Optional[int] = None  # bytes each rank may hold ("48MB" and "2GB" work too);
+    #                                      None = no cap on CPU, the real capacity on CUDA
 
     def __post_init__(self):
+        # normal forms first (frozen: set through object.__setattr__), then every check
+        object.__setattr__(self, "mesh", parse_mesh(self.mesh))
+        object.__setattr__(self, "device_memory", parse_bytes(self.device_memory))
         self.validate()
 
     # ---- derived values --------------------------------------------------------------------
@@ -146,6 +155,11 @@ class RunSpec:
     @property
     def local_ranks(self) -> int:
         return self.ranks_per_node or self.world_size
+
+    @property
+    def mesh_shape(self) -> dict:
+        """The grid's degrees in grid order, e.g. ``{"dp": 2, "tp": 2}`` ({} without a mesh)."""
+        return dict(self.mesh or ())
 
     def replace(self, **changes) -> "RunSpec":
         """A copy with some fields changed (validated again)."""
@@ -194,6 +208,15 @@ class RunSpec:
             raise ValueError(f"save_state={self.save_state!r} is invalid: allowed is None or "
                              "the path of a file to write")
         self._validate_checkpointing()
+        if self.mesh is not None:
+            product = math.prod(degree for _, degree in self.mesh)
+            if product != self.world_size:
+                raise ValueError(f"mesh={self.mesh_shape!r} is invalid with world_size="
+                                 f"{self.world_size}: allowed is a grid whose degrees multiply "
+                                 f"to the world size (these multiply to {product})")
+        if self.device_memory is not None and not 1 <= self.device_memory <= 2**50:
+            raise ValueError(f"device_memory={self.device_memory!r} is invalid: allowed is a "
+                             "positive number of bytes, e.g. 48000000, '48MB' or '2GB'")
         fault = self.fault
         if fault is not None and fault.rank >= self.world_size:
             raise ValueError(f"inject_fault={self.inject_fault!r} is invalid: rank {fault.rank} "
@@ -223,6 +246,56 @@ class RunSpec:
             if not isinstance(self.resume, str) or not os.path.isfile(self.resume):
                 raise ValueError(f"resume={self.resume!r} is invalid: allowed is the path of an "
                                  "existing checkpoint file")
+
+
+def parse_bytes(value) -> Optional[int]:
+    """``None``, a number of bytes, or a string such as ``"48MB"``, ``"1.5GB"``, ``"512MiB"``
+    (MB = 10^6 bytes, MiB = 2^20) -> bytes as an int (or None)."""
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        raise ValueError(f"device_memory={value!r} is invalid: allowed is a number of bytes or "
+                         "a string like '48MB' or '2GB'")
+    if isinstance(value, (int, float)):
+        if not math.isfinite(value):
+            raise ValueError(f"device_memory={value!r} is invalid: allowed is a finite number")
+        return int(value)
+    if isinstance(value, str):
+        text = value.strip().upper().replace(" ", "")
+        number = text.rstrip("BKMGI")
+        unit = text[len(number):] or "B"
+        try:
+            amount = float(number)
+        except ValueError:
+            amount = None
+        if amount is not None and unit in BYTE_UNITS and math.isfinite(amount):
+            return int(amount * BYTE_UNITS[unit])
+    raise ValueError(f"device_memory={value!r} is invalid: allowed is a number of bytes or a "
+                     "string like '48MB', '1.5GB' or '512MiB'")
+
+
+def parse_mesh(mesh) -> Optional[tuple]:
+    """``{"dp": 2, "tp": 2}``, ``(("dp", 2), ("tp", 2))`` or ``"dp=2,tp=2"`` -> pairs in grid
+    order (:data:`MESH_DIMS`), or None."""
+    if mesh is None:
+        return None
+    allowed = (f"allowed is a grid such as {{'dp': 2, 'tp': 2}} or 'dp=2,tp=2' with dims in "
+               f"{', '.join(MESH_DIMS)}, each a positive integer, each at most once")
+    try:
+        if isinstance(mesh, str):
+            pairs = [part.split("=") for part in mesh.split(",") if part.strip()]
+            pairs = [(name.strip(), int(degree)) for name, degree in pairs]
+        else:
+            pairs = list(mesh.items()) if isinstance(mesh, dict) else [tuple(p) for p in mesh]
+    except (ValueError, TypeError, AttributeError):
+        raise ValueError(f"mesh={mesh!r} is invalid: {allowed}") from None
+    names = [name for name, _ in pairs]
+    ok = pairs and all(len(p) == 2 for p in pairs) and len(set(names)) == len(names) and all(
+        name in MESH_DIMS and isinstance(d, int) and not isinstance(d, bool) and 1 <= d <= 4096
+        for name, d in pairs)
+    if not ok:
+        raise ValueError(f"mesh={mesh!r} is invalid: {allowed}")
+    return tuple(sorted(pairs, key=lambda p: MESH_DIMS.index(p[0])))
 
 
 def _choice(name: str, value, allowed: tuple) -> None:

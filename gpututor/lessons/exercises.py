@@ -145,6 +145,26 @@ def check_row_parallel(candidate, world_size: int = 2) -> None:
           "one dense nn.Linear")
 
 
+# ---- lesson 09: groups of a rank grid ---------------------------------------------------------
+
+def check_group(answer, grid, rank: int, dim: str) -> None:
+    """"Which ranks form ``rank``'s group along ``dim`` in ``grid``?" (a list of ranks, any
+    order; ``...`` = no answer). ``grid`` is a :class:`gpututor.parallel.mesh.RankGrid`."""
+    if answer is ...:
+        print("Not answered yet. Replace ... with a list of ranks and run the cell again.")
+        return
+    expected = grid.group_of(rank, dim)
+    try:
+        given = sorted(int(r) for r in answer)
+    except (TypeError, ValueError):
+        raise AssertionError(f"{answer!r} is not a list of ranks. Try again.") from None
+    if given != sorted(expected) or isinstance(answer, (str, bytes)):
+        raise AssertionError(f"{answer!r} is not rank {rank}'s {dim} group in this grid. "
+                             "Try again: which ranks differ from it only in the "
+                             f"{dim} index?")
+    print(f"Correct: rank {rank}'s {dim} group is {expected}")
+
+
 # ---- lesson 06: a loss scaler's update rule ----------------------------------------------------
 
 def scale_after(update_rule, gradients: Iterable[float], init_scale: float = 2.0**10,

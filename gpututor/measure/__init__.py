@@ -4,6 +4,7 @@ imports them.
 - ``timing``: phase timers, the communication meter, a timer for library collectives;
 - ``collectives``: bus factors of collectives, and a task that benchmarks them;
 - ``memory``: bytes by category (parameters, gradients, optimizer state, activations);
+- ``capacity``: a rank's memory capacity enforced (``DeviceOutOfMemory``, as a GPU fails);
 - ``flops``: the training-FLOPs formula and device peaks (for MFU);
 - ``matmul``: this machine's measured matmul rate.
 """

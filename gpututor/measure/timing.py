@@ -37,10 +37,12 @@ class CommMeter:
         self.bytes, self.busy_s, self.exposed_s, self.emulated_s, self.calls = 0, 0.0, 0.0, 0.0, 0
         self.wire_bytes = 0.0
 
-    def add(self, nbytes: int, seconds: float, op: str = "all_reduce") -> None:
-        """Count one collective ``op`` ("all_reduce", "all_gather", ...) of data size ``nbytes``."""
+    def add(self, nbytes: int, seconds: float, op: str = "all_reduce",
+            group_size: int | None = None) -> None:
+        """Count one collective ``op`` ("all_reduce", "all_gather", ...) of data size ``nbytes``
+        among ``group_size`` ranks (default: all of them)."""
         self.bytes += nbytes
-        self.wire_bytes += nbytes * bus_factor(op, self.world_size)
+        self.wire_bytes += nbytes * bus_factor(op, group_size or self.world_size)
         self.busy_s += seconds
         self.calls += 1
 
@@ -60,6 +62,9 @@ class StepContext:
     link: object = None     # a parallel.link.EmulatedLink when the spec asks for one
     extra: dict = field(default_factory=dict)  # more keys for this step's record (e.g. a
                                                # pipeline's bubble_fraction and timeline)
+    grid: object = None     # the rank grid (parallel.mesh.RankGrid); None = one dim
+    groups: dict = field(default_factory=dict)   # dim -> this rank's parallel.mesh.DimGroup
+    device_meshes: dict = field(default_factory=dict)  # made once: grid shape -> DeviceMesh
 
     def __post_init__(self):
         self.comm.world_size = self.world_size
@@ -89,26 +94,27 @@ class CollectiveTimer:
     def __init__(self, meter: CommMeter, device: torch.device):
         self.meter, self.device, self.pending = meter, device, []
 
-    def run(self, op: str, nbytes: int, collective):
+    def run(self, op: str, nbytes: int, collective, group_size: int | None = None):
+        """Run ``collective()`` (among ``group_size`` ranks; default all) and meter it."""
         if self.device.type == "cuda":
             start, end = (torch.cuda.Event(enable_timing=True) for _ in range(2))
             start.record()
             work = collective()
             end.record()
-            self.pending.append((op, nbytes, start, end))
+            self.pending.append((op, nbytes, start, end, group_size))
             return work
         start = time.perf_counter()
         work = collective()
         if work is not None:  # asked for an async op: wait here so it can be timed
             work.wait()
         seconds = time.perf_counter() - start
-        self.meter.add(nbytes, seconds, op=op)
+        self.meter.add(nbytes, seconds, op=op, group_size=group_size)
         self.meter.exposed_s += seconds
         return None
 
     def flush(self) -> None:
         """At the end of a step: read the CUDA events (a no-op on CPU)."""
-        for op, nbytes, start, end in self.pending:
+        for op, nbytes, start, end, group_size in self.pending:
             end.synchronize()
-            self.meter.add(nbytes, start.elapsed_time(end) / 1e3, op=op)
+            self.meter.add(nbytes, start.elapsed_time(end) / 1e3, op=op, group_size=group_size)
         self.pending.clear()

@@ -5,6 +5,7 @@
     tensor_parallel/   megatron.py (column/row)      dtensor.py (DTensor parallelize_module)
     pipeline/          stages.py  schedules.py (naive, GPipe, 1F1B)  torch_pipelining.py
                        timeline.py (the measured bubble)
+    mesh.py (the rank grid)  composed.py (layouts: ddp+tp, fsdp+tp, ddp+pp, ddp+tp+pp, ...)
     single.py  base.py (the interface)  link.py (an emulated interconnect)
 
 Every strategy is registered in :data:`STRATEGIES` below; :func:`check_spec` runs the checks
@@ -13,6 +14,7 @@ that depend on the strategy before anything starts.
 from __future__ import annotations
 
 from .base import Strategy
+from .composed import Composed
 from .data_parallel.ddp import DataParallelDDP
 from .data_parallel.scratch import BucketedDataParallel, NaiveDataParallel
 from .pipeline.schedules import PipelineParallel
@@ -29,6 +31,19 @@ STRATEGIES: dict[str, Strategy] = {s.name: s for s in (
     ZeROStage1(), ZeROStage2(), ZeROStage3(), FullyShardedFSDP2(),    # lesson 03
     TensorParallel(), TensorParallelDTensor(),                        # lesson 04
     PipelineParallel(), PipelineTorch(),                              # lesson 05
+    # lesson 09: layouts on a rank grid (RunSpec.mesh), outermost part first
+    Composed(DataParallelDDP(), TensorParallel(),
+             description="DDP over dp x Megatron tensor parallel over tp"),
+    Composed(NaiveDataParallel(), TensorParallel(),
+             description="from scratch: all-reduce over dp x Megatron tensor parallel over tp"),
+    Composed(FullyShardedFSDP2(), TensorParallelDTensor(), name="fsdp+tp",   # TP as DTensor:
+             description="PyTorch's 2-D layout: DTensor TP on mesh['tp'], FSDP2 on mesh['dp']"),
+    Composed(DataParallelDDP(), PipelineParallel(),
+             description="DDP over dp x pipeline (GPipe/1F1B from scratch) over pp"),
+    Composed(NaiveDataParallel(), PipelineParallel(),
+             description="from scratch: all-reduce over dp x pipeline over pp"),
+    Composed(DataParallelDDP(), TensorParallel(), PipelineParallel(),
+             description="3-D: DDP over dp x Megatron TP over tp x pipeline over pp"),
 )}
 
 
@@ -49,6 +64,9 @@ def check_spec(spec):
     value and what is allowed. :func:`gpututor.launch` calls this before starting any rank.
     """
     strategy = get_strategy(spec.strategy)
+    if spec.mesh is not None and set(spec.mesh_shape) != set(strategy.dims()):
+        raise ValueError(f"mesh={spec.mesh_shape!r} is invalid for strategy={strategy.name!r}: "
+                         f"allowed is a grid with exactly the dims {', '.join(strategy.dims())}")
     for name, _ in spec.options:
         if name not in strategy.options:
             allowed = ", ".join(strategy.options) or "none"

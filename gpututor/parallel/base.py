@@ -11,6 +11,8 @@ from contextlib import nullcontext
 import torch
 import torch.nn.functional as F
 
+from .mesh import RankGrid
+
 
 def check_option(name: str, value, ok, allowed: str) -> None:
     """Raise the project's standard ``ValueError`` unless ``ok(value)``."""
@@ -21,6 +23,8 @@ def check_option(name: str, value, ok, allowed: str) -> None:
 class Strategy:
     name = "base"
     description = ""
+    dim = "dp"           # the dim of the rank grid this strategy splits its work over
+    parts: tuple = ()    # a composed layout's strategies, outermost first (see composed.py)
     options: dict = {}   # option name -> validity check, for RunSpec.options
     allowed: dict = {}   # option name -> what is allowed, in words (for the error message)
     supports_checkpoint = True  # full_state_dict / optimizer state are whole on every rank
@@ -32,12 +36,17 @@ class Strategy:
             if name in self.options:
                 check_option(name, value, self.options[name], self.allowed.get(name, "?"))
 
+    def dims(self) -> tuple:
+        """The grid dims this strategy uses (a composed layout: those of all its parts)."""
+        return tuple(p.dim for p in self.parts) if self.parts else (self.dim,)
+
     def data_parallel_size(self, spec) -> int:
-        """How many ranks split the global batch between them."""
-        return spec.world_size
+        """How many ranks split the global batch between them: the grid's ``dp`` degree."""
+        return RankGrid.of(spec, self.dim).degree("dp")
 
     def data_parallel_rank(self, rank: int, spec) -> int:
-        return rank
+        """Which slice of the global batch ``rank`` trains on: its index along ``dp``."""
+        return RankGrid.of(spec, self.dim).index(rank, "dp")
 
     # ---- in each rank ------------------------------------------------------------------------
     def wrap(self, model: torch.nn.Module, ctx) -> torch.nn.Module:

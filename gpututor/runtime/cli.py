@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import sys
 import time
 
-from ..config import PRECISIONS, RunSpec
+from ..config import PRECISIONS, RunSpec, parse_mesh
 from ..parallel import check_spec
 from ..plan import command as plan_command
 
@@ -43,9 +44,14 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--activation-checkpointing", action="store_true")
     add("--inject-fault", help="RANK:STEP (raise) or RANK:STEP:hang")
     add("--timeout", type=float, help="seconds a rank may wait for a peer")
+    add("--device-memory", metavar="BYTES",
+        help="memory each rank may hold, e.g. 48MB, 2GB, 512MiB or bytes (default: no cap on "
+             "CPU, the GPU's own size on CUDA); a rank that needs more fails with out of memory")
     add("--checkpoint-every", type=int, help="save a checkpoint every K steps (0 = never)")
     add("--checkpoint-dir", help="folder for checkpoints (step{K}.pt)")
     add("--resume", metavar="PATH", help="continue from this checkpoint (world size may differ)")
+    add("--mesh", metavar="DIM=N,...", help="the rank grid, e.g. dp=2,tp=2 (with --strategy "
+        "ddp+tp etc.; the degrees multiply to the world size)")
     run.add_argument("--option", action="append", default=[], metavar="NAME=VALUE",
                      help="a strategy option, e.g. --option schedule=gpipe --option "
                           "microbatches=8 (repeatable)")
@@ -69,6 +75,11 @@ def spec_from_args(args, world_size: int) -> RunSpec:
     fields = {k: v for k, v in vars(args).items()
               if k in RunSpec.__dataclass_fields__ and k not in ("world_size", "options")}
     return check_spec(RunSpec(world_size=world_size, options=parse_options(args.option), **fields))
+
+
+def mesh_world_size(mesh: str | None) -> int | None:
+    """The world size a ``--mesh`` implies (its degrees multiplied), or None without one."""
+    return math.prod(degree for _, degree in parse_mesh(mesh)) if mesh else None
 
 
 def parse_options(pairs: list[str]) -> tuple:
@@ -101,7 +112,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if under_torchrun():
             return _run_torchrun(args)
-        spec = spec_from_args(args, args.world_size or 2)
+        spec = spec_from_args(args, args.world_size or mesh_world_size(args.mesh) or 2)
     except ValueError as exc:
         print(f"gpututor: error: {exc}", file=sys.stderr)
         return 2

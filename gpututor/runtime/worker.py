@@ -20,12 +20,15 @@ import torch.distributed as dist
 from torch.utils.flop_counter import FlopCounterMode
 
 from ..data import batches, load_corpus
+from ..measure.capacity import (CapacityGuard, PhaseTracker, check_setup, from_cuda_oom,
+                                limit_cuda_memory)
 from ..measure.flops import device_peak_flops, model_flops_per_token
 from ..measure.memory import LiveBytesProbe, optimizer_tensors, state_bytes
 from ..measure.timing import StepContext
 from ..models import build_model, count_parameters
 from ..parallel import get_strategy
 from ..parallel.link import EmulatedLink
+from ..parallel.mesh import RankGrid, build_groups
 
 load_corpus()  # read once here, so a forkserver that preloads this module has it in memory
 
@@ -57,7 +60,14 @@ def train(spec, rank: int, world_size: int, device: torch.device,
     if device.type == "cpu":
         torch.set_num_threads(spec.threads_per_rank)
     strategy = get_strategy(spec.strategy)
-    ctx = StepContext(spec, rank, world_size, device, link=EmulatedLink.from_spec(spec))
+    grid = RankGrid.of(spec, strategy.dims()[0])   # which ranks share which group
+    ctx = StepContext(spec, rank, world_size, device, link=EmulatedLink.from_spec(spec),
+                      grid=grid, groups=build_groups(grid, rank))
+    # The rank's memory capacity (spec.device_memory): on a GPU the CUDA allocator enforces it
+    # (set before anything is allocated); on CPU a CapacityGuard watches each step, and only
+    # when a cap is asked: without one, nothing more runs per step.
+    capacity = limit_cuda_memory(spec.device_memory, device) if device.type == "cuda" \
+        else spec.device_memory
     model = build_model(spec).to(device)
     n_params = count_parameters(model)
     flops_per_token = model_flops_per_token(model, spec.seq_len)
@@ -68,6 +78,8 @@ def train(spec, rank: int, world_size: int, device: torch.device,
         state = torch.load(spec.resume, map_location=device, weights_only=False)
         strategy.load_checkpoint(model, optimizer, state)
         start_step = state["step"] + 1
+    if spec.device_memory is not None:  # the model's state alone may not fit
+        check_setup(capacity, rank, start_step, model, optimizer, spec.device_memory)
     dp_size, dp_rank = strategy.data_parallel_size(spec), strategy.data_parallel_rank(rank, spec)
     peak_flops = device_peak_flops(device, spec.precision)
     # Step 0 creates the optimizer state and is what a learner waits for: measure after it.
@@ -88,9 +100,20 @@ def train(spec, rank: int, world_size: int, device: torch.device,
         if device.type == "cuda":
             torch.cuda.reset_peak_memory_stats(device)
 
-        loss, step_time, counted, probed = measured_step(
-            run_step, ctx, model, optimizer, count_flops=step == flop_step,
-            probe_memory=step == probe_step)
+        guard = None
+        if device.type == "cuda":
+            guard = PhaseTracker()   # the allocator guards; this names the phase of an OOM
+        elif spec.device_memory is not None:
+            guard = CapacityGuard.for_step(capacity, rank, step, model, optimizer)
+        try:
+            loss, step_time, counted, probed = measured_step(
+                run_step, ctx, model, optimizer, count_flops=step == flop_step,
+                probe_memory=step == probe_step, guard=guard)
+        except torch.cuda.OutOfMemoryError as exc:
+            if device.type != "cuda":
+                raise
+            raise from_cuda_oom(exc, rank, step, getattr(ctx.probe, "phase", "step"), capacity,
+                                device, model, optimizer, spec.device_memory) from exc
         if counted is not None:
             flops = counted
         if probed is not None:
@@ -118,24 +141,34 @@ def train(spec, rank: int, world_size: int, device: torch.device,
             torch.save({k: v.detach().cpu() for k, v in state.items()}, spec.save_state)
 
 
-def measured_step(run_step, ctx, model, optimizer, count_flops: bool, probe_memory: bool):
+def measured_step(run_step, ctx, model, optimizer, count_flops: bool, probe_memory: bool,
+                  guard=None):
     """Run one step and time it; on the two measuring steps (they run slower) also count its
     FLOPs or probe its memory by category. Returns ``(loss, seconds, flops or None,
-    (activation bytes, peak bytes) or None)``."""
+    (activation bytes, peak bytes) or None)``.
+
+    ``guard`` watches the step for the memory capacity: a ``CapacityGuard`` on CPU (a probe
+    itself, so on the probing step it is the probe), a ``PhaseTracker`` on CUDA, or None. It
+    becomes ``ctx.probe``, so ``ctx.phase`` tells it the phase; after a failure ``ctx.probe``
+    is still the one that watched."""
     flops = probed = None
     start = time.perf_counter()
     with ExitStack() as measuring:
         if count_flops:
             counter = measuring.enter_context(FlopCounterMode(display=False))
-        if probe_memory:  # tensors alive before the step (buffers, e.g. masks) are baseline
+        if isinstance(guard, LiveBytesProbe):  # a CapacityGuard probes as it guards
+            ctx.probe = measuring.enter_context(guard)
+        elif probe_memory:  # tensors alive before the step (buffers, e.g. masks) are baseline
             baseline = [*model.parameters(), *model.buffers(), *optimizer_tensors(optimizer)]
             ctx.probe = measuring.enter_context(LiveBytesProbe(baseline))
+        else:
+            ctx.probe = guard
         loss = run_step()
     if count_flops:
         flops = int(counter.get_total_flops())
     if probe_memory:
         probed = (ctx.probe.forward_end, ctx.probe.peak)
-        ctx.probe = None
+    ctx.probe = None
     return loss, time.perf_counter() - start, flops, probed
 
 

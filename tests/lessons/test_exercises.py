@@ -7,8 +7,9 @@ import math
 import pytest
 import torch.distributed as dist
 
-from gpututor.lessons.exercises import (check_allreduce, check_answer, check_fits,
+from gpututor.lessons.exercises import (check_allreduce, check_answer, check_fits, check_group,
                                         check_row_parallel, first_stage_that_fits, scale_after)
+from gpututor.parallel.mesh import RankGrid
 from gpututor.parallel.data_parallel.ring import ring_allreduce
 from gpututor.parallel.tensor_parallel.megatron import reduce_from_tensor_parallel_region
 from gpututor.precision.loss_scaling import replay_scalers
@@ -91,3 +92,14 @@ def test_loss_scale_exercise_accepts_the_rule_and_rejects_no_backoff():
     with pytest.raises(AssertionError):
         check_answer(scale_after(never_backs_off, stream, 2.0**10, growth_interval=3), expected,
                      "loss scale", rel_tol=0)
+
+
+def test_group_checker_accepts_the_group_and_rejects_another_dims(capsys):
+    grid = RankGrid((("dp", 2), ("pp", 2), ("tp", 2)))   # lesson 09's 3-D grid
+    check_group([5, 4], grid, rank=5, dim="tp")
+    assert "Correct: rank 5's tp group is [4, 5]" in capsys.readouterr().out
+    for wrong in ([1, 5], [5, 7], [4, 5, 6, 7], "45", [5]):   # dp group, pp group, ...
+        with pytest.raises(AssertionError):
+            check_group(wrong, grid, rank=5, dim="tp")
+    check_group(..., grid, rank=5, dim="tp")
+    assert "Not answered yet" in capsys.readouterr().out

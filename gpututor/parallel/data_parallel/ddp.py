@@ -24,6 +24,7 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 
 from ..base import Strategy
 from ..link import LINK_ALLOWED, LINK_OPTIONS
+from ..mesh import dim_group
 
 COMM_HOOKS = ("none", "fp16", "bf16", "powersgd")
 
@@ -44,8 +45,10 @@ class DataParallelDDP(Strategy):
     def wrap(self, model, ctx):
         spec = ctx.spec
         device_ids = [ctx.device.index] if ctx.device.type == "cuda" else None
-        ddp = DDP(model, device_ids=device_ids, bucket_cap_mb=spec.option("bucket_cap_mb", 25))
-        ddp.register_comm_hook(_HookState(ctx.comm, spec, ctx.link), _timed_hook)
+        dp = dim_group(ctx, "dp")
+        ddp = DDP(model, device_ids=device_ids, bucket_cap_mb=spec.option("bucket_cap_mb", 25),
+                  process_group=dp.group)
+        ddp.register_comm_hook(_HookState(ctx.comm, spec, ctx.link, dp), _timed_hook)
         _watch_last_gradient(ddp, ctx)
         return ddp
 
@@ -56,22 +59,25 @@ class DataParallelDDP(Strategy):
 class _HookState:
     """What the timed hook needs: the meter, the inner hook and its own state."""
 
-    def __init__(self, meter, spec, link=None):
+    def __init__(self, meter, spec, link=None, dp=None):
         self.meter, self.link = meter, link
+        self.group = dp.group if dp is not None else None
+        self.size = dp.size if dp is not None else dist.get_world_size()
         self.kind = spec.option("comm_hook", "none")
         self.rank = spec.option("powersgd_rank", 1)
         if self.kind == "powersgd":
             self.powersgd = powerSGD_hook.PowerSGDState(
-                process_group=None, matrix_approximation_rank=self.rank, start_powerSGD_iter=2)
+                process_group=self.group, matrix_approximation_rank=self.rank,
+                start_powerSGD_iter=2)
 
     def launch(self, bucket) -> torch.futures.Future:
         if self.kind == "fp16":
-            return default_hooks.fp16_compress_hook(None, bucket)
+            return default_hooks.fp16_compress_hook(self.group, bucket)
         if self.kind == "bf16":
-            return default_hooks.bf16_compress_hook(None, bucket)
+            return default_hooks.bf16_compress_hook(self.group, bucket)
         if self.kind == "powersgd":
             return powerSGD_hook.powerSGD_hook(self.powersgd, bucket)
-        return default_hooks.allreduce_hook(None, bucket)
+        return default_hooks.allreduce_hook(self.group, bucket)
 
     def bytes_sent(self, bucket) -> int:
         """Bytes this rank contributes to the collective(s) for ``bucket``."""
@@ -98,13 +104,13 @@ def _timed_hook(state: _HookState, bucket: dist.GradBucket) -> torch.futures.Fut
     start = time.perf_counter()
 
     def done(fut):
-        state.meter.add(nbytes, time.perf_counter() - start)
+        state.meter.add(nbytes, time.perf_counter() - start, group_size=state.size)
         result = fut.value()
         return result[0] if isinstance(result, list) else result
 
     future = state.launch(bucket)
     if state.link is not None:  # emulated slow link: complete later, by the modelled time
-        future = state.link.then_delay(future, nbytes, dist.get_world_size(), state.meter)
+        future = state.link.then_delay(future, nbytes, state.size, state.meter)
     return future.then(done)
 
 

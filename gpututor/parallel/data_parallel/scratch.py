@@ -25,27 +25,31 @@ import torch.nn as nn
 
 from ..base import Strategy
 from ..link import LINK_ALLOWED, LINK_OPTIONS
+from ..mesh import DimGroup, dim_group
 
 
-def broadcast_parameters(model: nn.Module, src: int = 0) -> None:
-    """Make every rank start from rank ``src``'s weights (they already match; this makes sure)."""
+def broadcast_parameters(model: nn.Module, dp: DimGroup | None = None) -> None:
+    """Make every rank of the data-parallel group start from its first rank's weights (they
+    already match; this makes sure). ``dp`` None: all ranks."""
+    src, group = (dp.global_rank(0), dp.group) if dp is not None else (0, None)
     for tensor in list(model.parameters()) + list(model.buffers()):
-        dist.broadcast(tensor.data, src=src)
+        dist.broadcast(tensor.data, src=src, group=group)
 
 
-def allreduce_gradients(model: nn.Module, meter, link=None) -> None:
-    """The naive sync: one blocking all-reduce per gradient, then divide by the world size."""
-    world = dist.get_world_size()
+def allreduce_gradients(model: nn.Module, meter, link=None, dp: DimGroup | None = None) -> None:
+    """The naive sync: one blocking all-reduce per gradient over the data-parallel group, then
+    divide by its size. ``dp`` None: all ranks."""
+    world, group = (dp.size, dp.group) if dp is not None else (dist.get_world_size(), None)
     for p in model.parameters():
         if p.grad is None:
             continue
         start = time.perf_counter()
-        dist.all_reduce(p.grad)
+        dist.all_reduce(p.grad, group=group)
         if link is not None:
             link.delay_allreduce(p.grad.numel() * p.grad.element_size(), world, meter)
         p.grad /= world
         seconds = time.perf_counter() - start
-        meter.add(p.grad.numel() * p.grad.element_size(), seconds)
+        meter.add(p.grad.numel() * p.grad.element_size(), seconds, group_size=world)
         meter.exposed_s += seconds  # nothing overlaps: every second of it is waited for
 
 
@@ -55,20 +59,22 @@ class NaiveDataParallel(Strategy):
     options, allowed = LINK_OPTIONS, LINK_ALLOWED
 
     def wrap(self, model, ctx):
-        broadcast_parameters(model)
+        broadcast_parameters(model, dim_group(ctx, "dp"))
         return model
 
     def sync_gradients(self, model, ctx) -> None:
-        allreduce_gradients(model, ctx.comm, ctx.link)
+        allreduce_gradients(model, ctx.comm, ctx.link, dim_group(ctx, "dp"))
 
 
 class GradientBuckets(nn.Module):
     """Wraps a model; all-reduces its gradients bucket by bucket while backward still runs."""
 
-    def __init__(self, module: nn.Module, meter, bucket_cap_mb: float = 1.0, link=None):
+    def __init__(self, module: nn.Module, meter, bucket_cap_mb: float = 1.0, link=None,
+                 dp: DimGroup | None = None):
         super().__init__()
         self.module, self.meter, self.link = module, meter, link
-        self.world = dist.get_world_size()
+        self.world = dp.size if dp is not None else dist.get_world_size()
+        self.group = dp.group if dp is not None else None
         self.sync_enabled = True
         self.buckets = self._plan_buckets(bucket_cap_mb * 2**20)
         self.bucket_of = {p: i for i, bucket in enumerate(self.buckets) for p in bucket}
@@ -111,7 +117,7 @@ class GradientBuckets(nn.Module):
             params = self.buckets[index]
             flat = torch.cat([p.grad.reshape(-1) for p in params])
             start = time.perf_counter()
-            future = dist.all_reduce(flat, async_op=True).get_future()
+            future = dist.all_reduce(flat, group=self.group, async_op=True).get_future()
             if self.link is not None:  # emulated slow link: completes later, by the model's time
                 future = self.link.then_delay(future, flat.numel() * flat.element_size(),
                                               self.world, self.meter)
@@ -122,7 +128,8 @@ class GradientBuckets(nn.Module):
         wait_start = time.perf_counter()
         for future, flat, params, start in self.in_flight:
             future.wait()
-            self.meter.add(flat.numel() * flat.element_size(), time.perf_counter() - start)
+            self.meter.add(flat.numel() * flat.element_size(), time.perf_counter() - start,
+                           group_size=self.world)
             flat /= self.world
             offset = 0
             for p in params:
@@ -142,9 +149,10 @@ class BucketedDataParallel(Strategy):
     allowed = {"bucket_cap_mb": "a number of MiB in (0, 1024]", **LINK_ALLOWED}
 
     def wrap(self, model, ctx):
-        broadcast_parameters(model)
+        dp = dim_group(ctx, "dp")
+        broadcast_parameters(model, dp)
         return GradientBuckets(model, ctx.comm, float(ctx.spec.option("bucket_cap_mb", 1.0)),
-                               ctx.link)
+                               ctx.link, dp)
 
     def no_sync(self, model):
         return model.no_sync()

@@ -23,13 +23,16 @@ embedding's two copies) are in ``stages.py``; the production version is ``torch_
 from __future__ import annotations
 
 import time
+from contextlib import nullcontext
 
 import torch
 import torch.distributed as dist
 import torch.nn.functional as F
+from torch.nn.parallel import DistributedDataParallel
+from torch.nn.parallel.distributed import _find_tensors
 
 from ..base import autocast_for
-from .stages import (DEFAULT_SCHEDULE, SCHEDULES, GPTStage, PipelineStrategy, embedding_group,
+from .stages import (DEFAULT_SCHEDULE, SCHEDULES, PipelineStrategy, embedding_group,
                      microbatches, pipeline_options, share_loss, split_micro_batches,
                      tied_weight_sync)
 from .timeline import StageTimeline
@@ -84,43 +87,60 @@ class PointToPoint:
 
 class StageWorker:
     """What one stage does for micro-batch ``i``: :meth:`forward` and :meth:`backward`. The
-    schedules below only decide the order of these calls."""
+    schedules below only decide the order of these calls.
 
-    def __init__(self, stage: GPTStage, index: int, count: int, micro_batches: list, ctx,
-                 timeline: StageTimeline):
-        self.stage, self.index, self.count = stage, index, count
+    ``model`` is the stage, or a ``DistributedDataParallel`` around it (a ``ddp+pp`` layout).
+    Then every forward and backward runs without DDP's gradient sync except the step's last
+    backward, before which DDP is told to expect it: that backward all-reduces the gradients
+    all micro-batches have added up (as ``torch.distributed.pipelining``'s stages do).
+    """
+
+    def __init__(self, model, micro_batches: list, ctx, timeline: StageTimeline):
+        self.model, self.stage = model, getattr(model, "module", model)
+        self.ddp = model if isinstance(model, DistributedDataParallel) else None
+        self.index, self.count, self.peer = self.stage.pp.rank, self.stage.pp.size, \
+            self.stage.pp.global_rank
         self.micro_batches, self.ctx, self.timeline = micro_batches, ctx, timeline
         self.p2p = PointToPoint(ctx)
         self.autocast = autocast_for(ctx.spec.precision, ctx.device)
         self.saved = {}     # micro-batch -> (its input, its output), kept for backward
         self.losses = []    # last stage: each micro-batch's loss (already divided by m)
+        self.backwards_left = len(micro_batches)
 
     def forward(self, i: int) -> None:
         inputs, targets = self.micro_batches[i]
         if self.stage.is_first:
             x = inputs
         else:   # the previous stage's activations; we will send their gradient back
-            x = self.p2p.recv((*inputs.shape, self.stage.d_model), self.index - 1).requires_grad_()
+            x = self.p2p.recv((*inputs.shape, self.stage.d_model),
+                              self.peer(self.index - 1)).requires_grad_()
         self.p2p.flush()
-        with self.timeline.interval("F", i), self.autocast:
-            out = self.stage(x)
+        with self.timeline.interval("F", i), self.autocast, self._no_sync():
+            out = self.model(x)
             if self.stage.is_last:   # the loss of this micro-batch, a 1/m share of the step's
                 out = F.cross_entropy(out.flatten(0, 1).float(), targets.flatten())
                 out = out / len(self.micro_batches)
                 self.losses.append(out.detach())
         self.saved[i] = (x, out)
         if not self.stage.is_last:
-            self.p2p.send(out.detach().float(), self.index + 1)
+            self.p2p.send(out.detach().float(), self.peer(self.index + 1))
 
     def backward(self, i: int) -> None:
         x, out = self.saved.pop(i)
         grad = None if self.stage.is_last else \
-            self.p2p.recv(out.shape, self.index + 1).to(out.dtype)
+            self.p2p.recv(out.shape, self.peer(self.index + 1)).to(out.dtype)
         self.p2p.flush()
-        with self.timeline.interval("B", i):
+        self.backwards_left -= 1
+        last = self.backwards_left == 0
+        if last and self.ddp is not None:   # DDP all-reduces during this backward
+            self.ddp.reducer.prepare_for_backward(list(_find_tensors(out)))
+        with self.timeline.interval("B", i), (nullcontext() if last else self._no_sync()):
             torch.autograd.backward(out, grad)
         if not self.stage.is_first:
-            self.p2p.send(x.grad, self.index - 1)
+            self.p2p.send(x.grad, self.peer(self.index - 1))
+
+    def _no_sync(self):
+        return self.ddp.no_sync() if self.ddp is not None else nullcontext()
 
 
 # ---- the schedules: only the order of forward and backward differs ---------------------------
@@ -165,23 +185,26 @@ class PipelineParallel(PipelineStrategy):
     options, allowed = pipeline_options(SCHEDULES)
 
     def wrap(self, model, ctx):
-        stage = GPTStage(model, ctx.rank, ctx.world_size).to(ctx.device)
-        ctx.embedding_group = embedding_group(ctx.world_size)
+        stage = self.cut(model, ctx)
+        ctx.embedding_group = embedding_group(ctx)
         return stage
 
-    def train_step(self, model, optimizer, micro_batches, ctx) -> float:
+    def train_step(self, model, optimizer, micro_batches, ctx, sync_data_parallel=None) -> float:
+        """One step of the schedule; ``sync_data_parallel`` (a composed layout's) then averages
+        the gradients over the data-parallel group, before the optimizer step."""
         optimizer.zero_grad(set_to_none=True)
         spec = ctx.spec
         m = microbatches(spec)
         timeline = StageTimeline(ctx)
-        worker = StageWorker(model, ctx.rank, ctx.world_size,
-                             split_micro_batches(micro_batches, m), ctx, timeline)
+        worker = StageWorker(model, split_micro_batches(micro_batches, m), ctx, timeline)
         timeline.start()
         SCHEDULE_FUNCTIONS[spec.option("schedule", DEFAULT_SCHEDULE)](worker, m)
         worker.p2p.flush()
         timeline.finish()
         with ctx.phase("sync"):
-            tied_weight_sync(model, ctx.embedding_group, ctx)
+            if sync_data_parallel is not None:
+                sync_data_parallel()
+            tied_weight_sync(worker.stage, ctx.embedding_group, ctx)
         with ctx.phase("optimizer"):
             optimizer.step()
         return share_loss(float(sum(worker.losses)) if worker.losses else 0.0, ctx)

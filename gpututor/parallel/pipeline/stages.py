@@ -18,6 +18,7 @@ from torch.utils.checkpoint import checkpoint
 
 from ...models import GPT
 from ..base import Strategy
+from ..mesh import DimGroup, RankGrid, degree_of, dim_group
 
 SCHEDULES = ("naive", "gpipe", "1f1b")
 DEFAULT_SCHEDULE, DEFAULT_MICROBATCHES = "1f1b", 4
@@ -71,9 +72,19 @@ class GPTStage(nn.Module):
         return self.head.weight if self.is_last else None
 
 
-def embedding_group(stages: int):
-    """The process group of the first and the last stage (every rank must call this)."""
-    return dist.new_group([0, stages - 1]) if stages > 2 else None  # None: all ranks
+def embedding_group(ctx):
+    """The process group of the first and the last stage of this rank's pipeline. Every rank
+    must call this (each ``new_group`` is collective, one per pipeline of the grid)."""
+    pp = dim_group(ctx, "pp")
+    if pp.size <= 2:
+        return pp.group          # two stages: the pipeline's own group is first + last
+    grid = ctx.grid if ctx.grid is not None else RankGrid((("pp", ctx.world_size),))
+    mine = None
+    for ranks in grid.groups("pp"):
+        made = dist.new_group([ranks[0], ranks[-1]])
+        if ctx.rank in ranks:
+            mine = made
+    return mine
 
 
 def tied_weight_sync(stage: GPTStage, group, ctx) -> None:
@@ -89,11 +100,12 @@ def tied_weight_sync(stage: GPTStage, group, ctx) -> None:
     ctx.comm.exposed_s += seconds
 
 
-def gather_stages(stage: nn.Module) -> dict[str, torch.Tensor]:
-    """The whole model's state dict, merged from every stage's (a collective)."""
-    mine = {k: v.detach().cpu() for k, v in stage.state_dict().items()}
-    parts = [None] * dist.get_world_size()
-    dist.all_gather_object(parts, mine)
+def gather_stages(state: dict, pp: DimGroup) -> dict[str, torch.Tensor]:
+    """The whole model's state dict, merged from every stage's ``state`` (a collective of the
+    pipeline's ranks)."""
+    mine = {k: v.detach().cpu() for k, v in state.items()}
+    parts = [None] * pp.size
+    dist.all_gather_object(parts, mine, group=pp.group)
     merged = {k: v for part in parts for k, v in part.items()}
     if "head.weight" not in merged or "tok_emb.weight" not in merged:
         raise RuntimeError("the stages do not hold the whole model")
@@ -106,13 +118,14 @@ def microbatches(spec) -> int:
 
 
 def check_pipeline(spec, strategy: str) -> None:
-    """Raise ``ValueError`` unless ``spec`` can be cut into ``world_size`` stages."""
+    """Raise ``ValueError`` unless ``spec`` can be cut into its ``pp`` degree of stages."""
     if spec.model != "gpt":
         raise ValueError(f"model={spec.model!r} is invalid for strategy={strategy!r}: allowed "
                          "is 'gpt' (a stack of blocks to cut into stages)")
     n_layer = spec.model_config.n_layer
-    if spec.world_size > n_layer:
-        raise ValueError(f"world_size={spec.world_size} is invalid for strategy={strategy!r} "
+    stages, named = degree_of(spec, "pp")
+    if stages > n_layer:
+        raise ValueError(f"{named} is invalid for strategy={strategy!r} "
                          f"with model_size={spec.resolved_model_size!r}: each stage needs at "
                          f"least one of its {n_layer} blocks (allowed: 1 to {n_layer})")
     if spec.precision == "fp16":
@@ -122,11 +135,12 @@ def check_pipeline(spec, strategy: str) -> None:
         raise ValueError(f"option microbatches={spec.option('microbatches')!r} is invalid with "
                          "schedule='naive' (it runs the whole batch at once): allowed is 1; "
                          "use schedule 'gpipe' or '1f1b' for micro-batches")
-    m = microbatches(spec)
-    if spec.batch_size % m:
+    m, dp = microbatches(spec), RankGrid.of(spec, "pp").degree("dp")
+    if spec.batch_size % (m * dp):
         raise ValueError(f"batch_size={spec.batch_size} is invalid with microbatches={m}"
-                         f"{' (the default)' if spec.option('microbatches') is None else ''}: "
-                         f"allowed is a multiple of {m}")
+                         f"{' (the default)' if spec.option('microbatches') is None else ''}"
+                         f"{f' on {dp} data-parallel ranks' if dp > 1 else ''}: "
+                         f"allowed is a multiple of {m * dp}")
 
 
 def split_micro_batches(micro_batches: list, m: int) -> list:
@@ -138,8 +152,9 @@ def split_micro_batches(micro_batches: list, m: int) -> list:
 
 def share_loss(loss: float, ctx) -> float:
     """Only the last stage computed the loss: broadcast it, so every rank reports it."""
+    pp = dim_group(ctx, "pp")
     value = torch.tensor([loss], dtype=torch.float64, device=ctx.device)
-    dist.broadcast(value, src=ctx.world_size - 1)
+    dist.broadcast(value, src=pp.global_rank(pp.size - 1), group=pp.group)
     return value.item()
 
 
@@ -157,17 +172,20 @@ class PipelineStrategy(Strategy):
     """What every pipeline strategy shares: the checks, the batch (every stage sees all of it;
     only the first reads the inputs) and the merged state dict."""
 
+    dim = "pp"
     supports_checkpoint = False  # each rank holds its stage: no single-file checkpoint here yet
 
     def validate(self, spec) -> None:
         super().validate(spec)
         check_pipeline(spec, self.name)
 
-    def data_parallel_size(self, spec) -> int:
-        return 1
-
-    def data_parallel_rank(self, rank: int, spec) -> int:
-        return 0
+    def cut(self, model, ctx) -> "GPTStage":
+        """This rank's stage of ``model`` (its index along ``pp``), on the rank's device."""
+        pp = dim_group(ctx, "pp")
+        stage = GPTStage(model, pp.rank, pp.size).to(ctx.device)
+        stage.pp = pp
+        return stage
 
     def full_state_dict(self, model) -> dict:
-        return gather_stages(model)
+        stage = getattr(model, "module", model)
+        return gather_stages(stage.state_dict(), stage.pp)

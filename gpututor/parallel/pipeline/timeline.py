@@ -24,6 +24,7 @@ import torch
 import torch.distributed as dist
 
 from ...measure.timing import synchronize
+from ..mesh import dim_group
 
 PHASES = {"F": "forward", "B": "backward"}
 
@@ -80,8 +81,9 @@ class StageTimeline:
         first = min((s for _, _, s, _ in self.events), default=0.0)
         last = max((e for _, _, _, e in self.events), default=0.0)
         mine = torch.tensor([first, last, busy], dtype=torch.float64, device=self.ctx.device)
-        spans = [torch.empty_like(mine) for _ in range(dist.get_world_size())]
-        dist.all_gather(spans, mine)
+        pp = dim_group(self.ctx, "pp")    # the stages of this rank's pipeline
+        spans = [torch.empty_like(mine) for _ in range(pp.size)]
+        dist.all_gather(spans, mine, group=pp.group)
         spans = [tuple(s.tolist()) for s in spans]
         bubble = measured_bubble_fraction(spans)
         origin = min(first for first, _, _ in spans)   # the step's first compute, any stage

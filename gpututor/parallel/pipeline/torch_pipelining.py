@@ -64,9 +64,10 @@ class PipelineTorch(PipelineStrategy):
 
     def wrap(self, model, ctx):
         spec = ctx.spec
-        module = GPTStage(model, ctx.rank, ctx.world_size).to(ctx.device)
+        module = self.cut(model, ctx)
         m = spec.option("microbatches", DEFAULT_MICROBATCHES)
-        stage = PipelineStage(module, ctx.rank, ctx.world_size, ctx.device)
+        stage = PipelineStage(module, module.pp.rank, module.pp.size, ctx.device,
+                              group=module.pp.group)
         timeline = StageTimeline(ctx)
         # time the stage's compute (the schedule waits for messages outside these calls)
         stage.forward_one_chunk = _timed(stage.forward_one_chunk, timeline, "F")
@@ -78,7 +79,7 @@ class PipelineTorch(PipelineStrategy):
 
         schedule = TORCH_SCHEDULES[spec.option("schedule", "1f1b")]
         ctx.pipe_schedule = schedule(stage, n_microbatches=m, loss_fn=loss_fn)
-        ctx.pipe_timeline, ctx.embedding_group = timeline, embedding_group(ctx.world_size)
+        ctx.pipe_timeline, ctx.embedding_group = timeline, embedding_group(ctx)
         find_shapes(ctx.pipe_schedule, module, spec, ctx.device)
         return module
 

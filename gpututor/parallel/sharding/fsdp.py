@@ -36,12 +36,12 @@ from __future__ import annotations
 import warnings
 
 import torch
-from torch.distributed.device_mesh import init_device_mesh
 from torch.distributed.fsdp import FSDPModule, MixedPrecisionPolicy, fully_shard
 
 from ...config import torch_dtype
 from ...measure.timing import CollectiveTimer
 from ..base import Strategy
+from ..mesh import device_mesh
 from .zero import sharding_units
 
 MIXED_PRECISION = {"none": None, "bf16": torch_dtype("bf16"), "fp16": torch_dtype("fp16")}
@@ -64,7 +64,7 @@ class FullyShardedFSDP2(Strategy):
 
     def wrap(self, model, ctx):
         spec = ctx.spec
-        mesh = init_device_mesh(ctx.device.type, (ctx.world_size,))
+        mesh = device_mesh(ctx, "dp")   # the grid's dp slice (all ranks in a one-dim run)
         param_dtype = MIXED_PRECISION[spec.option("mixed_precision", "none")]
         policy = MixedPrecisionPolicy(param_dtype=param_dtype,
                                       reduce_dtype=torch.float32 if param_dtype else None)

@@ -29,11 +29,11 @@ from __future__ import annotations
 
 import torch
 import torch.nn as nn
-from torch.distributed.device_mesh import init_device_mesh
 from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, parallelize_module
 
 from ...models import GPT, CausalSelfAttention
 from ..base import Strategy
+from ..mesh import device_mesh
 from .megatron import attend, check_degree
 
 
@@ -70,6 +70,7 @@ def tensor_parallel_plan(model: nn.Module) -> dict[str, dict]:
 
 class TensorParallelDTensor(Strategy):
     name = "tp-dtensor"
+    dim = "tp"
     description = "torch DTensor parallelize_module: ColwiseParallel/RowwiseParallel plan"
     supports_checkpoint = False
 
@@ -77,14 +78,8 @@ class TensorParallelDTensor(Strategy):
         super().validate(spec)
         check_degree(spec, self.name)
 
-    def data_parallel_size(self, spec) -> int:
-        return 1   # every rank sees the whole batch
-
-    def data_parallel_rank(self, rank: int, spec) -> int:
-        return 0
-
     def wrap(self, model, ctx):
-        mesh = init_device_mesh(ctx.device.type, (ctx.world_size,), mesh_dim_names=("tp",))
+        mesh = device_mesh(ctx, "tp")   # the grid's tp slice (all ranks in a one-dim run)
         for block in getattr(model, "blocks", []):
             block.attn = SplitQKVAttention(block.attn)
         for path, plan in tensor_parallel_plan(model).items():

@@ -40,6 +40,7 @@ from ...measure.timing import CollectiveTimer
 from ...models import MLP, CausalSelfAttention
 from ..base import Strategy
 from ..link import LINK_ALLOWED, LINK_OPTIONS
+from ..mesh import degree_of, dim_group
 
 
 @dataclass
@@ -70,7 +71,7 @@ class TensorParallelGroup:
             if self.link is not None:  # then wait as long as the emulated link would need
                 self.link.delay_allreduce(nbytes, self.size, self.timer.meter)
 
-        self.timer.run("all_reduce", nbytes, collective)
+        self.timer.run("all_reduce", nbytes, collective, group_size=self.size)
         return tensor
 
 
@@ -232,7 +233,8 @@ class TensorParallelMLP(nn.Module):
 def parallelize(model: nn.Module, tp: TensorParallelGroup) -> nn.Module:
     """Replace, in place, every attention and MLP of ``model`` by its tensor-parallel version
     (parameter names stay the same; each holds this rank's slice)."""
-    for block in getattr(model, "blocks", []):
+    blocks = getattr(model, "blocks", [])
+    for block in (blocks.values() if isinstance(blocks, nn.ModuleDict) else blocks):
         block.attn = TensorParallelAttention(block.attn, tp)
         block.mlp = TensorParallelMLP(block.mlp, tp)
     if isinstance(getattr(model, "mlp", None), MLP):   # the char MLP model
@@ -253,9 +255,9 @@ def gather_full_state(model: nn.Module) -> dict[str, torch.Tensor]:
 # ---- the strategy ------------------------------------------------------------------------------
 
 def check_degree(spec, strategy: str) -> None:
-    """Raise ``ValueError`` unless the heads and hidden sizes split evenly over the ranks."""
+    """Raise ``ValueError`` unless the heads and hidden sizes split evenly over the TP ranks."""
     cfg = spec.model_config
-    n = spec.world_size
+    n, named = degree_of(spec, "tp")
     if spec.model == "gpt":
         sizes = {"attention heads (n_head)": cfg.n_head, "MLP hidden units": 4 * cfg.d_model}
     else:
@@ -265,13 +267,14 @@ def check_degree(spec, strategy: str) -> None:
             allowed = [d for d in range(1, min(256, *sizes.values()) + 1)
                        if all(c % d == 0 for c in sizes.values())]
             raise ValueError(
-                f"world_size={n} is invalid for strategy={strategy!r} with model={spec.model!r} "
+                f"{named} is invalid for strategy={strategy!r} with model={spec.model!r} "
                 f"model_size={spec.resolved_model_size!r}: its {count} {what} must split evenly "
-                f"over the ranks (allowed world sizes: {', '.join(map(str, allowed))})")
+                f"over the ranks (allowed tp degrees: {', '.join(map(str, allowed))})")
 
 
 class TensorParallel(Strategy):
     name = "tp"
+    dim = "tp"
     description = "from scratch: Megatron column/row parallel layers, heads split over ranks"
     options, allowed = LINK_OPTIONS, LINK_ALLOWED   # an emulated link delays every all-reduce
     supports_checkpoint = False  # each rank holds a slice: no single-file checkpoint here yet
@@ -280,15 +283,13 @@ class TensorParallel(Strategy):
         super().validate(spec)
         check_degree(spec, self.name)
 
-    def data_parallel_size(self, spec) -> int:
-        return 1   # every rank sees the whole batch: the ranks split the layers, not the data
-
-    def data_parallel_rank(self, rank: int, spec) -> int:
-        return 0
+    # every TP rank sees its data-parallel slice of the batch whole: the ranks split the
+    # layers, not the data (Strategy.data_parallel_size reads the grid's dp degree: 1 here)
 
     def wrap(self, model, ctx):
         timer = CollectiveTimer(ctx.comm, ctx.device)
-        model.tp = TensorParallelGroup(ctx.rank, ctx.world_size, timer=timer, link=ctx.link)
+        tp = dim_group(ctx, "tp")
+        model.tp = TensorParallelGroup(tp.rank, tp.size, tp.group, timer=timer, link=ctx.link)
         return parallelize(model, model.tp)
 
     def train_step(self, model, optimizer, micro_batches, ctx) -> float:

@@ -1,0 +1,53 @@
+"""Lesson 09's figures: the rank grid drawn as groups, and measured memory per rank per layout."""
+from __future__ import annotations
+
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+from ..measure.memory import CATEGORIES
+from ..parallel.mesh import RankGrid
+
+MB = 1e6
+LAYOUT = dict(template="plotly_white", margin=dict(l=60, r=20, t=70, b=50))
+
+
+def grid_figure(grid: RankGrid, title: str = "") -> go.Figure:
+    """One panel per dim: every rank as a box, coloured by which group of that dim it is in."""
+    dims = grid.dims
+    fig = make_subplots(rows=1, cols=len(dims),
+                        subplot_titles=[f"{d} groups ({grid.degree(d)} ranks each)" for d in dims])
+    ranks = grid.ranks.reshape(-1, grid.ranks.shape[-1]) if grid.ranks.dim() > 1 else \
+        grid.ranks.view(1, -1)
+    for col, dim in enumerate(dims, start=1):
+        which = {r: i for i, group in enumerate(grid.groups(dim)) for r in group}
+        z = [[which[int(r)] for r in row] for row in ranks]
+        text = [[f"rank {int(r)}" for r in row] for row in ranks]
+        fig.add_heatmap(z=z, text=text, texttemplate="%{text}", showscale=False,
+                        colorscale="Viridis", row=1, col=col, hoverinfo="text")
+        fig.update_yaxes(autorange="reversed", showticklabels=False, row=1, col=col)
+        fig.update_xaxes(showticklabels=False, row=1, col=col)
+    shape = " x ".join(f"{d}={n}" for d, n in grid.shape)
+    fig.update_layout(title=title or f"Rank grid {shape}: same colour = same group",
+                      height=160 + 60 * len(ranks), **LAYOUT)
+    return fig
+
+
+def memory_per_rank_figure(summaries: dict[str, dict], capacity: float | None = None,
+                           title: str = "Measured memory per rank, by layout") -> go.Figure:
+    """Stacked bars of the bytes each rank held (parameters, gradients, optimizer state,
+    activations) and its measured peak, for each labelled run; ``capacity`` as a line."""
+    x = [[label for label, s in summaries.items() for _ in range(s["world_size"])],
+         [f"r{r}" for s in summaries.values() for r in range(s["world_size"])]]
+    fig = go.Figure()
+    for c in CATEGORIES:
+        fig.add_bar(x=x, y=[(v or 0) / MB for s in summaries.values()
+                            for v in s["mem_by_category"][c]], name=c)
+    fig.add_scatter(x=x, y=[(p or 0) / MB for s in summaries.values()
+                            for p in s["peak_mem_bytes"]], mode="markers", name="peak (measured)",
+                    marker=dict(symbol="diamond", size=9, color="black"))
+    if capacity:
+        fig.add_hline(y=capacity / MB, line_dash="dash", line_color="#cf222e",
+                      annotation_text=f"capacity {capacity / MB:.1f} MB")
+    fig.update_layout(barmode="stack", title=title, yaxis_title="MB per rank", height=420,
+                      legend=dict(orientation="h", y=-0.25), **LAYOUT)
+    return fig
