@@ -1,12 +1,18 @@
 """The models the lessons train: a tiny GPT (decoder-only transformer) and a small MLP.
 
-Both are built from the run's seed, so every rank builds the same weights. Attention is written
-with plain matmuls (not ``scaled_dot_product_attention``) so PyTorch's FLOP counter sees it.
+Every parameter's first value depends only on the run's seed and the parameter's *name*
+(:func:`initial_value`): so every rank builds the same weights, and a rank that holds only a
+slice of a layer (sharding, tensor or pipeline parallel) can make just its slice, from a model
+built on PyTorch's ``meta`` device (shapes, no memory), without the whole model ever existing
+(``gpututor.parallel.meta``). Attention is written with plain matmuls (not
+``scaled_dot_product_attention``) so PyTorch's FLOP counter sees it.
 """
 from __future__ import annotations
 
 import dataclasses
 import math
+import zlib
+from contextlib import nullcontext
 
 import torch
 import torch.nn as nn
@@ -62,7 +68,7 @@ class Block(nn.Module):
 class GPT(nn.Module):
     """A GPT-2-shaped decoder: token + position embeddings, ``n_layer`` blocks, tied LM head."""
 
-    def __init__(self, cfg: GPTConfig, activation_checkpointing: bool = False):
+    def __init__(self, cfg: GPTConfig, activation_checkpointing: bool = False, seed: int = 0):
         super().__init__()
         self.cfg = cfg
         self.activation_checkpointing = activation_checkpointing
@@ -72,7 +78,7 @@ class GPT(nn.Module):
         self.ln_f = nn.LayerNorm(cfg.d_model)
         self.head = nn.Linear(cfg.d_model, cfg.vocab_size, bias=False)
         self.head.weight = self.tok_emb.weight  # weight tying, as in GPT-2
-        self.apply(_init_weights)
+        initialize(self, seed)
 
     def forward(self, idx: torch.Tensor) -> torch.Tensor:
         T = idx.shape[1]
@@ -89,23 +95,49 @@ class GPT(nn.Module):
 class CharMLP(nn.Module):
     """Predicts the next character from the current one: embedding, one hidden layer, logits."""
 
-    def __init__(self, cfg: MLPConfig):
+    def __init__(self, cfg: MLPConfig, seed: int = 0):
         super().__init__()
         self.cfg = cfg
         self.emb = nn.Embedding(cfg.vocab_size, cfg.d_model)
         self.mlp = MLP(cfg.d_model, cfg.d_hidden)
         self.head = nn.Linear(cfg.d_model, cfg.vocab_size)
-        self.apply(_init_weights)
+        initialize(self, seed)
 
     def forward(self, idx: torch.Tensor) -> torch.Tensor:
         return self.head(self.mlp(self.emb(idx)))
 
 
-def _init_weights(module: nn.Module) -> None:
-    if isinstance(module, (nn.Linear, nn.Embedding)):
-        nn.init.normal_(module.weight, mean=0.0, std=0.02)
-    if isinstance(module, nn.Linear) and module.bias is not None:
-        nn.init.zeros_(module.bias)
+INIT_STD = 0.02   # GPT-2's: weights of every Linear and Embedding ~ N(0, 0.02²)
+
+
+def init_kind(module: nn.Module, param_name: str) -> str:
+    """How a parameter starts: ``"normal"`` (Linear and Embedding weights), ``"zeros"``
+    (biases), ``"ones"`` (a LayerNorm's scale)."""
+    if isinstance(module, nn.LayerNorm):
+        return "ones" if param_name == "weight" else "zeros"
+    return "normal" if param_name == "weight" else "zeros"
+
+
+def initial_value(name: str, shape, kind: str, seed: int) -> torch.Tensor:
+    """The first value of the parameter called ``name``, whole, on CPU: drawn from a generator
+    seeded by the run's ``seed`` and the name, so any process can make it alone, in any order."""
+    if kind == "ones":
+        return torch.ones(shape)
+    if kind == "zeros":
+        return torch.zeros(shape)
+    gen = torch.Generator().manual_seed(seed * 1_000_003 + zlib.crc32(name.encode()))
+    return torch.randn(shape, generator=gen) * INIT_STD
+
+
+def initialize(model: nn.Module, seed: int) -> None:
+    """Give every parameter of ``model`` its :func:`initial_value` (nothing to do on ``meta``)."""
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if p.is_meta:
+                continue
+            owner, _, pname = name.rpartition(".")
+            kind = init_kind(model.get_submodule(owner), pname)
+            p.copy_(initial_value(name, p.shape, kind, seed))
 
 
 def model_config(spec, vocab_size: int):
@@ -113,14 +145,19 @@ def model_config(spec, vocab_size: int):
     return dataclasses.replace(spec.model_config, vocab_size=vocab_size)
 
 
-def build_model(spec) -> nn.Module:
-    """The exact ``nn.Module`` a run of ``spec`` trains, built on CPU from ``spec.seed``."""
+def build_model(spec, meta: bool = False) -> nn.Module:
+    """The exact ``nn.Module`` a run of ``spec`` trains, built on CPU from ``spec.seed``.
+
+    ``meta=True`` builds it on the ``meta`` device: every shape, no memory, no values. A
+    strategy that keeps only part of the model then makes just that part
+    (``gpututor.parallel.meta.materialize``), with the values it would have had here."""
     tokenizer, _ = load_corpus()
     cfg = model_config(spec, tokenizer.vocab_size)
-    torch.manual_seed(spec.seed)
-    if spec.model == "gpt":
-        return GPT(cfg, activation_checkpointing=spec.activation_checkpointing)
-    return CharMLP(cfg)
+    with torch.device("meta") if meta else nullcontext():
+        if spec.model == "gpt":
+            return GPT(cfg, activation_checkpointing=spec.activation_checkpointing,
+                       seed=spec.seed)
+        return CharMLP(cfg, seed=spec.seed)
 
 
 def count_parameters(model: nn.Module) -> int:

@@ -21,9 +21,13 @@ def tiny_spec(**changes) -> RunSpec:
 
 
 def reference_run(spec):
-    """The plain one-process loop: build_model + batches + AdamW, nothing else."""
+    """The plain one-process loop: build_model + batches + AdamW (or SGD with momentum, as
+    ``spec.optimizer`` says), nothing else."""
     model = build_model(spec)
-    optimizer = torch.optim.AdamW(model.parameters(), lr=spec.lr, weight_decay=0.0)
+    if spec.optimizer == "sgd":
+        optimizer = torch.optim.SGD(model.parameters(), lr=spec.lr, momentum=0.9)
+    else:
+        optimizer = torch.optim.AdamW(model.parameters(), lr=spec.lr, weight_decay=0.0)
     losses = []
     for inputs, targets in batches(spec):
         optimizer.zero_grad(set_to_none=True)

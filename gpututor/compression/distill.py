@@ -71,8 +71,7 @@ def build_student(spec, student_shape=None) -> nn.Module:
     if cfg.d_model % cfg.n_head:
         raise ValueError(f"student_shape={student_shape!r} is invalid: d_model={cfg.d_model} is "
                          f"not a multiple of n_head={cfg.n_head}")
-    torch.manual_seed(spec.seed)
-    return GPT(cfg)
+    return GPT(cfg, seed=spec.seed)
 
 
 def distillation_loss(student_logits: torch.Tensor, teacher_logits: torch.Tensor,

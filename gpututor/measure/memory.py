@@ -42,7 +42,7 @@ def tensor_bytes(tensors: Iterable[torch.Tensor]) -> int:
     """Bytes of the distinct storages behind ``tensors`` (views and tied weights count once)."""
     seen, total = set(), 0
     for t in tensors:
-        if t is None or not isinstance(t, torch.Tensor):
+        if t is None or not isinstance(t, torch.Tensor) or local_tensor(t).is_meta:
             continue
         st = local_tensor(t).untyped_storage()
         if st._cdata not in seen:
@@ -106,6 +106,8 @@ class LiveBytesProbe(TorchDispatchMode):
         return out
 
     def _track(self, t: torch.Tensor) -> None:
+        if local_tensor(t).is_meta:   # a shape without memory (a model not made yet)
+            return
         st = local_tensor(t).untyped_storage()
         key = st._cdata
         if key in self.known:

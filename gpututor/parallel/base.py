@@ -28,6 +28,8 @@ class Strategy:
     options: dict = {}   # option name -> validity check, for RunSpec.options
     allowed: dict = {}   # option name -> what is allowed, in words (for the error message)
     supports_checkpoint = True  # full_state_dict / optimizer state are whole on every rank
+    builds_on_meta = False      # True: wrap() gets the model on "meta" and keeps only its part,
+    #                             which gpututor.parallel.meta.materialize then makes
 
     # ---- checked before launch ---------------------------------------------------------------
     def validate(self, spec) -> None:

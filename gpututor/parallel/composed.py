@@ -22,6 +22,7 @@ from __future__ import annotations
 from contextlib import nullcontext
 
 from .base import Strategy
+from .meta import materialize
 from .pipeline.stages import embedding_group, gather_stages
 from .tensor_parallel.megatron import gather_full_state
 
@@ -32,6 +33,7 @@ class Composed(Strategy):
     supports_checkpoint = False   # each rank holds a slice: no single-file checkpoint here yet
 
     def __init__(self, *parts: Strategy, name: str | None = None, description: str = ""):
+        self.builds_on_meta = any(p.builds_on_meta for p in parts if p.dim != "dp")
         dims = [p.dim for p in parts]
         if len(set(dims)) != len(dims):
             raise ValueError(f"parts={[p.name for p in parts]} is invalid: allowed is at most "
@@ -61,9 +63,12 @@ class Composed(Strategy):
             ctx.embedding_group = embedding_group(ctx)
         if "tp" in self.part:       # 2. its layers split over the tp group
             model = self.part["tp"].wrap(model, ctx)
-        if "dp" in self.part:       # 3. wrapped for the dp group
-            model = self.part["dp"].wrap(model, ctx)
-        return model
+        dp = self.data_part
+        if dp is not None and not dp.builds_on_meta:   # DDP & co. need real tensors: make
+            model = materialize(model, ctx.device, ctx.spec.seed)   # this rank's part now
+        if dp is not None:          # 3. wrapped for the dp group
+            model = dp.wrap(model, ctx)
+        return model   # (still on meta if FSDP2 sharded it: the worker makes it then)
 
     def make_optimizer(self, model, spec):
         return (self.data_part or super()).make_optimizer(model, spec)

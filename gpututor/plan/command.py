@@ -3,10 +3,14 @@
     python -m gpututor plan --params 7e9 --gpus 8 --gpu H100-80GB --zero-stage 3 --json -
     python -m gpututor plan --model 70b --gpus 512 --recommend --deadline-days 60
     python -m gpututor plan --list
+    python -m gpututor plan --layouts --tiny-gpt medium --world-size 4 --batch-size 8 \
+        --seq-len 64 --device-memory 47MB
 
 Prints per-device bytes by category (``params``, ``grads``, ``optimizer``, ``activations``,
 ``total``), whether that fits, step and total time, cost, and why; ``--json PATH`` writes the
 same as JSON (``-`` = stdout). ``--recommend`` ranks layouts on up to ``--gpus`` GPUs instead.
+``--layouts`` predicts the bytes per rank of every layout of a rank grid of ``--world-size``
+ranks (``plan/layouts.py``) and picks the simplest that fits ``--device-memory``.
 """
 from __future__ import annotations
 
@@ -14,7 +18,9 @@ import argparse
 import json
 import sys
 
+from ..config import MODEL_SIZES, parse_bytes
 from . import catalog
+from .layouts import HEADROOM, pick_layout, predict_layouts
 from .memory import CONVENTIONS, PRECISIONS, PRESETS, RECOMPUTE, Transformer, \
     transformer_for_params
 from .recommend import DEFAULT_COMM_EFFICIENCY, DEFAULT_MFU, Config, estimate, recommend
@@ -58,6 +64,13 @@ def add_parser(commands) -> argparse.ArgumentParser:
     p.add_argument("--deadline-days", type=float, default=None, help="(with --recommend)")
     p.add_argument("--recommend", action="store_true", help="rank layouts on 1..--gpus GPUs")
     p.add_argument("--list", action="store_true", help="print the GPU and link catalogue")
+    p.add_argument("--layouts", action="store_true",
+                   help="bytes per rank of every layout on --world-size ranks (lesson 09)")
+    p.add_argument("--tiny-gpt", metavar="SIZE", help="the lessons' GPT: "
+                   + "|".join(MODEL_SIZES["gpt"]) + " (vocabulary 96, as the corpus has)")
+    p.add_argument("--world-size", type=int, default=4, help="ranks (with --layouts)")
+    p.add_argument("--batch-size", type=int, default=8, help="global batch (with --layouts)")
+    p.add_argument("--device-memory", default=None, help="capacity per rank, e.g. 48MB")
     p.add_argument("--json", metavar="PATH", help="write the answer as JSON ('-' = stdout)")
     return p
 
@@ -65,11 +78,19 @@ def add_parser(commands) -> argparse.ArgumentParser:
 def model_from_args(args) -> Transformer:
     """The model the flags describe: a preset, an exact shape, or a parameter count."""
     given = [name for name, v in (("--params", args.params), ("--model", args.model),
-                                  ("--layers", args.layers)) if v is not None]
+                                  ("--layers", args.layers),
+                                  ("--tiny-gpt", getattr(args, "tiny_gpt", None)))
+             if v is not None]
     if len(given) != 1:
         raise ValueError(f"model flags {given or 'none'} are invalid: allowed is exactly one of "
-                         "--params N, --model PRESET, or --layers L --d-model H --heads A")
+                         "--params N, --model PRESET, --layers L --d-model H --heads A, or "
+                         "--tiny-gpt SIZE")
     seq = args.seq_len
+    if getattr(args, "tiny_gpt", None) is not None:
+        catalog._check_choice("tiny_gpt", args.tiny_gpt, tuple(MODEL_SIZES["gpt"]))
+        cfg = MODEL_SIZES["gpt"][args.tiny_gpt]
+        return Transformer(cfg.n_layer, cfg.d_model, cfg.n_head, 96, seq or 64,
+                           name=f"tiny GPT {args.tiny_gpt}")
     if args.model is not None:
         catalog._check_choice("model", args.model, tuple(PRESETS))
         model = PRESETS[args.model]
@@ -92,6 +113,8 @@ def run(args) -> int:
         return 0
     try:
         model = model_from_args(args)
+        if args.layouts:
+            return _layouts(model, args)
         tokens = args.tokens if args.tokens is not None else 20 * model.n_params
         gpu = catalog.get_gpu(args.gpu)
         link = args.link or gpu.links[0]
@@ -133,6 +156,38 @@ def run(args) -> int:
             with open(args.json, "w") as f:
                 json.dump(payload, f, indent=2, default=str)
                 f.write("\n")
+    return 0
+
+
+def _layouts(model: Transformer, args) -> int:
+    """``--layouts``: every layout on ``--world-size`` ranks, predicted; the simplest that fits."""
+    capacity = parse_bytes(args.device_memory)
+    rows = predict_layouts(model, args.batch_size, args.world_size, capacity)
+    pick = pick_layout(rows) if capacity else None
+    payload = {"model": _model_dict(model), "world_size": args.world_size,
+               "batch_size": args.batch_size, "device_memory": capacity, "headroom": HEADROOM,
+               "layouts": rows, "pick": pick}
+    if args.json == "-":
+        print(json.dumps(payload, indent=2, default=str))
+        return 0
+    lines = [f"{model.name}, global batch {args.batch_size}, {args.world_size} ranks "
+             "(formula, MB per rank):",
+             f"{'layout':<12}{'grid':<22}{'params':>8}{'grads':>8}{'optim':>8}{'activ':>8}"
+             f"{'total':>8}  fits"]
+    for r in rows:
+        grid = ",".join(f"{d}={n}" for d, n in r["mesh"].items())
+        fits = "" if r["fits"] is None else ("yes" if r["fits"] else "no")
+        lines.append(f"{r['layout']:<12}{grid:<22}" + "".join(
+            f"{r[k] / 1e6:8.1f}" for k in ("params", "grads", "optimizer", "activations",
+                                           "total")) + f"  {fits}")
+    if capacity:
+        lines.append(f"simplest that fits {HEADROOM:.0%} of {capacity / 1e6:.1f} MB: "
+                     + (f"{pick['layout']} on {pick['mesh']}" if pick else "none"))
+    print("\n".join(lines))
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(payload, f, indent=2, default=str)
+            f.write("\n")
     return 0
 
 

@@ -49,6 +49,7 @@ def summarize(spec, records: list[dict], status: str = "finished") -> dict:
         "losses": losses,
         "final_loss": losses[-1] if losses else None,
         "peak_mem_bytes": per_rank("mem_peak"),
+        "setup_peak_mem_bytes": per_rank("mem_setup_peak"),   # building the model, per rank
         "mem_by_category": {c: per_rank("mem_" + c) for c in
                             ("params", "grads", "optimizer", "activations")},
         "compute_s": median("compute_s"),

@@ -29,6 +29,7 @@ from ..models import build_model, count_parameters
 from ..parallel import get_strategy
 from ..parallel.link import EmulatedLink
 from ..parallel.mesh import RankGrid, build_groups
+from ..parallel.meta import materialize
 
 load_corpus()  # read once here, so a forkserver that preloads this module has it in memory
 
@@ -68,11 +69,18 @@ def train(spec, rank: int, world_size: int, device: torch.device,
     # when a cap is asked: without one, nothing more runs per step.
     capacity = limit_cuda_memory(spec.device_memory, device) if device.type == "cuda" \
         else spec.device_memory
-    model = build_model(spec).to(device)
-    n_params = count_parameters(model)
-    flops_per_token = model_flops_per_token(model, spec.seq_len)
-    model = strategy.wrap(model, ctx)
-    optimizer = strategy.make_optimizer(model, spec)
+    # A strategy that keeps only part of the model gets it on "meta" (shapes, no memory) and
+    # makes just its part: no rank ever holds the whole model (parallel/meta.py). The probe
+    # measures the largest number of bytes alive during this setup.
+    with LiveBytesProbe() as setup:
+        model = build_model(spec, meta=strategy.builds_on_meta)
+        if not strategy.builds_on_meta:
+            model = model.to(device)
+        n_params = count_parameters(model)
+        flops_per_token = model_flops_per_token(model, spec.seq_len)
+        model = materialize(strategy.wrap(model, ctx), device, spec.seed)
+        optimizer = strategy.make_optimizer(model, spec)
+    setup_peak = setup.peak
     start_step = 0
     if spec.resume:  # continue where a checkpoint left off; its world size may differ from ours
         state = torch.load(spec.resume, map_location=device, weights_only=False)
@@ -125,7 +133,7 @@ def train(spec, rank: int, world_size: int, device: torch.device,
         emit({
             "rank": rank, "step": step, "loss": loss, "time": time.time() - start_time,
             **step_record(ctx, step_time, inputs.numel(), state_bytes(model, optimizer)),
-            "mem_activations": activations, "mem_peak": peak,
+            "mem_activations": activations, "mem_peak": peak, "mem_setup_peak": setup_peak,
             "flops": flops, "achieved_flops": flops / step_time if flops else None,
             "model_flops": model_flops,
             "mfu": model_flops / step_time / peak_flops if peak_flops else None,

@@ -72,7 +72,7 @@ def test_each_schedule_equals_one_process(tmp_path, strategy, schedule, m):
     state = torch.load(tmp_path / "pp.pt")
     assert set(state) == set(ref_state)
     for name, ref in ref_state.items():  # tolerance: see test_runs.test_ddp_two_ranks_equals...
-        torch.testing.assert_close(state[name], ref, rtol=1e-5, atol=5e-5, msg=name)
+        torch.testing.assert_close(state[name], ref, rtol=1e-5, atol=1e-4, msg=name)
     # the tied embedding's two copies (first and last stage) took the same steps
     torch.testing.assert_close(state["head.weight"], state["tok_emb.weight"])
     assert 0 < summary["bubble_fraction"] < 1
@@ -107,7 +107,7 @@ def test_three_stages_with_a_middle_stage_equal_one_process(tmp_path):
                                rtol=1e-5, atol=1e-6)
     state = torch.load(tmp_path / "pp3.pt")
     for name, ref in ref_state.items():
-        torch.testing.assert_close(state[name], ref, rtol=1e-5, atol=5e-5, msg=name)
+        torch.testing.assert_close(state[name], ref, rtol=1e-5, atol=1e-4, msg=name)
 
 
 @pytest.mark.parametrize("changes,message", [

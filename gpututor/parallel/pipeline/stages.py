@@ -19,6 +19,7 @@ from torch.utils.checkpoint import checkpoint
 from ...models import GPT
 from ..base import Strategy
 from ..mesh import DimGroup, RankGrid, degree_of, dim_group
+from ..meta import is_meta
 
 SCHEDULES = ("naive", "gpipe", "1f1b")
 DEFAULT_SCHEDULE, DEFAULT_MICROBATCHES = "1f1b", 4
@@ -51,7 +52,8 @@ class GPTStage(nn.Module):
             if self.is_first:   # one stage: the tie stays as it is
                 self.head = model.head
             else:               # the head's own copy of the tied weight (see tied_weight_sync)
-                self.head = nn.Linear(model.cfg.d_model, model.cfg.vocab_size, bias=False)
+                with torch.device(model.tok_emb.weight.device):   # "meta" until made
+                    self.head = nn.Linear(model.cfg.d_model, model.cfg.vocab_size, bias=False)
                 self.head.weight = nn.Parameter(model.tok_emb.weight.detach().clone())
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -174,6 +176,7 @@ class PipelineStrategy(Strategy):
 
     dim = "pp"
     supports_checkpoint = False  # each rank holds its stage: no single-file checkpoint here yet
+    builds_on_meta = True        # each rank makes only its own stage (parallel/meta.py)
 
     def validate(self, spec) -> None:
         super().validate(spec)
@@ -182,9 +185,9 @@ class PipelineStrategy(Strategy):
     def cut(self, model, ctx) -> "GPTStage":
         """This rank's stage of ``model`` (its index along ``pp``), on the rank's device."""
         pp = dim_group(ctx, "pp")
-        stage = GPTStage(model, pp.rank, pp.size).to(ctx.device)
+        stage = GPTStage(model, pp.rank, pp.size)
         stage.pp = pp
-        return stage
+        return stage if is_meta(stage) else stage.to(ctx.device)
 
     def full_state_dict(self, model) -> dict:
         stage = getattr(model, "module", model)

@@ -27,6 +27,7 @@ import torch.nn.functional as F
 from torch.distributed.pipelining import PipelineStage, Schedule1F1B, ScheduleGPipe
 
 from ..base import autocast_for
+from ..meta import materialize
 from .stages import (DEFAULT_MICROBATCHES, GPTStage, PipelineStrategy, embedding_group,
                      pipeline_options, share_loss, split_micro_batches, tied_weight_sync)
 from .timeline import StageTimeline
@@ -64,7 +65,7 @@ class PipelineTorch(PipelineStrategy):
 
     def wrap(self, model, ctx):
         spec = ctx.spec
-        module = self.cut(model, ctx)
+        module = materialize(self.cut(model, ctx), ctx.device, spec.seed)  # PipelineStage: real
         m = spec.option("microbatches", DEFAULT_MICROBATCHES)
         stage = PipelineStage(module, module.pp.rank, module.pp.size, ctx.device,
                               group=module.pp.group)

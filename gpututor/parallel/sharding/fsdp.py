@@ -55,6 +55,7 @@ class FullyShardedFSDP2(Strategy):
     allowed = {"reshard_after_forward": "True or False",
                "mixed_precision": "one of " + ", ".join(MIXED_PRECISION)}
     supports_checkpoint = False  # sharded state: no single-file checkpoint here yet
+    builds_on_meta = True        # sharded on meta, then each rank makes only its shards
 
     def validate(self, spec) -> None:
         super().validate(spec)

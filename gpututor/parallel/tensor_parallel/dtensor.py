@@ -45,14 +45,14 @@ class SplitQKVAttention(nn.Module):
         super().__init__()
         d = fused.qkv.in_features
         self.head_dim = d // fused.n_head
-        self.q, self.k, self.v = (nn.Linear(d, d) for _ in range(3))
+        with torch.device(fused.qkv.weight.device):   # "meta" for a model that is not made yet
+            self.q, self.k, self.v = (nn.Linear(d, d) for _ in range(3))
         with torch.no_grad():
             for i, linear in enumerate((self.q, self.k, self.v)):
                 linear.weight.copy_(fused.qkv.weight[i * d:(i + 1) * d])
                 linear.bias.copy_(fused.qkv.bias[i * d:(i + 1) * d])
         self.proj = fused.proj
         self.register_buffer("mask", fused.mask, persistent=False)
-        self.to(fused.qkv.weight.device)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.proj(attend(self.q(x), self.k(x), self.v(x), self.head_dim, self.mask))
@@ -71,6 +71,7 @@ def tensor_parallel_plan(model: nn.Module) -> dict[str, dict]:
 class TensorParallelDTensor(Strategy):
     name = "tp-dtensor"
     dim = "tp"
+    builds_on_meta = True   # each rank makes only its shards (parallel/meta.py)
     description = "torch DTensor parallelize_module: ColwiseParallel/RowwiseParallel plan"
     supports_checkpoint = False
 

@@ -135,10 +135,14 @@ class ColumnParallelLinear(nn.Module):
 
     @classmethod
     def from_dense(cls, dense: nn.Linear, tp: TensorParallelGroup, parts: int = 1):
-        """This rank's rows of ``dense``: the very numbers one process would use."""
-        rows = owned_indices(dense.out_features, tp, parts).to(dense.weight.device)
+        """This rank's rows of ``dense``: the very numbers one process would use (on ``meta``:
+        just the shapes; ``parallel.meta.materialize`` fills in ``init_rows`` later)."""
+        owned = owned_indices(dense.out_features, tp, parts)
+        rows = owned.to(dense.weight.device)
         bias = dense.bias.detach()[rows].clone() if dense.bias is not None else None
-        return cls(dense.weight.detach()[rows].clone(), bias, tp, parts)
+        layer = cls(dense.weight.detach()[rows].clone(), bias, tp, parts)
+        layer.init_rows, layer.full_out_features = owned, dense.out_features
+        return layer
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return F.linear(copy_to_tensor_parallel_region(x, self.tp), self.weight, self.bias)
@@ -163,9 +167,13 @@ class RowParallelLinear(nn.Module):
 
     @classmethod
     def from_dense(cls, dense: nn.Linear, tp: TensorParallelGroup):
-        cols = owned_indices(dense.in_features, tp).to(dense.weight.device)
+        """This rank's columns of ``dense`` (and the whole bias)."""
+        owned = owned_indices(dense.in_features, tp)
+        cols = owned.to(dense.weight.device)
         bias = dense.bias.detach().clone() if dense.bias is not None else None
-        return cls(dense.weight.detach()[:, cols].clone(), bias, tp)
+        layer = cls(dense.weight.detach()[:, cols].clone(), bias, tp)
+        layer.init_cols, layer.full_in_features = owned, dense.in_features
+        return layer
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         out = reduce_from_tensor_parallel_region(F.linear(x, self.weight), self.tp)
@@ -275,6 +283,7 @@ def check_degree(spec, strategy: str) -> None:
 class TensorParallel(Strategy):
     name = "tp"
     dim = "tp"
+    builds_on_meta = True   # each rank makes only its slices (parallel/meta.py)
     description = "from scratch: Megatron column/row parallel layers, heads split over ranks"
     options, allowed = LINK_OPTIONS, LINK_ALLOWED   # an emulated link delays every all-reduce
     supports_checkpoint = False  # each rank holds a slice: no single-file checkpoint here yet
