@@ -33,13 +33,21 @@ class CausalSelfAttention(nn.Module):
         self.register_buffer("mask", mask, persistent=False)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        B, T, C = x.shape
+        C = x.shape[-1]
         q, k, v = self.qkv(x).split(C, dim=2)
-        q, k, v = (t.view(B, T, self.n_head, C // self.n_head).transpose(1, 2) for t in (q, k, v))
-        scores = (q @ k.transpose(-2, -1)) / math.sqrt(k.shape[-1])
-        scores = scores.masked_fill(~self.mask[:T, :T], float("-inf"))
-        y = F.softmax(scores, dim=-1) @ v
-        return self.proj(y.transpose(1, 2).reshape(B, T, C))
+        return self.proj(causal_attention(q, k, v, C // self.n_head, self.mask))
+
+
+def causal_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, head_dim: int,
+                     mask: torch.Tensor) -> torch.Tensor:
+    """Causal attention over however many heads ``q``, ``k``, ``v`` (``B x T x heads·head_dim``)
+    hold (all of them, or one tensor-parallel rank's share). Returns ``B x T x heads·head_dim``."""
+    B, T, _ = q.shape
+    q, k, v = (t.view(B, T, -1, head_dim).transpose(1, 2) for t in (q, k, v))
+    scores = (q @ k.transpose(-2, -1)) / math.sqrt(head_dim)
+    scores = scores.masked_fill(~mask[:T, :T], float("-inf"))
+    y = F.softmax(scores, dim=-1) @ v
+    return y.transpose(1, 2).reshape(B, T, -1)
 
 
 class MLP(nn.Module):

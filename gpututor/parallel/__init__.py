@@ -3,9 +3,11 @@
     data_parallel/     scratch.py (naive, bucketed)  ddp.py (DistributedDataParallel)  ring.py
     sharding/          zero.py (ZeRO-1/2/3)          fsdp.py (FSDP2 fully_shard)
     tensor_parallel/   megatron.py (column/row)      dtensor.py (DTensor parallelize_module)
+                       sequence.py (sequence parallel on top of megatron.py)
     pipeline/          stages.py  schedules.py (naive, GPipe, 1F1B)  torch_pipelining.py
                        timeline.py (the measured bubble)
     mesh.py (the rank grid)  composed.py (layouts: ddp+tp, fsdp+tp, ddp+pp, ddp+tp+pp, ...)
+    meta.py (make only this rank's part of a model built on the meta device)
     single.py  base.py (the interface)  link.py (an emulated interconnect)
 
 Every strategy is registered in :data:`STRATEGIES` below; :func:`check_spec` runs the checks

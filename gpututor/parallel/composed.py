@@ -77,6 +77,8 @@ class Composed(Strategy):
         return self.data_part.no_sync(model) if self.data_part else nullcontext()
 
     def sync_gradients(self, model, ctx) -> None:
+        if "tp" in self.part:   # (sequence parallel: gradients of the sequence-split regions)
+            self.part["tp"].sync_gradients(model, ctx)
         if self.data_part is not None:
             self.data_part.sync_gradients(model, ctx)
 

@@ -31,10 +31,10 @@ import torch
 import torch.nn as nn
 from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, parallelize_module
 
-from ...models import GPT, CausalSelfAttention
+from ...models import GPT, CausalSelfAttention, causal_attention
 from ..base import Strategy
 from ..mesh import device_mesh
-from .megatron import attend, check_degree
+from .megatron import check_degree
 
 
 class SplitQKVAttention(nn.Module):
@@ -55,7 +55,7 @@ class SplitQKVAttention(nn.Module):
         self.register_buffer("mask", fused.mask, persistent=False)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.proj(attend(self.q(x), self.k(x), self.v(x), self.head_dim, self.mask))
+        return self.proj(causal_attention(self.q(x), self.k(x), self.v(x), self.head_dim, self.mask))
 
 
 def tensor_parallel_plan(model: nn.Module) -> dict[str, dict]:

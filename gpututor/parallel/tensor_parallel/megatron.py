@@ -28,7 +28,6 @@ gradient sync is needed. The production version is ``dtensor.py``.
 """
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 import torch
@@ -36,11 +35,13 @@ import torch.distributed as dist
 import torch.nn as nn
 import torch.nn.functional as F
 
+from ...measure.collectives import all_gather_into_tensor, reduce_scatter_tensor
 from ...measure.timing import CollectiveTimer
-from ...models import MLP, CausalSelfAttention
+from ...models import MLP, CausalSelfAttention, causal_attention
 from ..base import Strategy
 from ..link import LINK_ALLOWED, LINK_OPTIONS
 from ..mesh import degree_of, dim_group
+from .sequence import sequence_parallelize, sync_sequence_parallel_gradients
 
 
 @dataclass
@@ -73,6 +74,34 @@ class TensorParallelGroup:
 
         self.timer.run("all_reduce", nbytes, collective, group_size=self.size)
         return tensor
+
+    # sequence parallel (sequence.py): the same bytes as an all-reduce, in two halves
+    def all_gather_sequence(self, x: torch.Tensor) -> torch.Tensor:
+        """Every rank's slice of the sequence (dim 1), end to end: ``B x T x ...``."""
+        if self.size == 1:
+            return x
+        local = x.transpose(0, 1).contiguous()               # the sequence first
+        full = local.new_empty((local.shape[0] * self.size, *local.shape[1:]))
+        self._meter("all_gather", full, lambda: all_gather_into_tensor(full, local,
+                                                                       group=self.group))
+        return full.transpose(0, 1)
+
+    def reduce_scatter_sequence(self, x: torch.Tensor) -> torch.Tensor:
+        """The sum over ranks of ``x`` (``B x T x ...``), this rank's slice of the sequence."""
+        if self.size == 1:
+            return x
+        full = x.transpose(0, 1).contiguous()
+        mine = full.new_empty((full.shape[0] // self.size, *full.shape[1:]))
+        self._meter("reduce_scatter", full, lambda: reduce_scatter_tensor(mine, full,
+                                                                          group=self.group))
+        return mine.transpose(0, 1)
+
+    def _meter(self, op: str, full: torch.Tensor, collective) -> None:
+        if self.timer is None:
+            collective()
+        else:
+            self.timer.run(op, full.numel() * full.element_size(), collective,
+                           group_size=self.size)
 
 
 # ---- Megatron's f and g ------------------------------------------------------------------------
@@ -197,18 +226,6 @@ def _gather(t: torch.Tensor, tp: TensorParallelGroup, dim: int, parts: int = 1) 
 
 # ---- the tiny GPT's blocks, made tensor parallel -----------------------------------------------
 
-def attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, head_dim: int,
-           mask: torch.Tensor) -> torch.Tensor:
-    """Causal attention over however many heads ``q``, ``k``, ``v`` (``B x T x heads·head_dim``)
-    hold; the same maths as ``models.CausalSelfAttention``. Returns ``B x T x heads·head_dim``."""
-    B, T, _ = q.shape
-    q, k, v = (t.view(B, T, -1, head_dim).transpose(1, 2) for t in (q, k, v))
-    scores = (q @ k.transpose(-2, -1)) / math.sqrt(head_dim)
-    scores = scores.masked_fill(~mask[:T, :T], float("-inf"))
-    y = F.softmax(scores, dim=-1) @ v
-    return y.transpose(1, 2).reshape(B, T, -1)
-
-
 class TensorParallelAttention(nn.Module):
     """Causal self-attention with this rank's heads: ``qkv`` column-parallel (by heads), ``proj``
     row-parallel. One ``f`` (in ``qkv``) and one ``g`` (in ``proj``)."""
@@ -223,7 +240,7 @@ class TensorParallelAttention(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         q, k, v = self.qkv(x).chunk(3, dim=-1)     # this rank's heads of q, k and v
-        return self.proj(attend(q, k, v, self.head_dim, self.mask))
+        return self.proj(causal_attention(q, k, v, self.head_dim, self.mask))
 
 
 class TensorParallelMLP(nn.Module):
@@ -285,12 +302,23 @@ class TensorParallel(Strategy):
     dim = "tp"
     builds_on_meta = True   # each rank makes only its slices (parallel/meta.py)
     description = "from scratch: Megatron column/row parallel layers, heads split over ranks"
-    options, allowed = LINK_OPTIONS, LINK_ALLOWED   # an emulated link delays every all-reduce
+    # an emulated link delays every all-reduce; sequence_parallel splits the norms' regions
+    options = {**LINK_OPTIONS, "sequence_parallel": lambda v: isinstance(v, bool)}
+    allowed = {**LINK_ALLOWED, "sequence_parallel": "True or False"}
     supports_checkpoint = False  # each rank holds a slice: no single-file checkpoint here yet
 
     def validate(self, spec) -> None:
         super().validate(spec)
         check_degree(spec, self.name)
+        if spec.option("sequence_parallel"):
+            tp, named = degree_of(spec, "tp")
+            if spec.model != "gpt" or spec.seq_len % tp:
+                raise ValueError(f"option sequence_parallel=True is invalid with model="
+                                 f"{spec.model!r}, seq_len={spec.seq_len} and {named}: allowed "
+                                 "is the GPT with a seq_len the tp degree divides")
+            if spec.mesh_shape.get("pp", 1) > 1:
+                raise ValueError("option sequence_parallel=True is invalid with a pp dim: "
+                                 "stages pass whole sequences here; allowed: layouts without pp")
 
     # every TP rank sees its data-parallel slice of the batch whole: the ranks split the
     # layers, not the data (Strategy.data_parallel_size reads the grid's dp degree: 1 here)
@@ -299,7 +327,16 @@ class TensorParallel(Strategy):
         timer = CollectiveTimer(ctx.comm, ctx.device)
         tp = dim_group(ctx, "tp")
         model.tp = TensorParallelGroup(tp.rank, tp.size, tp.group, timer=timer, link=ctx.link)
-        return parallelize(model, model.tp)
+        model = parallelize(model, model.tp)
+        if ctx.spec.option("sequence_parallel", False):
+            model = sequence_parallelize(model, model.tp)
+        return model
+
+    def sync_gradients(self, model, ctx) -> None:
+        """Sequence parallel: sum the norms' (and row biases') gradients over the tp group."""
+        if ctx.spec.option("sequence_parallel", False):
+            inner = getattr(model, "module", model)
+            sync_sequence_parallel_gradients(inner, inner.tp)
 
     def train_step(self, model, optimizer, micro_batches, ctx) -> float:
         loss = super().train_step(model, optimizer, micro_batches, ctx)
