@@ -165,6 +165,20 @@ def check_group(answer, grid, rank: int, dim: str) -> None:
     print(f"Correct: rank {rank}'s {dim} group is {expected}")
 
 
+def check_names(answer, expected, what: str) -> None:
+    """A set of names (e.g. the layouts that fit): any order, no extras, none missing."""
+    if answer is ...:
+        print(f"{what}: not answered yet. Replace ... with a list of names and run the cell again.")
+        return
+    if isinstance(answer, str) or not all(isinstance(a, str) for a in answer):
+        raise AssertionError(f"{what}: {answer!r} is not a list of names. Try again.")
+    given, wanted = set(answer), set(expected)
+    if given != wanted:
+        raise AssertionError(f"{what}: {sorted(given)!r} is not it ({len(given & wanted)} of "
+                             f"yours are right, {len(wanted - given)} missing). Try again.")
+    print(f"Correct. {what}: {sorted(wanted)}")
+
+
 # ---- lesson 06: a loss scaler's update rule ----------------------------------------------------
 
 def scale_after(update_rule, gradients: Iterable[float], init_scale: float = 2.0**10,

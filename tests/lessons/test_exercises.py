@@ -8,6 +8,7 @@ import pytest
 import torch.distributed as dist
 
 from gpututor.lessons.exercises import (check_allreduce, check_answer, check_fits, check_group,
+                                        check_names,
                                         check_row_parallel, first_stage_that_fits, scale_after)
 from gpututor.parallel.mesh import RankGrid
 from gpututor.parallel.data_parallel.ring import ring_allreduce
@@ -103,3 +104,16 @@ def test_group_checker_accepts_the_group_and_rejects_another_dims(capsys):
             check_group(wrong, grid, rank=5, dim="tp")
     check_group(..., grid, rank=5, dim="tp")
     assert "Not answered yet" in capsys.readouterr().out
+
+
+def test_names_checker_accepts_the_set_and_rejects_one_too_many(capsys):
+    from gpututor.plan.layouts import predict_layouts
+    from gpututor.plan.memory import Transformer
+    rows = predict_layouts(Transformer(6, 192, 6, 96, 64), 8, 4, capacity=0.75 * 47e6)
+    fit = [r["layout"] for r in rows if r["fits"]]          # lesson 09's exercise 4
+    assert len(fit) >= 2
+    check_names(list(reversed(fit)), fit, "layouts that fit")
+    assert "Correct" in capsys.readouterr().out
+    for wrong in (fit + ["ddp"], fit[:-1], "fsdp", [1, 2]):
+        with pytest.raises(AssertionError):
+            check_names(wrong, fit, "layouts that fit")

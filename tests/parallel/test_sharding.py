@@ -140,3 +140,22 @@ def test_flat_shard_layout_pads_and_round_trips():
     assert torch.equal(torch.cat([lay.my_slice(flat) for lay in layouts]), flat)
     for original, view in zip(params, layouts[2].unflatten(flat)):
         assert torch.equal(original, view)
+
+
+def test_hsdp_shards_within_groups_and_equals_one_process(tmp_path):
+    """HSDP on 4 ranks, 2 replicas of 2 shards: each rank keeps half of what data parallel
+    keeps (FSDP over all 4 keeps a quarter), and trains like one process."""
+    base = tiny_spec(strategy="fsdp", world_size=4, steps=3, optimizer="sgd")
+    hsdp = launch(base.replace(options=(("hsdp_replicas", 2),),
+                               save_state=str(tmp_path / "h.pt"))).wait()
+    fsdp = launch(base).wait()
+    ref_losses, ref_state = reference_run(base)
+    torch.testing.assert_close(torch.tensor(hsdp["losses"]), torch.tensor(ref_losses),
+                               rtol=1e-5, atol=1e-6)
+    state = torch.load(tmp_path / "h.pt")
+    for name, ref in ref_state.items():
+        torch.testing.assert_close(state[name], ref, rtol=1e-5, atol=1e-6, msg=name)
+    params = lambda s: s["mem_by_category"]["params"][0]
+    assert params(hsdp) == pytest.approx(2 * params(fsdp), rel=0.05)
+    with pytest.raises(ValueError, match="hsdp_replicas=3 is invalid"):
+        tiny_spec(strategy="fsdp", world_size=4, options=(("hsdp_replicas", 3),))

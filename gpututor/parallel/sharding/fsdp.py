@@ -20,6 +20,11 @@ Options (``RunSpec.options``):
 - ``reshard_after_forward`` (default True): False keeps each block's gathered parameters from
   forward until its backward: no second all-gather (communication as DDP's), more memory: that
   is ZeRO-2's memory for parameters during the step.
+- ``hsdp_replicas`` (default 1): HSDP, hybrid sharding. The dp ranks form ``hsdp_replicas``
+  groups; each group shards the model over its own ranks (reduce-scatter, all-gather inside
+  it) and the groups keep replicas of each other (an all-reduce of the gradient shards across
+  them), as on a cluster where sharding stays inside a node: a 2-D ``DeviceMesh``
+  ``(replicate, shard)`` passed to ``fully_shard``.
 - ``mixed_precision`` "none" (default), "bf16" or "fp16": FSDP2's ``MixedPrecisionPolicy``
   with ``param_dtype`` in 16 bits (all-gathers send half the bytes and compute runs in it) and
   ``reduce_dtype=float32`` (gradients are averaged in full precision). The sharded parameters
@@ -36,12 +41,13 @@ from __future__ import annotations
 import warnings
 
 import torch
+from torch.distributed.device_mesh import init_device_mesh
 from torch.distributed.fsdp import FSDPModule, MixedPrecisionPolicy, fully_shard
 
 from ...config import torch_dtype
 from ...measure.timing import CollectiveTimer
 from ..base import Strategy
-from ..mesh import device_mesh
+from ..mesh import degree_of, device_mesh
 from .zero import sharding_units
 
 MIXED_PRECISION = {"none": None, "bf16": torch_dtype("bf16"), "fp16": torch_dtype("fp16")}
@@ -51,9 +57,11 @@ class FullyShardedFSDP2(Strategy):
     name = "fsdp"
     description = "torch FSDP2 fully_shard per block then root: ZeRO-3, production version"
     options = {"reshard_after_forward": lambda v: isinstance(v, bool),
-               "mixed_precision": lambda v: v in MIXED_PRECISION}
+               "mixed_precision": lambda v: v in MIXED_PRECISION,
+               "hsdp_replicas": lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 1}
     allowed = {"reshard_after_forward": "True or False",
-               "mixed_precision": "one of " + ", ".join(MIXED_PRECISION)}
+               "mixed_precision": "one of " + ", ".join(MIXED_PRECISION),
+               "hsdp_replicas": "an integer >= 1 that divides the dp degree"}
     supports_checkpoint = False  # sharded state: no single-file checkpoint here yet
     builds_on_meta = True        # sharded on meta, then each rank makes only its shards
 
@@ -62,10 +70,22 @@ class FullyShardedFSDP2(Strategy):
         if spec.option("mixed_precision") == "fp16" and spec.resolved_device() != "cuda":
             raise ValueError("option mixed_precision='fp16' is invalid on CPU: fp16 is a GPU "
                              "format; allowed here: 'none' or 'bf16'")
+        replicas = spec.option("hsdp_replicas", 1)
+        if replicas > 1:
+            dp, named = degree_of(spec, "dp")
+            if dp % replicas or set(spec.mesh_shape) - {"dp"}:
+                raise ValueError(f"option hsdp_replicas={replicas} is invalid with {named}"
+                                 f"{' and mesh ' + str(spec.mesh_shape) if spec.mesh else ''}: "
+                                 "allowed is a divisor of the dp degree, on a grid of dp only")
 
     def wrap(self, model, ctx):
         spec = ctx.spec
-        mesh = device_mesh(ctx, "dp")   # the grid's dp slice (all ranks in a one-dim run)
+        replicas = spec.option("hsdp_replicas", 1)
+        if replicas > 1:   # HSDP: shard within groups of dp/replicas ranks, replicate across
+            mesh = init_device_mesh(ctx.device.type, (replicas, ctx.world_size // replicas),
+                                    mesh_dim_names=("replicate", "shard"))
+        else:
+            mesh = device_mesh(ctx, "dp")   # the grid's dp slice (all ranks in a one-dim run)
         param_dtype = MIXED_PRECISION[spec.option("mixed_precision", "none")]
         policy = MixedPrecisionPolicy(param_dtype=param_dtype,
                                       reduce_dtype=torch.float32 if param_dtype else None)
