@@ -38,6 +38,18 @@ def reference_run(spec):
     return losses, model.state_dict()
 
 
+def assert_equals_one_process(spec, summary: dict, weights_atol: float = 1e-6) -> None:
+    """The run of ``spec`` (its ``summary``, its weights saved at ``spec.save_state``) against
+    :func:`reference_run`: losses to float rounding, every weight within ``weights_atol``."""
+    ref_losses, ref_state = reference_run(spec)
+    torch.testing.assert_close(torch.tensor(summary["losses"]), torch.tensor(ref_losses),
+                               rtol=1e-5, atol=1e-6)
+    state = torch.load(spec.save_state)
+    assert set(state) == set(ref_state)
+    for name, ref in ref_state.items():
+        torch.testing.assert_close(state[name], ref, rtol=1e-5, atol=weights_atol, msg=name)
+
+
 def helper_pids() -> set[int]:
     """Long-lived helpers of multiprocessing that are not ranks (forkserver, resource tracker)."""
     pids = {getattr(multiprocessing.forkserver._forkserver, "_forkserver_pid", None),

@@ -9,6 +9,7 @@ has: their tensors are CPU tensors.
 from __future__ import annotations
 
 import math
+import numbers
 from dataclasses import dataclass
 from typing import Callable, Iterable
 
@@ -19,25 +20,50 @@ import torch.nn as nn
 from ..config import RunSpec
 from ..parallel.tensor_parallel.megatron import TensorParallelGroup, owned_indices
 from ..plan.memory import model_state_bytes
-from ..runtime.launcher import launch
+from ..runtime.launcher import RunFailed, launch
 
 
-def check_answer(answer, expected: float, what: str, rel_tol: float = 0.02) -> None:
+def as_number(value) -> float | None:
+    """``value`` as a float if it is a real number (int, float, a numpy number, a 0-d tensor),
+    else None. True and False are not numbers here."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, numbers.Real):
+        return float(value)
+    if isinstance(value, torch.Tensor) and value.numel() == 1 and not value.is_complex() \
+            and value.dtype != torch.bool:
+        return float(value.item())
+    item = getattr(value, "item", None)          # numpy scalars and 0-d arrays
+    if callable(item) and getattr(value, "size", 0) == 1:
+        return as_number(item())
+    return None
+
+
+def check_answer(answer, expected: float | None, what: str, rel_tol: float = 0.02) -> None:
     """A number the learner read off this notebook's own run (within ``rel_tol``)."""
     if answer is ...:
         print(f"{what}: not answered yet. Replace ... with your answer and run the cell again.")
         return
-    if isinstance(answer, bool) or not isinstance(answer, (int, float)) or \
-            not math.isclose(answer, expected, rel_tol=rel_tol):
+    if expected is None:
+        raise AssertionError(f"{what}: this notebook has not measured it yet (did every cell "
+                             "above run and finish?): nothing to compare your answer with.")
+    number = as_number(answer)
+    if number is None or not math.isclose(number, expected, rel_tol=rel_tol):
         raise AssertionError(f"{what}: {answer!r} is not what this notebook measured. Try again.")
-    print(f"Correct. {what}: {answer:,.4g} (measured: {expected:,.4g})")
+    print(f"Correct. {what}: {number:,.4g} (measured: {expected:,.4g})")
 
 
 # ---- lesson 02: a ring all-reduce, run in real ranks ------------------------------------------
 
+BUILT_IN_COLLECTIVES = ("all_reduce", "reduce", "broadcast", "all_gather", "reduce_scatter",
+                        "all_gather_into_tensor", "reduce_scatter_tensor", "all_to_all")
+
+
 @dataclass(frozen=True)
 class AllReduceCheck:
-    """In every rank: the candidate and ``dist.all_reduce`` on the same tensors, compared."""
+    """In every rank: the candidate and ``dist.all_reduce`` on the same tensors, compared. While
+    the candidate runs, the built-in collectives raise: the exercise is to build it from
+    point-to-point messages."""
 
     candidate: Callable
 
@@ -47,29 +73,63 @@ class AllReduceCheck:
             x = torch.randn(numel, generator=gen)
             expected = x.clone()
             dist.all_reduce(expected)
-            got = self.candidate(x.clone(), rank, world)
+            used = []
+            saved = {name: getattr(dist, name) for name in BUILT_IN_COLLECTIVES
+                     if hasattr(dist, name)}
+
+            def refuse(name):
+                def call(*args, **kwargs):
+                    used.append(name)
+                    raise RuntimeError(f"dist.{name} is not allowed here: use isend/recv")
+                return call
+
+            try:
+                for name in saved:
+                    setattr(dist, name, refuse(name))
+                try:
+                    got = self.candidate(x.clone(), rank, world)
+                except RuntimeError:
+                    if not used:
+                        raise
+                    got = None
+            finally:
+                for name, fn in saved.items():
+                    setattr(dist, name, fn)
+            if used:
+                emit({"step": step, "numel": numel, "max_error": float("inf"),
+                      "built_in": used[0]})
+                return   # the other ranks stop too: they would wait for this one
             error = float((got - expected).abs().max()) if got is not None and \
                 got.shape == expected.shape else float("inf")
             emit({"step": step, "numel": numel, "max_error": error})
 
 
-def check_allreduce(candidate, world_size: int = 2) -> None:
-    """Run ``candidate(tensor, rank, world)`` in ``world_size`` real ranks against all_reduce.
-
-    Prints what matched; raises ``AssertionError`` saying what did not.
-    """
+def check_allreduce(candidate, world_sizes: tuple = (3, 4)) -> None:
+    """Run ``candidate(tensor, rank, world)`` in real ranks against ``dist.all_reduce``, on 3
+    and on 4 ranks (on 2 ranks the left and the right neighbour are the same rank, so a ring
+    that sends the wrong way would pass). Prints what matched; raises ``AssertionError``
+    saying what did not, or that it called a built-in collective."""
     if candidate is Ellipsis:
         print("not answered yet: define your function and pass it in")
         return
-    spec = RunSpec(world_size=world_size, device="cpu", timeout=20)
-    records = launch(spec, task=AllReduceCheck(candidate)).wait()
-    worst = max(records, key=lambda r: r["max_error"])
-    if worst["max_error"] > 1e-4:
-        raise AssertionError(f"rank {worst['rank']}: tensor of {worst['numel']} elements differs "
-                             f"from dist.all_reduce by {worst['max_error']:.3g}")
-    sizes = sorted({r["numel"] for r in records})
-    print(f"Correct: equals dist.all_reduce on {world_size} ranks for sizes {sizes} "
-          f"(largest difference {worst['max_error']:.1e})")
+    for world_size in world_sizes:
+        spec = RunSpec(world_size=world_size, device="cpu", timeout=20)
+        try:
+            records = launch(spec, task=AllReduceCheck(candidate)).wait()
+        except RunFailed as failure:   # e.g. a rank waited for a message never sent
+            raise AssertionError(f"on {world_size} ranks your function failed: "
+                                 + str(failure).splitlines()[0]) from None
+        built_in = [r["built_in"] for r in records if "built_in" in r]
+        if built_in:
+            raise AssertionError(f"your function called dist.{built_in[0]}: build the sum from "
+                                 "dist.isend / dist.recv only")
+        worst = max(records, key=lambda r: r["max_error"])
+        if worst["max_error"] > 1e-4:
+            raise AssertionError(f"on {world_size} ranks, rank {worst['rank']}: a tensor of "
+                                 f"{worst['numel']} elements differs from dist.all_reduce by "
+                                 f"{worst['max_error']:.3g}")
+    print(f"Correct: equals dist.all_reduce on {' and '.join(map(str, world_sizes))} ranks, "
+          "from point-to-point messages only")
 
 
 # ---- lesson 03: which ZeRO stage first fits ----------------------------------------------------
@@ -181,13 +241,33 @@ def check_names(answer, expected, what: str) -> None:
 
 # ---- lesson 06: a loss scaler's update rule ----------------------------------------------------
 
-def scale_after(update_rule, gradients: Iterable[float], init_scale: float = 2.0**10,
-                growth_interval: int = 3) -> float:
-    """The loss scale after ``gradients``, with the update rule written as a function
-    ``update_rule(scale, clean_steps, found_inf, growth_interval) -> (scale, clean_steps)``
-    (compare with :class:`gpututor.precision.loss_scaling.DynamicLossScaler` on the same
-    stream)."""
-    scale, clean_steps = init_scale, 0
+def scale_trajectory(update_rule, gradients: Iterable[float], init_scale: float = 2.0**10,
+                     growth_interval: int = 3) -> list[float]:
+    """The loss scale in force at each step of ``gradients`` and after the last, with the update
+    rule written as ``update_rule(scale, clean_steps, found_inf, growth_interval) -> (scale,
+    clean_steps)``."""
+    scale, clean_steps, scales = init_scale, 0, [init_scale]
     for g in gradients:
         scale, clean_steps = update_rule(scale, clean_steps, not math.isfinite(g), growth_interval)
-    return scale
+        scales.append(scale)
+    return scales
+
+
+def check_loss_scaler(update_rule, gradients: list[float], init_scale: float = 2.0**10,
+                      growth_interval: int = 3) -> None:
+    """Your update rule against ``torch.amp.GradScaler`` on the same stream, step by step (not
+    only where it ends: a rule that grows one step late can end at the same scale)."""
+    if update_rule is ...:
+        print("Not answered yet: define my_update and run the cell again.")
+        return
+    from ..precision.loss_scaling import replay_scalers
+    rows = replay_scalers(list(gradients) + [1.0], init_scale=init_scale,
+                          growth_interval=growth_interval)
+    expected = [row["grad_scaler_scale"] for row in rows]
+    got = scale_trajectory(update_rule, gradients, init_scale, growth_interval)
+    for step, (mine, theirs) in enumerate(zip(got, expected)):
+        if as_number(mine) != theirs:
+            raise AssertionError(f"at step {step} your rule's scale is {mine!r}, GradScaler's "
+                                 f"{theirs:g}. Try again.")
+    print(f"Correct: the same scale as GradScaler at every one of {len(expected)} steps "
+          f"(ending at {expected[-1]:g})")

@@ -162,6 +162,9 @@ class Run:
         except KeyboardInterrupt:  # kernel interrupt: take the ranks down with us
             self.stop()
             raise
+        # the collector closes the queue last: when wait() returns, nothing of the run is open
+        if threading.current_thread() is not self._collector:
+            self._collector.join(timeout=5)
         if self.error is not None:
             raise self.error
         return self.summary
@@ -183,7 +186,7 @@ class Run:
         reader = self._queue._reader
         try:
             while not self.done:
-                ready = connection.wait([reader] + [p.sentinel for p in self._procs], timeout=0.2)
+                connection.wait([reader] + [p.sentinel for p in self._procs], timeout=0.2)
                 while not self.done and reader.poll():
                     kind, rank, body = self._queue.get()
                     last_seen[rank] = time.monotonic()
@@ -211,7 +214,6 @@ class Run:
                     if rank not in finished and now - last_seen[rank] > allowed and not self.done:
                         self._fail_silent(rank, last_step)
                         break
-                del ready
         finally:
             self._end("failed" if self.error else "stopped")
             # Only this thread reads the queue, so only it closes it: closing it in _end() from

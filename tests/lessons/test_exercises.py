@@ -7,13 +7,15 @@ import math
 import pytest
 import torch.distributed as dist
 
+import numpy as np
+import torch
+
 from gpututor.lessons.exercises import (check_allreduce, check_answer, check_fits, check_group,
-                                        check_names,
-                                        check_row_parallel, first_stage_that_fits, scale_after)
+                                        check_loss_scaler, check_names, check_row_parallel,
+                                        first_stage_that_fits)
 from gpututor.parallel.mesh import RankGrid
 from gpututor.parallel.data_parallel.ring import ring_allreduce
 from gpututor.parallel.tensor_parallel.megatron import reduce_from_tensor_parallel_region
-from gpututor.precision.loss_scaling import replay_scalers
 
 
 def test_check_answer_accepts_the_measured_number_and_rejects_others(capsys):
@@ -24,11 +26,14 @@ def test_check_answer_accepts_the_measured_number_and_rejects_others(capsys):
     for wrong in (7, "8", True):
         with pytest.raises(AssertionError):
             check_answer(wrong, 8, "batch")
+    for same in (np.float64(1.53), torch.tensor(1.53), np.array(1.53)):   # any real number
+        check_answer(same, 1.54, "speedup")
+    with pytest.raises(AssertionError, match="not measured it yet"):   # no crash on None
+        check_answer(1.5, None, "speedup")
 
 
-@pytest.mark.parametrize("world_size", [2, 3])
-def test_ring_allreduce_equals_dist_all_reduce(capsys, world_size):
-    check_allreduce(ring_allreduce, world_size=world_size)
+def test_ring_allreduce_equals_dist_all_reduce(capsys):
+    check_allreduce(ring_allreduce)   # on 3 and on 4 ranks
     assert "Correct" in capsys.readouterr().out
 
 
@@ -37,15 +42,43 @@ def test_allreduce_checker_rejects_a_wrong_allreduce():
         return tensor
 
     with pytest.raises(AssertionError, match="differs from dist.all_reduce"):
-        check_allreduce(forgets_to_sum, world_size=2)
+        check_allreduce(forgets_to_sum)
 
 
-def test_allreduce_checker_accepts_a_learner_function_using_dist():
+def test_allreduce_checker_rejects_the_built_in_collective():
     def via_library(tensor, rank, world):
         dist.all_reduce(tensor)
         return tensor
 
-    check_allreduce(via_library, world_size=2)
+    with pytest.raises(AssertionError, match="called dist.all_reduce"):
+        check_allreduce(via_library)
+
+
+def test_allreduce_checker_rejects_a_ring_that_sends_the_wrong_way():
+    """Send left instead of right in the all-gather phase: on 2 ranks left == right, so this
+    passes there; on 3 and 4 it must not."""
+    def wrong_way(tensor, rank, world):
+        chunks = list(tensor.view(-1).tensor_split(world))
+        right, left = (rank + 1) % world, (rank - 1) % world
+
+        def exchange(send, like, to, frm):
+            incoming = torch.empty_like(like)
+            req = dist.isend(send.contiguous(), to)
+            dist.recv(incoming, frm)
+            req.wait()
+            return incoming
+
+        for step in range(world - 1):
+            s, r = (rank - step) % world, (rank - step - 1) % world
+            chunks[r] += exchange(chunks[s], chunks[r], right, left)
+        for step in range(world - 1):   # wrong: towards the left, as if from the right
+            s, r = (rank - step + 1) % world, (rank - step) % world
+            chunks[r].copy_(exchange(chunks[s], chunks[r], left, right))
+        return tensor
+
+    check_allreduce(wrong_way, world_sizes=(2,))     # the hole the 2-rank check had
+    with pytest.raises(AssertionError):
+        check_allreduce(wrong_way)
 
 
 def test_fits_checker_accepts_the_first_stage_and_rejects_a_later_one(capsys):
@@ -74,9 +107,8 @@ def test_row_parallel_checker(capsys):
         check_row_parallel(forgets_the_sum)
 
 
-def test_loss_scale_exercise_accepts_the_rule_and_rejects_no_backoff():
-    stream = [1.0, 1.0, 1.0, math.inf, 1.0, 1.0, 1.0, 1.0, math.nan, 1.0]
-    expected = replay_scalers(stream + [1.0], init_scale=2.0**10, growth_interval=3)[-1]["scale"]
+def test_loss_scale_exercise_checks_the_whole_trajectory(capsys):
+    stream = [1.0, 1.0, 1.0, math.inf, 1.0, 1.0, 1.0, 1.0, math.nan, 1.0]   # lesson 06's
 
     def published(scale, clean_steps, found_inf, growth_interval):
         if found_inf:
@@ -88,11 +120,18 @@ def test_loss_scale_exercise_accepts_the_rule_and_rejects_no_backoff():
         clean_steps += 1
         return (scale * 2.0, 0) if clean_steps == growth_interval else (scale, clean_steps)
 
-    check_answer(scale_after(published, stream, 2.0**10, growth_interval=3), expected,
-                 "loss scale", rel_tol=0)
-    with pytest.raises(AssertionError):
-        check_answer(scale_after(never_backs_off, stream, 2.0**10, growth_interval=3), expected,
-                     "loss scale", rel_tol=0)
+    def checks_before_counting(scale, clean_steps, found_inf, growth_interval):
+        if found_inf:
+            return scale * 0.5, 0
+        if clean_steps == growth_interval:   # grows one step late
+            return scale * 2.0, 0
+        return scale, clean_steps + 1
+
+    check_loss_scaler(published, stream)
+    assert "Correct" in capsys.readouterr().out
+    for wrong in (never_backs_off, checks_before_counting):
+        with pytest.raises(AssertionError, match="at step"):
+            check_loss_scaler(wrong, stream)
 
 
 def test_group_checker_accepts_the_group_and_rejects_another_dims(capsys):

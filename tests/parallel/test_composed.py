@@ -11,7 +11,7 @@ import torch
 from gpututor import RunSpec, launch
 from gpututor.parallel import check_spec
 from gpututor.parallel.mesh import RankGrid
-from conftest import reference_run
+from conftest import assert_equals_one_process
 
 ROOT = Path(__file__).resolve().parents[2]
 BASE = dict(model="gpt", model_size="small", batch_size=8, seq_len=32, steps=3, timeout=60.0)
@@ -60,14 +60,7 @@ def test_layout_equals_one_process(tmp_path, strategy, mesh):
     # for that); with SGD the layouts must agree with one process to ~1e-6 everywhere.
     spec = RunSpec(strategy=strategy, mesh=mesh, world_size=math.prod(mesh.values()),
                    options=options, save_state=str(tmp_path / "w.pt"), optimizer="sgd", **BASE)
-    summary = launch(spec).wait()
-    ref_losses, ref_state = reference_run(spec)
-    torch.testing.assert_close(torch.tensor(summary["losses"]), torch.tensor(ref_losses),
-                               rtol=1e-5, atol=1e-6)
-    state = torch.load(tmp_path / "w.pt")
-    assert set(state) == set(ref_state)
-    for name, ref in ref_state.items():
-        torch.testing.assert_close(state[name], ref, rtol=1e-5, atol=1e-6, msg=name)
+    assert_equals_one_process(spec, launch(spec).wait())
 
 
 def test_each_rank_holds_its_share():
@@ -102,7 +95,8 @@ def test_sharded_models_never_exist_whole_on_a_rank():
     single = launch(base.replace(strategy="single", world_size=1)).wait()
     whole = single["mem_by_category"]["params"][0]
     assert single["setup_peak_mem_bytes"][0] >= whole
-    for strategy, world, mesh in (("fsdp", 4, None), ("tp", 2, None), ("pp", 4, None),
+    for strategy, world, mesh in (("fsdp", 4, None), ("zero3", 4, None), ("tp", 2, None),
+                                  ("pp", 4, None),
                                   ("fsdp+tp", 4, {"dp": 2, "tp": 2}),
                                   ("dp-naive+tp", 4, {"dp": 2, "tp": 2})):
         # (ddp+tp makes half the model too, but then DDP allocates its gradient buckets: a

@@ -1,12 +1,11 @@
 """Sequence parallel (Korthikanti et al. 2022) on top of Megatron TP: equal to one process, and
 each rank keeps less activation memory than tensor parallel alone."""
 import pytest
-import torch
 
 from gpututor import RunSpec, launch
 from gpututor.parallel import check_spec
 from gpututor.plan.memory import Transformer, activation_bytes
-from conftest import reference_run
+from conftest import assert_equals_one_process
 
 BASE = dict(model="gpt", model_size="small", batch_size=8, seq_len=64, steps=3, timeout=60.0,
             optimizer="sgd")   # SGD: weights comparable to ~1e-6 (see test_composed)
@@ -16,13 +15,7 @@ BASE = dict(model="gpt", model_size="small", batch_size=8, seq_len=64, steps=3, 
 def test_sequence_parallel_equals_one_process(tmp_path, strategy, world, mesh):
     spec = RunSpec(strategy=strategy, world_size=world, mesh=mesh, save_state=str(tmp_path / "w.pt"),
                    options=(("sequence_parallel", True),), **BASE)
-    summary = launch(spec).wait()
-    ref_losses, ref_state = reference_run(spec)
-    torch.testing.assert_close(torch.tensor(summary["losses"]), torch.tensor(ref_losses),
-                               rtol=1e-5, atol=1e-6)
-    state = torch.load(tmp_path / "w.pt")
-    for name, ref in ref_state.items():
-        torch.testing.assert_close(state[name], ref, rtol=1e-5, atol=1e-6, msg=name)
+    assert_equals_one_process(spec, launch(spec).wait())
 
 
 def test_sequence_parallel_keeps_less_activation_memory_than_tp():

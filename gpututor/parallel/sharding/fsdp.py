@@ -1,6 +1,6 @@
 """Sharding with PyTorch's FSDP2, ``torch.distributed.fsdp.fully_shard`` (the production API).
 
-``fully_shard(module)`` is ZeRO-3 (``zero.py``, :class:`~gpututor.parallel.sharding.zero.ZeRO3`) done for
+``fully_shard(module)`` is ZeRO-3 (``zero3.py``, :class:`~gpututor.parallel.sharding.zero3.ZeRO3`) done for
 real. We call it on each transformer block, then on the root (bottom-up, as its docs ask); each
 call makes one *unit* whose parameters FSDP2 all-gathers and reduce-scatters together:
 
@@ -48,7 +48,7 @@ from ...config import torch_dtype
 from ...measure.timing import CollectiveTimer
 from ..base import Strategy
 from ..mesh import degree_of, device_mesh
-from .zero import sharding_units
+from .flat import sharding_units
 
 MIXED_PRECISION = {"none": None, "bf16": torch_dtype("bf16"), "fp16": torch_dtype("fp16")}
 

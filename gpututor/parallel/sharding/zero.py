@@ -28,90 +28,15 @@ accumulation reduces every micro-batch in stage 2 and 3 (no ``no_sync``).
 """
 from __future__ import annotations
 
-import time
-from collections import defaultdict
 from functools import partial
 
 import torch
-import torch.distributed as dist
 import torch.nn as nn
-from torch.func import functional_call
 
-from ...measure.collectives import all_gather_into_tensor, reduce_scatter_tensor
-from ...measure.timing import synchronize
 from ..base import Strategy
 from ..data_parallel.scratch import broadcast_parameters
-
-
-# ---- the pieces every stage uses ---------------------------------------------------------------
-
-def sharding_units(model: nn.Module) -> list[tuple[str, nn.Module]]:
-    """The modules that get a shard unit of their own: the GPT's blocks (the root keeps the rest).
-
-    Other models have no ``blocks``: the root unit then holds every parameter.
-    """
-    return [(f"blocks.{i}", block) for i, block in enumerate(getattr(model, "blocks", []))]
-
-
-def unit_parameters(model: nn.Module) -> list[list[nn.Parameter]]:
-    """Parameters grouped by unit: one list per block, then the root's remaining parameters."""
-    groups = [list(block.parameters()) for _, block in sharding_units(model)]
-    inside = {id(p) for group in groups for p in group}
-    groups.append([p for p in model.parameters() if id(p) not in inside])  # tied weights once
-    return [group for group in groups if group]
-
-
-class FlatShard:
-    """A unit's parameters as one flat vector cut into N equal slices; this rank owns one."""
-
-    def __init__(self, params: list[torch.Tensor], rank: int, world_size: int):
-        self.shapes = [p.shape for p in params]
-        self.numels = [p.numel() for p in params]
-        self.used = sum(self.numels)
-        self.shard_numel = -(-self.used // world_size)      # ceil: the padding goes at the end
-        self.numel = self.shard_numel * world_size
-        self.start = rank * self.shard_numel
-
-    def flatten(self, tensors: list[torch.Tensor]) -> torch.Tensor:
-        """A new flat vector holding ``tensors`` end to end, zero-padded to N equal slices."""
-        flat = tensors[0].new_zeros(self.numel)
-        torch.cat([t.reshape(-1) for t in tensors], out=flat[:self.used])
-        return flat
-
-    def unflatten(self, flat: torch.Tensor) -> list[torch.Tensor]:
-        """Views of ``flat`` shaped like the parameters (no copy; the padding is left out)."""
-        return [piece.view(shape) for piece, shape in
-                zip(flat[:self.used].split(self.numels), self.shapes)]
-
-    def my_slice(self, flat: torch.Tensor) -> torch.Tensor:
-        return flat[self.start:self.start + self.shard_numel]
-
-
-def all_gather(shard: torch.Tensor, meter, out: torch.Tensor | None = None) -> torch.Tensor:
-    """Every rank's ``shard`` end to end, in rank order (blocking, timed, counted)."""
-    world = dist.get_world_size()
-    full = out if out is not None else shard.new_empty(shard.numel() * world)
-    start = time.perf_counter()
-    all_gather_into_tensor(full, shard)
-    synchronize(shard.device)
-    _count(meter, "all_gather", full, time.perf_counter() - start)
-    return full
-
-
-def reduce_scatter_mean(full: torch.Tensor, meter) -> torch.Tensor:
-    """This rank's slice of the average of ``full`` over all ranks (blocking, timed, counted)."""
-    world = dist.get_world_size()
-    mine = full.new_empty(full.numel() // world)
-    start = time.perf_counter()
-    reduce_scatter_tensor(mine, full)    # sum over ranks, each rank receives its slice
-    synchronize(full.device)
-    _count(meter, "reduce_scatter", full, time.perf_counter() - start)
-    return mine.div_(world)
-
-
-def _count(meter, op: str, full: torch.Tensor, seconds: float) -> None:
-    meter.add(full.numel() * full.element_size(), seconds, op=op)
-    meter.exposed_s += seconds  # blocking: compute waits for every second of it
+from .flat import FlatShard, all_gather, reduce_scatter_mean, unit_parameters
+from .zero3 import ZeRO3
 
 
 # ---- stage 1: optimizer state sharded ---------------------------------------------------------
@@ -213,128 +138,6 @@ class ZeRO2(ZeRO1):
                                "parameter must take part in the loss")
 
 
-# ---- stage 3: parameters sharded too ----------------------------------------------------------
-
-class GatherParameters(torch.autograd.Function):
-    """ZeRO-3's operator: forward all-gathers a unit's shards, backward reduce-scatters the grad.
-
-    forward:  shard (Ψ_unit/N)  --all-gather-->       full flat parameters (Ψ_unit)
-    backward: full flat grad    --reduce-scatter-->   this rank's slice of the average gradient
-    """
-
-    @staticmethod
-    def forward(ctx, shard: torch.Tensor, unit: "ShardedUnit") -> torch.Tensor:
-        ctx.unit = unit
-        return all_gather(shard.detach(), unit.meter)
-
-    @staticmethod
-    def backward(ctx, grad_full: torch.Tensor):
-        unit = ctx.unit                     # the unit's backward is over: free its parameters
-        if unit.full_for_backward is not None:
-            unit.full_for_backward.untyped_storage().resize_(0)
-            unit.full_for_backward = None
-        return reduce_scatter_mean(grad_full.contiguous(), unit.meter), None
-
-
-class _SavedParameter:
-    """What autograd keeps instead of a view of a unit's gathered parameters: where it was."""
-
-    def __init__(self, t: torch.Tensor):
-        self.size, self.stride, self.offset = t.size(), t.stride(), t.storage_offset()
-
-
-class ShardedUnit(nn.Module):
-    """Holds only this rank's slice of a module's parameters; gathers the rest for each use.
-
-    ``forward`` all-gathers the unit (:class:`GatherParameters`) and runs the module with the
-    gathered parameters (``torch.func.functional_call``). Autograd would keep those parameters
-    alive until backward, because operations save their weights; a saved-tensor hook stores
-    *where* a weight was instead, so the full parameters are freed when forward returns and
-    all-gathered again when backward first needs them.
-    """
-
-    def __init__(self, module: nn.Module, params: dict[str, nn.Parameter], ctx):
-        super().__init__()
-        self.module, self.meter, self.names = module, ctx.comm, list(params)
-        self.layout = FlatShard(list(params.values()), ctx.rank, ctx.world_size)
-        flat = self.layout.flatten([p.detach() for p in params.values()])
-        self.shard = nn.Parameter(self.layout.my_slice(flat).clone())
-        for p in params.values():
-            p.data = p.data.new_empty(0)   # the module's own full copy is freed
-        self.gathered = None               # the full parameters while forward runs
-        self.full_for_backward = None      # ... and again while backward runs
-
-    def forward(self, *args, **kwargs):
-        self.gathered = GatherParameters.apply(self.shard, self)
-        params = dict(zip(self.names, self.layout.unflatten(self.gathered)))
-        try:
-            with torch.autograd.graph.saved_tensors_hooks(self._pack, self._unpack):
-                return functional_call(self.module, params, args, kwargs)
-        finally:
-            # Free the gathered parameters now. Autograd kept only where they were; freeing the
-            # storage itself (as FSDP does) does not wait for Python to drop the last reference.
-            self.gathered.untyped_storage().resize_(0)
-            self.gathered = None
-
-    def _pack(self, t: torch.Tensor):
-        full = self.gathered
-        if full is not None and t.untyped_storage().data_ptr() == full.untyped_storage().data_ptr():
-            return _SavedParameter(t)
-        return t
-
-    def _unpack(self, saved):
-        if not isinstance(saved, _SavedParameter):
-            return saved
-        if self.full_for_backward is None:  # first use in backward: all-gather again
-            self.full_for_backward = all_gather(self.shard.detach(), self.meter)
-        return self.full_for_backward.as_strided(saved.size, saved.stride, saved.offset)
-
-    @torch.no_grad()
-    def gathered_parameters(self) -> list[torch.Tensor]:
-        return [t.clone() for t in self.layout.unflatten(all_gather(self.shard, self.meter))]
-
-
-class ZeRO3(nn.Module):
-    """P_os+g+p: each block is a :class:`ShardedUnit`, and the root holds the rest in one more."""
-
-    def __init__(self, module: nn.Module, ctx):
-        super().__init__()
-        names = defaultdict(list)  # id(parameter) -> all its names (a tied weight has two)
-        for name, p in module.named_parameters(remove_duplicate=False):
-            names[id(p)].append(name)
-        self.units = []            # (unit, the original names of each of its parameters)
-        for path, block in sharding_units(module):
-            params = dict(block.named_parameters())
-            unit = ShardedUnit(block, params, ctx)
-            parent, _, child = path.rpartition(".")
-            setattr(module.get_submodule(parent), child, unit)
-            self.units.append((unit, [names[id(p)] for p in params.values()]))
-        inner = {id(p) for unit, _ in self.units for p in unit.parameters()}
-        rest = {n: p for n, p in module.named_parameters() if id(p) not in inner}
-        self.root = ShardedUnit(module, rest, ctx)
-        self.units.append((self.root, [names[id(p)] for p in rest.values()]))
-
-    def forward(self, *args, **kwargs):
-        return self.root(*args, **kwargs)
-
-    def start_step(self) -> None:
-        pass
-
-    def finish_gradients(self) -> None:
-        pass  # each unit's reduce-scatter already ran in backward (GatherParameters.backward)
-
-    def shard_parameters(self) -> list[nn.Parameter]:
-        return [unit.shard for unit, _ in self.units]
-
-    def full_state_dict(self) -> dict[str, torch.Tensor]:
-        """Every parameter under its original name(s): an all-gather per unit (all ranks call)."""
-        state = {}
-        for unit, names in self.units:
-            for aliases, tensor in zip(names, unit.gathered_parameters()):
-                state.update({name: tensor for name in aliases})
-        return state
-
-
 # ---- the strategies ---------------------------------------------------------------------------
 
 class _ZeRO(Strategy):
@@ -348,7 +151,8 @@ class _ZeRO(Strategy):
                              f"{self.name!r}: allowed is False (use strategy='fsdp')")
 
     def wrap(self, model, ctx):
-        broadcast_parameters(model)  # all ranks start equal (they do: same seed; this makes sure)
+        if self.stage < 3:   # (zero3 gets the model on meta: nothing to broadcast yet)
+            broadcast_parameters(model)  # all ranks start equal (same seed; this makes sure)
         return self.wrapper(model, ctx)
 
     def make_optimizer(self, model, spec):
@@ -384,4 +188,5 @@ class ZeROStage2(_ZeRO):
 
 class ZeROStage3(_ZeRO):
     name, stage, wrapper = "zero3", 3, ZeRO3
+    builds_on_meta = True   # each rank makes only its slices
     description = "ZeRO-3 from scratch: parameters sharded too, gathered block by block"

@@ -1,0 +1,94 @@
+"""The pieces every ZeRO stage uses: which modules become units, a unit's parameters as one
+flat vector cut into N equal slices (:class:`FlatShard`), and the two blocking collectives on
+it, timed and counted (:func:`all_gather`, :func:`reduce_scatter_mean`)."""
+from __future__ import annotations
+
+import time
+
+import torch
+import torch.distributed as dist
+import torch.nn as nn
+
+from ...measure.collectives import all_gather_into_tensor, reduce_scatter_tensor
+from ...measure.timing import synchronize
+
+
+def sharding_units(model: nn.Module) -> list[tuple[str, nn.Module]]:
+    """The modules that get a shard unit of their own: the GPT's blocks (the root keeps the rest).
+
+    Other models have no ``blocks``: the root unit then holds every parameter.
+    """
+    return [(f"blocks.{i}", block) for i, block in enumerate(getattr(model, "blocks", []))]
+
+
+def unit_parameters(model: nn.Module) -> list[list[nn.Parameter]]:
+    """Parameters grouped by unit: one list per block, then the root's remaining parameters."""
+    groups = [list(block.parameters()) for _, block in sharding_units(model)]
+    inside = {id(p) for group in groups for p in group}
+    groups.append([p for p in model.parameters() if id(p) not in inside])  # tied weights once
+    return [group for group in groups if group]
+
+
+class FlatShard:
+    """A unit's parameters as one flat vector cut into N equal slices; this rank owns one."""
+
+    def __init__(self, params: list[torch.Tensor], rank: int, world_size: int):
+        self.shapes = [p.shape for p in params]
+        self.numels = [p.numel() for p in params]
+        self.used = sum(self.numels)
+        self.shard_numel = -(-self.used // world_size)      # ceil: the padding goes at the end
+        self.numel = self.shard_numel * world_size
+        self.start = rank * self.shard_numel
+
+    def flatten(self, tensors: list[torch.Tensor]) -> torch.Tensor:
+        """A new flat vector holding ``tensors`` end to end, zero-padded to N equal slices."""
+        flat = tensors[0].new_zeros(self.numel)
+        torch.cat([t.reshape(-1) for t in tensors], out=flat[:self.used])
+        return flat
+
+    def unflatten(self, flat: torch.Tensor) -> list[torch.Tensor]:
+        """Views of ``flat`` shaped like the parameters (no copy; the padding is left out)."""
+        return [piece.view(shape) for piece, shape in
+                zip(flat[:self.used].split(self.numels), self.shapes)]
+
+    def my_slice(self, flat: torch.Tensor) -> torch.Tensor:
+        return flat[self.start:self.start + self.shard_numel]
+
+    def my_slice_from(self, whole) -> torch.Tensor:
+        """This rank's slice, made parameter by parameter: ``whole(i)`` is parameter i's value,
+        asked only for the parameters that overlap the slice (a model built on meta)."""
+        out, offset = torch.zeros(self.shard_numel), 0
+        end = self.start + self.shard_numel
+        for i, n in enumerate(self.numels):
+            lo, hi = max(offset, self.start), min(offset + n, end)
+            if lo < hi:
+                out[lo - self.start:hi - self.start] = whole(i).reshape(-1)[lo - offset:hi - offset]
+            offset += n
+        return out
+
+
+def all_gather(shard: torch.Tensor, meter, out: torch.Tensor | None = None) -> torch.Tensor:
+    """Every rank's ``shard`` end to end, in rank order (blocking, timed, counted)."""
+    world = dist.get_world_size()
+    full = out if out is not None else shard.new_empty(shard.numel() * world)
+    start = time.perf_counter()
+    all_gather_into_tensor(full, shard)
+    synchronize(shard.device)
+    _count(meter, "all_gather", full, time.perf_counter() - start)
+    return full
+
+
+def reduce_scatter_mean(full: torch.Tensor, meter) -> torch.Tensor:
+    """This rank's slice of the average of ``full`` over all ranks (blocking, timed, counted)."""
+    world = dist.get_world_size()
+    mine = full.new_empty(full.numel() // world)
+    start = time.perf_counter()
+    reduce_scatter_tensor(mine, full)    # sum over ranks, each rank receives its slice
+    synchronize(full.device)
+    _count(meter, "reduce_scatter", full, time.perf_counter() - start)
+    return mine.div_(world)
+
+
+def _count(meter, op: str, full: torch.Tensor, seconds: float) -> None:
+    meter.add(full.numel() * full.element_size(), seconds, op=op)
+    meter.exposed_s += seconds  # blocking: compute waits for every second of it
