@@ -31,7 +31,8 @@ from ..measure.flops import training_flops_per_token
 from ..models import build_model
 from ..parallel import STRATEGIES, check_spec, get_strategy
 from ..plan.as_built import AS_BUILT, tiny_gpt_memory
-from ..plan.memory import Transformer, per_device_memory
+from ..plan.layouts import transformer_of
+from ..plan.memory import per_device_memory
 from ..runtime.launcher import RunFailed, launch
 from .machine import Machine, measure_machine, ranks_available
 
@@ -147,7 +148,7 @@ def _general_formula(spec, cfg) -> float:
     dp = get_strategy(spec.strategy).data_parallel_size(spec)
     tp = n if layout.tensor_parallel else 1
     pp = n if layout.pipeline else 1
-    model = Transformer(cfg.n_layer, cfg.d_model, cfg.n_head, cfg.vocab_size, spec.seq_len)
+    model = transformer_of(spec)
     if cfg.n_layer % pp:
         return float("nan")
     micro = spec.batch_size // dp // (spec.option("microbatches", 4) if pp > 1 else 1)

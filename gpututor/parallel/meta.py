@@ -97,7 +97,7 @@ def _canonical(name: str) -> tuple[str, int | None]:
 
 def _global_shape(p: torch.Tensor, owner: nn.Module, pname: str, third: int | None) -> tuple:
     """The whole parameter's shape (for a split q, k or v: the fused qkv's)."""
-    shape = list(p.shape) if DTensor is None or not isinstance(p, DTensor) else list(p.shape)
+    shape = list(p.shape)   # a DTensor's shape is already the whole parameter's
     rows, cols = getattr(owner, "init_rows", None), getattr(owner, "init_cols", None)
     if rows is not None:
         shape[0] = owner.full_out_features

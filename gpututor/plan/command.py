@@ -18,9 +18,9 @@ import argparse
 import json
 import sys
 
-from ..config import MODEL_SIZES, parse_bytes
+from ..config import MODEL_SIZES, RunSpec, parse_bytes
 from . import catalog
-from .layouts import HEADROOM, pick_layout, predict_layouts
+from .layouts import HEADROOM, pick_layout, predict_layouts, transformer_of
 from .memory import CONVENTIONS, PRECISIONS, PRESETS, RECOMPUTE, Transformer, \
     transformer_for_params
 from .recommend import DEFAULT_COMM_EFFICIENCY, DEFAULT_MFU, Config, estimate, recommend
@@ -67,7 +67,7 @@ def add_parser(commands) -> argparse.ArgumentParser:
     p.add_argument("--layouts", action="store_true",
                    help="bytes per rank of every layout on --world-size ranks (lesson 09)")
     p.add_argument("--tiny-gpt", metavar="SIZE", help="the lessons' GPT: "
-                   + "|".join(MODEL_SIZES["gpt"]) + " (vocabulary 96, as the corpus has)")
+                   + "|".join(MODEL_SIZES["gpt"]) + " (vocabulary: the corpus's)")
     p.add_argument("--world-size", type=int, default=4, help="ranks (with --layouts)")
     p.add_argument("--batch-size", type=int, default=8, help="global batch (with --layouts)")
     p.add_argument("--device-memory", default=None, help="capacity per rank, e.g. 48MB")
@@ -88,9 +88,7 @@ def model_from_args(args) -> Transformer:
     seq = args.seq_len
     if getattr(args, "tiny_gpt", None) is not None:
         catalog._check_choice("tiny_gpt", args.tiny_gpt, tuple(MODEL_SIZES["gpt"]))
-        cfg = MODEL_SIZES["gpt"][args.tiny_gpt]
-        return Transformer(cfg.n_layer, cfg.d_model, cfg.n_head, 96, seq or 64,
-                           name=f"tiny GPT {args.tiny_gpt}")
+        return transformer_of(RunSpec(model="gpt", model_size=args.tiny_gpt, seq_len=seq or 64))
     if args.model is not None:
         catalog._check_choice("model", args.model, tuple(PRESETS))
         model = PRESETS[args.model]

@@ -17,6 +17,7 @@ from __future__ import annotations
 import math
 from itertools import product
 
+from ..data import load_corpus
 from .memory import Transformer, per_device_memory
 
 # layout -> (its grid dims, the ZeRO stage of its dp dim), simplest first. The names are those
@@ -27,6 +28,13 @@ LAYOUTS = {
     "ddp+tp+pp": (("dp", "tp", "pp"), 0),
 }
 HEADROOM = 0.8   # what a formula may fill of the capacity: temporaries are not in it
+
+
+def transformer_of(spec) -> Transformer:
+    """The shape of ``spec``'s GPT (the corpus's vocabulary, ``spec.seq_len``), for the formulas."""
+    cfg = spec.model_config
+    return Transformer(cfg.n_layer, cfg.d_model, cfg.n_head, load_corpus()[0].vocab_size,
+                       spec.seq_len, name=f"tiny GPT {spec.resolved_model_size}")
 
 
 def grids(world_size: int, dims: tuple) -> list[dict]:

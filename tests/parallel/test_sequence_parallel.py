@@ -4,7 +4,8 @@ import pytest
 
 from gpututor import RunSpec, launch
 from gpututor.parallel import check_spec
-from gpututor.plan.memory import Transformer, activation_bytes
+from gpututor.plan.layouts import transformer_of
+from gpututor.plan.memory import activation_bytes
 from conftest import assert_equals_one_process
 
 BASE = dict(model="gpt", model_size="small", batch_size=8, seq_len=64, steps=3, timeout=60.0,
@@ -25,8 +26,7 @@ def test_sequence_parallel_keeps_less_activation_memory_than_tp():
     assert sp < tp
     # the formula's saving (the norms' inputs, 4·b·s·h·2 per layer split by tp) sits near the
     # measured one: within a factor of two (the probe also sees the gathered copies)
-    cfg = RunSpec(**BASE).model_config
-    shape = Transformer(cfg.n_layer, cfg.d_model, cfg.n_head, 96, BASE["seq_len"])
+    shape = transformer_of(RunSpec(**BASE))
     formula = [activation_bytes(shape, 8, tp=2, sequence_parallel=flag, precision="fp32",
                                 dropout=False) for flag in (False, True)]
     assert 0.5 < (tp - sp) / (formula[0] - formula[1]) < 2

@@ -2,15 +2,9 @@
 measured bytes, and the layout it picks for a capacity runs under that capacity."""
 import pytest
 
-from gpututor import RunSpec, build_model, launch
+from gpututor import RunSpec, launch
 from gpututor.parallel import STRATEGIES
-from gpututor.plan.layouts import LAYOUTS, grids, pick_layout, predict_layouts
-from gpututor.plan.memory import Transformer
-
-
-def shape_of(spec) -> Transformer:
-    cfg = build_model(spec, meta=True).cfg
-    return Transformer(cfg.n_layer, cfg.d_model, cfg.n_head, cfg.vocab_size, spec.seq_len)
+from gpututor.plan.layouts import LAYOUTS, grids, pick_layout, predict_layouts, transformer_of
 
 
 def test_layouts_are_the_registrys():
@@ -29,7 +23,7 @@ def test_prediction_sits_near_the_measured_state():
     spec = RunSpec(model="gpt", model_size="medium", batch_size=8, seq_len=32, steps=2,
                    strategy="fsdp", world_size=4)
     measured = launch(spec).wait()["mem_by_category"]
-    row = next(r for r in predict_layouts(shape_of(spec), 8, 4) if r["layout"] == "fsdp")
+    row = next(r for r in predict_layouts(transformer_of(spec), 8, 4) if r["layout"] == "fsdp")
     for part in ("grads", "optimizer"):   # sharded state: the formula's 1/N, padding aside
         assert row[part] == pytest.approx(measured[part][0], rel=0.05)
 
@@ -38,7 +32,7 @@ def test_the_pick_runs_under_the_capacity():
     base = RunSpec(model="gpt", model_size="medium", batch_size=8, seq_len=32, steps=2)
     single = launch(base.replace(strategy="single", world_size=1)).wait()
     capacity = int(0.6 * single["peak_mem_bytes"][0])
-    rows = predict_layouts(shape_of(base), 8, 4, capacity)
+    rows = predict_layouts(transformer_of(base), 8, 4, capacity)
     assert not next(r for r in rows if r["layout"] == "ddp")["fits"]   # copies do not fit
     pick = pick_layout(rows)
     assert pick is not None and pick["layout"] != "ddp"

@@ -113,9 +113,15 @@ class ZeRO3(nn.Module):
         for name, p in module.named_parameters(remove_duplicate=False):
             names[id(p)].append(name)
         on_meta = next(module.parameters()).is_meta
-        whole = lambda params: (lambda i: _first_value(module, names[id(params[i])][0],
-                                                       params[i], ctx.spec.seed)) \
-            if on_meta else None
+
+        def whole(params: list):
+            """Built on meta: parameter i's first value, made when its unit asks for it."""
+            if not on_meta:
+                return None
+            return lambda i: _first_value(module, names[id(params[i])][0], params[i],
+                                          ctx.spec.seed)
+
+        paths = [path for path, _ in sharding_units(module)]
         self.units = []            # (unit, the original names of each of its parameters)
         for path, block in sharding_units(module):
             params = dict(block.named_parameters())
@@ -125,7 +131,7 @@ class ZeRO3(nn.Module):
             setattr(module.get_submodule(parent), child, unit)
             self.units.append((unit, original))
         rest = {n: p for n, p in module.named_parameters() if p.numel() > 0 and
-                not any(n.startswith(f"{path}.") for path, _ in sharding_units(module))}
+                not any(n.startswith(f"{path}.") for path in paths)}
         original = [names[id(p)] for p in rest.values()]
         self.root = ShardedUnit(module, rest, ctx, whole(list(rest.values())))
         self.units.append((self.root, original))
