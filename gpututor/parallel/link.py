@@ -63,3 +63,10 @@ def equivalent_bandwidth(device_flops: float, link_bytes_per_s: float, here_flop
     """The link bandwidth that gives *this* machine the compute-to-communication ratio a real
     device has on a real link: FLOP per byte stays the same, so both scale by here/device."""
     return link_bytes_per_s * here_flops / device_flops
+
+
+def equivalent_latency(device_flops: float, latency_s: float, here_flops: float) -> float:
+    """The per-message latency that costs *this* machine as many FLOPs as ``latency_s`` costs the
+    real device: time stretches by device/here (the inverse of the bandwidth's scaling), so a
+    latency-bound message weighs as much against compute here as it does there."""
+    return latency_s * device_flops / here_flops

@@ -93,7 +93,7 @@ def activations_figure(summaries: dict[str, dict],
     fig = go.Figure()
     for label, summary in summaries.items():
         held = summary["mem_by_category"]["activations"]
-        fig.add_bar(x=[f"stage {s}" for s in range(len(held))], y=[(b or 0) / 1e6 for b in held],
+        fig.add_bar(x=[f"stage {s}" for s in range(len(held))], y=[None if b is None else b / 1e6 for b in held],
                     name=label)
     fig.update_layout(title=title, yaxis_title="MB", barmode="group", template="plotly_white",
                       height=360)

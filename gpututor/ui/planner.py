@@ -125,6 +125,10 @@ class PlannerWidget:
         self.output.value = recommendation_html(rec)
         return rec
 
+    def static_html(self) -> str:
+        """What the widget shows now, as plain HTML (for front ends without widgets)."""
+        return f"<p>{self.status.value}</p>{self.output.value}"
+
 
 def calibration_figure(cal) -> go.Figure:
     """Two panels: peak memory and step time per run, predicted next to measured

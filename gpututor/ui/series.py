@@ -75,6 +75,42 @@ def speedup_rows(summaries: list[dict]) -> list[dict]:
     return rows
 
 
+def weak_scaling(run: dict, one_rank: dict) -> dict:
+    """Weak scaling of a data-parallel ``run`` on N ranks against ``one_rank``, a 1-rank run with
+    the same batch *per rank* (and the same model, sequence, precision and device kind).
+    Efficiency = tokens/s on N ranks / (N × tokens/s on one): 1.0 when every rank keeps its
+    single-rank speed, i.e. communication and sharing the machine cost nothing."""
+    n = run["world_size"]
+    if one_rank["world_size"] != 1:
+        raise ValueError(f"one_rank has world_size={one_rank['world_size']}: allowed is 1")
+    if run["batch_size"] % n or run["batch_size"] // n != one_rank["batch_size"]:
+        raise ValueError(f"run has {run['batch_size']} sequences on {n} ranks and one_rank "
+                         f"{one_rank['batch_size']}: weak scaling needs the same batch per rank")
+    same = comparison_key(run)[:2] + comparison_key(run)[3:]
+    if same != comparison_key(one_rank)[:2] + comparison_key(one_rank)[3:]:
+        raise ValueError("run and one_rank differ in model, sequence length, precision or device")
+    ratio = run["tokens_per_s"] / one_rank["tokens_per_s"] \
+        if run["tokens_per_s"] and one_rank["tokens_per_s"] else None
+    return {"world_size": n, "per_rank_batch": one_rank["batch_size"], "throughput_ratio": ratio,
+            "efficiency": ratio / n if ratio is not None else None,
+            "step_ratio": run["step_time_s"] / one_rank["step_time_s"]
+            if run["step_time_s"] and one_rank["step_time_s"] else None}
+
+
+def explain_weak_scaling(run: dict, one_rank: dict) -> str:
+    """:func:`weak_scaling` in words, read from the two runs' numbers."""
+    w = weak_scaling(run, one_rank)
+    if w["efficiency"] is None:
+        return "Weak scaling: one of the two runs has no measured throughput."
+    verdict = ("every rank kept its single-rank speed" if w["efficiency"] >= 0.95 else
+               f"{1 - w['efficiency']:.0%} of the ideal throughput was lost to communication "
+               "and to ranks sharing this machine")
+    return (f"Weak scaling, {w['per_rank_batch']} sequences per rank: {w['world_size']} ranks "
+            f"processed {w['throughput_ratio']:.2f}x the tokens/s of one rank (ideal "
+            f"{w['world_size']}x), an efficiency of {w['efficiency']:.0%}; a step took "
+            f"{w['step_ratio']:.2f}x as long as one rank's. So {verdict}.")
+
+
 def summary_line(summary: dict) -> str:
     """One line a person can read: what ran, how fast, and where the loss ended."""
     fmt = lambda v, spec: "n/a" if v is None else format(v, spec)

@@ -65,6 +65,18 @@ def test_compression_hooks_change_losses_only_within_tolerance(hook, tolerance, 
         assert ratio < 0.5
 
 
+def test_equivalent_link_keeps_flops_per_byte_and_flops_per_message():
+    from gpututor.parallel.link import EmulatedLink, equivalent_bandwidth, equivalent_latency
+    device, here = 100e12, 50e9              # a device 2000x faster than this machine
+    bandwidth = equivalent_bandwidth(device, 32e9, here)
+    latency = equivalent_latency(device, 10e-6, here)
+    assert bandwidth == pytest.approx(16e6) and latency == pytest.approx(20e-3)
+    real, emulated = EmulatedLink(32e9, 10e-6), EmulatedLink(bandwidth, latency)
+    for nbytes in (4, 4e6, 4e9):      # latency-bound to bandwidth-bound: every message x2000
+        assert emulated.allreduce_seconds(nbytes, 4) == pytest.approx(
+            2000 * real.allreduce_seconds(nbytes, 4))
+
+
 @pytest.mark.parametrize("strategy", ["ddp", "dp-naive", "dp-bucketed"])
 def test_emulated_link_adds_exactly_the_modelled_delay(strategy):
     from gpututor.parallel.link import EmulatedLink

@@ -16,8 +16,8 @@ from gpututor import RunFailed, RunSpec, warm_up
 from gpututor.measure.memory import CATEGORIES as MEMORY_CATEGORIES
 from gpututor.ui.comparison import Comparison, speedup_figure
 from gpututor.ui.panel import RunPanel, build_figure, fill_figure
-from gpututor.ui.series import (downsample, global_loss, memory_by_rank, speedup_rows,
-                                summary_line, throughput_by_rank)
+from gpututor.ui.series import (downsample, explain_weak_scaling, global_loss, memory_by_rank,
+                                speedup_rows, summary_line, throughput_by_rank, weak_scaling)
 
 TINY = RunSpec(model="gpt", model_size="tiny", strategy="ddp", world_size=2, steps=6,
                batch_size=8)
@@ -78,6 +78,39 @@ def test_speedup_rows_compare_with_the_latest_matching_one_rank_run():
     assert rows[3]["efficiency"] == 0.75
     assert rows[4]["speedup"] is None and rows[4]["efficiency"] is None
     assert speedup_rows([summary(2, 150.0, batch_size=16), summary(1, 100.0)])[0]["speedup"] is None
+
+
+def test_weak_scaling_keeps_the_batch_per_rank_and_says_what_was_lost():
+    one = summary(1, 100.0, batch_size=32)
+    two = dict(summary(2, 170.0, batch_size=64), step_time_s=0.1176)
+    w = weak_scaling(two, one)
+    assert w["throughput_ratio"] == pytest.approx(1.7) and w["efficiency"] == pytest.approx(0.85)
+    assert w["step_ratio"] == pytest.approx(1.176)
+    assert "efficiency of 85%" in explain_weak_scaling(two, one)
+    assert "15% of the ideal throughput was lost" in explain_weak_scaling(two, one)
+    perfect = explain_weak_scaling(summary(2, 200.0, batch_size=64), one)
+    assert "every rank kept its single-rank speed" in perfect
+    with pytest.raises(ValueError, match="same batch per rank"):   # that is strong scaling
+        weak_scaling(summary(2, 170.0, batch_size=32), one)
+    with pytest.raises(ValueError, match="world_size=2"):
+        weak_scaling(two, two)
+    with pytest.raises(ValueError, match="differ in model"):
+        weak_scaling(summary(2, 170.0, batch_size=64, model_size="tiny"), one)
+
+
+def test_unmetered_communication_is_drawn_and_said_as_not_measured():
+    from gpututor.ui import plots
+    metered = summary(2, 150.0)
+    unmetered = dict(summary(2, 140.0, strategy="tp-dtensor"), comm_s=None, compute_s=None)
+    fig = plots.step_breakdown({"tp": metered, "tp-dtensor": unmetered})
+    compute, comm, whole = fig.data
+    assert list(compute.y) == [100.0, None] and list(comm.y) == [10.0, None]
+    assert list(whole.x) == ["tp-dtensor"] and "not measured" in whole.name
+    comparison = Comparison()
+    for s in (summary(1, 100.0), unmetered):
+        comparison.add(s)
+    assert "communication not measured for this strategy" in comparison.explain()
+    assert "not measured" in comparison.table.value
 
 
 def test_figures_have_the_traces_the_panel_updates():

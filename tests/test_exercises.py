@@ -1,0 +1,208 @@
+"""Every exercise of every lesson: the published solution passes its checker, a wrong answer fails.
+
+The solutions are read from each notebook's "Solutions" cell (the code in item k solves the k-th
+cell that calls a ``check_*`` function), so the test checks what a learner reads. The wrong
+answers are written here: for each exercise a mistake a learner plausibly makes.
+
+Each notebook is executed once, by nbval, in an *augmented* copy: after every checker cell two
+cells are inserted, one that runs the published solution through the cell's checker (it must
+pass) and one that runs the wrong answer (the checker must raise ``AssertionError``). So this one
+run is also the test that every lesson runs top to bottom (the learner's copy leaves the answers
+as ``...``, which the checkers report as "not answered yet").
+"""
+from __future__ import annotations
+
+import ast
+import re
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import nbformat
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
+NOTEBOOK_TIMEOUT_S = 600
+CHECK_CALL = re.compile(r"^\s*(check_\w+)\(\s*([A-Za-z_]\w*)", re.M)
+
+# One plausible mistake per exercise, by notebook and answer variable.
+WRONG = {
+    "00_start_here": {
+        "answer_1": "answer_1 = 32                          # forgot to split the global batch",
+        "answer_2": 'answer_2 = solo_summary["tokens_per_s"] / ddp["tokens_per_s"]   # upside down',
+        "answer_3": 'answer_3 = 4 * ddp["params"]           # one moment instead of two',
+    },
+    "01_single_device": {
+        "my_optimizer_bytes": "my_optimizer_bytes = 4 * n_params   # one moment",
+        "my_activation_ratio": "my_activation_ratio = 1              # as if activations did not grow",
+        "my_hours": "my_hours = 1e9 * 2 * n_params / anatomy.achieved_flops / 3600   # forward only",
+    },
+    "02_data_parallel": {
+        "my_allreduce": textwrap.dedent('''\
+            def my_allreduce(tensor, rank, world):     # the library's collective, not a ring
+                dist.all_reduce(tensor)
+                return tensor'''),
+        "my_bytes_per_step": 'my_bytes_per_step = 2 * 4 * runs["single"]["params"]   # grads counted twice',
+        "my_sent_on_8": 'my_sent_on_8 = 2 * (2 - 1) / 2 * 4 * runs["single"]["params"]   # 2 ranks, not 8',
+    },
+    "03_sharding": {
+        "my_first_fit": "my_first_fit = 0                     # plain data parallel",
+        "my_stage": "my_stage = 3                         # fits too, but shards more than needed",
+        "my_zero3_bytes": "my_zero3_bytes = 2 * (2 - 1) / 2 * 4 * n_params   # ZeRO-2's two collectives",
+    },
+    "04_tensor_parallel": {
+        "my_row_forward": textwrap.dedent('''\
+            def my_row_forward(x_local, weight_local, bias, tp):   # bias added on every rank
+                return reduce_from_tensor_parallel_region(F.linear(x_local, weight_local, bias), tp)'''),
+        "my_tp_bytes": ("my_tp_bytes = 2 * n_layer * base.batch_size * base.seq_len"
+                        " * build_model(base).cfg.d_model * 4   # forward only"),
+    },
+    "05_pipeline_parallel": {
+        "my_bubble": "my_bubble = (2 - 1) / 8                 # the ratio to ideal time, not the fraction",
+        "my_microbatches": "my_microbatches = 30                # from (p - 1) / m <= 0.1",
+        "my_measured_bubble": ("my_measured_bubble = sum(e - s for evs in events.values() for _, _, s, e in evs)"
+                               " / (len(events) * (max(e for evs in events.values() for *_, e in evs)"
+                               " - min(s for evs in events.values() for _, _, s, _ in evs)))"
+                               "   # the busy share, not the idle share"),
+    },
+    "06_mixed_precision": {
+        "my_update": textwrap.dedent('''\
+            def my_update(scale, clean_steps, found_inf, growth_interval):   # grows one step late
+                if found_inf:
+                    return scale * 0.5, 0
+                if clean_steps == growth_interval:
+                    return scale * 2.0, 0
+                return scale, clean_steps + 1'''),
+        "my_bytes_per_param": "my_bytes_per_param = 16              # the fp16-gradients convention",
+        "my_smallest_gradient": "my_smallest_gradient = 2**-24       # forgot the scale",
+    },
+    "07_compression": {
+        "my_scale": "my_scale = row.abs().max().item() / 128   # int8 has no +128",
+        "my_removed": "my_removed = 2 * 192 * 96              # forgot fc's biases",
+        "my_int8_bytes": ("my_int8_bytes = sum(m.weight.numel() for m in teacher.modules()"
+                          " if isinstance(m, torch.nn.Linear))   # forgot the scales"),
+    },
+    "08_choosing_hardware": {
+        "my_bytes_per_param": "my_bytes_per_param = 12              # optimizer state only",
+        "my_smallest_count": "my_smallest_count = 15               # 70e9 * 16 / 80e9, without the 10 % reserve",
+        "my_cluster": "my_cluster = rec7.smallest.config.count + 1",
+        "my_measured_error": ('my_measured_error = (ddp_row["formula_peak"] - ddp_row["measured_peak"])'
+                              ' / ddp_row["formula_peak"]   # divided by the prediction'),
+    },
+    "09_composing_parallelisms": {
+        "my_tp_group": "my_tp_group = [5, 6]                 # neighbours by rank number",
+        "my_dp_group": "my_dp_group = [1, 3, 5, 7]           # every odd rank",
+        "my_tp_extra": "my_tp_extra = 0                       # as if every parameter were split",
+        "my_layouts": 'my_layouts = [r["layout"] for r in rows]   # every layout',
+    },
+}
+
+
+def solution_items(nb: nbformat.NotebookNode) -> list[str]:
+    """The code of each numbered item of the notebook's Solutions cell, in order."""
+    cell = next(c for c in nb.cells
+                if c.cell_type == "markdown" and "<summary>Solutions</summary>" in c.source)
+    body = cell.source.split("<summary>Solutions</summary>", 1)[1].split("</details>", 1)[0]
+    items = re.split(r"^\d+\. ", body, flags=re.M)[1:]
+    codes = []
+    for item in items:
+        block = re.search(r"```python\n(.*?)```", item, re.S)
+        if block:
+            codes.append(textwrap.dedent(block.group(1)))
+            continue
+        spans = [s for s in re.findall(r"`([^`]+)`", item)
+                 if re.match(r"\s*(import |from |def |[A-Za-z_]\w*\s*=)", s)]
+        assert spans, f"no code in solution item: {item[:120]!r}"
+        codes.append(spans[0])
+    return codes
+
+
+def exercises(nb: nbformat.NotebookNode) -> list[dict]:
+    """Every checker cell, its answer variable and the published solution that answers it."""
+    checks = []
+    for index, cell in enumerate(nb.cells):
+        if cell.cell_type != "code":
+            continue
+        for checker, variable in CHECK_CALL.findall(cell.source):
+            if variable.startswith(("my_", "answer_")):
+                checks.append({"cell": index, "checker": checker, "variable": variable,
+                               "source": cell.source})
+    for check, code in zip(checks, solution_items(nb), strict=True):
+        check["solution"] = code
+    return checks
+
+
+def bound_names(code: str) -> set[str]:
+    names = set()
+    for node in ast.parse(code).body:
+        if isinstance(node, ast.FunctionDef):
+            names.add(node.name)
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            names.update(a.asname or a.name for a in node.names)
+        elif isinstance(node, ast.Assign):
+            names.update(t.id for t in node.targets if isinstance(t, ast.Name))
+    return names
+
+
+def _checker_source(check: dict) -> str:
+    """The checker cell without its ``name = ...`` placeholder line."""
+    placeholder = re.compile(rf"^\s*{check['variable']}\s*=\s*\.\.\..*$", re.M)
+    return placeholder.sub("", check["source"]).strip()
+
+
+def augmented(nb: nbformat.NotebookNode, wrong: dict) -> nbformat.NotebookNode:
+    """A copy of ``nb`` that proves each exercise right after its checker cell."""
+    out = nbformat.from_dict(nb)
+    for check in reversed(exercises(nb)):
+        source = _checker_source(check)
+        accept = f"# added by tests/test_exercises.py: the published solution\n{check['solution']}\n{source}"
+        guarded = textwrap.indent(source, "    ")
+        reject = (f"# added by tests/test_exercises.py: a wrong answer\n{wrong[check['variable']]}\n"
+                  f"try:\n{guarded}\nexcept AssertionError as rejected:\n"
+                  f"    print('wrong answer rejected:', str(rejected)[:200])\nelse:\n"
+                  f"    raise RuntimeError({check['variable']!r} + ': the checker accepted a wrong answer')")
+        out.cells[check["cell"] + 1:check["cell"] + 1] = [nbformat.v4.new_code_cell(accept),
+                                                          nbformat.v4.new_code_cell(reject)]
+    return out
+
+
+@pytest.mark.parametrize("notebook", NOTEBOOKS, ids=lambda p: p.stem)
+def test_every_exercise_has_a_published_solution_and_a_wrong_answer(notebook: Path):
+    nb = nbformat.read(notebook, as_version=4)
+    found = exercises(nb)
+    assert found, f"{notebook.name} has no exercise checked by code"
+    for check in found:
+        assert check["variable"] in bound_names(check["solution"]), (
+            f"{notebook.name}: solution {check['solution']!r} does not define {check['variable']}")
+    assert {c["variable"] for c in found} == set(WRONG[notebook.stem]), (
+        f"{notebook.name}: wrong answers are written for {sorted(WRONG[notebook.stem])}, "
+        f"the notebook checks {[c['variable'] for c in found]}")
+    for variable, code in WRONG[notebook.stem].items():
+        assert variable in bound_names(code), f"wrong answer for {variable} does not define it"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("notebook", NOTEBOOKS, ids=lambda p: p.stem)
+def test_notebook_runs_and_its_checkers_accept_solutions_and_reject_wrong_answers(
+        notebook: Path, tmp_path: Path):
+    nb = nbformat.read(notebook, as_version=4)
+    path = tmp_path / notebook.name
+    nbformat.write(augmented(nb, WRONG[notebook.stem]), path)
+    command = [sys.executable, "-m", "pytest", "--nbval-lax", "--nbval-current-env",
+               "--nbval-cell-timeout=300", "-p", "no:cacheprovider", "-q",
+               "-o", f"cache_dir={tmp_path}", str(path)]
+    result = subprocess.run(command, cwd=ROOT, capture_output=True, text=True,
+                            timeout=NOTEBOOK_TIMEOUT_S)
+    assert result.returncode == 0, (
+        f"{notebook.name} failed under nbval:\n{result.stdout[-6000:]}\n{result.stderr[-2000:]}")
+
+
+if __name__ == "__main__":   # write the augmented copies, to open and run them by hand
+    out = Path(sys.argv[1] if len(sys.argv) > 1 else "/tmp/gpututor-exercises")
+    out.mkdir(parents=True, exist_ok=True)
+    for notebook in NOTEBOOKS:
+        nbformat.write(augmented(nbformat.read(notebook, as_version=4), WRONG[notebook.stem]),
+                       out / notebook.name)
+        print("wrote", out / notebook.name)
