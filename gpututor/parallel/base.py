@@ -9,6 +9,7 @@ from __future__ import annotations
 from contextlib import nullcontext
 
 import torch
+import torch.distributed as dist
 import torch.nn.functional as F
 
 from .mesh import RankGrid
@@ -30,6 +31,8 @@ class Strategy:
     supports_checkpoint = True  # full_state_dict / optimizer state are whole on every rank
     builds_on_meta = False      # True: wrap() gets the model on "meta" and keeps only its part,
     #                             which gpututor.parallel.meta.materialize then makes
+    meters_comm = True          # False: torch's own collectives run unmetered, so the records'
+    #                             communication fields are None ("not measured"), never 0
 
     # ---- checked before launch ---------------------------------------------------------------
     def validate(self, spec) -> None:
@@ -111,10 +114,28 @@ class Strategy:
         with ctx.phase("optimizer"):
             if scaler is None:
                 optimizer.step()
-            else:  # unscale, skip the step if a gradient is inf/nan, then adjust the scale
+            else:  # unscale, agree on inf/nan over all ranks, skip the step if any, adjust
+                scaler.unscale_(optimizer)
+                agree_found_inf(scaler, optimizer)
                 scaler.step(optimizer)
                 scaler.update()
         return total
+
+
+def agree_found_inf(scaler, optimizer, group=None) -> None:
+    """Make every rank's "found inf/nan" flags for ``optimizer`` the maximum over ``group``.
+
+    ``GradScaler.unscale_`` checks only the gradients this rank holds. With data parallel they
+    are the same on every rank, but sharded (ZeRO, FSDP) and tensor-parallel ranks hold
+    different pieces: one rank can overflow alone, skip its step while the others take theirs,
+    and the copies drift apart. After this all-reduce (what torch's ``ShardedGradScaler`` does
+    for FSDP) all ranks skip together and halve the scale together. Call it between
+    ``scaler.unscale_(optimizer)`` and ``scaler.step(optimizer)``."""
+    if not dist.is_initialized() or dist.get_world_size(group) == 1:
+        return
+    flags = scaler._per_optimizer_states[id(optimizer)]["found_inf_per_device"]
+    for flag in flags.values():   # one per device this rank's parameters live on
+        dist.all_reduce(flag, op=dist.ReduceOp.MAX, group=group)
 
 
 def autocast_for(precision: str, device: torch.device):

@@ -34,6 +34,7 @@ class Composed(Strategy):
 
     def __init__(self, *parts: Strategy, name: str | None = None, description: str = ""):
         self.builds_on_meta = any(p.builds_on_meta for p in parts if p.dim != "dp")
+        self.meters_comm = all(p.meters_comm for p in parts)   # one unmetered part: not measured
         dims = [p.dim for p in parts]
         if len(set(dims)) != len(dims):
             raise ValueError(f"parts={[p.name for p in parts]} is invalid: allowed is at most "

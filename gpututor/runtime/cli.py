@@ -57,6 +57,10 @@ def build_parser() -> argparse.ArgumentParser:
                           "microbatches=8 (repeatable)")
     run.add_argument("--json", metavar="PATH", help="write the JSON summary here ('-' = stdout)")
     run.add_argument("--quiet", action="store_true", help="no progress bar")
+    run.add_argument("--dry-run", action="store_true",
+                     help="check the layout on this machine: each rank builds its part of the "
+                          "model with a fake process group and runs one step on CPU; print the "
+                          "bytes of parameters, gradients and optimizer state per rank")
 
     bench = commands.add_parser("bench", help="micro-benchmarks")
     what = bench.add_subparsers(dest="bench", required=True)
@@ -113,10 +117,24 @@ def main(argv: list[str] | None = None) -> int:
         if under_torchrun():
             return _run_torchrun(args)
         spec = spec_from_args(args, args.world_size or mesh_world_size(args.mesh) or 2)
+        if args.dry_run:
+            return _dry_run(spec, args)
     except ValueError as exc:
         print(f"gpututor: error: {exc}", file=sys.stderr)
         return 2
     return _run_launched(spec, args)
+
+
+def _dry_run(spec: RunSpec, args) -> int:
+    from .dry_run import dry_run, dry_run_table
+
+    rows = dry_run(spec)
+    if args.json:
+        _write_summary({"dry_run": True, "strategy": spec.strategy, "world_size": spec.world_size,
+                        "mesh": spec.mesh_shape, "ranks": rows}, args.json)
+    if args.json != "-":
+        print(dry_run_table(spec, rows))
+    return 0
 
 
 def _run_launched(spec: RunSpec, args) -> int:
@@ -215,7 +233,8 @@ def _write_summary(summary: dict | None, path: str | None) -> None:
         keys = ("strategy", "world_size", "steps", "tokens_per_s", "step_time_s", "final_loss",
                 "peak_mem_bytes", "compute_s", "comm_s")
         for key in keys:
-            print(f"{key:>15}: {summary.get(key)}")
+            value = summary.get(key)
+            print(f"{key:>15}: {'not measured' if value is None else value}")
 
 
 class Progress:

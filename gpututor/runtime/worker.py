@@ -45,10 +45,16 @@ def rank_device(spec, local_rank: int) -> torch.device:
 
 
 def init_process_group(spec, rank: int, world_size: int, device: torch.device, store=None):
-    """gloo on CPU, NCCL on CUDA, with the spec's (short) timeout instead of 10-30 minutes."""
+    """gloo on CPU, NCCL on CUDA, with the spec's (short) timeout instead of 10-30 minutes.
+
+    On CUDA the rank's GPU becomes the *current* device first: ``device_id`` binds NCCL's
+    communicator to it, but tensors made without a device (``torch.empty(..., device="cuda")``,
+    the object collectives' buffers, FSDP2's shards) go to the current device, which is
+    ``cuda:0`` on every rank until ``set_device``; NCCL then refuses them on ranks >= 1."""
     backend = "nccl" if device.type == "cuda" else "gloo"
     kwargs = {"store": store} if store is not None else {"init_method": "env://"}
     if device.type == "cuda":
+        torch.cuda.set_device(device)
         kwargs["device_id"] = device
     dist.init_process_group(backend, rank=rank, world_size=world_size,
                             timeout=timedelta(seconds=spec.timeout), **kwargs)
@@ -132,7 +138,8 @@ def train(spec, rank: int, world_size: int, device: torch.device,
         model_flops = flops_per_token * inputs.numel() * dp_size / world_size
         emit({
             "rank": rank, "step": step, "loss": loss, "time": time.time() - start_time,
-            **step_record(ctx, step_time, inputs.numel(), state_bytes(model, optimizer)),
+            **step_record(ctx, step_time, inputs.numel(), state_bytes(model, optimizer),
+                           meters_comm=strategy.meters_comm),
             "mem_activations": activations, "mem_peak": peak, "mem_setup_peak": setup_peak,
             "flops": flops, "achieved_flops": flops / step_time if flops else None,
             "model_flops": model_flops,
@@ -180,16 +187,19 @@ def measured_step(run_step, ctx, model, optimizer, count_flops: bool, probe_memo
     return loss, time.perf_counter() - start, flops, probed
 
 
-def step_record(ctx, step_time: float, tokens: int, mem: dict) -> dict:
-    """The step's times, communication and model-state bytes, as record fields."""
+def step_record(ctx, step_time: float, tokens: int, mem: dict, meters_comm: bool = True) -> dict:
+    """The step's times, communication and model-state bytes, as record fields. Where the
+    strategy's collectives are not metered (``meters_comm`` False), communication and hence
+    compute time are None: not measured, not 0."""
+    measured = lambda value: value if meters_comm else None
     return {
         "step_time_s": step_time,
         "tokens_per_s": tokens / step_time,
-        "compute_s": step_time - ctx.comm.exposed_s,
-        "comm_s": ctx.comm.exposed_s,
-        "comm_busy_s": ctx.comm.busy_s,
-        "comm_bytes": ctx.comm.bytes,
-        "comm_wire_bytes": ctx.comm.wire_bytes,
+        "compute_s": measured(step_time - ctx.comm.exposed_s),
+        "comm_s": measured(ctx.comm.exposed_s),
+        "comm_busy_s": measured(ctx.comm.busy_s),
+        "comm_bytes": measured(ctx.comm.bytes),
+        "comm_wire_bytes": measured(ctx.comm.wire_bytes),
         "emulated_comm_s": ctx.comm.emulated_s,
         **{f"{name}_s": seconds for name, seconds in ctx.phases.items()},
         **ctx.extra,

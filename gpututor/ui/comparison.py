@@ -74,12 +74,14 @@ class Comparison:
                 lines.append(f"{r['strategy']} on {r['world_size']} ranks ({r['label']}): no "
                              "1-rank run of the same model and batch yet, so no speedup.")
                 continue
+            split = ("communication not measured for this strategy" if r["comm_s"] is None else
+                     f"compute {r['compute_s'] * 1e3:.0f} ms, waiting for communication "
+                     f"{r['comm_s'] * 1e3:.0f} ms")
             lines.append(
                 f"{r['strategy']} on {r['world_size']} ranks: {r['tokens_per_s']:,.0f} tokens/s "
                 f"vs {r['baseline_tokens_per_s']:,.0f} on 1 rank = {r['speedup']:.2f}× "
                 f"(ideal {r['world_size']}×, scaling efficiency {r['efficiency']:.0%}). "
-                f"Per step and rank: compute {r['compute_s'] * 1e3:.0f} ms, "
-                f"waiting for communication {r['comm_s'] * 1e3:.0f} ms.")
+                f"Per step and rank: {split}.")
         return "\n".join(lines) or "No run on more than one rank yet."
 
     def static_figure(self) -> go.Figure:
@@ -90,7 +92,7 @@ class Comparison:
 
 
 def _rows_html(rows: list[dict]) -> str:
-    fmt = lambda v, spec, scale=1: "" if v is None else format(v * scale, spec)
+    fmt = lambda v, spec, scale=1: "not measured" if v is None else format(v * scale, spec)
     head = "".join(f"<th>{h}</th>" for h in ("run", "strategy", "ranks", "tokens/s", "speedup",
                                              "efficiency", "compute ms/step", "comm ms/step"))
     body = "".join(

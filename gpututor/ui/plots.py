@@ -96,10 +96,15 @@ def step_breakdown(summaries: dict[str, dict], title: str = "Median step: comput
                    "waiting for communication") -> go.Figure:
     """Stacked bars per labelled run: compute time and exposed communication (ms, median)."""
     labels = list(summaries)
+    ms = lambda v: None if v is None else v * 1e3
+    unmetered = [k for k in labels if summaries[k]["comm_s"] is None]
     fig = go.Figure()
-    fig.add_bar(x=labels, y=[summaries[k]["compute_s"] * 1e3 for k in labels], name="compute")
-    fig.add_bar(x=labels, y=[summaries[k]["comm_s"] * 1e3 for k in labels],
+    fig.add_bar(x=labels, y=[ms(summaries[k]["compute_s"]) for k in labels], name="compute")
+    fig.add_bar(x=labels, y=[ms(summaries[k]["comm_s"]) for k in labels],
                 name="waiting for communication")
+    if unmetered:   # their whole step, in grey: compute and communication not told apart
+        fig.add_bar(x=unmetered, y=[ms(summaries[k]["step_time_s"]) for k in unmetered],
+                    name="whole step (communication not measured)", marker_color="lightgray")
     fig.update_layout(barmode="stack", title=title, yaxis_title="milliseconds per step", **LAYOUT)
     return fig
 

@@ -144,6 +144,10 @@ def test_tensor_parallel_training_equals_one_process(tmp_path, strategy):
     if strategy == "tp":   # 4 all-reduces of B x T x d fp32 activations per block and step
         cfg = (spec.batch_size, spec.seq_len, 96, 2)   # tiny GPT: d_model 96, 2 blocks
         assert summary["comm_bytes_per_step"] == 4 * cfg[3] * cfg[0] * cfg[1] * cfg[2] * 4
+    else:   # DTensor's collectives are torch's own: not measured, so None, never a made-up 0
+        for key in ("comm_s", "compute_s", "comm_bytes_per_step", "comm_wire_bytes_per_step"):
+            assert summary[key] is None, key
+        assert all(r["comm_s"] is None and r["comm_bytes"] is None for r in run.records)
 
 
 @pytest.mark.parametrize("strategy", ["tp", "tp-dtensor"])

@@ -61,6 +61,7 @@ def _timed(method, timeline: StageTimeline, kind: str):
 class PipelineTorch(PipelineStrategy):
     name = "pp-torch"
     description = "torch.distributed.pipelining: PipelineStage with ScheduleGPipe / Schedule1F1B"
+    meters_comm = False     # the stages' send/recv run inside torch, unmetered
     options, allowed = pipeline_options(tuple(TORCH_SCHEDULES))
 
     def wrap(self, model, ctx):

@@ -64,6 +64,7 @@ class FullyShardedFSDP2(Strategy):
                "hsdp_replicas": "an integer >= 1 that divides the dp degree"}
     supports_checkpoint = False  # sharded state: no single-file checkpoint here yet
     builds_on_meta = True        # sharded on meta, then each rank makes only its shards
+    meters_comm = hasattr(FSDPModule, "set_custom_all_gather")   # torch >= 2.9: metered
 
     def validate(self, spec) -> None:
         super().validate(spec)
@@ -115,7 +116,7 @@ def meter_collectives(model: torch.nn.Module, timer: CollectiveTimer) -> None:
     """Route every FSDP2 unit's all-gather and reduce-scatter through ``timer``."""
     if not hasattr(FSDPModule, "set_custom_all_gather"):
         warnings.warn(f"torch {torch.__version__} has no FSDPModule.set_custom_all_gather "
-                      "(torch >= 2.9): fsdp runs here report no communication bytes or time")
+                      "(torch >= 2.9): fsdp runs here report communication as not measured")
         return
     from torch.distributed.fsdp._fully_shard._fsdp_collectives import (
         DefaultAllGather, DefaultReduceScatter)

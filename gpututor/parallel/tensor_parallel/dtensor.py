@@ -23,7 +23,7 @@ give rank 0 all of q and half of k. :class:`SplitQKVAttention` holds ``q``, ``k`
 Linears (the fused weight's three row blocks: the same numbers), so each is split by heads. The
 price, visible with ``torch.distributed.tensor.debug.CommDebugMode``: backward all-reduces the
 input gradient of q, k and v separately (three all-reduces where Megatron's fused layer has
-one). DTensor's collectives are not metered here: ``comm_bytes_per_step`` stays 0.
+one). DTensor's collectives are not metered here: the communication fields are None (not measured).
 """
 from __future__ import annotations
 
@@ -74,6 +74,7 @@ class TensorParallelDTensor(Strategy):
     builds_on_meta = True   # each rank makes only its shards (parallel/meta.py)
     description = "torch DTensor parallelize_module: ColwiseParallel/RowwiseParallel plan"
     supports_checkpoint = False
+    meters_comm = False     # DTensor's collectives run inside torch, unmetered
 
     def validate(self, spec) -> None:
         super().validate(spec)

@@ -1,0 +1,40 @@
+"""Device binding on CUDA, checked on CPU with CUDA and NCCL mocked: each rank makes its own GPU
+the current device *before* the process group exists, in launch()'s ranks and under torchrun."""
+from __future__ import annotations
+
+import torch
+import torch.distributed as dist
+
+from gpututor import RunSpec
+from gpututor.runtime import worker
+
+
+def test_set_device_comes_before_init_process_group(monkeypatch):
+    calls = []
+    monkeypatch.setattr(torch.cuda, "set_device", lambda d: calls.append(("set_device", d)))
+    monkeypatch.setattr(dist, "init_process_group",
+                        lambda backend, **kw: calls.append(("init", backend, kw["device_id"])))
+    spec = RunSpec(model="gpt", model_size="tiny", strategy="ddp", world_size=2, device="cpu")
+    worker.init_process_group(spec, 1, 2, torch.device("cuda", 1), store=object())
+    assert calls == [("set_device", torch.device("cuda", 1)),
+                     ("init", "nccl", torch.device("cuda", 1))]
+
+
+def test_cpu_ranks_never_touch_cuda(monkeypatch):
+    def refuse(*_):
+        raise AssertionError("set_device called for a CPU rank")
+    monkeypatch.setattr(torch.cuda, "set_device", refuse)
+    seen = {}
+    monkeypatch.setattr(dist, "init_process_group",
+                        lambda backend, **kw: seen.update(backend=backend, **kw))
+    spec = RunSpec(model="gpt", model_size="tiny", strategy="ddp", world_size=2, device="cpu")
+    worker.init_process_group(spec, 0, 2, torch.device("cpu"), store=object())
+    assert seen["backend"] == "gloo" and "device_id" not in seen
+
+
+def test_each_local_rank_gets_its_own_gpu(monkeypatch):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 4)
+    spec = RunSpec(model="gpt", model_size="tiny", strategy="ddp", world_size=4)
+    assert spec.resolved_device() == "cuda"
+    assert [worker.rank_device(spec, r) for r in range(4)] == [torch.device("cuda", r) for r in range(4)]
