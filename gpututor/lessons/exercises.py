@@ -83,11 +83,12 @@ class AllReduceCheck:
                     raise RuntimeError(f"dist.{name} is not allowed here: use isend/recv")
                 return call
 
+            given = x.clone()
             try:
                 for name in saved:
                     setattr(dist, name, refuse(name))
                 try:
-                    got = self.candidate(x.clone(), rank, world)
+                    got = self.candidate(given, rank, world)
                 except RuntimeError:
                     if not used:
                         raise
@@ -101,7 +102,8 @@ class AllReduceCheck:
                 return   # the other ranks stop too: they would wait for this one
             error = float((got - expected).abs().max()) if got is not None and \
                 got.shape == expected.shape else float("inf")
-            emit({"step": step, "numel": numel, "max_error": error})
+            in_place = float((given - expected).abs().max()) <= 1e-4
+            emit({"step": step, "numel": numel, "max_error": error, "in_place": in_place})
 
 
 def check_allreduce(candidate, world_sizes: tuple = (3, 4)) -> None:
@@ -124,6 +126,9 @@ def check_allreduce(candidate, world_sizes: tuple = (3, 4)) -> None:
             raise AssertionError(f"your function called dist.{built_in[0]}: build the sum from "
                                  "dist.isend / dist.recv only")
         worst = max(records, key=lambda r: r["max_error"])
+        if worst["max_error"] <= 1e-4 and not all(r["in_place"] for r in records):
+            raise AssertionError("your function returned the sum but left the tensor it was given "
+                                 "unchanged: sum into that tensor, in place")
         if worst["max_error"] > 1e-4:
             raise AssertionError(f"on {world_size} ranks, rank {worst['rank']}: a tensor of "
                                  f"{worst['numel']} elements differs from dist.all_reduce by "

@@ -102,9 +102,13 @@ def explain_weak_scaling(run: dict, one_rank: dict) -> str:
     w = weak_scaling(run, one_rank)
     if w["efficiency"] is None:
         return "Weak scaling: one of the two runs has no measured throughput."
+    waited = run.get("comm_s")
     verdict = ("every rank kept its single-rank speed" if w["efficiency"] >= 0.95 else
-               f"{1 - w['efficiency']:.0%} of the ideal throughput was lost to communication "
-               "and to ranks sharing this machine")
+               f"{1 - w['efficiency']:.0%} of the ideal throughput was lost: "
+               + ("communication was not measured" if waited is None else
+                  f"waiting for communication took {waited * 1e3:.0f} ms of each "
+                  f"{run['step_time_s'] * 1e3:.0f} ms step")
+               + "; the rest is other overhead, such as ranks sharing this machine")
     return (f"Weak scaling, {w['per_rank_batch']} sequences per rank: {w['world_size']} ranks "
             f"processed {w['throughput_ratio']:.2f}x the tokens/s of one rank (ideal "
             f"{w['world_size']}x), an efficiency of {w['efficiency']:.0%}; a step took "
@@ -117,7 +121,8 @@ def summary_line(summary: dict) -> str:
     return (f"{summary['steps']} steps of {summary['strategy']} on {summary['world_size']} "
             f"rank(s): {fmt(summary['tokens_per_s'], ',.0f')} tokens/s (all ranks), "
             f"median step {fmt(summary['step_time_s'], '.3f')} s, "
-            f"final loss {fmt(summary['final_loss'], '.3f')}")
+            f"loss {fmt((summary.get('losses') or [None])[0], '.3f')} at the first step, "
+            f"{fmt(summary['final_loss'], '.3f')} at the last")
 
 
 def step_breakdown_by_rank(records: list[dict], world_size: int) -> dict[str, list[float]]:

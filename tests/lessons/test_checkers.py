@@ -45,6 +45,15 @@ def test_allreduce_checker_rejects_a_wrong_allreduce():
         check_allreduce(forgets_to_sum)
 
 
+def test_allreduce_checker_rejects_a_sum_that_is_not_in_place():
+    def returns_a_copy(tensor, rank, world):   # the right sum, in a new tensor
+        from gpututor.parallel.data_parallel.ring import ring_allreduce
+        return ring_allreduce(tensor.clone(), rank, world)
+
+    with pytest.raises(AssertionError, match="in place"):
+        check_allreduce(returns_a_copy)
+
+
 def test_allreduce_checker_rejects_the_built_in_collective():
     def via_library(tensor, rank, world):
         dist.all_reduce(tensor)

@@ -87,7 +87,8 @@ def test_weak_scaling_keeps_the_batch_per_rank_and_says_what_was_lost():
     assert w["throughput_ratio"] == pytest.approx(1.7) and w["efficiency"] == pytest.approx(0.85)
     assert w["step_ratio"] == pytest.approx(1.176)
     assert "efficiency of 85%" in explain_weak_scaling(two, one)
-    assert "15% of the ideal throughput was lost" in explain_weak_scaling(two, one)
+    assert "15% of the ideal throughput was lost: waiting for communication took 10 ms of each 118 ms" \
+        in explain_weak_scaling(two, one)
     perfect = explain_weak_scaling(summary(2, 200.0, batch_size=64), one)
     assert "every rank kept its single-rank speed" in perfect
     with pytest.raises(ValueError, match="same batch per rank"):   # that is strong scaling
@@ -135,6 +136,9 @@ def test_figures_have_the_traces_the_panel_updates():
 def test_summary_line():
     assert "2 rank(s)" in summary_line(summary(2, 1234.0)) and "1,234 tokens/s" in \
         summary_line(summary(2, 1234.0))
+    line = summary_line(dict(summary(2, 1234.0), losses=[4.2, 3.0, 2.0]))
+    assert "loss 4.200 at the first step, 2.000 at the last" in line
+    assert "loss n/a at the first step" in summary_line(dict(summary(2, 1.0), losses=[]))
 
 
 def test_panel_controls_make_the_spec():
