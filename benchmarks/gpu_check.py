@@ -8,7 +8,10 @@ Sections, each recorded with ok / error / its figures (a failing section does no
 4. ``strategies``: every registered strategy's default run on CUDA (2 ranks where 2 GPUs exist).
 5. ``memory``: the tracker the worker uses (``LiveBytesProbe``) vs
    ``torch.cuda.max_memory_allocated`` on the same step, and parameter bytes vs ``torch.cuda.memory_allocated``.
-6. ``lessons``: every ``notebooks/*.ipynb`` top to bottom in a fresh kernel (device "auto" = CUDA),
+6. ``devices``: each rank's current CUDA device is its own after ``init_process_group`` (the
+   worker calls ``set_device`` first), and an object collective works across ranks; the
+   one-GPU policy's choice in words; a dry run of an 8-rank fsdp layout (fake process group).
+7. ``lessons``: every ``notebooks/*.ipynb`` top to bottom in a fresh kernel (device "auto" = CUDA),
    with whatever time is left.
 
     benchmarks/gpu_check.sh [OUT_DIR]          # the 5-minute check on a GPU machine
@@ -121,10 +124,17 @@ def section_strategies(cfg: dict, budget: Budget) -> dict:
         if budget.left() < 20:
             rows[name] = {"ok": None, "note": "not run: time budget spent"}
             continue
-        world = 1 if name == "single" else min(2, gpus)
+        dims = STRATEGIES[name].dims()
+        mesh = {d: 2 for d in dims} if len(dims) > 1 else None   # composed: 2 along each dim
+        world = 1 if name == "single" else (math.prod(mesh.values()) if mesh else min(2, gpus))
+        if mesh and cfg["device"] == "cuda" and world > gpus:
+            rows[name] = {"ok": None, "note": f"not run: needs {world} GPUs, {gpus} here"}
+            continue
+        options = (("microbatches", 2),) if "pp" in dims else ()
         try:
             spec = check_spec(RunSpec(strategy=name, world_size=world, device=cfg["device"],
-                                      steps=cfg["strategy_steps"], timeout=30.0))
+                                      steps=cfg["strategy_steps"], timeout=30.0, mesh=mesh,
+                                      options=options))
         except ValueError as exc:
             rows[name] = {"ok": None, "note": f"not run: {exc}"}
             continue
@@ -135,6 +145,35 @@ def section_strategies(cfg: dict, budget: Budget) -> dict:
         rows["ddp (2 ranks on 1 GPU)"] = {**_try_run(spec, 40), "informational": True}
     judged = [r for r in rows.values() if not r.get("informational") and r["ok"] is not None]
     return {"ok": bool(judged) and all(r["ok"] for r in judged), "gpus": gpus, "runs": rows}
+
+
+def devices_task(spec, rank, world_size, device, emit) -> None:
+    import torch.distributed as dist
+    current = torch.cuda.current_device() if device.type == "cuda" else None
+    seen = [None] * world_size
+    dist.all_gather_object(seen, {"rank": rank, "current": current})   # buffers on the current device
+    emit({"step": 0, "device": str(device), "current": current,
+          "gathered": sorted(s["rank"] for s in seen)})
+
+
+def section_devices(cfg: dict) -> dict:
+    from gpututor import RunSpec, launch
+    from gpututor.runtime.dry_run import dry_run
+
+    gpus = torch.cuda.device_count() if cfg["device"] == "cuda" else 0
+    world = max(2, min(gpus, 4)) if gpus >= 2 else 2
+    device = "cuda" if gpus >= 2 else "cpu"
+    records = launch(RunSpec(world_size=world, device=device, timeout=30.0),
+                     task=devices_task).wait()
+    bound = all(r["current"] == (r["rank"] if device == "cuda" else None) for r in records)
+    gathered = all(r["gathered"] == list(range(world)) for r in records)
+    rows = dry_run(RunSpec(model="gpt", model_size="small", strategy="fsdp", world_size=8,
+                           batch_size=16, seq_len=32))
+    return {"ok": bound and gathered, "ranks": world, "device": device,
+            "note": None if device == "cuda" else "fewer than 2 GPUs: binding checked on CPU only",
+            "current_device_per_rank": [r["current"] for r in sorted(records, key=lambda r: r["rank"])],
+            "auto_for_2_ranks": RunSpec(world_size=2).device_choice()[1],
+            "dry_run_fsdp_8_ranks_total_bytes": [r["total"] for r in rows]}
 
 
 def memory_task(spec, rank, world_size, device, emit) -> None:
@@ -341,6 +380,14 @@ def markdown(report: dict) -> str:
                          f"{memory['tracker_plus_allocator_only_vs_peak']:.3f} × the peak")
             lines.append(f"- parameter bytes / `memory_allocated` after `.to(cuda)`: "
                          f"{memory['params_bytes_vs_allocated']:.4f}")
+    devices = report["sections"].get("devices", {})
+    if "ranks" in devices:
+        lines += ["", "## Devices", "",
+                  f"- current CUDA device per rank after init: {devices['current_device_per_rank']}"
+                  + (f" ({devices['note']})" if devices.get("note") else ""),
+                  f"- device='auto' for 2 ranks here: {devices['auto_for_2_ranks']}",
+                  f"- dry run, fsdp on 8 ranks: {devices['dry_run_fsdp_8_ranks_total_bytes'][0]:,} "
+                  "bytes of model state per rank"]
     for title, key, sub in (("Strategies", "strategies", "runs"),
                             ("Lessons", "lessons", "notebooks")):
         rows = report["sections"].get(key, {}).get(sub)
@@ -390,6 +437,7 @@ def main(argv: list[str] | None = None) -> int:
     run_section("precision", section_precision, report, budget, cfg)
     run_section("strategies", section_strategies, report, budget, cfg, budget)
     run_section("memory", section_memory, report, budget, cfg)
+    run_section("devices", section_devices, report, budget, cfg)
     if not args.no_lessons:
         run_section("lessons", section_lessons, report, budget, cfg, budget)
     report["seconds"] = round(time.monotonic() - started, 1)

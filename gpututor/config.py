@@ -122,6 +122,8 @@ class RunSpec:
     mesh: Optional[dict] = None         # the rank grid, e.g. {"dp": 2, "tp": 2}; None = one dim
     device_memory: Optional[int] = None  # bytes each rank may hold ("48MB" and "2GB" work too);
     #                                      None = no cap on CPU, the real capacity on CUDA
+    peak_flops: Optional[float] = None  # the device's dense peak FLOP/s at this precision, for
+    #                                     MFU; None = the catalogue's, matched by exact CUDA name
 
     def __post_init__(self):
         # normal forms first (frozen: set through object.__setattr__), then every check
@@ -146,11 +148,28 @@ class RunSpec:
     def resolved_device(self) -> str:
         """"cuda" or "cpu": ``device="auto"`` means CUDA when there is one GPU per rank
         (NCCL cannot put two ranks of one job on the same GPU), else CPU processes."""
+        return self.device_choice()[0]
+
+    def device_choice(self, ranks: Optional[int] = None) -> tuple[str, str]:
+        """``(device, why)``: what ``device="auto"`` picks for runs of ``ranks`` ranks on this
+        machine (default: this run's ranks here), and the reason in words."""
         if self.device != "auto":
-            return self.device
+            return self.device, f"device={self.device!r} was asked for"
         import torch
-        return "cuda" if torch.cuda.is_available() and \
-            torch.cuda.device_count() >= self.local_ranks else "cpu"
+        ranks = ranks or self.local_ranks
+        gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
+        if gpus == 0:
+            return "cpu", "auto: no GPU visible, every rank is a CPU process"
+        if gpus >= ranks:
+            return "cuda", f"auto: {gpus} GPU(s) here, one per rank"
+        return "cpu", (f"auto: {gpus} GPU(s) here, fewer than the {ranks} ranks (NCCL needs one "
+                       "GPU per rank), so every rank is a CPU process")
+
+    def pin_device(self, max_ranks: int) -> "RunSpec":
+        """A copy whose ``device`` is what "auto" picks for runs of up to ``max_ranks`` ranks, so
+        that every run made from it, on 1 rank or on ``max_ranks``, runs on one kind of device
+        and their speedups compare like with like (on a 1-GPU machine: all on CPU)."""
+        return self.replace(device=self.device_choice(max_ranks)[0])
 
     @property
     def local_ranks(self) -> int:
@@ -217,6 +236,11 @@ class RunSpec:
         if self.device_memory is not None and not 1 <= self.device_memory <= 2**50:
             raise ValueError(f"device_memory={self.device_memory!r} is invalid: allowed is a "
                              "positive number of bytes, e.g. 48000000, '48MB' or '2GB'")
+        if self.peak_flops is not None and (
+                not isinstance(self.peak_flops, (int, float)) or isinstance(self.peak_flops, bool)
+                or not math.isfinite(self.peak_flops) or not 1e6 <= self.peak_flops <= 1e18):
+            raise ValueError(f"peak_flops={self.peak_flops!r} is invalid: allowed is None or the "
+                             "device's peak FLOP/s in [1e6, 1e18], e.g. 362e12")
         fault = self.fault
         if fault is not None and fault.rank >= self.world_size:
             raise ValueError(f"inject_fault={self.inject_fault!r} is invalid: rank {fault.rank} "

@@ -226,9 +226,7 @@ def calibrate(base, strategies=None, machine: Machine | None = None, world_size:
     launched. ``repeats`` > 1 runs everything again, interleaved, and reports the median step
     time of each (the predictions stay those made before the first launch).
     """
-    if base.device == "auto":   # one device for every run, as the multi-rank runs resolve it
-        base = base.replace(device=base.replace(strategy="ddp", world_size=world_size,
-                                                options=()).resolved_device())
+    base = base.pin_device(world_size)   # one kind of device for every run, 1 rank or many
     machine = machine or measure_machine(base, world_size)
     plan = calibration_specs(base, strategies, world_size)
     skipped = [(label, spec) for label, spec in plan if isinstance(spec, str)]

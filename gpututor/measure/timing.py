@@ -21,6 +21,33 @@ def synchronize(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
+class DeviceMark:
+    """A point in the device's own timeline, without waiting for the device.
+
+    On CPU the host clock: work there runs when it is called (gloo's collectives too, by the
+    time their futures complete), so "now" is when it happened. On CUDA a timing event
+    recorded on the current stream: it completes when the work queued before it on that stream
+    has, so the time between two marks is device time even though the host ran far ahead
+    (NCCL calls and autograd return as soon as the work is queued). Inside a CUDA future's
+    ``then`` callback the current stream waits for the future's work (torch.futures docs), so a
+    mark made there completes when that work does. Read :meth:`seconds_since` at the end of the
+    step, when the work is done."""
+
+    def __init__(self, device: torch.device):
+        self.device, self.cuda = device, device.type == "cuda"
+        if self.cuda:
+            self.event = torch.cuda.Event(enable_timing=True)
+            self.event.record()
+        else:
+            self.time = time.perf_counter()
+
+    def seconds_since(self, earlier: "DeviceMark") -> float:
+        if self.cuda:
+            self.event.synchronize()
+            return earlier.event.elapsed_time(self.event) / 1e3
+        return self.time - earlier.time
+
+
 @dataclass
 class CommMeter:
     """What the strategy's collectives did this step: bytes sent in, busy time, exposed wait."""

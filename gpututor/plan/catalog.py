@@ -79,6 +79,10 @@ GPUS: dict[str, GPU] = {g.name: g for g in (
          "NVIDIA H100 Tensor Core GPU datasheet (SXM): FP32 67, BF16/FP16 tensor 1,979 TFLOPS "
          "with sparsity -> 989.5 dense, HBM3 3.35 TB/s",
          ("NVIDIA H100 80GB HBM3",)),
+    _gpu("H100-PCIe-80GB", 80, 51, 756, 756, 2000, ("pcie5",),
+         "NVIDIA H100 Tensor Core GPU datasheet (PCIe): FP32 51, BF16/FP16 tensor 1,513 TFLOPS "
+         "with sparsity -> 756 dense, HBM2e 2 TB/s",
+         ("NVIDIA H100 PCIe",)),
     _gpu("H200-141GB", 141, 67, 989.5, 989.5, 4800, ("nvlink4", "pcie5"),
          "NVIDIA H200 Tensor Core GPU datasheet (SXM): FP32 67, BF16/FP16 tensor 1,979 TFLOPS "
          "with sparsity -> 989.5 dense, 141 GB HBM3e at 4.8 TB/s",
@@ -87,6 +91,15 @@ GPUS: dict[str, GPU] = {g.name: g for g in (
          "NVIDIA L4 Tensor Core GPU datasheet: FP32 30.3, BF16/FP16 tensor 242 TFLOPS with "
          "sparsity -> 121 dense, 24 GB GDDR6 at 300 GB/s; PCIe Gen4 x16, no NVLink",
          ("NVIDIA L4",)),
+    _gpu("L40S-48GB", 48, 91.6, 362, 362, 864, ("pcie4",),
+         "NVIDIA L40S datasheet: FP32 91.6, BF16/FP16 tensor 733 TFLOPS with sparsity -> 362 "
+         "dense, 48 GB GDDR6 at 864 GB/s; PCIe Gen4 x16, no NVLink",
+         ("NVIDIA L40S",)),
+    _gpu("A10-24GB", 24, 31.2, 125, 125, 600, ("pcie4",),
+         "NVIDIA A10 Tensor Core GPU datasheet: FP32 31.2, BF16/FP16 tensor 250 TFLOPS with "
+         "sparsity -> 125 dense, 24 GB GDDR6 at 600 GB/s; PCIe Gen4 x16 (AWS's A10G is a "
+         "different part with its own figures: pass --peak-flops for it)",
+         ("NVIDIA A10",)),
     _gpu("T4-16GB", 16, 8.1, None, 65, 320, ("pcie3",),
          "NVIDIA T4 Tensor Core GPU datasheet: FP32 8.1, mixed FP16/FP32 65 TFLOPS, 16 GB "
          "GDDR6 at 320 GB/s; PCIe Gen3 x16; no bf16",

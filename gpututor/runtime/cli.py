@@ -47,6 +47,9 @@ def build_parser() -> argparse.ArgumentParser:
     add("--device-memory", metavar="BYTES",
         help="memory each rank may hold, e.g. 48MB, 2GB, 512MiB or bytes (default: no cap on "
              "CPU, the GPU's own size on CUDA); a rank that needs more fails with out of memory")
+    add("--peak-flops", type=float, metavar="FLOP/S",
+        help="the device's dense peak FLOP/s at this precision, for MFU (default: the "
+             "catalogue's, for the GPUs it names exactly)")
     add("--checkpoint-every", type=int, help="save a checkpoint every K steps (0 = never)")
     add("--checkpoint-dir", help="folder for checkpoints (step{K}.pt)")
     add("--resume", metavar="PATH", help="continue from this checkpoint (world size may differ)")

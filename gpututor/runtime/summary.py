@@ -43,12 +43,14 @@ def summarize(spec, records: list[dict], status: str = "finished") -> dict:
         "steps": len(complete),
         "first_step": first,
         "device": records[0]["device"] if records else spec.resolved_device(),
+        "device_choice": spec.device_choice()[1],
         "params": records[0]["params"] if records else None,
         "tokens_per_s": tokens * len(step_times) / sum(step_times) if step_times else None,
         "step_time_s": statistics.median(step_times) if step_times else None,
         "losses": losses,
         "final_loss": losses[-1] if losses else None,
-        "peak_mem_bytes": per_rank("mem_peak"),
+        "peak_mem_bytes": per_rank("mem_peak"),   # the probe's: live tensor bytes, any device
+        "allocator_peak_mem_bytes": per_rank("mem_allocator_peak"),   # CUDA allocator; None on CPU
         "setup_peak_mem_bytes": per_rank("mem_setup_peak"),   # building the model, per rank
         "mem_by_category": {c: per_rank("mem_" + c) for c in
                             ("params", "grads", "optimizer", "activations")},

@@ -95,11 +95,11 @@ def train(spec, rank: int, world_size: int, device: torch.device,
     if spec.device_memory is not None:  # the model's state alone may not fit
         check_setup(capacity, rank, start_step, model, optimizer, spec.device_memory)
     dp_size, dp_rank = strategy.data_parallel_size(spec), strategy.data_parallel_rank(rank, spec)
-    peak_flops = device_peak_flops(device, spec.precision)
+    peak_flops = spec.peak_flops or device_peak_flops(device, spec.precision)
     # Step 0 creates the optimizer state and is what a learner waits for: measure after it.
     flop_step, probe_step = (min(start_step + k, spec.steps - 1) for k in (1, 2))
     fault = spec.fault
-    flops = activations = cpu_peak = None
+    flops = activations = cpu_peak = None   # cpu_peak: the probe's, on any device
 
     data = batches(spec, dp_rank, dp_size, start_step=start_step)
     for step, (inputs, targets) in enumerate(data, start=start_step):
@@ -132,7 +132,9 @@ def train(spec, rank: int, world_size: int, device: torch.device,
             flops = counted
         if probed is not None:
             activations, cpu_peak = probed
-        peak = torch.cuda.max_memory_allocated(device) if device.type == "cuda" else cpu_peak
+        # One meaning on every device: the probe's peak of live tensor bytes during its step.
+        # The CUDA allocator's own high-water mark (rounded blocks, workspaces) is another figure.
+        allocator_peak = torch.cuda.max_memory_allocated(device) if device.type == "cuda" else None
         # MFU counts the model's FLOPs (6·N·tokens + attention), not recomputation (PaLM, App. B);
         # model-parallel ranks (tp, pp) share one batch's work: each does dp/world of it
         model_flops = flops_per_token * inputs.numel() * dp_size / world_size
@@ -140,7 +142,8 @@ def train(spec, rank: int, world_size: int, device: torch.device,
             "rank": rank, "step": step, "loss": loss, "time": time.time() - start_time,
             **step_record(ctx, step_time, inputs.numel(), state_bytes(model, optimizer),
                            meters_comm=strategy.meters_comm),
-            "mem_activations": activations, "mem_peak": peak, "mem_setup_peak": setup_peak,
+            "mem_activations": activations, "mem_peak": cpu_peak, "mem_setup_peak": setup_peak,
+            "mem_allocator_peak": allocator_peak,
             "flops": flops, "achieved_flops": flops / step_time if flops else None,
             "model_flops": model_flops,
             "mfu": model_flops / step_time / peak_flops if peak_flops else None,

@@ -8,7 +8,7 @@ from collections import defaultdict
 import ipywidgets as W
 import plotly.graph_objects as go
 
-from .series import speedup_rows
+from .series import comparison_key, speedup_rows
 
 
 def speedup_figure(rows: list[dict]) -> go.Figure:
@@ -60,6 +60,15 @@ class Comparison:
     def rows(self) -> list[dict]:
         return speedup_rows(self.summaries)
 
+    def pin(self, spec):
+        """``spec`` with ``device="auto"`` fixed to the CPU when this comparison's runs ran on
+        the CPU, so that a 1-rank run next to them is not put on a GPU they could not use (and
+        then compared with them). Other specs come back unchanged."""
+        kinds = {str(s["device"]).split(":")[0] for s in self.summaries}
+        if spec.device == "auto" and kinds == {"cpu"} and spec.resolved_device() == "cuda":
+            return spec.replace(device="cpu")
+        return spec
+
     def speedup(self, summary: dict) -> float | None:
         """The speedup of one of the kept runs (None until a 1-rank run of its key exists)."""
         return self.rows()[self.summaries.index(summary)]["speedup"]
@@ -71,8 +80,14 @@ class Comparison:
             if r["world_size"] == 1:
                 continue
             if r["speedup"] is None:
-                lines.append(f"{r['strategy']} on {r['world_size']} ranks ({r['label']}): no "
-                             "1-rank run of the same model and batch yet, so no speedup.")
+                elsewhere = [s for s in self.summaries if s["world_size"] == 1
+                             and comparison_key(s)[:-1] == r["key"][:-1] and s["tokens_per_s"]]
+                lines.append(f"{r['strategy']} on {r['world_size']} ranks ({r['label']}): " + (
+                    f"the 1-rank run ran on {elsewhere[-1]['device']}, this one on {r['device']}; "
+                    "a speedup across kinds of device would compare the devices, not the "
+                    "parallelism, so none is given (pin both: RunSpec.pin_device)"
+                    if elsewhere else
+                    "no 1-rank run of the same model and batch yet, so no speedup."))
                 continue
             split = ("communication not measured for this strategy" if r["comm_s"] is None else
                      f"compute {r['compute_s'] * 1e3:.0f} ms, waiting for communication "

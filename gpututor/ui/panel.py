@@ -133,6 +133,8 @@ class RunPanel:
             return None
         try:
             spec = self.spec_from_controls()
+            if self.comparison is not None:
+                spec = self.comparison.pin(spec)
         except ValueError as exc:
             self._set_status("invalid", html.escape(f"ValueError: {exc}"))
             if wait:
@@ -142,7 +144,9 @@ class RunPanel:
         self.fig.add_traces(list(build_figure(spec.world_size).data))
         self.fig.layout.title = (f"{spec.strategy} on {spec.world_size} rank(s), {spec.model} "
                                  f"{spec.resolved_model_size}, global batch {spec.batch_size}")
-        self._set_status("starting", f"starting {spec.world_size} rank(s)...")
+        device, why = spec.device_choice()
+        self._set_status("starting", html.escape(f"starting {spec.world_size} rank(s) on {device} "
+                                                 f"({why})..."))
         self.run_button.disabled, self.stop_button.disabled = True, False
         self.current, self._stop_requested = None, False
         # launch() itself runs in the thread: the first one may wait seconds for the forkserver.

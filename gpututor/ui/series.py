@@ -67,6 +67,7 @@ def speedup_rows(summaries: list[dict]) -> list[dict]:
         base = baseline.get(comparison_key(s))
         speedup = s["tokens_per_s"] / base if base and s["tokens_per_s"] else None
         rows.append({"label": "{} {} batch {} {}".format(*comparison_key(s)[:3], s["precision"]),
+                     "key": comparison_key(s), "device": str(s["device"]),
                      "strategy": s["strategy"], "world_size": s["world_size"],
                      "tokens_per_s": s["tokens_per_s"], "baseline_tokens_per_s": base,
                      "speedup": speedup,

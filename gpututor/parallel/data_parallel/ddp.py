@@ -15,7 +15,6 @@ What we measure: the bytes and duration of every bucket's communication (through
 the *exposed* communication: the time between the last gradient being computed and
 ``backward()`` returning, when compute waits for the last buckets.
 """
-import time
 
 import torch
 import torch.distributed as dist
@@ -24,6 +23,7 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 
 from ..base import Strategy
 from ..link import LINK_ALLOWED, LINK_OPTIONS
+from ...measure.timing import DeviceMark
 from ..mesh import dim_group
 
 COMM_HOOKS = ("none", "fp16", "bf16", "powersgd")
@@ -48,8 +48,9 @@ class DataParallelDDP(Strategy):
         dp = dim_group(ctx, "dp")
         ddp = DDP(model, device_ids=device_ids, bucket_cap_mb=spec.option("bucket_cap_mb", 25),
                   process_group=dp.group)
-        ddp.register_comm_hook(_HookState(ctx.comm, spec, ctx.link, dp), _timed_hook)
-        _watch_last_gradient(ddp, ctx)
+        hook_state = _HookState(ctx.comm, spec, ctx.link, dp)
+        ddp.register_comm_hook(hook_state, _timed_hook)
+        _watch_last_gradient(ddp, ctx, hook_state)
         return ddp
 
     def no_sync(self, model):
@@ -61,6 +62,7 @@ class _HookState:
 
     def __init__(self, meter, spec, link=None, dp=None):
         self.meter, self.link = meter, link
+        self.pending = []   # (bytes, start mark, end mark) of this step's buckets
         self.group = dp.group if dp is not None else None
         self.size = dp.size if dp is not None else dist.get_world_size()
         self.kind = spec.option("comm_hook", "none")
@@ -99,12 +101,13 @@ def _powersgd_bytes(grad: torch.Tensor, rank: int, min_rate: float = 2.0) -> int
 
 
 def _timed_hook(state: _HookState, bucket: dist.GradBucket) -> torch.futures.Future[torch.Tensor]:
-    """Run the chosen hook, timed from launch to completion, and count its bytes."""
+    """Run the chosen hook, timed from launch to completion on the device's timeline (see
+    ``DeviceMark``: on CUDA, events read after backward), and count its bytes."""
     nbytes = state.bytes_sent(bucket)
-    start = time.perf_counter()
+    start = DeviceMark(bucket.buffer().device)
 
     def done(fut):
-        state.meter.add(nbytes, time.perf_counter() - start, group_size=state.size)
+        state.pending.append((nbytes, start, DeviceMark(start.device)))
         result = fut.value()
         return result[0] if isinstance(result, list) else result
 
@@ -114,20 +117,26 @@ def _timed_hook(state: _HookState, bucket: dist.GradBucket) -> torch.futures.Fut
     return future.then(done)
 
 
-def _watch_last_gradient(ddp: DDP, ctx) -> None:
-    """Record when each parameter's gradient is ready, and backward's end, to get exposed comm."""
+def _watch_last_gradient(ddp: DDP, ctx, hook_state: _HookState) -> None:
+    """Mark when each parameter's gradient is ready and when backward (with DDP's wait for
+    the all-reduces) has ended: the span between the last gradient and that end is the
+    communication compute waited for. Both are marks on the device's timeline."""
     state = {"last_grad": None}
 
     def grad_ready(_param):
-        state["last_grad"] = time.perf_counter()
+        state["last_grad"] = DeviceMark(ctx.device)
 
     for p in ddp.module.parameters():
         if p.requires_grad:
             p.register_post_accumulate_grad_hook(grad_ready)
 
     def backward_done():
+        end = DeviceMark(ctx.device)
         if state["last_grad"] is not None:
-            ctx.comm.exposed_s += max(0.0, time.perf_counter() - state["last_grad"])
+            ctx.comm.exposed_s += max(0.0, end.seconds_since(state["last_grad"]))
             state["last_grad"] = None
+        for nbytes, start, finish in hook_state.pending:   # the buckets' own durations
+            hook_state.meter.add(nbytes, finish.seconds_since(start), group_size=hook_state.size)
+        hook_state.pending.clear()
 
     ctx.after_backward = backward_done
