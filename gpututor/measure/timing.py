@@ -95,23 +95,37 @@ class StepContext:
 
     def __post_init__(self):
         self.comm.world_size = self.world_size
+        self._marks = []   # (phase, start mark, end mark) not read yet
 
     @contextmanager
     def phase(self, name: str):
-        """Time a phase of the step (forward, backward, optimizer, ...), device work included."""
+        """Time a phase of the step (forward, backward, optimizer, ...), device work included.
+
+        On CUDA the phase is two marks on the device's timeline, not a ``synchronize`` at each
+        end: waiting there would stop the work of one phase from overlapping the next (a
+        prefetched all-gather, a bucket still being reduced), the overlap a strategy exists to
+        show. The marks are read by :meth:`read_phases` once the step has finished."""
         if self.probe is not None:
             self.probe.set_phase(name)
-        synchronize(self.device)
-        start = time.perf_counter()
+        start = DeviceMark(self.device)
         try:
             yield
         finally:
-            synchronize(self.device)
-            self.phases[name] = self.phases.get(name, 0.0) + time.perf_counter() - start
+            self._marks.append((name, start, DeviceMark(self.device)))
+            if not start.cuda:
+                self.read_phases()
+
+    def read_phases(self) -> dict:
+        """Add the marked phases to ``phases`` (on CUDA: after the step's work has finished)."""
+        for name, start, end in self._marks:
+            self.phases[name] = self.phases.get(name, 0.0) + end.seconds_since(start)
+        self._marks = []
+        return self.phases
 
     def reset(self) -> None:
         self.comm.reset()
         self.phases = {}
+        self._marks = []
         self.extra = {}
 
 

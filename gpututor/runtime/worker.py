@@ -24,7 +24,7 @@ from ..measure.capacity import (CapacityGuard, PhaseTracker, check_setup, from_c
                                 limit_cuda_memory)
 from ..measure.flops import device_peak_flops, model_flops_per_token
 from ..measure.memory import LiveBytesProbe, optimizer_tensors, state_bytes
-from ..measure.timing import StepContext
+from ..measure.timing import StepContext, synchronize
 from ..models import build_model, count_parameters
 from ..parallel import get_strategy
 from ..parallel.link import EmulatedLink
@@ -182,6 +182,8 @@ def measured_step(run_step, ctx, model, optimizer, count_flops: bool, probe_memo
         else:
             ctx.probe = guard
         loss = run_step()
+        synchronize(ctx.device)   # the step's device work is done: its time is the step's
+        ctx.read_phases()
     if count_flops:
         flops = int(counter.get_total_flops())
     if probe_memory:

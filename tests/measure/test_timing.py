@@ -44,3 +44,31 @@ def test_cpu_marks_are_the_host_clock():
     start = DeviceMark(torch.device("cpu"))
     time.sleep(0.02)
     assert DeviceMark(torch.device("cpu")).seconds_since(start) >= 0.02
+
+
+def test_phases_on_cuda_wait_for_nothing_until_read(monkeypatch):
+    """A phase boundary must not synchronize (that removes the overlap DDP and FSDP show):
+    on CUDA the phases are marks, read once when the step has finished."""
+    from gpututor.config import RunSpec
+    from gpututor.measure.timing import StepContext
+    monkeypatch.setattr(torch.cuda, "Event", FakeEvent)
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda *a: pytest.fail("synchronized"))
+    ctx = StepContext(RunSpec(device="cpu"), 0, 1, torch.device("cuda", 0))
+    ctx.reset()
+    FakeEvent.device_now = 0.0
+    with ctx.phase("forward"):
+        FakeEvent.device_now = 0.1
+    with ctx.phase("backward"):
+        FakeEvent.device_now = 0.3
+    assert ctx.phases == {}                          # nothing read, nothing waited for
+    assert ctx.read_phases() == pytest.approx({"forward": 0.1, "backward": 0.2})
+
+
+def test_phases_on_cpu_are_read_at_once():
+    from gpututor.config import RunSpec
+    from gpututor.measure.timing import StepContext
+    ctx = StepContext(RunSpec(device="cpu"), 0, 1, torch.device("cpu"))
+    ctx.reset()
+    with ctx.phase("forward"):
+        time.sleep(0.01)
+    assert ctx.phases["forward"] >= 0.01

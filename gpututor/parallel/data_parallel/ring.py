@@ -14,11 +14,13 @@ import torch.distributed as dist
 
 
 def _exchange(send: torch.Tensor, recv_like: torch.Tensor, right: int, left: int) -> torch.Tensor:
-    """Send to the right neighbour while receiving from the left one."""
+    """Send to the right neighbour while receiving from the left one. The send and the receive
+    are posted together (``batch_isend_irecv``): with gloo an ``isend`` then a ``recv`` works
+    too, but NCCL can hang when every rank of a ring sends before it receives."""
     incoming = torch.empty_like(recv_like)
-    request = dist.isend(send.contiguous(), right)  # keep the handle: gloo drops it otherwise
-    dist.recv(incoming, left)
-    request.wait()
+    ops = [dist.P2POp(dist.isend, send.contiguous(), right), dist.P2POp(dist.irecv, incoming, left)]
+    for request in dist.batch_isend_irecv(ops):
+        request.wait()
     return incoming
 
 
