@@ -59,10 +59,11 @@ class CommMeter:
     calls: int = 0
     wire_bytes: float = 0.0  # what each rank sends with ring algorithms: S x bus factor
     world_size: int = 1
+    exposed_unknown: bool = False  # an async collective on CUDA ran: its wait is not measured
 
     def reset(self) -> None:
         self.bytes, self.busy_s, self.exposed_s, self.emulated_s, self.calls = 0, 0.0, 0.0, 0.0, 0
-        self.wire_bytes = 0.0
+        self.wire_bytes, self.exposed_unknown = 0.0, False
 
     def add(self, nbytes: int, seconds: float, op: str = "all_reduce",
             group_size: int | None = None) -> None:
@@ -130,7 +131,12 @@ class StepContext:
 
 
 class CollectiveTimer:
-    """Times collectives: wall clock on CPU (they block), CUDA events on the stream they run on."""
+    """Times collectives: wall clock on CPU (they block); on CUDA, marks on the device's
+    timeline (:class:`DeviceMark`). A synchronous collective makes the current stream wait for
+    it, so a mark right after it completes with it, and compute waited all of that time. An
+    async one (``work`` returned) ends where its future's callback marks it (the callback's
+    stream waits for the work); how much of it compute waited for is not known: the step's
+    ``comm_s`` is then None."""
 
     def __init__(self, meter: CommMeter, device: torch.device):
         self.meter, self.device, self.pending = meter, device, []
@@ -138,11 +144,15 @@ class CollectiveTimer:
     def run(self, op: str, nbytes: int, collective, group_size: int | None = None):
         """Run ``collective()`` (among ``group_size`` ranks; default all) and meter it."""
         if self.device.type == "cuda":
-            start, end = (torch.cuda.Event(enable_timing=True) for _ in range(2))
-            start.record()
+            entry = {"op": op, "nbytes": nbytes, "group_size": group_size,
+                     "start": DeviceMark(self.device), "end": None}
             work = collective()
-            end.record()
-            self.pending.append((op, nbytes, start, end, group_size))
+            if work is None:
+                entry["end"], entry["waited"] = DeviceMark(self.device), True
+            else:
+                entry["waited"] = False
+                work.get_future().then(lambda _: entry.update(end=DeviceMark(self.device)))
+            self.pending.append(entry)
             return work
         start = time.perf_counter()
         work = collective()
@@ -154,8 +164,13 @@ class CollectiveTimer:
         return None
 
     def flush(self) -> None:
-        """At the end of a step: read the CUDA events (a no-op on CPU)."""
-        for op, nbytes, start, end, group_size in self.pending:
-            end.synchronize()
-            self.meter.add(nbytes, start.elapsed_time(end) / 1e3, op=op, group_size=group_size)
+        """At the end of a step: read the CUDA marks (a no-op on CPU)."""
+        for e in self.pending:
+            end = e["end"] or DeviceMark(self.device)   # callback not run: an upper bound
+            seconds = end.seconds_since(e["start"])
+            self.meter.add(e["nbytes"], seconds, op=e["op"], group_size=e["group_size"])
+            if e["waited"]:
+                self.meter.exposed_s += seconds
+            else:
+                self.meter.exposed_unknown = True
         self.pending.clear()

@@ -197,11 +197,12 @@ def step_record(ctx, step_time: float, tokens: int, mem: dict, meters_comm: bool
     strategy's collectives are not metered (``meters_comm`` False), communication and hence
     compute time are None: not measured, not 0."""
     measured = lambda value: value if meters_comm else None
+    waited = lambda value: None if ctx.comm.exposed_unknown else measured(value)
     return {
         "step_time_s": step_time,
         "tokens_per_s": tokens / step_time,
-        "compute_s": measured(step_time - ctx.comm.exposed_s),
-        "comm_s": measured(ctx.comm.exposed_s),
+        "compute_s": waited(step_time - ctx.comm.exposed_s),
+        "comm_s": waited(ctx.comm.exposed_s),
         "comm_busy_s": measured(ctx.comm.busy_s),
         "comm_bytes": measured(ctx.comm.bytes),
         "comm_wire_bytes": measured(ctx.comm.wire_bytes),

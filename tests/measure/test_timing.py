@@ -72,3 +72,44 @@ def test_phases_on_cpu_are_read_at_once():
     with ctx.phase("forward"):
         time.sleep(0.01)
     assert ctx.phases["forward"] >= 0.01
+
+
+class FakeWork:
+    """An async collective's handle whose future runs its callbacks when the test says."""
+
+    def __init__(self):
+        self.callbacks = []
+
+    def get_future(self):
+        return self
+
+    def then(self, callback):
+        self.callbacks.append(callback)
+
+    def complete(self):
+        for callback in self.callbacks:
+            callback(self)
+
+
+def test_cuda_collective_timer_sync_is_waited_async_is_not_known(monkeypatch):
+    from gpututor.measure.timing import CollectiveTimer, CommMeter
+    monkeypatch.setattr(torch.cuda, "Event", FakeEvent)
+    meter = CommMeter(world_size=2)
+    timer = CollectiveTimer(meter, torch.device("cuda", 0))
+    FakeEvent.device_now = 0.0
+
+    def blocking():
+        FakeEvent.device_now = 0.5   # the stream waited for it
+    timer.run("all_reduce", 100, blocking)
+    timer.flush()
+    assert meter.busy_s == pytest.approx(0.5) and meter.exposed_s == pytest.approx(0.5)
+    assert not meter.exposed_unknown
+
+    work = FakeWork()
+    timer.run("all_gather", 100, lambda: work)
+    FakeEvent.device_now = 0.8
+    work.complete()              # its callback marks the end on the device timeline
+    FakeEvent.device_now = 2.0   # later host time does not count
+    timer.flush()
+    assert meter.busy_s == pytest.approx(0.5 + 0.3)
+    assert meter.exposed_unknown   # how much compute waited for it: not measured -> comm_s None
