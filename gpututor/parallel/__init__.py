@@ -71,7 +71,8 @@ def check_spec(spec):
                          f"allowed is a grid with exactly the dims {', '.join(strategy.dims())}")
     for name, _ in spec.options:
         if name not in strategy.options:
-            allowed = ", ".join(strategy.options) or "none"
+            allowed = "; ".join(f"{o} ({strategy.allowed[o]})" if o in strategy.allowed else o
+                                for o in strategy.options) or "none"
             raise ValueError(f"option {name!r} is invalid for strategy={strategy.name!r}: "
                              f"allowed options are {allowed}")
     if (spec.checkpoint_every or spec.resume) and not strategy.supports_checkpoint:

@@ -84,6 +84,19 @@ def spec_from_args(args, world_size: int) -> RunSpec:
     return check_spec(RunSpec(world_size=world_size, options=parse_options(args.option), **fields))
 
 
+def check_writable(path: str | None) -> None:
+    """Refuse a ``--json`` path that cannot be written, before training starts."""
+    if path in (None, "-"):
+        return
+    folder = os.path.dirname(os.path.abspath(path))
+    if os.path.isdir(path):
+        raise ValueError(f"json={path!r} is invalid: it is a folder; allowed is a file path or '-'")
+    if not os.path.isdir(folder) or not os.access(folder, os.W_OK) or (
+            os.path.exists(path) and not os.access(path, os.W_OK)):
+        raise ValueError(f"json={path!r} is invalid: {folder} is not a folder this user can "
+                         "write to; allowed is a writable file path, or '-' for stdout")
+
+
 def mesh_world_size(mesh: str | None) -> int | None:
     """The world size a ``--mesh`` implies (its degrees multiplied), or None without one."""
     return math.prod(degree for _, degree in parse_mesh(mesh)) if mesh else None
@@ -119,7 +132,10 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if under_torchrun():
             return _run_torchrun(args)
-        spec = spec_from_args(args, args.world_size or mesh_world_size(args.mesh) or 2)
+        world = args.world_size if args.world_size is not None else \
+            (mesh_world_size(args.mesh) or 2)   # 0 is a value (refused), not "unset"
+        spec = spec_from_args(args, world)
+        check_writable(args.json)
         if args.dry_run:
             return _dry_run(spec, args)
     except ValueError as exc:
@@ -144,6 +160,7 @@ def _run_launched(spec: RunSpec, args) -> int:
     from .launcher import RunFailed, launch
 
     run = launch(spec)
+    run.echo = sys.stderr   # what the ranks print, prefixed with the rank; stdout stays the JSON's
     progress = Progress(spec, enabled=not args.quiet and sys.stderr.isatty())
     try:
         for record in run:

@@ -13,15 +13,21 @@ How it stays safe in a notebook (the traps are listed in docs/architecture.md):
 from __future__ import annotations
 
 import multiprocessing as mp
+import os
 import shutil
+import sys
 import tempfile
 import threading
 import time
+import traceback as tb
 from multiprocessing import connection
 
 import cloudpickle
+import psutil
 
 from ..parallel import check_spec
+from .guard import check_main_guard, warn_if_oversubscribed
+from .rank_output import STACK_SIGNAL, main_thread_stack
 from .summary import summarize
 
 PRELOAD = ["torch", "torch.distributed", "torch.nn.parallel", "torch._dynamo",
@@ -85,13 +91,18 @@ def launch(spec, start_method: str = "forkserver", task=None) -> "Run":
     if start_method not in ("forkserver", "spawn"):
         raise ValueError(f"start_method={start_method!r} is invalid: allowed values are "
                          "'forkserver', 'spawn' (plain fork is unsafe in a kernel)")
+    check_main_guard()          # a script without `if __name__ == "__main__":` would recurse
+    warn_if_oversubscribed(spec)
     return Run(spec, start_method, task)
 
 
 class Run:
     """A running (or finished) training run. Iterate it for records as they arrive.
 
-    ``status`` is one of "starting", "running", "finished", "failed", "stopped".
+    ``status`` is one of "starting", "running", "finished", "failed", "stopped". What the ranks
+    print is kept in ``output`` as ``(rank, stream, line)`` and, while you iterate or wait,
+    echoed to ``echo`` (default: this process's stdout, so the notebook cell shows it) as
+    ``[rank R] line``; set ``echo = None`` to keep it quiet (the panel shows it in its log).
     """
 
     def __init__(self, spec, start_method: str = "forkserver", task=None):
@@ -104,6 +115,9 @@ class Run:
         self.summary: dict | None = None
         self.launched_at = time.perf_counter()
         self.first_record_at: float | None = None
+        self.output: list[tuple[int, str, str]] = []
+        self.echo = sys.stdout
+        self._echoed = 0
         self._cond = threading.Condition()
         self._end_lock = threading.Lock()
         self._tmp = tempfile.mkdtemp(prefix="gpututor-")
@@ -124,6 +138,7 @@ class Run:
                 self._controls.append(writer)
         except BaseException:
             self._terminate()
+            shutil.rmtree(self._tmp, ignore_errors=True)
             raise
         self._collector = threading.Thread(target=self._collect, name="gpututor-collector",
                                            daemon=True)
@@ -135,17 +150,25 @@ class Run:
         return self.status in ("finished", "failed", "stopped")
 
     def __iter__(self):
-        """Yield records as they arrive, until the run ends (then raise if it failed)."""
+        """Yield records as they arrive, until the run ends (then raise if it failed). An
+        interrupt (Ctrl-C, the kernel's stop button) while iterating stops every rank."""
         seen = 0
-        while True:
-            with self._cond:
-                while seen == len(self.records) and not self.done:
-                    self._cond.wait(0.5)
-                batch, finished = self.records[seen:], self.done
-            seen += len(batch)
-            yield from batch
-            if finished and seen == len(self.records):
-                break
+        try:
+            while True:
+                with self._cond:
+                    while seen == len(self.records) and not self.done:
+                        self._cond.wait(0.5)
+                        self._echo_new()
+                    batch, finished = self.records[seen:], self.done
+                self._echo_new()
+                seen += len(batch)
+                yield from batch
+                if finished and seen == len(self.records):
+                    break
+        except KeyboardInterrupt:
+            self.stop()
+            raise
+        self._echo_new()
         if self.error is not None:
             raise self.error
 
@@ -159,15 +182,25 @@ class Run:
                     if left is not None and left <= 0:
                         raise TimeoutError(f"run still {self.status} after {timeout} s")
                     self._cond.wait(0.2 if left is None else min(left, 0.2))
+                    self._echo_new()
         except KeyboardInterrupt:  # kernel interrupt: take the ranks down with us
             self.stop()
             raise
         # the collector closes the queue last: when wait() returns, nothing of the run is open
         if threading.current_thread() is not self._collector:
             self._collector.join(timeout=5)
+        self._echo_new()
         if self.error is not None:
             raise self.error
         return self.summary
+
+    def _echo_new(self) -> None:
+        """Print the ranks' lines that arrived since the last call (to ``echo``)."""
+        new = self.output[self._echoed:]
+        self._echoed += len(new)
+        if self.echo is not None and new:
+            self.echo.write("".join(f"[rank {rank}] {line}\n" for rank, _, line in new))
+            self.echo.flush()
 
     def stop(self) -> None:
         """Cancel the run: every rank is gone when this returns (within a few seconds)."""
@@ -183,12 +216,18 @@ class Run:
         spec, world = self.spec, self.spec.world_size
         finished, last_seen = set(), {r: time.monotonic() for r in range(world)}
         last_step = {r: -1 for r in range(world)}
+        cpu_seen = {r: self._cpu_seconds(r) for r in range(world)}
         reader = self._queue._reader
         try:
             while not self.done:
                 connection.wait([reader] + [p.sentinel for p in self._procs], timeout=0.2)
                 while not self.done and reader.poll():
                     kind, rank, body = self._queue.get()
+                    if kind == "output":   # a line a rank printed: not a sign of progress
+                        with self._cond:
+                            self.output.append((rank, body["stream"], body["text"]))
+                            self._cond.notify_all()
+                        continue
                     last_seen[rank] = time.monotonic()
                     if kind == "record":
                         last_step[rank] = body["step"]
@@ -212,6 +251,13 @@ class Run:
                 for rank in range(world):
                     allowed = spec.timeout + (STARTUP_GRACE_S if last_step[rank] < 0 else 5.0)
                     if rank not in finished and now - last_seen[rank] > allowed and not self.done:
+                        # A long step (a big model's first, autotuning) keeps using CPU time; a
+                        # rank that hangs does not. Only the second is reported.
+                        cpu = self._cpu_seconds(rank)
+                        if cpu is not None and cpu_seen[rank] is not None and \
+                                cpu - cpu_seen[rank] > 0.05 * allowed:
+                            last_seen[rank], cpu_seen[rank] = now, cpu
+                            continue
                         self._fail_silent(rank, last_step)
                         break
         finally:
@@ -238,7 +284,13 @@ class Run:
                 self.error = error
             try:
                 self._terminate()
-                summary = self._summarize(self.spec, self.records, status)
+                try:
+                    summary = self._summarize(self.spec, self.records, status)
+                except Exception as exc:  # noqa: BLE001 - the run must end, and say why
+                    summary, status = None, "failed"
+                    self.error = self.error or RunFailed(
+                        f"the ranks ended ({len(self.records)} records), but summarizing the "
+                        f"run failed: {type(exc).__name__}: {exc}", None, tb.format_exc())
             finally:
                 shutil.rmtree(self._tmp, ignore_errors=True)
             with self._cond:
@@ -249,20 +301,59 @@ class Run:
         if self.done:
             return
         step = last_step[rank] + 1
-        message = f"rank {rank} failed at step {step}: {body['type']}: {body['message']}"
+        own = f"rank {rank} failed at step {step}: {body['type']}: {body['message']}"
         text = (body["message"] + body["traceback"]).lower()
-        if "timeout" in text or "timed out" in text:
-            silent = [r for r in range(self.spec.world_size) if r != rank and r not in finished]
-            if silent:
-                message += (f"\nrank(s) {', '.join(map(str, silent))} stopped answering "
-                            f"(no record after step {min(last_step[r] for r in silent)}); "
-                            f"rank {rank} gave up waiting after timeout={self.spec.timeout} s")
-        self._end("failed", RunFailed(message, rank, body["traceback"]))
+        others = [r for r in range(self.spec.world_size) if r != rank and r not in finished]
+        behind = [r for r in others if last_step[r] < last_step[rank]] or others
+        if ("timeout" in text or "timed out" in text) and behind:
+            # The root cause is the rank that stopped answering, not the one that gave up on it.
+            silent = behind[0]
+            where, stack = self._stack_of(silent)
+            message = (f"rank {silent} stopped answering at step {last_step[silent] + 1}{where}; "
+                       f"rank {rank} gave up waiting for it after timeout={self.spec.timeout} s"
+                       f"\nrank {rank}: {body['type']}: {body['message'].splitlines()[0] if body['message'] else ''}"
+                       + "".join(f"\nrank {r}: no record after step {last_step[r]}"
+                                 for r in behind[1:]) + stack)
+            self._end("failed", RunFailed(message, rank, body["traceback"]))
+            return
+        self._end("failed", RunFailed(own, rank, body["traceback"]))
 
     def _fail_silent(self, rank: int, last_step: dict) -> None:
-        message = (f"rank {rank} stopped answering: no record for more than "
-                   f"timeout={self.spec.timeout} s (last record: step {last_step[rank]})")
+        where, stack = self._stack_of(rank)
+        message = (f"rank {rank} stopped answering at step {last_step[rank] + 1}{where}: no "
+                   f"record and no CPU time used for more than timeout={self.spec.timeout} s "
+                   f"(last record: step {last_step[rank]})" + stack)
         self._end("failed", RunFailed(message, rank))
+
+    def _stack_of(self, rank: int) -> tuple[str, str]:
+        """``(" (in FILE line N, FUNC)", the stack as text)`` of a live rank's main thread,
+        which it writes on request (rank_output.dump_stack_on_request); empty if it cannot."""
+        proc, path = self._procs[rank], os.path.join(self._tmp, f"stack-rank{rank}.txt")
+        try:
+            os.kill(proc.pid, STACK_SIGNAL)
+        except (OSError, TypeError):
+            return "", ""
+        deadline, frames = time.monotonic() + 1.0, []
+        while time.monotonic() < deadline and not frames:
+            time.sleep(0.05)
+            try:
+                with open(path) as f:
+                    frames = main_thread_stack(f.read())
+            except OSError:
+                pass
+        if not frames:
+            return "", ""
+        ours = next((f for f in frames if "gpututor" in f), frames[0])
+        where = " (in " + ours.replace("File ", "").replace('"', "") + ")"
+        return where, (f"\n\n--- what rank {rank} was doing (its main thread, innermost "
+                       "first) ---\n" + "\n".join(frames))
+
+    def _cpu_seconds(self, rank: int) -> float | None:
+        try:
+            times = psutil.Process(self._procs[rank].pid).cpu_times()
+            return times.user + times.system
+        except (psutil.Error, TypeError, ValueError):
+            return None
 
     # ---- teardown ----------------------------------------------------------------------------
     def _terminate(self) -> None:

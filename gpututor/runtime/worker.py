@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import signal
+import sys
 import threading
 import time
 from contextlib import ExitStack
@@ -30,6 +31,7 @@ from ..parallel import get_strategy
 from ..parallel.link import EmulatedLink
 from ..parallel.mesh import RankGrid, build_groups
 from ..parallel.meta import materialize
+from .rank_output import RankOutput, dump_stack_on_request
 
 load_corpus()  # read once here, so a forkserver that preloads this module has it in memory
 
@@ -243,6 +245,10 @@ def rank_main(payload: bytes, rank: int, world_size: int, store_path: str, queue
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     _exit_when_parent_goes(control)
     os.environ["GLOO_SOCKET_IFNAME"] = "lo"  # loopback only, never a real interface
+    # what this rank prints goes to the notebook, prefixed with the rank (rank_output.py)
+    sys.stdout = RankOutput(queue, rank, "stdout")
+    sys.stderr = RankOutput(queue, rank, "stderr")
+    dump_stack_on_request(os.path.join(os.path.dirname(store_path), f"stack-rank{rank}.txt"))
     spec, task = cloudpickle.loads(payload)
     grouped = False
     try:
@@ -259,8 +265,10 @@ def rank_main(payload: bytes, rank: int, world_size: int, store_path: str, queue
             if device.type == "cpu":  # a task gets the same one-thread-per-rank rule as training
                 torch.set_num_threads(spec.threads_per_rank)
             task(spec, rank, world_size, device, emit)
+        sys.stdout.flush(), sys.stderr.flush()
         queue.put(("done", rank, None))
     except BaseException as exc:  # noqa: BLE001 - every failure must reach the notebook
+        sys.stdout.flush(), sys.stderr.flush()
         queue.put(("error", rank, {"type": type(exc).__name__, "message": str(exc),
                                    "traceback": traceback.format_exc()}))
         raise SystemExit(1)

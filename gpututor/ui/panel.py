@@ -30,6 +30,7 @@ from .series import (downsample, global_loss, memory_by_rank, step_breakdown_by_
                      summary_line, throughput_by_rank)
 
 UPDATE_INTERVAL_S = 0.25     # at most ~4 plot updates per second
+LOG_LINES = 40               # lines of the ranks' output kept in the log area
 DEFAULT_FIELDS = ("model_size", "strategy", "world_size", "batch_size", "steps", "precision")
 CHOICES = {"model": lambda spec: list(MODEL_SIZES),
            "model_size": lambda spec: list(MODEL_SIZES[spec.model]),
@@ -104,10 +105,12 @@ class RunPanel:
         self.run_button.on_click(lambda _: self.run())
         self.stop_button.on_click(lambda _: self.stop(wait=False))
         self.status = W.HTML()
+        self.log = W.HTML()   # what the ranks print, prefixed with the rank (the last lines)
         self.fig = go.FigureWidget(build_figure(self.spec.world_size))
         self.widget = W.VBox([W.HBox(list(self.controls.values()),
                                      layout=W.Layout(flex_flow="row wrap")),
-                              W.HBox([self.run_button, self.stop_button]), self.status, self.fig])
+                              W.HBox([self.run_button, self.stop_button]), self.status, self.log,
+                              self.fig])
         self._set_status("ready", "press Run (worker processes are warming up meanwhile)")
         warm_up()  # import torch in the forkserver now, so the first Run starts at once
 
@@ -208,6 +211,8 @@ class RunPanel:
             self._set_status("failed", f"could not start: {html.escape(repr(exc))}")
             self.run_button.disabled, self.stop_button.disabled = False, True
             return
+        run.echo = None   # the ranks' output goes to the log area, not to whichever cell runs
+        self.log.value = ""
         with self._lock:
             self.current, stop_now = run, self._stop_requested
         if stop_now:
@@ -233,7 +238,15 @@ class RunPanel:
             self._draw(run)  # the final state, every step
         self._show_end(run, problem)
 
+    def show_log(self, run: Run) -> None:
+        """The last lines the ranks of ``run`` printed, prefixed with the rank, in the log area."""
+        if run.output:
+            lines = "\n".join(f"[rank {r}] {line}" for r, _, line in run.output[-LOG_LINES:])
+            self.log.value = (f"<pre style='max-height:12em;overflow:auto;margin:0'>"
+                              f"{html.escape(lines)}</pre>")
+
     def _draw(self, run: Run) -> None:
+        self.show_log(run)
         records, world = list(run.records), run.spec.world_size
         with self.fig.batch_update():
             fill_figure(self.fig, records, world)

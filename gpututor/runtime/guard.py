@@ -1,0 +1,70 @@
+"""Checks ``launch()`` makes in the calling process before any rank starts.
+
+- :func:`check_main_guard`: ranks start from a forkserver, which imports the main script of the
+  caller again in each rank. A script that calls ``launch()`` at top level, outside
+  ``if __name__ == "__main__":``, would launch again in every rank (multiprocessing then stops
+  with an error only the rank's stderr shows): said here, with the fix, before anything starts.
+  A notebook kernel has no main script, so nothing is checked there.
+- :func:`warn_if_oversubscribed`: more CPU ranks than usable cores is allowed (the lessons do it
+  on purpose), but times then measure ranks taking turns: said once, as a warning.
+"""
+from __future__ import annotations
+
+import ast
+import os
+import sys
+import warnings
+
+from ..hardware import usable_cpu_cores
+
+
+def check_main_guard() -> None:
+    """Raise ``RuntimeError`` if ``launch()`` is being called from the top level of the main
+    script outside ``if __name__ == "__main__":``, or from a main that is not a file."""
+    main = sys.modules.get("__main__")
+    path = getattr(main, "__file__", None)
+    if main is None or path is None or getattr(main, "__spec__", None) is not None:
+        return   # a notebook, a REPL, or `python -m module` (imported by name, not by path)
+    frame = sys._getframe(1)   # the script's own top-level frame, however deep the call
+    while frame is not None and not (frame.f_globals.get("__name__") == "__main__"
+                                     and frame.f_code.co_name == "<module>"):
+        frame = frame.f_back
+    if frame is None:
+        return
+    if not os.path.isfile(path):
+        raise RuntimeError(
+            f"launch() was called from {path!r}, which is not a file the ranks can import "
+            "again (ranks start from a forkserver, which re-imports the main script): save "
+            "the code to a .py file with the launch under `if __name__ == \"__main__\":`, or "
+            "run it in a notebook")
+    line = frame.f_lineno
+    with open(path) as f:
+        tree = ast.parse(f.read(), path)
+    if not any(_is_main_guard(node) and node.lineno <= line <= node.end_lineno
+               for node in ast.walk(tree) if isinstance(node, ast.If)):
+        raise RuntimeError(
+            f"launch() is called at the top level of {os.path.basename(path)} (line {line}), "
+            "outside `if __name__ == \"__main__\":`. Each rank starts by importing this script "
+            "again, and would launch again itself. Put the launch under the guard:\n\n"
+            "    if __name__ == \"__main__\":\n        run = launch(spec)\n        ...")
+
+
+def _is_main_guard(node: ast.If) -> bool:
+    test = node.test
+    return (isinstance(test, ast.Compare) and isinstance(test.left, ast.Name)
+            and test.left.id == "__name__" and len(test.comparators) == 1
+            and isinstance(test.comparators[0], ast.Constant)
+            and test.comparators[0].value == "__main__")
+
+
+def warn_if_oversubscribed(spec) -> None:
+    """Warn when CPU ranks (times their threads) outnumber the usable cores."""
+    if spec.resolved_device() != "cpu":
+        return
+    cores, wanted = usable_cpu_cores(), spec.world_size * spec.threads_per_rank
+    if wanted > cores:
+        warnings.warn(
+            f"{spec.world_size} ranks x {spec.threads_per_rank} thread(s) on {cores} usable "
+            f"CPU core(s): the ranks will share cores and take turns, so each step takes longer "
+            "and throughput and speedups measure the sharing, not the parallelism (losses and "
+            "memory are unaffected)", stacklevel=3)
