@@ -6,7 +6,7 @@ VENV   ?= .venv
 TORCH  ?= torch==2.13.0
 BIN    := $(VENV)/bin
 
-.PHONY: lab test install bench clean
+.PHONY: lab test install bench bench-peers clean
 
 $(BIN)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -25,6 +25,11 @@ test: install
 
 bench: install
 	$(BIN)/python benchmarks/run_all.py
+
+# gpututor's launcher against Lightning, Accelerate and plain spawn, in fresh Jupyter kernels
+bench-peers: install
+	$(BIN)/python -m pip install -q -e ".[peers]"
+	$(BIN)/python benchmarks/bench_peers.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache

@@ -2,6 +2,7 @@
 import pytest
 import torch
 
+from conftest import tiny_spec
 from gpututor import RunSpec, build_model
 from gpututor.ui import plots
 from gpututor.measure.flops import model_flops_per_token
@@ -122,3 +123,14 @@ def test_plots_show_the_values_passed_in(checkpointing_sweep, grad_accum_sweep):
     assert list(fig.data[1].y) == [plain["step_time_s"] * 1e3, checkpointed["step_time_s"] * 1e3]
     fig = plots.phase_times({"forward": 0.01, "backward": 0.02})
     assert list(fig.data[0].y) == [10.0, 20.0]
+
+
+def test_the_contention_ceiling_runs_two_independent_halves_at_once():
+    from gpututor.lessons.contention import efficiency_against_pair, independent_pair
+    spec = tiny_spec(steps=4, batch_size=8)
+    pair = independent_pair(spec)
+    assert [s["world_size"] for s in pair["summaries"]] == [1, 1]
+    assert [s["batch_size"] for s in pair["summaries"]] == [4, 4]
+    assert pair["tokens_per_s"] == sum(s["tokens_per_s"] for s in pair["summaries"])
+    assert efficiency_against_pair({"tokens_per_s": pair["tokens_per_s"] / 2}, pair) == 0.5
+    assert efficiency_against_pair({"tokens_per_s": None}, pair) is None

@@ -1,0 +1,48 @@
+"""DDP on 2 ranks against its contention ceiling, measured side by side (interleaved) in one run:
+two independent 1-rank runs with half the batch each, started at the same moment on the same
+cores (gpututor.lessons.contention). Efficiency = DDP tokens/s / the pair's summed tokens/s;
+the goal is >= 0.95. Also the 2-rank / 1-rank speedup at the same global batch, for reference.
+
+    python benchmarks/bench_efficiency.py [--size small] [--batch 64] [--steps 16] [--repeats 5]
+"""
+from __future__ import annotations
+
+import argparse
+import statistics
+
+from common import report
+from gpututor import RunSpec, launch
+from gpututor.lessons.contention import efficiency_against_pair, independent_pair
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--size", default="small")
+    parser.add_argument("--batch", type=int, default=64)
+    parser.add_argument("--steps", type=int, default=16)
+    parser.add_argument("--repeats", type=int, default=5)
+    args = parser.parse_args()
+    ddp = RunSpec(model_size=args.size, batch_size=args.batch, steps=args.steps, strategy="ddp",
+                  world_size=2, device="cpu")
+    launch(ddp.replace(steps=2)).wait()   # warm the forkserver
+    rows = []
+    for _ in range(args.repeats):
+        d = launch(ddp).wait()
+        pair = independent_pair(ddp)
+        one = launch(ddp.replace(strategy="single", world_size=1)).wait()
+        rows.append({"ddp_tokens_per_s": d["tokens_per_s"], "pair_tokens_per_s": pair["tokens_per_s"],
+                     "one_rank_tokens_per_s": one["tokens_per_s"],
+                     "efficiency": efficiency_against_pair(d, pair),
+                     "speedup_2_over_1": d["tokens_per_s"] / one["tokens_per_s"],
+                     "ddp_comm_s": d["comm_s"], "ddp_step_s": d["step_time_s"]})
+        print(rows[-1], flush=True)
+    med = lambda k: statistics.median(r[k] for r in rows)
+    report("efficiency", {"spec": {"size": args.size, "batch": args.batch, "steps": args.steps},
+                          "repeats": rows, "median_efficiency": med("efficiency"),
+                          "min_efficiency": min(r["efficiency"] for r in rows),
+                          "max_efficiency": max(r["efficiency"] for r in rows),
+                          "median_speedup_2_over_1": med("speedup_2_over_1")})
+
+
+if __name__ == "__main__":
+    main()
