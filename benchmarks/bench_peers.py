@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import sys
 import time
@@ -131,7 +132,10 @@ print("RESULT " + json.dumps(result))
 def run_kernel(launcher: str, timeout: float) -> dict:
     import jupyter_client
     km = jupyter_client.KernelManager(kernel_name="python3")
-    km.start_kernel(env={**__import__("os").environ, "OMP_NUM_THREADS": "1"})
+    # Peers' kernels import gpututor only for the model and data: no forkserver warming up
+    # there (it would take a core from them, and it is gpututor's, not theirs).
+    warm = "1" if launcher == "gpututor" else "0"
+    km.start_kernel(env={**os.environ, "OMP_NUM_THREADS": "1", "GPUTUTOR_WARM_UP": warm})
     client = km.client()
     client.start_channels()
     try:

@@ -12,7 +12,6 @@ How it stays safe in a notebook (the traps are listed in docs/architecture.md):
 """
 from __future__ import annotations
 
-import multiprocessing as mp
 import os
 import shutil
 import sys
@@ -25,15 +24,13 @@ from multiprocessing import connection
 import cloudpickle
 import psutil
 
+from . import warm as _warm
 from ..parallel import check_spec
 from .guard import check_main_guard, warn_if_oversubscribed
 from .rank_output import STACK_SIGNAL, main_thread_stack
 from .summary import summarize
 
-PRELOAD = ["torch", "torch.distributed", "torch.nn.parallel", "torch._dynamo",
-           "torch.utils.flop_counter", "gpututor.runtime.worker"]
 STARTUP_GRACE_S = 60.0   # a rank may take this long (beyond the spec's timeout) to first report
-_warm_lock = threading.Lock()
 
 
 class RunFailed(RuntimeError):
@@ -46,32 +43,19 @@ class RunFailed(RuntimeError):
 
 
 def _context(start_method: str):
-    ctx = mp.get_context(start_method)
-    if start_method == "forkserver":
-        ctx.set_forkserver_preload(PRELOAD)
-    return ctx
+    return _warm.context(start_method)
 
 
 def warm_up(start_method: str = "forkserver", block: bool = False) -> None:
-    """Start the forkserver (and its imports of torch and the worker) ahead of the first Run."""
+    """Start the forkserver (and its imports of torch and the worker) ahead of the first Run.
+    In a Jupyter kernel ``import gpututor`` has already started it (gpututor/runtime/warm.py)."""
     if start_method != "forkserver":
         return
-
-    def start():
-        with _warm_lock:
-            ctx = _context(start_method)
-            proc = ctx.Process(target=_noop)  # the first start waits for the preload imports
-            proc.start()
-            proc.join()
-
     if block:
-        start()
+        _warm.start_forkserver()
     else:
-        threading.Thread(target=start, name="gpututor-warm-up", daemon=True).start()
-
-
-def _noop() -> None:
-    pass
+        threading.Thread(target=_warm.start_forkserver, name="gpututor-warm-up",
+                         daemon=True).start()
 
 
 def launch(spec, start_method: str = "forkserver", task=None) -> "Run":

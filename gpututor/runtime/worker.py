@@ -36,6 +36,9 @@ from .rank_output import RankOutput, dump_stack_on_request
 load_corpus()  # read once here, so a forkserver that preloads this module has it in memory
 
 
+NOT_COUNTED = {"params": None, "grads": None, "optimizer": None}
+
+
 class InjectedFault(RuntimeError):
     """Raised on purpose by ``--inject-fault``, to show how a failing rank is reported."""
 
@@ -142,7 +145,11 @@ def train(spec, rank: int, world_size: int, device: torch.device,
         model_flops = flops_per_token * inputs.numel() * dp_size / world_size
         emit({
             "rank": rank, "step": step, "loss": loss, "time": time.time() - start_time,
-            **step_record(ctx, step_time, inputs.numel(), state_bytes(model, optimizer),
+            # Model-state bytes are fixed once the optimizer state exists: counted (about 1 ms
+            # for every tensor) on the first steps and the last, None ("not counted") between.
+            **step_record(ctx, step_time, inputs.numel(),
+                          state_bytes(model, optimizer) if step <= probe_step or
+                          step == spec.steps - 1 else NOT_COUNTED,
                            meters_comm=strategy.meters_comm),
             "mem_activations": activations, "mem_peak": cpu_peak, "mem_setup_peak": setup_peak,
             "mem_allocator_peak": allocator_peak,
