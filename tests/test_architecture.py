@@ -27,7 +27,7 @@ PACKAGE = Path(__file__).resolve().parent.parent / "gpututor"
 ROOMS = {
     "config": 0, "hardware": 0, "plan.catalog": 0,
     "data": 1,
-    "models": 2,
+    "models": 2, "attention": 2,
     "measure": 3,
     "parallel": 4, "precision": 4, "compression": 4, "plan": 4,
     "runtime": 5,

@@ -13,6 +13,8 @@ Three ideas, each small enough to read in one go:
   step copies them into a bf16/fp16 model that does the forward and backward. The production way
   is ``torch.autocast`` (``gpututor.parallel.base.Strategy.train_step``), which keeps the weights
   in fp32 and casts per operation instead, and ``GradScaler`` for fp16.
+- **8-bit optimizer state** (``adam8bit.Adam8bit``): Adam whose two moments are stored as one
+  byte per number plus a scale per block (about 2 bytes per parameter instead of 8).
 """
 from .formats import (DTYPES, cast_table, cpu_matrix_features, flush_to_zero_fraction,
                       format_table, model_gradients, overflow_fraction, smallest_subnormal)
