@@ -17,7 +17,9 @@ from contextlib import nullcontext
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
-from torch.utils.checkpoint import checkpoint
+from functools import partial
+
+from torch.utils.checkpoint import CheckpointPolicy, checkpoint, create_selective_checkpoint_contexts
 
 from .config import GPTConfig, MLPConfig
 from .data import load_corpus
@@ -76,10 +78,15 @@ class Block(nn.Module):
 class GPT(nn.Module):
     """A GPT-2-shaped decoder: token + position embeddings, ``n_layer`` blocks, tied LM head."""
 
-    def __init__(self, cfg: GPTConfig, activation_checkpointing: bool = False, seed: int = 0):
+    def __init__(self, cfg: GPTConfig, activation_checkpointing: bool = False, seed: int = 0,
+                 recompute: str | None = None):
         super().__init__()
         self.cfg = cfg
         self.activation_checkpointing = activation_checkpointing
+        recompute = recompute or ("full" if activation_checkpointing else "none")
+        if recompute not in RECOMPUTE:
+            raise ValueError(f"recompute={recompute!r} is invalid: allowed are {', '.join(RECOMPUTE)}")
+        self.recompute = recompute
         self.tok_emb = nn.Embedding(cfg.vocab_size, cfg.d_model)
         self.pos_emb = nn.Embedding(cfg.block_size, cfg.d_model)
         self.blocks = nn.ModuleList(Block(cfg) for _ in range(cfg.n_layer))
@@ -92,12 +99,28 @@ class GPT(nn.Module):
         T = idx.shape[1]
         x = self.tok_emb(idx) + self.pos_emb(torch.arange(T, device=idx.device))
         for block in self.blocks:
-            if self.activation_checkpointing and self.training:
+            if self.recompute == "full" and self.training:
                 # Keep only the block's input; recompute its insides during backward.
                 x = checkpoint(block, x, use_reentrant=False)
+            elif self.recompute == "selective" and self.training:
+                # Keep the matmuls' outputs; recompute the cheap rest (softmax, GELU, norms).
+                x = checkpoint(block, x, use_reentrant=False, context_fn=partial(
+                    create_selective_checkpoint_contexts, save_matmul_outputs))
             else:
                 x = block(x)
         return self.head(self.ln_f(x))
+
+
+RECOMPUTE = ("none", "full", "selective")
+MATMULS = {torch.ops.aten.mm.default, torch.ops.aten.addmm.default, torch.ops.aten.bmm.default}
+
+
+def save_matmul_outputs(ctx, op, *args, **kwargs):
+    """Selective recomputation's policy (torch's selective checkpoint contexts): a matmul's
+    output is saved for backward, everything else is recomputed there. Matmuls hold most of a
+    block's FLOPs, so recomputing the rest costs little time (Korthikanti et al. 2022 recompute
+    attention's softmax part for the same reason)."""
+    return CheckpointPolicy.MUST_SAVE if op in MATMULS else CheckpointPolicy.PREFER_RECOMPUTE
 
 
 class CharMLP(nn.Module):
