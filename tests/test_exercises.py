@@ -91,6 +91,11 @@ WRONG = {
         "my_measured_error": ('my_measured_error = (ddp_row["formula_peak"] - ddp_row["measured_peak"])'
                               ' / ddp_row["formula_peak"]   # divided by the prediction'),
     },
+    "10_one_device": {
+        "my_probs_bytes": "my_probs_bytes = 512 * 512 * 4            # one head only",
+        "my_bytes_per_param": "my_bytes_per_param = 2                 # forgot the scales",
+        "my_factor": 'my_factor = kept["full"] / kept["none"]   # upside down',
+    },
     "09_composing_parallelisms": {
         "my_tp_group": "my_tp_group = [5, 6]                 # neighbours by rank number",
         "my_dp_group": "my_dp_group = [1, 3, 5, 7]           # every odd rank",
