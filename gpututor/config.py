@@ -16,6 +16,7 @@ from typing import Optional
 
 PRECISIONS = ("fp32", "bf16", "fp16")
 OPTIMIZERS = ("adamw", "sgd")
+ATTENTION = ("naive", "sdpa")   # the GPT's attention: T x T scores, or torch's fused SDPA
 DEVICES = ("auto", "cpu", "cuda")
 MAX_SEQ_LEN = 256
 MESH_DIMS = ("dp", "pp", "cp", "ep", "tp")   # grid order: outermost first, tp innermost
@@ -40,6 +41,7 @@ class GPTConfig:
     n_head: int = 4
     d_model: int = 128
     dropout: float = 0.0      # 0 keeps runs deterministic, so parallel runs can be compared
+    attention: str = "naive"  # "naive" (scores materialised) or "sdpa" (torch's fused kernel)
 
 
 @dataclass(frozen=True)
@@ -122,6 +124,7 @@ class RunSpec:
     mesh: Optional[dict] = None         # the rank grid, e.g. {"dp": 2, "tp": 2}; None = one dim
     device_memory: Optional[int] = None  # bytes each rank may hold ("48MB" and "2GB" work too);
     #                                      None = no cap on CPU, the real capacity on CUDA
+    attention: str = "naive"            # GPT attention: naive | sdpa (same numbers, see attention.py)
     peak_flops: Optional[float] = None  # the device's dense peak FLOP/s at this precision, for
     #                                     MFU; None = the catalogue's, matched by exact CUDA name
 
@@ -206,6 +209,7 @@ class RunSpec:
                 not math.isfinite(self.lr) or not 0 < self.lr <= 10:
             raise ValueError(f"lr={self.lr!r} is invalid: allowed is a number in (0, 10]")
         _choice("optimizer", self.optimizer, OPTIMIZERS)
+        _choice("attention", self.attention, ATTENTION)
         _int("seed", self.seed, 0, 2**31 - 1)
         _choice("device", self.device, DEVICES)
         _int("threads_per_rank", self.threads_per_rank, 1, 256)

@@ -28,7 +28,7 @@ from .data import load_corpus
 class CausalSelfAttention(nn.Module):
     def __init__(self, cfg: GPTConfig):
         super().__init__()
-        self.n_head = cfg.n_head
+        self.n_head, self.attention = cfg.n_head, cfg.attention
         self.qkv = nn.Linear(cfg.d_model, 3 * cfg.d_model)
         self.proj = nn.Linear(cfg.d_model, cfg.d_model)
         mask = torch.tril(torch.ones(cfg.block_size, cfg.block_size, dtype=torch.bool))
@@ -37,6 +37,11 @@ class CausalSelfAttention(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         C = x.shape[-1]
         q, k, v = self.qkv(x).split(C, dim=2)
+        if self.attention == "sdpa":   # torch's fused kernel: no T x T scores kept
+            B, T, _ = q.shape
+            q, k, v = (t.view(B, T, self.n_head, -1).transpose(1, 2) for t in (q, k, v))
+            y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+            return self.proj(y.transpose(1, 2).reshape(B, T, C))
         return self.proj(causal_attention(q, k, v, C // self.n_head, self.mask))
 
 
@@ -172,8 +177,10 @@ def initialize(model: nn.Module, seed: int) -> None:
 
 
 def model_config(spec, vocab_size: int):
-    """The config dataclass of ``spec``'s model, with the corpus' vocabulary size."""
-    return dataclasses.replace(spec.model_config, vocab_size=vocab_size)
+    """The config dataclass of ``spec``'s model, with the corpus' vocabulary size (and, for the
+    GPT, the spec's way of computing attention)."""
+    extra = {"attention": spec.attention} if spec.model == "gpt" else {}
+    return dataclasses.replace(spec.model_config, vocab_size=vocab_size, **extra)
 
 
 def build_model(spec, meta: bool = False) -> nn.Module:

@@ -145,3 +145,35 @@ def test_recomputation_policies_give_the_same_gradients_and_keep_less():
     assert saved["none"] > saved["selective"] > saved["full"], saved
     with pytest.raises(ValueError, match="recompute='some' is invalid"):
         GPT(spec.model_config, recompute="some")
+
+
+def test_sdpa_attention_gives_the_naive_gpt_its_numbers():
+    spec = RunSpec(model="gpt", model_size="tiny", batch_size=4, seq_len=32, world_size=1)
+    x, y = next(iter(batches(spec)))
+    grads = {}
+    for attention in ("naive", "sdpa"):
+        model = build_model(spec.replace(attention=attention))
+        loss = F.cross_entropy(model(x).flatten(0, 1), y.flatten())
+        loss.backward()
+        grads[attention] = (loss.detach(), [p.grad for p in model.parameters()])
+    torch.testing.assert_close(grads["sdpa"][0], grads["naive"][0])
+    for got, want in zip(grads["sdpa"][1], grads["naive"][1]):
+        torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-6)
+    with pytest.raises(ValueError, match="attention='flash' is invalid"):
+        RunSpec(attention="flash")
+
+
+def test_sdpa_runs_count_the_same_flops_as_naive_ones():
+    """FlopCounterMode counts 0 for CPU SDPA; the worker adds attention's FLOPs back."""
+    from gpututor import launch
+    spec = RunSpec(model="gpt", model_size="tiny", strategy="single", world_size=1, batch_size=4,
+                   seq_len=32, steps=3, device="cpu")
+    naive = launch(spec).wait()["flops_per_step"]
+    sdpa = launch(spec.replace(attention="sdpa")).wait()["flops_per_step"]
+    assert sdpa == pytest.approx(naive, rel=0.01)
+
+
+def test_sdpa_is_refused_where_model_parallel_splits_attention():
+    from conftest import tiny_spec
+    with pytest.raises(ValueError, match="attention='sdpa' is invalid for strategy='tp'"):
+        tiny_spec(strategy="tp", world_size=2, attention="sdpa")

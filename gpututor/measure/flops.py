@@ -40,6 +40,16 @@ def training_flops_per_token(matmul_params: float, n_layer: int = 0, seq_len: in
     return passes * (2 * matmul_params + attention) + extra
 
 
+def uncounted_attention_flops(cfg, tokens: int, seq_len: int, device: torch.device) -> int:
+    """The attention FLOPs ``FlopCounterMode`` misses for ``tokens`` trained tokens: torch's
+    counter has no formula for the CPU kernel of ``scaled_dot_product_attention`` (it counts 0),
+    so a GPT with ``attention="sdpa"`` on CPU gets attention's ``3 · 2·2·L·s·d`` per token (both
+    products, forward and backward) added, as naive attention's matmuls are counted. Elsewhere 0."""
+    if getattr(cfg, "attention", "naive") != "sdpa" or device.type != "cpu":
+        return 0
+    return 3 * 2 * 2 * cfg.n_layer * seq_len * cfg.d_model * tokens
+
+
 def matmul_parameters(model: nn.Module) -> int:
     """Weights that take part in matmuls: every ``nn.Linear`` (embedding lookups do not; a
     tied LM head does, through its ``nn.Linear``)."""

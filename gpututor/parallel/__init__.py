@@ -75,6 +75,10 @@ def check_spec(spec):
                                 for o in strategy.options) or "none"
             raise ValueError(f"option {name!r} is invalid for strategy={strategy.name!r}: "
                              f"allowed options are {allowed}")
+    if spec.attention != "naive" and set(strategy.dims()) & {"tp", "pp"}:
+        raise ValueError(f"attention={spec.attention!r} is invalid for strategy={strategy.name!r}: "
+                         "allowed with data-parallel and sharded strategies; tensor and pipeline "
+                         "parallel split attention or its layers themselves (use 'naive')")
     if (spec.checkpoint_every or spec.resume) and not strategy.supports_checkpoint:
         raise ValueError(f"strategy={strategy.name!r} is invalid with checkpointing: allowed "
                          "strategies are those that save full state (e.g. 'single', 'ddp')")

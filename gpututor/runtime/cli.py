@@ -37,6 +37,7 @@ def build_parser() -> argparse.ArgumentParser:
     add("--seq-len", type=int)
     add("--lr", type=float)
     add("--optimizer")
+    add("--attention", help="naive (T x T scores kept) or sdpa (torch's fused kernel); gpt only")
     add("--seed", type=int)
     add("--device", help="auto | cpu | cuda")
     add("--threads-per-rank", type=int)

@@ -23,7 +23,7 @@ from torch.utils.flop_counter import FlopCounterMode
 from ..data import batches, load_corpus
 from ..measure.capacity import (CapacityGuard, PhaseTracker, check_setup, from_cuda_oom,
                                 limit_cuda_memory)
-from ..measure.flops import device_peak_flops, model_flops_per_token
+from ..measure.flops import device_peak_flops, model_flops_per_token, uncounted_attention_flops
 from ..measure.memory import LiveBytesProbe, optimizer_tensors, state_bytes
 from ..measure.timing import StepContext, synchronize
 from ..models import build_model, count_parameters
@@ -89,6 +89,7 @@ def train(spec, rank: int, world_size: int, device: torch.device,
             model = model.to(device)
         n_params = count_parameters(model)
         flops_per_token = model_flops_per_token(model, spec.seq_len)
+        model_cfg = getattr(model, "cfg", None)
         model = materialize(strategy.wrap(model, ctx), device, spec.seed)
         optimizer = strategy.make_optimizer(model, spec)
     setup_peak = setup.peak
@@ -134,7 +135,8 @@ def train(spec, rank: int, world_size: int, device: torch.device,
             raise from_cuda_oom(exc, rank, step, getattr(ctx.probe, "phase", "step"), capacity,
                                 device, model, optimizer, spec.device_memory) from exc
         if counted is not None:
-            flops = counted
+            flops = counted + uncounted_attention_flops(model_cfg,
+                                                        inputs.numel(), spec.seq_len, device)
         if probed is not None:
             activations, cpu_peak = probed
         # One meaning on every device: the probe's peak of live tensor bytes during its step.
