@@ -116,7 +116,7 @@ def section_precision(cfg: dict) -> dict:
 
 def section_strategies(cfg: dict, budget: Budget) -> dict:
     from gpututor import RunSpec
-    from gpututor.parallel import STRATEGIES, check_spec
+    from gpututor.parallel import STRATEGIES, check_spec, small_layout
 
     gpus = torch.cuda.device_count() if cfg["device"] == "cuda" else 2
     rows = {}
@@ -124,13 +124,12 @@ def section_strategies(cfg: dict, budget: Budget) -> dict:
         if budget.left() < 20:
             rows[name] = {"ok": None, "note": "not run: time budget spent"}
             continue
-        dims = STRATEGIES[name].dims()
-        mesh = {d: 2 for d in dims} if len(dims) > 1 else None   # composed: 2 along each dim
-        world = 1 if name == "single" else (math.prod(mesh.values()) if mesh else min(2, gpus))
-        if mesh and cfg["device"] == "cuda" and world > gpus:
+        world, mesh, options = small_layout(name)
+        if mesh is None:
+            world = min(world, gpus)   # one GPU: the 1-D strategies on one rank
+        elif cfg["device"] == "cuda" and world > gpus:
             rows[name] = {"ok": None, "note": f"not run: needs {world} GPUs, {gpus} here"}
             continue
-        options = (("microbatches", 2),) if "pp" in dims else ()
         try:
             spec = check_spec(RunSpec(strategy=name, world_size=world, device=cfg["device"],
                                       steps=cfg["strategy_steps"], timeout=30.0, mesh=mesh,

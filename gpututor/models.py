@@ -183,18 +183,20 @@ def model_config(spec, vocab_size: int):
     return dataclasses.replace(spec.model_config, vocab_size=vocab_size, **extra)
 
 
-def build_model(spec, meta: bool = False) -> nn.Module:
+def build_model(spec, meta: bool = False, recompute: str | None = None) -> nn.Module:
     """The exact ``nn.Module`` a run of ``spec`` trains, built on CPU from ``spec.seed``.
 
     ``meta=True`` builds it on the ``meta`` device: every shape, no memory, no values. A
     strategy that keeps only part of the model then makes just that part
-    (``gpututor.parallel.meta.materialize``), with the values it would have had here."""
+    (``gpututor.parallel.meta.materialize``), with the values it would have had here.
+    ``recompute`` picks the GPT's recomputation policy (see :data:`RECOMPUTE`; default: the
+    spec's ``activation_checkpointing``)."""
     tokenizer, _ = load_corpus()
     cfg = model_config(spec, tokenizer.vocab_size)
     with torch.device("meta") if meta else nullcontext():
         if spec.model == "gpt":
             return GPT(cfg, activation_checkpointing=spec.activation_checkpointing,
-                       seed=spec.seed)
+                       seed=spec.seed, recompute=recompute)
         return CharMLP(cfg, seed=spec.seed)
 
 

@@ -6,25 +6,15 @@ is the fuller check to run on a GPU machine. Losses compare at 1e-3: CUDA kernel
 off by default in torch, but other reduction orders) round differently from the CPU's."""
 from __future__ import annotations
 
-import math
-
 import pytest
 import torch
 
 from conftest import reference_run, tiny_spec
 from gpututor import launch
-from gpututor.parallel import STRATEGIES
+from gpututor.parallel import STRATEGIES, small_layout
 
 GPUS = torch.cuda.device_count() if torch.cuda.is_available() else 0
 pytestmark = pytest.mark.gpu
-
-
-def _layout(name):
-    dims = STRATEGIES[name].dims()
-    mesh = {d: 2 for d in dims} if len(dims) > 1 else None
-    world = math.prod(mesh.values()) if mesh else (1 if name == "single" else 2)
-    options = (("microbatches", 2),) if "pp" in dims else ()
-    return world, mesh, options
 
 
 @pytest.mark.skipif(GPUS < 1, reason="needs a CUDA device")
@@ -38,7 +28,7 @@ def test_one_rank_on_one_gpu_equals_the_cpu_loop():
 
 @pytest.mark.parametrize("name", sorted(STRATEGIES))
 def test_every_strategy_on_gpus_equals_one_process(name):
-    world, mesh, options = _layout(name)
+    world, mesh, options = small_layout(name)
     if GPUS < world:
         pytest.skip(f"needs {world} CUDA devices, {GPUS} here")
     spec = tiny_spec(strategy=name, world_size=world, mesh=mesh, options=options, device="cuda")

@@ -11,7 +11,7 @@ import torch.nn.functional as F
 
 from ..data import batches
 from ..measure.memory import LiveBytesProbe
-from ..models import GPT, RECOMPUTE
+from ..models import RECOMPUTE, build_model
 from ..precision.adam8bit import Adam8bit, state_bytes_per_param
 
 
@@ -19,7 +19,7 @@ def recomputation_costs(spec, policies=RECOMPUTE, repeats: int = 3) -> list[dict
     """Per policy: what forward left for backward (bytes, probed), the step's time (fastest of
     ``repeats``, interleaved) and its gradients, which must not depend on the policy."""
     x, y = next(iter(batches(spec)))
-    models = {p: GPT(spec.model_config, seed=spec.seed, recompute=p) for p in policies}
+    models = {p: build_model(spec, recompute=p) for p in policies}
 
     def step(model):
         model.zero_grad(set_to_none=True)
@@ -44,9 +44,9 @@ def recomputation_costs(spec, policies=RECOMPUTE, repeats: int = 3) -> list[dict
 
 
 def train_with(spec, make_optimizer) -> dict:
-    """Train the spec's GPT for ``spec.steps`` steps in this process; the losses and the
-    optimizer's state bytes per parameter at the end."""
-    model = GPT(spec.model_config, seed=spec.seed)
+    """Train the spec's model for ``spec.steps`` steps in this process; the trained model, its
+    losses and the optimizer's state bytes per parameter at the end."""
+    model = build_model(spec)
     optimizer = make_optimizer(model.parameters())
     losses = []
     for x, y in batches(spec):
@@ -55,12 +55,11 @@ def train_with(spec, make_optimizer) -> dict:
         loss.backward()
         optimizer.step()
         losses.append(loss.item())
-    return {"losses": losses, "state_bytes_per_param": state_bytes_per_param(optimizer)}
+    return {"model": model, "losses": losses, "state_bytes_per_param": state_bytes_per_param(optimizer)}
 
 
 def adam_fp32_vs_8bit(spec, lr: float | None = None) -> dict:
     """fp32 ``torch.optim.Adam`` and :class:`Adam8bit`, same model, data and steps."""
     lr = lr or spec.lr
-    torch.set_num_threads(1)
     return {"Adam (fp32 state)": train_with(spec, lambda p: torch.optim.Adam(p, lr=lr)),
             "Adam, 8-bit state": train_with(spec, lambda p: Adam8bit(p, lr=lr))}

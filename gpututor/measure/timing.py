@@ -60,6 +60,7 @@ class CommMeter:
     wire_bytes: float = 0.0  # what each rank sends with ring algorithms: S x bus factor
     world_size: int = 1
     exposed_unknown: bool = False  # an async collective on CUDA ran: its wait is not measured
+    unmetered: bool = False        # the strategy's collectives are torch's own: none measured
 
     def reset(self) -> None:
         self.bytes, self.busy_s, self.exposed_s, self.emulated_s, self.calls = 0, 0.0, 0.0, 0.0, 0

@@ -15,6 +15,8 @@ that depend on the strategy before anything starts.
 """
 from __future__ import annotations
 
+import math
+
 from .base import Strategy
 from .composed import Composed
 from .data_parallel.ddp import DataParallelDDP
@@ -55,6 +57,16 @@ def get_strategy(name: str) -> Strategy:
         raise ValueError(f"strategy={name!r} is invalid: allowed values are "
                          + ", ".join(repr(s) for s in STRATEGIES))
     return STRATEGIES[name]
+
+
+def small_layout(name: str) -> tuple[int, dict | None, tuple]:
+    """``(world_size, mesh, options)`` of the smallest run that exercises strategy ``name``: one
+    rank for "single", 2 ranks for a one-dim strategy, 2 along each dim of a composed layout,
+    and 2 micro-batches wherever there is a pipeline."""
+    dims = get_strategy(name).dims()
+    mesh = {d: 2 for d in dims} if len(dims) > 1 else None
+    world = math.prod(mesh.values()) if mesh else (1 if name == "single" else 2)
+    return world, mesh, ((("microbatches", 2),) if "pp" in dims else ())
 
 
 def check_spec(spec):

@@ -75,6 +75,7 @@ def train(spec, rank: int, world_size: int, device: torch.device,
     grid = RankGrid.of(spec, strategy.dims()[0])   # which ranks share which group
     ctx = StepContext(spec, rank, world_size, device, link=EmulatedLink.from_spec(spec),
                       grid=grid, groups=build_groups(grid, rank))
+    ctx.comm.unmetered = not strategy.meters_comm   # torch's own collectives: not measured
     # The rank's memory capacity (spec.device_memory): on a GPU the CUDA allocator enforces it
     # (set before anything is allocated); on CPU a CapacityGuard watches each step, and only
     # when a cap is asked: without one, nothing more runs per step.
@@ -105,7 +106,7 @@ def train(spec, rank: int, world_size: int, device: torch.device,
     # Step 0 creates the optimizer state and is what a learner waits for: measure after it.
     flop_step, probe_step = (min(start_step + k, spec.steps - 1) for k in (1, 2))
     fault = spec.fault
-    flops = activations = cpu_peak = None   # cpu_peak: the probe's, on any device
+    flops = activations = probe_peak = None
 
     data = batches(spec, dp_rank, dp_size, start_step=start_step)
     for step, (inputs, targets) in enumerate(data, start=start_step):
@@ -138,7 +139,7 @@ def train(spec, rank: int, world_size: int, device: torch.device,
             flops = counted + uncounted_attention_flops(model_cfg,
                                                         inputs.numel(), spec.seq_len, device)
         if probed is not None:
-            activations, cpu_peak = probed
+            activations, probe_peak = probed
         # One meaning on every device: the probe's peak of live tensor bytes during its step.
         # The CUDA allocator's own high-water mark (rounded blocks, workspaces) is another figure.
         allocator_peak = torch.cuda.max_memory_allocated(device) if device.type == "cuda" else None
@@ -151,9 +152,8 @@ def train(spec, rank: int, world_size: int, device: torch.device,
             # for every tensor) on the first steps and the last, None ("not counted") between.
             **step_record(ctx, step_time, inputs.numel(),
                           state_bytes(model, optimizer) if step <= probe_step or
-                          step == spec.steps - 1 else NOT_COUNTED,
-                           meters_comm=strategy.meters_comm),
-            "mem_activations": activations, "mem_peak": cpu_peak, "mem_setup_peak": setup_peak,
+                          step == spec.steps - 1 else NOT_COUNTED),
+            "mem_activations": activations, "mem_peak": probe_peak, "mem_setup_peak": setup_peak,
             "mem_allocator_peak": allocator_peak,
             "flops": flops, "achieved_flops": flops / step_time if flops else None,
             "model_flops": model_flops,
@@ -203,11 +203,11 @@ def measured_step(run_step, ctx, model, optimizer, count_flops: bool, probe_memo
     return loss, time.perf_counter() - start, flops, probed
 
 
-def step_record(ctx, step_time: float, tokens: int, mem: dict, meters_comm: bool = True) -> dict:
-    """The step's times, communication and model-state bytes, as record fields. Where the
-    strategy's collectives are not metered (``meters_comm`` False), communication and hence
-    compute time are None: not measured, not 0."""
-    measured = lambda value: value if meters_comm else None
+def step_record(ctx, step_time: float, tokens: int, mem: dict) -> dict:
+    """The step's times, communication and model-state bytes, as record fields. What the
+    communication meter could not measure (``CommMeter.unmetered``, ``exposed_unknown``) is
+    None, and compute time with it: not measured, not 0."""
+    measured = lambda value: None if ctx.comm.unmetered else value
     waited = lambda value: None if ctx.comm.exposed_unknown else measured(value)
     return {
         "step_time_s": step_time,

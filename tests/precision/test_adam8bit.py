@@ -4,25 +4,17 @@ from __future__ import annotations
 
 import pytest
 import torch
-import torch.nn.functional as F
 
-from gpututor.precision.adam8bit import (Adam8bit, dequantize_blocks, quantize_blocks,
-                                         state_bytes_per_param)
+from gpututor.precision.adam8bit import Adam8bit, dequantize_blocks, quantize_blocks
 
 
 def _train(make_optimizer, steps=12):
-    from gpututor import RunSpec, batches, build_model
+    """The trained model, the optimizer's state bytes per parameter, and the losses."""
+    from gpututor import RunSpec
+    from gpututor.lessons.one_device import train_with
     spec = RunSpec(model="gpt", model_size="tiny", batch_size=8, seq_len=32, steps=steps, world_size=1)
-    model = build_model(spec)
-    optimizer = make_optimizer(model.parameters())
-    losses = []
-    for x, y in batches(spec):
-        optimizer.zero_grad(set_to_none=True)
-        loss = F.cross_entropy(model(x).flatten(0, 1), y.flatten())
-        loss.backward()
-        optimizer.step()
-        losses.append(loss.item())
-    return model, optimizer, losses
+    result = train_with(spec, make_optimizer)
+    return result["model"], result["state_bytes_per_param"], result["losses"]
 
 
 def test_unquantized_path_equals_torch_adam():
@@ -47,8 +39,8 @@ def test_block_quantization_round_trips_within_half_a_level():
 def test_quantized_state_is_about_two_bytes_per_parameter_and_trains_like_adam():
     _, eight, eight_losses = _train(lambda p: Adam8bit(p, lr=3e-3, block=64))
     _, full, full_losses = _train(lambda p: torch.optim.Adam(p, lr=3e-3))
-    assert state_bytes_per_param(eight) == pytest.approx(2 + 8 / 64, rel=0.02)
-    assert state_bytes_per_param(full) == pytest.approx(8, rel=0.01)
+    assert eight == pytest.approx(2 + 8 / 64, rel=0.02)
+    assert full == pytest.approx(8, rel=0.01)
     assert eight_losses[-1] < eight_losses[0] - 0.1            # it learns
     assert abs(eight_losses[-1] - full_losses[-1]) < 0.1      # and stays near fp32 Adam
 
