@@ -39,6 +39,17 @@ WRONG = {
         "my_activation_ratio": "my_activation_ratio = 1              # as if activations did not grow",
         "my_hours": "my_hours = 1e9 * 2 * n_params / anatomy.achieved_flops / 3600   # forward only",
     },
+    "01b_one_device": {
+        "my_probs_bytes": "my_probs_bytes = 512 * 512 * 4            # one head only",
+        "my_bytes_per_param": "my_bytes_per_param = 2                 # forgot the scales",
+        "my_factor": 'my_factor = kept["full"] / kept["none"]   # upside down',
+        "my_update": textwrap.dedent('''\
+            def my_update(m, l, acc, s, v):                 # forgot to rescale what came before
+                m_new = torch.maximum(m, s.amax(dim=-1))
+                p = torch.exp(s - m_new[:, None])
+                return m_new, l + p.sum(dim=-1), acc + p @ v'''),
+        "my_link_bytes": "my_link_bytes = 12 * n_params         # the state kept on the host, not what moves",
+    },
     "02_data_parallel": {
         "my_allreduce": textwrap.dedent('''\
             def my_allreduce(tensor, rank, world):     # the library's collective, not a ring
@@ -90,11 +101,6 @@ WRONG = {
         "my_cluster": "my_cluster = rec7.smallest.config.count + 1",
         "my_measured_error": ('my_measured_error = (ddp_row["formula_peak"] - ddp_row["measured_peak"])'
                               ' / ddp_row["formula_peak"]   # divided by the prediction'),
-    },
-    "10_one_device": {
-        "my_probs_bytes": "my_probs_bytes = 512 * 512 * 4            # one head only",
-        "my_bytes_per_param": "my_bytes_per_param = 2                 # forgot the scales",
-        "my_factor": 'my_factor = kept["full"] / kept["none"]   # upside down',
     },
     "09_composing_parallelisms": {
         "my_tp_group": "my_tp_group = [5, 6]                 # neighbours by rank number",

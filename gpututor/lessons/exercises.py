@@ -276,3 +276,41 @@ def check_loss_scaler(update_rule, gradients: list[float], init_scale: float = 2
                                  f"{theirs:g}. Try again.")
     print(f"Correct: the same scale as GradScaler at every one of {len(expected)} steps "
           f"(ending at {expected[-1]:g})")
+
+
+def online_softmax_attention(update, scores: torch.Tensor, values: torch.Tensor,
+                             block: int) -> torch.Tensor:
+    """``softmax(scores) @ values`` computed FlashAttention's way with the learner's ``update``:
+    the key blocks in turn, from ``m = -inf``, ``l = 0``, ``acc = 0``."""
+    rows = scores.shape[0]
+    m = torch.full((rows,), float("-inf"), dtype=scores.dtype)
+    l = torch.zeros(rows, dtype=scores.dtype)
+    acc = torch.zeros(rows, values.shape[1], dtype=scores.dtype)
+    for k0 in range(0, scores.shape[1], block):
+        m, l, acc = update(m, l, acc, scores[:, k0:k0 + block], values[k0:k0 + block])
+    return acc / l[:, None]
+
+
+def check_online_softmax(update) -> None:
+    """Your ``update(m, l, acc, s, v) -> (m, l, acc)`` against ``softmax(S) @ V`` computed whole,
+    with key blocks of several sizes and scores whose maximum rises from block to block."""
+    if update is ...:
+        print("Not answered yet: define my_update and run the cell again.")
+        return
+    gen = torch.Generator().manual_seed(7)
+    scores = torch.randn(5, 23, generator=gen, dtype=torch.float64) * 3
+    scores += torch.linspace(0, 12, 23, dtype=torch.float64)    # later keys score higher
+    values = torch.randn(23, 4, generator=gen, dtype=torch.float64)
+    expected = torch.softmax(scores, dim=-1) @ values
+    for block in (23, 8, 5, 1):
+        try:
+            got = online_softmax_attention(update, scores, values, block)
+        except Exception as error:
+            raise AssertionError(f"your update failed with key blocks of {block}: "
+                                 f"{type(error).__name__}: {error}") from None
+        if not isinstance(got, torch.Tensor) or got.shape != expected.shape or \
+                not torch.allclose(got, expected, rtol=1e-9, atol=1e-12):
+            raise AssertionError(f"with key blocks of {block}, acc / l is not softmax(S) @ V "
+                                 "(did you rescale l and acc by exp(m_old - m_new) when the "
+                                 "maximum rose?). Try again.")
+    print("Correct: the same as softmax(S) @ V whole, for key blocks of 23, 8, 5 and 1")

@@ -6,5 +6,8 @@ imports them.
 - ``memory``: bytes by category (parameters, gradients, optimizer state, activations);
 - ``capacity``: a rank's memory capacity enforced (``DeviceOutOfMemory``, as a GPU fails);
 - ``flops``: the training-FLOPs formula and device peaks (for MFU);
-- ``matmul``: this machine's measured matmul rate.
+- ``matmul``: this machine's measured matmul rate;
+- ``attention_cost``: attention's time and bytes against the sequence length;
+- ``roofline``: measured peak and memory bandwidth, operators' arithmetic intensity;
+- ``profile``: ``torch.profiler`` on a few steps, read as top operators and a timeline.
 """

@@ -4,5 +4,6 @@
 - ``comparison``: :class:`Comparison` (speedup over one rank); ``series``: records to series;
 - ``plots``: static figures of measured summaries; ``pipeline``: Gantt charts and bubbles;
 - ``sharding``: lesson 03's board; ``planner``: lesson 08's widget and calibration chart;
-- ``compression``: lesson 07's trade-off figures.
+- ``compression``: lesson 07's trade-off figures; ``one_device``, ``roofline`` and
+  ``profile_view``: lesson 01b's figures.
 """

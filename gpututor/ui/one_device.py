@@ -1,4 +1,5 @@
-"""Figures of lesson 10: attention's cost against the sequence length, recomputation policies."""
+"""Figures of lesson 01b: attention against the sequence length, recomputation, offload, the
+levers before and after, and what fits a capacity."""
 from __future__ import annotations
 
 import plotly.graph_objects as go
@@ -33,4 +34,49 @@ def recomputation_figure(rows: list[dict]) -> go.Figure:
     fig.add_bar(x=names, y=[r["saved_bytes"] / MB for r in rows], row=1, col=1, showlegend=False)
     fig.add_bar(x=names, y=[r["seconds"] * 1e3 for r in rows], row=1, col=2, showlegend=False)
     fig.update_layout(title="Recomputation policies, measured", height=340, template="plotly_white")
+    return fig
+
+
+def offload_figure(result: dict) -> go.Figure:
+    """One stacked bar per way: the step's measured time, and the part an emulated link added
+    (a sleep, labelled as emulation)."""
+    names = list(result)
+    emulated = [result[n]["emulated_s"] * 1e3 for n in names]
+    fig = go.Figure()
+    fig.add_bar(x=names, y=[result[n]["step_s"] * 1e3 - e for n, e in zip(names, emulated)],
+                name="measured here")
+    if any(emulated):
+        fig.add_bar(x=names, y=emulated, name="emulated link (a sleep, not measured)",
+                    marker_pattern_shape="/")
+    fig.update_layout(barmode="stack", title="One training step, optimizer on the device or the host",
+                      yaxis_title="ms per step (median)", height=360, template="plotly_white")
+    return fig
+
+
+def levers_figure(rows: list[dict]) -> go.Figure:
+    """Before and after: tokens/s and peak memory per configuration; "not measured" where a
+    configuration's memory could not be probed."""
+    fig = make_subplots(rows=1, cols=2, subplot_titles=("tokens/s (measured)", "peak memory (MB, measured)"))
+    names = [r["name"] for r in rows]
+    fig.add_bar(x=names, y=[r["tokens_per_s"] for r in rows], row=1, col=1, showlegend=False)
+    peaks = [r["peak_bytes"] / MB if r["peak_bytes"] is not None else None for r in rows]
+    fig.add_bar(x=names, y=peaks, row=1, col=2, showlegend=False,
+                text=["not measured" if p is None else f"{p:.1f}" for p in peaks], textposition="outside")
+    fig.update_layout(title="One device, before and after the levers", height=380, template="plotly_white")
+    return fig
+
+
+def capacity_figure(rows: list[dict], capacity: int) -> go.Figure:
+    """Peak memory of one step per model size and configuration, against the capacity; a bar
+    that did not fit shows what the step tried to hold when it failed."""
+    fig = go.Figure()
+    for name in dict.fromkeys(r["name"] for r in rows):
+        mine = [r for r in rows if r["name"] == name]
+        fig.add_bar(x=[f"{r['model_size']} ({r['parameters'] / 1e6:.2f} M)" for r in mine],
+                    y=[r["peak_bytes"] / MB for r in mine], name=name,
+                    text=["fits" if r["fits"] else "out of memory" for r in mine], textposition="outside")
+    fig.add_hline(y=capacity / MB, line_dash="dash", annotation_text=f"capacity {capacity / MB:.0f} MB")
+    fig.update_layout(barmode="group", title="What fits one device of this capacity",
+                      yaxis_title="MB (peak of a step, or held when it failed)", height=380,
+                      template="plotly_white")
     return fig

@@ -165,3 +165,24 @@ def test_names_checker_accepts_the_set_and_rejects_one_too_many(capsys):
     for wrong in (fit + ["ddp"], fit[:-1], "fsdp", [1, 2]):
         with pytest.raises(AssertionError):
             check_names(wrong, fit, "layouts that fit")
+
+
+def test_online_softmax_checker_accepts_the_update_and_rejects_one_without_rescaling():
+    from gpututor.lessons.exercises import check_online_softmax
+
+    def update(m, l, acc, s, v):
+        m_new = torch.maximum(m, s.amax(dim=-1))
+        p = torch.exp(s - m_new[:, None])
+        c = torch.exp(m - m_new)
+        return m_new, l * c + p.sum(dim=-1), acc * c[:, None] + p @ v
+
+    def no_rescale(m, l, acc, s, v):
+        m_new = torch.maximum(m, s.amax(dim=-1))
+        p = torch.exp(s - m_new[:, None])
+        return m_new, l + p.sum(dim=-1), acc + p @ v
+
+    check_online_softmax(update)
+    with pytest.raises(AssertionError, match="rescale"):
+        check_online_softmax(no_rescale)
+    with pytest.raises(AssertionError, match="failed"):
+        check_online_softmax(lambda m, l, acc, s, v: (m, l))
