@@ -95,7 +95,8 @@ def bytes_per_param(precision: str = "bf16", optimizer: str = "adam",
 
 def model_state_bytes(n_params: float, precision: str = "bf16", optimizer: str = "adam",
                       zero_stage: int = 0, dp: int = 1, tp: int = 1, pp: int = 1,
-                      convention: str | None = None) -> dict[str, float]:
+                      convention: str | None = None, expert_params: float = 0.0,
+                      ep: int = 1) -> dict[str, float]:
     """Per-device bytes of parameters, gradients and optimizer state (and their total).
 
     Tensor and pipeline parallel give each device ``1/(tp·pp)`` of the model (an even split;
@@ -103,16 +104,30 @@ def model_state_bytes(n_params: float, precision: str = "bf16", optimizer: str =
     ZeRO stage 1 divides the optimizer state, stage 2 the gradients too, stage 3 (= FSDP) the
     parameters too: Rajbhandari et al. 2020, Figure 1 and Table 1, e.g. Ψ = 7.5B, Nd = 64,
     K = 12: 120 GB, 31.4 GB (P_os), 16.6 GB (P_os+g), 1.88 GB (P_os+g+p).
+
+    Mixture of experts: ``expert_params`` of the ``n_params`` are experts, split over the ``ep``
+    expert-parallel ranks, which are taken from the data-parallel ones (``ep`` divides ``dp``,
+    as in Megatron Core's MoE and torchtitan); each expert is then replicated, and ZeRO-sharded,
+    over the ``dp/ep`` ranks that hold it, while the dense part is sharded over all ``dp``.
     """
     _check_number("n_params", n_params)
     _check_choice("zero_stage", zero_stage, ZERO_STAGES)
-    for name, value in (("dp", dp), ("tp", tp), ("pp", pp)):
+    for name, value in (("dp", dp), ("tp", tp), ("pp", pp), ("ep", ep)):
         _check_degree(name, value)
+    if not 0 <= expert_params < n_params:
+        raise ValueError(f"expert_params={expert_params!r} is invalid: allowed is 0 <= "
+                         f"expert_params < n_params={n_params:g}")
+    if dp % ep:
+        raise ValueError(f"ep={ep} is invalid with dp={dp}: expert-parallel ranks are taken from "
+                         f"the data-parallel ones, allowed is a divisor of dp "
+                         f"({', '.join(str(d) for d in _divisors(dp))})")
     b = bytes_per_param(precision, optimizer, convention)
-    local = n_params / (tp * pp)
-    out = {"params": local * b.params / (dp if zero_stage >= 3 else 1),
-           "grads": local * b.grads / (dp if zero_stage >= 2 else 1),
-           "optimizer": local * b.optimizer / (dp if zero_stage >= 1 else 1)}
+    out = dict.fromkeys(("params", "grads", "optimizer"), 0.0)
+    for count, replicas in ((n_params - expert_params, dp), (expert_params / ep, dp // ep)):
+        local = count / (tp * pp)
+        out["params"] += local * b.params / (replicas if zero_stage >= 3 else 1)
+        out["grads"] += local * b.grads / (replicas if zero_stage >= 2 else 1)
+        out["optimizer"] += local * b.optimizer / (replicas if zero_stage >= 1 else 1)
     out["total"] = out["params"] + out["grads"] + out["optimizer"]
     return out
 
@@ -195,7 +210,7 @@ def transformer_for_params(n_params: float, seq_len: int = 2048, vocab_size: int
 def activation_bytes_per_layer(seq_len: int, micro_batch: int, d_model: int, n_head: int,
                                tp: int = 1, sequence_parallel: bool = False,
                                recompute: str = "none", bytes_per_value: int = 2,
-                               dropout: bool = True) -> float:
+                               dropout: bool = True, cp: int = 1) -> float:
     """Bytes one transformer layer keeps for backward, per device (Korthikanti et al. 2022).
 
     "Reducing Activation Recomputation in Large Transformer Models", section 4 and Table 2, with
@@ -218,26 +233,30 @@ def activation_bytes_per_layer(seq_len: int, micro_batch: int, d_model: int, n_h
 
     FlashAttention (Dao et al. 2022) never stores the scores: for memory it is the same as
     ``recompute="selective"``.
+
+    Context parallel (``cp``) splits the sequence: each of the cp ranks keeps the activations of
+    its s/cp tokens, and the scores of its s/cp queries against all s keys, so every term is
+    divided by cp (ring attention, Liu et al. 2023; Megatron Core's context parallelism).
     """
     _check_choice("recompute", recompute, RECOMPUTE)
     for name, value in (("seq_len", seq_len), ("micro_batch", micro_batch),
-                        ("d_model", d_model), ("n_head", n_head), ("tp", tp)):
+                        ("d_model", d_model), ("n_head", n_head), ("tp", tp), ("cp", cp)):
         _check_degree(name, value)
     sbh = seq_len * micro_batch * d_model
     e, mask = bytes_per_value, 1 if dropout else 0
     split = tp if sequence_parallel else 1                      # what only SP divides
     if recompute == "full":
-        return e * sbh / split
+        return e * sbh / split / cp
     whole = (4 * e + 2 * mask) * sbh / split                     # 10·sbh at e=2 with dropout
     divided = 12 * e * sbh / tp                                  # 24·sbh/t at e=2
     scores = n_head * seq_len ** 2 * micro_batch * (e * (1 + mask) + mask) / tp   # 5·a·s²·b/t
-    return whole + divided + (0 if recompute == "selective" else scores)
+    return (whole + divided + (0 if recompute == "selective" else scores)) / cp
 
 
 def activation_bytes(model: Transformer, micro_batch: int = 1, tp: int = 1, pp: int = 1,
                      sequence_parallel: bool = False, recompute: str = "none",
                      precision: str = "bf16", dropout: bool = True,
-                     microbatches: int | None = None) -> float:
+                     microbatches: int | None = None, cp: int = 1) -> float:
     """Activations on the busiest device, the first pipeline stage (Korthikanti et al. 2022, 4.2.3).
 
     With the 1F1B schedule, stage 1 of ``pp`` keeps ``min(pp, m)`` micro-batches in flight, each
@@ -254,11 +273,11 @@ def activation_bytes(model: Transformer, micro_batch: int = 1, tp: int = 1, pp: 
     _check_degree("microbatches", m)
     per_layer = activation_bytes_per_layer(model.seq_len, micro_batch, model.d_model,
                                            model.n_head, tp, sequence_parallel, recompute, e,
-                                           dropout)
+                                           dropout, cp)
     total = per_layer * model.n_layer / pp * min(pp, m)
     if pp == 1:
         sbh = model.seq_len * micro_batch * model.d_model
-        total += 4 * sbh / tp * (1 + model.vocab_size / model.d_model)
+        total += 4 * sbh / tp / cp * (1 + model.vocab_size / model.d_model)
     return total
 
 
@@ -266,25 +285,27 @@ def per_device_memory(model: Transformer, micro_batch: int = 1, zero_stage: int 
                       dp: int = 1, tp: int = 1, pp: int = 1, precision: str = "bf16",
                       optimizer: str = "adam", recompute: str = "none",
                       sequence_parallel: bool = False, dropout: bool = True,
-                      microbatches: int | None = None, convention: str | None = None
+                      microbatches: int | None = None, convention: str | None = None,
+                      cp: int = 1, ep: int = 1, expert_params: float = 0.0
                       ) -> dict[str, float]:
     """Bytes per device: ``params``, ``grads``, ``optimizer``, ``activations`` and ``total``.
 
     Model states from :func:`model_state_bytes`; with ZeRO-3 / FSDP, add the unsharded parameters
     of two layers (the one computing and the one prefetched: PyTorch FSDP's default
     ``forward_prefetch``/``backward_prefetch`` behaviour, as FSDP2 documents it). Activations from
-    :func:`activation_bytes`. Left out: the CUDA context, allocator fragmentation, communication
+    :func:`activation_bytes`. Context-parallel ranks hold the same parameters, so ZeRO shards
+    over ``dp·cp`` ranks (torchtitan's FSDP mesh ``dp_shard_cp``). Left out: the CUDA context, allocator fragmentation, communication
     buffers, temporary buffers of single operations: keep headroom (``recommend`` uses 90 %).
     """
     if model.n_head % tp or model.d_model % tp:
         raise ValueError(f"tp={tp} is invalid for n_head={model.n_head}: allowed is a divisor of "
                          f"the heads ({', '.join(str(d) for d in _divisors(model.n_head))})")
-    out = model_state_bytes(model.n_params, precision, optimizer, zero_stage, dp, tp, pp,
-                            convention)
+    out = model_state_bytes(model.n_params, precision, optimizer, zero_stage, dp * cp, tp, pp,
+                            convention, expert_params, ep)
     if zero_stage == 3 and dp > 1:
         out["params"] += 2 * model.layer_params / tp * bytes_per_param(
             precision, optimizer, convention).params
     out["activations"] = activation_bytes(model, micro_batch, tp, pp, sequence_parallel,
-                                          recompute, precision, dropout, microbatches)
+                                          recompute, precision, dropout, microbatches, cp)
     out["total"] = out["params"] + out["grads"] + out["optimizer"] + out["activations"]
     return out

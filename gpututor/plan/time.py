@@ -83,6 +83,26 @@ def ring_allgather_seconds(nbytes: float, n: int, bandwidth: float, latency: flo
     return (n - 1) * (latency + nbytes / (n * bandwidth))
 
 
+def all_to_all_seconds(nbytes: float, n: int, bandwidth: float, latency: float = 0.0) -> float:
+    """All-to-all of ``nbytes`` per rank over ``n`` ranks, pairwise exchange: ``n-1`` rounds,
+    each sending ``1/n`` of the buffer to one peer: ``(n-1)·(α + S/(n·β))`` (Thakur et al. 2005)."""
+    if n <= 1:
+        return 0.0
+    return (n - 1) * (latency + nbytes / (n * bandwidth))
+
+
+def ring_attention_seconds(micro_batch: int, seq_len: int, d_model: int, cp: int,
+                           bandwidth: float, latency: float = 0.0, value_bytes: float = 2
+                           ) -> float:
+    """One layer's ring-attention traffic, forward and backward, per rank (Liu et al. 2023):
+    forward passes K and V blocks (``2·b·(s/cp)·h`` values) ``cp-1`` times around the ring;
+    backward passes K and V again with their gradients, twice the values, ``cp-1`` times."""
+    if cp <= 1:
+        return 0.0
+    block = 2 * micro_batch * seq_len / cp * d_model * value_bytes
+    return 3 * (cp - 1) * (latency + block / bandwidth)
+
+
 def exposed_seconds(comm_s: float, window_s: float, overlap: float = 1.0) -> float:
     """Communication left over when ``overlap`` x ``window_s`` of compute can hide it."""
     _check_fraction("overlap", overlap, allow_zero=True)
@@ -107,10 +127,12 @@ def step_time(model: Transformer, tokens_per_step: float, n_gpus: int, peak_flop
               mfu: float = 0.4, dp: int = 1, tp: int = 1, pp: int = 1, zero_stage: int = 0,
               micro_batch: int = 1, recompute: str = "none", grad_bytes: float = 2,
               activation_bytes: float = 2, dp_link=None, tp_link=None, pp_link=None,
-              comm_efficiency: float = 0.8, overlap: float = 1.0) -> dict[str, float]:
+              comm_efficiency: float = 0.8, overlap: float = 1.0, cp: int = 1, ep: int = 1,
+              top_k: int = 2, cp_link=None, ep_link=None) -> dict[str, float]:
     """Seconds of one optimizer step, by part: ``compute_s``, ``bubble_s``, ``tp_comm_s``,
     ``pp_comm_s``, ``dp_comm_s`` (all of it), ``dp_exposed_s`` (what compute does not hide),
-    ``step_s`` (the total), with ``microbatches`` and ``flops_per_gpu``.
+    ``cp_comm_s``, ``cp_exposed_s``, ``ep_comm_s``, ``step_s`` (the total), with
+    ``microbatches`` and ``flops_per_gpu``.
 
     - Compute: each GPU does ``1/(dp·tp·pp)`` of the step's FLOPs.
     - Tensor parallel: 4 all-reduces of the activations (``b·s·h``) per layer and micro-batch,
@@ -123,6 +145,12 @@ def step_time(model: Transformer, tokens_per_step: float, n_gpus: int, peak_flop
       parameters twice and reduce-scatters once: 1.5x (Rajbhandari et al. 2020, section 7). It
       overlaps the backward pass (2/3 of compute; all of it for ZeRO-3, which prefetches in
       forward too) by the fraction ``overlap``.
+    - Context parallel (``cp``): :func:`ring_attention_seconds` per layer and micro-batch; ring
+      attention sends the next block while it computes on this one, so only what attention's
+      own compute (its ``12·L·s·h`` FLOPs per token) cannot hide is exposed.
+    - Expert parallel (``ep``, ranks taken from ``dp``; every layer a MoE layer): 4 all-to-alls
+      of the routed tokens (``top_k·b·s·h`` values) per layer and micro-batch, dispatch and
+      combine in forward and in backward (Lepikhin et al. 2021, GShard); not overlapped.
 
     Links are :class:`~gpututor.plan.catalog.Link`; ``comm_efficiency`` is the fraction of their
     bandwidth a collective reaches (an assumption: measure yours with ``gpututor bench comm``).
@@ -134,7 +162,8 @@ def step_time(model: Transformer, tokens_per_step: float, n_gpus: int, peak_flop
     flops = training_flops_per_token(model, recompute) * tokens_per_step / n_gpus
     compute = compute_seconds(flops, peak_flops, mfu)
     bubble = compute * bubble_to_compute_ratio(pp, m) if pp > 1 else 0.0
-    act = micro_batch * model.seq_len * model.d_model * activation_bytes
+    seq = model.seq_len / cp                                            # tokens per rank
+    act = micro_batch * seq * model.d_model * activation_bytes
 
     def bw(link):
         return link.bandwidth * comm_efficiency
@@ -155,9 +184,23 @@ def step_time(model: Transformer, tokens_per_step: float, n_gpus: int, peak_flop
             dp_comm *= 1.5
     window = compute if zero_stage == 3 else compute * 2 / 3
     dp_exposed = exposed_seconds(dp_comm, window, overlap)
+    cp_comm = cp_exposed = 0.0
+    if cp > 1:
+        cp_comm = model.n_layer / pp * m * ring_attention_seconds(
+            micro_batch, model.seq_len, model.d_model // tp, cp, bw(cp_link), cp_link.latency,
+            activation_bytes)
+        attention_share = 12 * model.n_layer * model.seq_len * model.d_model / \
+            training_flops_per_token(model, recompute)
+        cp_exposed = exposed_seconds(cp_comm, compute * attention_share, overlap)
+    ep_comm = 0.0
+    if ep > 1:
+        routed = top_k * act / tp
+        ep_comm = model.n_layer / pp * m * 4 * all_to_all_seconds(routed, ep, bw(ep_link),
+                                                                  ep_link.latency)
     return {"compute_s": compute, "bubble_s": bubble, "tp_comm_s": tp_comm,
             "pp_comm_s": pp_comm, "dp_comm_s": dp_comm, "dp_exposed_s": dp_exposed,
-            "step_s": compute + bubble + tp_comm + pp_comm + dp_exposed,
+            "cp_comm_s": cp_comm, "cp_exposed_s": cp_exposed, "ep_comm_s": ep_comm,
+            "step_s": compute + bubble + tp_comm + pp_comm + dp_exposed + cp_exposed + ep_comm,
             "microbatches": m, "flops_per_gpu": flops}
 
 

@@ -1,0 +1,63 @@
+"""The planner's context-parallel and expert-parallel terms, on hand-worked numbers."""
+from __future__ import annotations
+
+import pytest
+from torch.testing import assert_close
+
+from gpututor.plan.catalog import get_link
+from gpututor.plan.memory import (Transformer, activation_bytes, activation_bytes_per_layer,
+                                  model_state_bytes, per_device_memory)
+from gpututor.plan.time import all_to_all_seconds, ring_attention_seconds, step_time
+
+MODEL = Transformer(4, 512, 8, 32000, 8192)
+
+
+def test_context_parallel_divides_every_activation_term():
+    for recompute in ("none", "selective", "full"):
+        whole = activation_bytes_per_layer(8192, 1, 512, 8, recompute=recompute)
+        assert_close(activation_bytes_per_layer(8192, 1, 512, 8, recompute=recompute, cp=4), whole / 4)
+    assert_close(activation_bytes(MODEL, cp=2), activation_bytes(MODEL) / 2)
+    with pytest.raises(ValueError, match="cp=0"):
+        activation_bytes_per_layer(8192, 1, 512, 8, cp=0)
+
+
+def test_experts_are_split_over_ep_and_sharded_over_the_rest_of_dp():
+    # 100 parameters, 60 of them experts, 16 bytes each (bf16 + Adam): dense 40 whole,
+    # experts 60 / ep=2 = 30 per device
+    assert model_state_bytes(100, expert_params=60, ep=2, dp=2)["total"] == (40 + 30) * 16
+    # ZeRO-1 over dp=4: the dense part's optimizer state over 4, the experts' over dp/ep = 2
+    zero1 = model_state_bytes(100, expert_params=60, ep=2, dp=4, zero_stage=1)
+    assert zero1["optimizer"] == 40 * 12 / 4 + 30 * 12 / 2
+    with pytest.raises(ValueError, match="ep=3 is invalid with dp=4"):
+        model_state_bytes(100, expert_params=60, ep=3, dp=4)
+    with pytest.raises(ValueError, match="expert_params=100"):
+        model_state_bytes(100, expert_params=100)
+
+
+def test_context_parallel_ranks_join_the_zero_shards():
+    plain = per_device_memory(MODEL, zero_stage=1, dp=2)
+    with_cp = per_device_memory(MODEL, zero_stage=1, dp=2, cp=2)
+    assert_close(with_cp["optimizer"], plain["optimizer"] / 2)
+    assert_close(with_cp["activations"], plain["activations"] / 2)
+
+
+def test_all_to_all_and_ring_attention_times():
+    assert all_to_all_seconds(4e9, 4, 1e9) == pytest.approx(3.0)          # 3 rounds of 1 GB
+    assert all_to_all_seconds(4e9, 1, 1e9) == 0.0
+    # b=1, s=4096, h=1024, cp=4, 2-byte values: a K+V block is 2·1024·1024·2 = 4 MiB-ish
+    block = 2 * 1 * 4096 / 4 * 1024 * 2
+    assert ring_attention_seconds(1, 4096, 1024, 4, 1e9, 1e-5) == pytest.approx(3 * 3 * (1e-5 + block / 1e9))
+    assert ring_attention_seconds(1, 4096, 1024, 1, 1e9) == 0.0
+
+
+def test_step_time_reports_cp_and_ep_communication():
+    link = get_link("nvlink4")
+    base = dict(model=MODEL, tokens_per_step=8 * 8192, peak_flops=989e12, dp=2,
+                dp_link=link, cp_link=link, ep_link=link)
+    plain = step_time(n_gpus=2, **base)
+    assert plain["cp_comm_s"] == plain["ep_comm_s"] == 0.0
+    cp = step_time(n_gpus=4, cp=2, **base)
+    assert cp["cp_comm_s"] > 0 and 0 <= cp["cp_exposed_s"] <= cp["cp_comm_s"]
+    assert_close(cp["compute_s"], plain["compute_s"] / 2)
+    ep = step_time(n_gpus=2, ep=2, **base)
+    assert ep["ep_comm_s"] > 0 and ep["step_s"] == pytest.approx(plain["step_s"] + ep["ep_comm_s"])
