@@ -116,7 +116,7 @@ def section_precision(cfg: dict) -> dict:
 
 def section_strategies(cfg: dict, budget: Budget) -> dict:
     from gpututor import RunSpec
-    from gpututor.parallel import STRATEGIES, check_spec, small_layout
+    from gpututor.parallel import STRATEGIES, check_spec, small_layout, small_model
 
     gpus = torch.cuda.device_count() if cfg["device"] == "cuda" else 2
     rows = {}
@@ -131,7 +131,8 @@ def section_strategies(cfg: dict, budget: Budget) -> dict:
             rows[name] = {"ok": None, "note": f"not run: needs {world} GPUs, {gpus} here"}
             continue
         try:
-            spec = check_spec(RunSpec(strategy=name, world_size=world, device=cfg["device"],
+            spec = check_spec(RunSpec(strategy=name, model=small_model(name), world_size=world,
+                                      device=cfg["device"],
                                       steps=cfg["strategy_steps"], timeout=30.0, mesh=mesh,
                                       options=options))
         except ValueError as exc:

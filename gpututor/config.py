@@ -45,6 +45,16 @@ class GPTConfig:
 
 
 @dataclass(frozen=True)
+class MoEConfig(GPTConfig):
+    """The GPT with a mixture of experts in place of each block's MLP (``gpututor/moe.py``)."""
+
+    n_expert: int = 4             # expert MLPs per block (each as big as the GPT's MLP)
+    top_k: int = 2                # experts each token goes to
+    capacity_factor: float = 1.25  # slots per expert: ceil(factor · tokens · top_k / n_expert)
+    aux_loss_coef: float = 0.01   # weight of the load-balancing loss (Switch Transformer's)
+
+
+@dataclass(frozen=True)
 class MLPConfig:
     vocab_size: int = 96
     d_model: int = 64
@@ -58,12 +68,16 @@ MODEL_SIZES = {
         "medium": GPTConfig(n_layer=6, n_head=6, d_model=192),   # ~2.7 M
         "large": GPTConfig(n_layer=8, n_head=8, d_model=256),    # ~6.4 M
     },
+    "moe": {   # the GPT's sizes, 4 experts per block, each token to 2 of them
+        "tiny": MoEConfig(n_layer=2, n_head=2, d_model=96),      # ~0.7 M parameters
+        "small": MoEConfig(n_layer=4, n_head=4, d_model=128),    # ~2.4 M
+    },
     "mlp": {
         "small": MLPConfig(d_model=64, d_hidden=256),
         "large": MLPConfig(d_model=256, d_hidden=1024),
     },
 }
-DEFAULT_SIZES = {"gpt": "small", "mlp": "small"}
+DEFAULT_SIZES = {"gpt": "small", "moe": "small", "mlp": "small"}
 
 
 @dataclass(frozen=True)
@@ -96,7 +110,7 @@ class RunSpec:
     N ranks train on the same samples.
     """
 
-    model: str = "gpt"                  # "gpt" (tiny GPT) or "mlp"
+    model: str = "gpt"                  # "gpt" (tiny GPT), "moe" (its mixture of experts), "mlp"
     model_size: Optional[str] = None    # a size of that model; None = the lesson default
     strategy: str = "ddp"               # see gpututor.parallel.STRATEGIES (checked there)
     world_size: int = 2                 # number of ranks (processes)
@@ -127,6 +141,7 @@ class RunSpec:
     attention: str = "naive"            # GPT attention: naive | sdpa (same numbers, see attention.py)
     peak_flops: Optional[float] = None  # the device's dense peak FLOP/s at this precision, for
     #                                     MFU; None = the catalogue's, matched by exact CUDA name
+    capacity_factor: Optional[float] = None  # moe: the experts' capacity factor; None = the size's
 
     def __post_init__(self):
         # normal forms first (frozen: set through object.__setattr__), then every check
@@ -145,8 +160,12 @@ class RunSpec:
 
     @property
     def model_config(self):
-        """The size's config dataclass (``GPTConfig`` or ``MLPConfig``), vocabulary as shipped."""
-        return MODEL_SIZES[self.model][self.resolved_model_size]
+        """The size's config dataclass (``GPTConfig``, ``MoEConfig`` or ``MLPConfig``),
+        vocabulary as shipped, and the spec's ``capacity_factor`` if it sets one."""
+        cfg = MODEL_SIZES[self.model][self.resolved_model_size]
+        if self.capacity_factor is not None:
+            cfg = dataclasses.replace(cfg, capacity_factor=self.capacity_factor)
+        return cfg
 
     def resolved_device(self) -> str:
         """"cuda" or "cpu": ``device="auto"`` means CUDA when there is one GPU per rank
@@ -231,6 +250,7 @@ class RunSpec:
             raise ValueError(f"save_state={self.save_state!r} is invalid: allowed is None or "
                              "the path of a file to write")
         self._validate_checkpointing()
+        self._validate_moe()
         if self.mesh is not None:
             product = math.prod(degree for _, degree in self.mesh)
             if product != self.world_size:
@@ -264,6 +284,20 @@ class RunSpec:
         if self.precision == "fp16" and self.resolved_device() != "cuda":
             raise ValueError("precision='fp16' is invalid on CPU: fp16 is a GPU format; "
                              "allowed here: 'fp32' or 'bf16'")
+
+    def _validate_moe(self) -> None:
+        if self.capacity_factor is not None:
+            if self.model != "moe":
+                raise ValueError(f"capacity_factor={self.capacity_factor!r} is invalid with model="
+                                 f"{self.model!r}: allowed only with model='moe' (else None)")
+            if not isinstance(self.capacity_factor, (int, float)) or \
+                    isinstance(self.capacity_factor, bool) or \
+                    not math.isfinite(self.capacity_factor) or not 0 < self.capacity_factor <= 64:
+                raise ValueError(f"capacity_factor={self.capacity_factor!r} is invalid: allowed "
+                                 "is None or a number in (0, 64]")
+        if self.model == "moe" and self.activation_checkpointing:
+            raise ValueError("activation_checkpointing=True is invalid with model='moe': allowed "
+                             "is False (recomputing a MoE block would count its tokens twice)")
 
     def _validate_checkpointing(self) -> None:
         _int("checkpoint_every", self.checkpoint_every, 0, 1_000_000)

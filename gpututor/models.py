@@ -23,6 +23,7 @@ from torch.utils.checkpoint import CheckpointPolicy, checkpoint, create_selectiv
 
 from .config import GPTConfig, MLPConfig
 from .data import load_corpus
+from .moe import MoELayer
 
 
 class CausalSelfAttention(nn.Module):
@@ -179,7 +180,7 @@ def initialize(model: nn.Module, seed: int) -> None:
 def model_config(spec, vocab_size: int):
     """The config dataclass of ``spec``'s model, with the corpus' vocabulary size (and, for the
     GPT, the spec's way of computing attention)."""
-    extra = {"attention": spec.attention} if spec.model == "gpt" else {}
+    extra = {"attention": spec.attention} if spec.model in ("gpt", "moe") else {}
     return dataclasses.replace(spec.model_config, vocab_size=vocab_size, **extra)
 
 
@@ -197,6 +198,12 @@ def build_model(spec, meta: bool = False, recompute: str | None = None) -> nn.Mo
         if spec.model == "gpt":
             return GPT(cfg, activation_checkpointing=spec.activation_checkpointing,
                        seed=spec.seed, recompute=recompute)
+        if spec.model == "moe":   # the GPT, each block's MLP replaced by a mixture of experts
+            model = GPT(cfg, seed=spec.seed)
+            for block in model.blocks:
+                block.mlp = MoELayer(cfg, make_expert=partial(MLP, cfg.d_model, 4 * cfg.d_model))
+            initialize(model, spec.seed)
+            return model
         return CharMLP(cfg, seed=spec.seed)
 
 

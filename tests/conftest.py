@@ -9,6 +9,7 @@ import torch
 import torch.nn.functional as F
 
 from gpututor import RunSpec, batches, build_model
+from gpututor.moe import auxiliary_loss
 from gpututor.parallel import check_spec
 
 
@@ -22,7 +23,7 @@ def tiny_spec(**changes) -> RunSpec:
 
 def reference_run(spec):
     """The plain one-process loop: build_model + batches + AdamW (or SGD with momentum, as
-    ``spec.optimizer`` says), nothing else."""
+    ``spec.optimizer`` says), nothing else (a MoE's loss includes its auxiliary loss)."""
     model = build_model(spec)
     if spec.optimizer == "sgd":
         optimizer = torch.optim.SGD(model.parameters(), lr=spec.lr, momentum=0.9)
@@ -32,6 +33,7 @@ def reference_run(spec):
     for inputs, targets in batches(spec):
         optimizer.zero_grad(set_to_none=True)
         loss = F.cross_entropy(model(inputs).flatten(0, 1), targets.flatten())
+        loss = loss + auxiliary_loss(model)   # a MoE's load-balancing term; 0 for the others
         loss.backward()
         optimizer.step()
         losses.append(loss.item())

@@ -7,7 +7,7 @@ inside a function is still a circle) and checks two things:
 - each module imports only from rooms below its own (or from its own room):
 
       ui, lessons  ->  runtime  ->  parallel, precision, compression, plan  ->  measure
-      ->  models  ->  data  ->  config, hardware, plan.catalog
+      ->  models  ->  data, moe  ->  config, hardware, plan.catalog
 
   ``ui`` and ``lessons`` never import each other (a lesson's task runs inside ranks).
 """
@@ -26,7 +26,7 @@ PACKAGE = Path(__file__).resolve().parent.parent / "gpututor"
 # room -> level; a module may import rooms of a lower level, or its own room
 ROOMS = {
     "config": 0, "hardware": 0, "plan.catalog": 0,
-    "data": 1,
+    "data": 1, "moe": 1,   # moe.py: the MoE layer, which models.py builds into the GPT
     "models": 2, "attention": 2,
     "measure": 3,
     "parallel": 4, "precision": 4, "compression": 4, "plan": 4,

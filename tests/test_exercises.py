@@ -102,6 +102,13 @@ WRONG = {
         "my_measured_error": ('my_measured_error = (ddp_row["formula_peak"] - ddp_row["measured_peak"])'
                               ' / ddp_row["formula_peak"]   # divided by the prediction'),
     },
+    "10_long_context": {
+        "my_pairs": "my_pairs = 64 * 65 // 2 // 2              # half of all pairs: the zig-zag share",
+        "my_shrink": 'my_shrink = by[("cp=2, per rank", 256)] / by[("one process", 256)]   # upside down',
+        "my_cp_bytes": ("my_cp_bytes = build_model(long).cfg.n_layer * 4 * 2 * long.batch_size"
+                        " * (long.seq_len // 2) * build_model(long).cfg.d_model * 4"
+                        "   # forgot the gradients' all-reduce"),
+    },
     "09_composing_parallelisms": {
         "my_tp_group": "my_tp_group = [5, 6]                 # neighbours by rank number",
         "my_dp_group": "my_dp_group = [1, 3, 5, 7]           # every odd rank",

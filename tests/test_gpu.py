@@ -11,7 +11,7 @@ import torch
 
 from conftest import reference_run, tiny_spec
 from gpututor import launch
-from gpututor.parallel import STRATEGIES, small_layout
+from gpututor.parallel import STRATEGIES, small_layout, small_model
 
 GPUS = torch.cuda.device_count() if torch.cuda.is_available() else 0
 pytestmark = pytest.mark.gpu
@@ -31,7 +31,8 @@ def test_every_strategy_on_gpus_equals_one_process(name):
     world, mesh, options = small_layout(name)
     if GPUS < world:
         pytest.skip(f"needs {world} CUDA devices, {GPUS} here")
-    spec = tiny_spec(strategy=name, world_size=world, mesh=mesh, options=options, device="cuda")
+    spec = tiny_spec(strategy=name, model=small_model(name), world_size=world, mesh=mesh,
+                     options=options, device="cuda")
     run = launch(spec)
     summary = run.wait()
     torch.testing.assert_close(torch.tensor(summary["losses"]), torch.tensor(reference_run(spec)[0]),

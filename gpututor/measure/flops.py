@@ -17,6 +17,7 @@ from __future__ import annotations
 import torch
 import torch.nn as nn
 
+from ..moe import moe_layers
 from ..plan.catalog import gpu_for_cuda_name
 
 RECOMPUTE = ("none", "selective", "full")
@@ -51,9 +52,22 @@ def uncounted_attention_flops(cfg, tokens: int, seq_len: int, device: torch.devi
 
 
 def matmul_parameters(model: nn.Module) -> int:
-    """Weights that take part in matmuls: every ``nn.Linear`` (embedding lookups do not; a
-    tied LM head does, through its ``nn.Linear``)."""
-    return sum(m.weight.numel() for m in model.modules() if isinstance(m, nn.Linear))
+    """Weights that take part in a token's matmuls: every ``nn.Linear`` (embedding lookups do
+    not; a tied LM head does, through its ``nn.Linear``). A mixture of experts sends each token
+    through ``top_k`` of its experts: each MoE layer counts ``top_k`` experts' weights, however
+    many experts it holds (an expert-parallel rank holds a few), plus its router."""
+    layers = moe_layers(model)
+    in_experts = {id(m) for layer in layers for expert in layer.experts.values()
+                  for m in expert.modules()}
+    dense = sum(m.weight.numel() for m in model.modules()
+                if isinstance(m, nn.Linear) and id(m) not in in_experts)
+    active = sum(layer.top_k * _linear_weights(next(iter(layer.experts.values())))
+                 for layer in layers if len(layer.experts))
+    return dense + active
+
+
+def _linear_weights(module: nn.Module) -> int:
+    return sum(m.weight.numel() for m in module.modules() if isinstance(m, nn.Linear))
 
 
 def model_flops_per_token(model: nn.Module, seq_len: int) -> float:

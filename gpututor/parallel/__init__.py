@@ -6,6 +6,8 @@
                        sequence.py (sequence parallel on top of megatron.py)
     pipeline/          stages.py  schedules.py (naive, GPipe, 1F1B)  torch_pipelining.py
                        timeline.py (the measured bubble)
+    context_parallel/  ring_attention.py (ring attention)  split.py (zig-zag)  context_parallel.py
+    expert_parallel/   all_to_all.py (dispatch, combine)  scratch.py (ep, ddp+ep: experts split)
     mesh.py (the rank grid)  composed.py (layouts: ddp+tp, fsdp+tp, ddp+pp, ddp+tp+pp, ...)
     meta.py (make only this rank's part of a model built on the meta device)
     single.py  base.py (the interface)  link.py (an emulated interconnect)
@@ -19,8 +21,10 @@ import math
 
 from .base import Strategy
 from .composed import Composed
+from .context_parallel import ContextParallel, ContextParallelLayout
 from .data_parallel.ddp import DataParallelDDP
 from .data_parallel.scratch import BucketedDataParallel, NaiveDataParallel
+from .expert_parallel.scratch import DataExpertParallel, ExpertParallel
 from .pipeline.schedules import PipelineParallel
 from .pipeline.torch_pipelining import PipelineTorch
 from .sharding.fsdp import FullyShardedFSDP2
@@ -35,6 +39,8 @@ STRATEGIES: dict[str, Strategy] = {s.name: s for s in (
     ZeROStage1(), ZeROStage2(), ZeROStage3(), FullyShardedFSDP2(),    # lesson 03
     TensorParallel(), TensorParallelDTensor(),                        # lesson 04
     PipelineParallel(), PipelineTorch(),                              # lesson 05
+    ContextParallel(),                                                # context parallel
+    ExpertParallel(),                                                 # mixture of experts
     # lesson 09: layouts on a rank grid (RunSpec.mesh), outermost part first
     Composed(DataParallelDDP(), TensorParallel(),
              description="DDP over dp x Megatron tensor parallel over tp"),
@@ -48,6 +54,9 @@ STRATEGIES: dict[str, Strategy] = {s.name: s for s in (
              description="from scratch: all-reduce over dp x pipeline over pp"),
     Composed(DataParallelDDP(), TensorParallel(), PipelineParallel(),
              description="3-D: DDP over dp x Megatron TP over tp x pipeline over pp"),
+    ContextParallelLayout(DataParallelDDP(), ContextParallel(),
+                          description="DDP over dp x context parallel (ring attention) over cp"),
+    DataExpertParallel(),   # ddp+ep: DDP over dp x expert parallel over ep
 )}
 
 
@@ -67,6 +76,11 @@ def small_layout(name: str) -> tuple[int, dict | None, tuple]:
     mesh = {d: 2 for d in dims} if len(dims) > 1 else None
     world = math.prod(mesh.values()) if mesh else (1 if name == "single" else 2)
     return world, mesh, ((("microbatches", 2),) if "pp" in dims else ())
+
+
+def small_model(name: str) -> str:
+    """The model a small run of strategy ``name`` trains: the one it needs, else the tiny GPT's."""
+    return get_strategy(name).needs_model or "gpt"
 
 
 def check_spec(spec):
@@ -91,6 +105,10 @@ def check_spec(spec):
         raise ValueError(f"attention={spec.attention!r} is invalid for strategy={strategy.name!r}: "
                          "allowed with data-parallel and sharded strategies; tensor and pipeline "
                          "parallel split attention or its layers themselves (use 'naive')")
+    if spec.model == "moe" and set(strategy.dims()) & {"tp", "pp"}:
+        raise ValueError(f"model='moe' is invalid for strategy={strategy.name!r}: allowed with "
+                         "single, data-parallel, sharded and expert-parallel strategies (tensor "
+                         "and pipeline parallel split the GPT's own MLPs and blocks)")
     if (spec.checkpoint_every or spec.resume) and not strategy.supports_checkpoint:
         raise ValueError(f"strategy={strategy.name!r} is invalid with checkpointing: allowed "
                          "strategies are those that save full state (e.g. 'single', 'ddp')")

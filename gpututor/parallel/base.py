@@ -12,6 +12,7 @@ import torch
 import torch.distributed as dist
 import torch.nn.functional as F
 
+from ..moe import auxiliary_loss, expert_load
 from .mesh import RankGrid
 
 
@@ -33,6 +34,7 @@ class Strategy:
     #                             which gpututor.parallel.meta.materialize then makes
     meters_comm = True          # False: torch's own collectives run unmetered, so the records'
     #                             communication fields are None ("not measured"), never 0
+    needs_model = None          # the model it can train, if only one (expert parallel: "moe")
 
     # ---- checked before launch ---------------------------------------------------------------
     def validate(self, spec) -> None:
@@ -87,6 +89,10 @@ class Strategy:
     def train_step(self, model, optimizer, micro_batches, ctx) -> float:
         """One optimizer step over ``micro_batches``; returns this rank's mean loss.
 
+        The loss trained is the cross-entropy plus the model's auxiliary loss (a MoE's
+        load-balancing loss; 0 for the other models); the step's record gets the MoE's tokens
+        per expert (``gpututor.moe.expert_load``; None for the other models).
+
         bf16/fp16 run forward under ``torch.autocast``; fp16 also scales the loss with
         ``torch.amp.GradScaler`` (from scratch: ``gpututor.precision.loss_scaling.DynamicLossScaler``).
         """
@@ -102,13 +108,14 @@ class Strategy:
                 with ctx.phase("forward"), autocast:
                     logits = model(inputs)
                     loss = F.cross_entropy(logits.flatten(0, 1).float(), targets.flatten())
-                    loss = loss / len(micro_batches)
+                    loss = (loss + auxiliary_loss(model)) / len(micro_batches)
                     del logits  # backward does not need them: free them before it runs
                 with ctx.phase("backward"):
                     (scaler.scale(loss) if scaler else loss).backward()
                     if i == last and ctx.after_backward is not None:
                         ctx.after_backward()
             total += loss.item()
+        ctx.extra.update(expert_load(model))
         with ctx.phase("sync"):
             self.sync_gradients(model, ctx)
         with ctx.phase("optimizer"):

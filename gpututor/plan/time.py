@@ -145,7 +145,8 @@ def step_time(model: Transformer, tokens_per_step: float, n_gpus: int, peak_flop
       parameters twice and reduce-scatters once: 1.5x (Rajbhandari et al. 2020, section 7). It
       overlaps the backward pass (2/3 of compute; all of it for ZeRO-3, which prefetches in
       forward too) by the fraction ``overlap``.
-    - Context parallel (``cp``): :func:`ring_attention_seconds` per layer and micro-batch; ring
+    - Context parallel (``cp``): its ranks hold the same parameters, so the gradients are
+      reduced over ``dp·cp`` ranks; :func:`ring_attention_seconds` per layer and micro-batch; ring
       attention sends the next block while it computes on this one, so only what attention's
       own compute (its ``12·L·s·h`` FLOPs per token) cannot hide is exposed.
     - Expert parallel (``ep``, ranks taken from ``dp``; every layer a MoE layer): 4 all-to-alls
@@ -177,9 +178,10 @@ def step_time(model: Transformer, tokens_per_step: float, n_gpus: int, peak_flop
     if pp > 1:
         pp_comm = 2 * m * (pp_link.latency + act / tp / bw(pp_link))
     dp_comm = 0.0
-    if dp > 1:
+    replicas = dp * cp          # context-parallel ranks hold the same parameters: they join in
+    if replicas > 1:
         grads = model.n_params / (tp * pp) * grad_bytes
-        dp_comm = ring_allreduce_seconds(grads, dp, bw(dp_link), dp_link.latency)
+        dp_comm = ring_allreduce_seconds(grads, replicas, bw(dp_link), dp_link.latency)
         if zero_stage == 3:
             dp_comm *= 1.5
     window = compute if zero_stage == 3 else compute * 2 / 3

@@ -44,3 +44,19 @@ def test_a_peak_passed_in_gives_mfu_where_the_catalogue_has_none():
     assert summary["mfu"] is not None and 0 < summary["mfu"] < 1
     with pytest.raises(ValueError, match=r"peak_flops=-1 is invalid: allowed is None or"):
         spec.replace(peak_flops=-1)
+
+
+def test_a_mixture_of_experts_counts_the_experts_a_token_uses():
+    from gpututor import RunSpec, build_model
+    from gpututor.measure.flops import matmul_parameters
+    from gpututor.moe import moe_layers
+
+    model = build_model(RunSpec(model="moe", model_size="tiny", world_size=1))
+    layers = moe_layers(model)
+    one_expert = sum(m.weight.numel() for m in layers[0].experts["0"].modules()
+                     if isinstance(m, torch.nn.Linear))
+    everything = sum(m.weight.numel() for m in model.modules() if isinstance(m, torch.nn.Linear))
+    unused = sum((layer.n_expert - layer.top_k) * one_expert for layer in layers)
+    assert matmul_parameters(model) == everything - unused
+    del layers[0].experts["3"]          # an expert-parallel rank holds fewer: the same count
+    assert matmul_parameters(model) == everything - unused

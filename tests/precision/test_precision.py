@@ -8,7 +8,7 @@ import torch
 from conftest import reference_run, tiny_spec
 from gpututor import launch
 from gpututor.measure.timing import StepContext
-from gpututor.parallel import STRATEGIES
+from gpututor.parallel import STRATEGIES, small_model
 from gpututor.parallel.single import Single
 from gpututor.precision import (DynamicLossScaler, cast_table, flush_to_zero_fraction,
                                 format_table, overflow_fraction, replay_scalers,
@@ -111,12 +111,13 @@ def _strategies():
 @pytest.mark.parametrize("strategy", _strategies())
 def test_bf16_autocast_run_tracks_fp32_for_every_strategy(strategy):
     dims = STRATEGIES[strategy].dims()
+    model = small_model(strategy)
     if len(dims) > 1:   # a composed layout: 2 ranks on each model-parallel dim, dp of 1
         mesh = {d: 1 if d == "dp" else 2 for d in dims}
-        spec = tiny_spec(strategy=strategy, precision="bf16", steps=4, mesh=mesh,
+        spec = tiny_spec(strategy=strategy, model=model, precision="bf16", steps=4, mesh=mesh,
                          world_size=math.prod(mesh.values()))
     else:
-        spec = tiny_spec(strategy=strategy, precision="bf16", steps=4,
+        spec = tiny_spec(strategy=strategy, model=model, precision="bf16", steps=4,
                          world_size=1 if strategy == "single" else 2)
     summary = launch(spec).wait()
     ref_losses, _ = reference_run(spec)

@@ -9,7 +9,7 @@ import json
 import pytest
 
 from gpututor import RunSpec, launch
-from gpututor.parallel import STRATEGIES
+from gpututor.parallel import STRATEGIES, small_model
 from gpututor.plan.memory import model_state_bytes
 from gpututor.runtime.cli import main
 from gpututor.runtime.dry_run import dry_run
@@ -23,12 +23,14 @@ LAYOUTS = {   # strategy -> (world size, mesh, options) of a small layout to dry
     "fsdp+tp": (4, {"dp": 2, "tp": 2}, ()), "ddp+pp": (4, {"dp": 2, "pp": 2}, (("microbatches", 2),)),
     "dp-naive+pp": (4, {"dp": 2, "pp": 2}, (("microbatches", 2),)),
     "ddp+tp+pp": (8, {"dp": 2, "tp": 2, "pp": 2}, (("microbatches", 2),)),
+    "cp": (2, None, ()), "ddp+cp": (4, {"dp": 2, "cp": 2}, ()),
+    "ep": (2, None, ()), "ddp+ep": (4, {"dp": 2, "ep": 2}, ()),
 }
 
 
 def _spec(strategy, **kw):
     world, mesh, options = LAYOUTS[strategy]
-    return RunSpec(model="gpt", model_size="tiny", strategy=strategy, world_size=world, mesh=mesh,
+    return RunSpec(model=small_model(strategy), model_size="tiny", strategy=strategy, world_size=world, mesh=mesh,
                    options=options, batch_size=8, seq_len=32, **kw)
 
 
