@@ -109,6 +109,11 @@ WRONG = {
                         " * (long.seq_len // 2) * build_model(long).cfg.d_model * 4"
                         "   # forgot the gradients' all-reduce"),
     },
+    "11_mixture_of_experts": {
+        "my_capacity": "my_capacity = math.ceil(1.25 * 16 * 64 / 4)      # forgot top_k",
+        "my_dropped_share": 'my_dropped_share = sum(recs[0]["expert_dropped"][0]) / sum(recs[0]["expert_tokens"][0])   # over the kept only',
+        "my_uniform_loss": "my_uniform_loss = 1 / 4                  # the uniform probability, not the loss",
+    },
     "09_composing_parallelisms": {
         "my_tp_group": "my_tp_group = [5, 6]                 # neighbours by rank number",
         "my_dp_group": "my_dp_group = [1, 3, 5, 7]           # every odd rank",
