@@ -212,3 +212,24 @@ def test_bad_expert_parallel_specs_are_refused(changes, field):
 def test_bad_moe_fields_are_refused(changes, field):
     with pytest.raises(ValueError, match=field):
         RunSpec(**{**dict(model="moe", strategy="single", world_size=1), **changes})
+
+
+def test_cli_moe_ep_equals_single():
+    import json
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    def run(*args):
+        out = subprocess.run([sys.executable, "-m", "gpututor", "run", "--model", "moe",
+                              "--model-size", "tiny", "--batch-size", "8", "--seq-len", "32",
+                              "--steps", "3", "--quiet", "--json", "-", *args],
+                             cwd=Path(__file__).resolve().parents[1], capture_output=True,
+                             text=True, timeout=120, check=True).stdout
+        return json.loads(out)
+
+    ep, single = run("--strategy", "ep", "--world-size", "2"), run("--strategy", "single",
+                                                                    "--world-size", "1")
+    assert ep["strategy"] == "ep" and ep["world_size"] == 2 and ep["model"] == "moe"
+    torch.testing.assert_close(torch.tensor(ep["losses"]), torch.tensor(single["losses"]),
+                               rtol=1e-4, atol=0)
