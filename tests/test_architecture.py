@@ -25,7 +25,7 @@ PACKAGE = Path(__file__).resolve().parent.parent / "gpututor"
 
 # room -> level; a module may import rooms of a lower level, or its own room
 ROOMS = {
-    "config": 0, "hardware": 0, "plan.catalog": 0,
+    "config": 0, "hardware": 0, "plan.catalog": 0, "i18n": 0,
     "data": 1, "moe": 1,   # moe.py: the MoE layer, which models.py builds into the GPT
     "models": 2, "attention": 2,
     "measure": 3,

@@ -18,6 +18,7 @@ import torch.distributed as dist
 import torch.nn as nn
 
 from ..config import RunSpec
+from ..i18n import tr
 from ..parallel.tensor_parallel.megatron import TensorParallelGroup, owned_indices
 from ..plan.memory import model_state_bytes
 from ..runtime.launcher import RunFailed, launch
@@ -42,15 +43,19 @@ def as_number(value) -> float | None:
 def check_answer(answer, expected: float | None, what: str, rel_tol: float = 0.02) -> None:
     """A number the learner read off this notebook's own run (within ``rel_tol``)."""
     if answer is ...:
-        print(f"{what}: not answered yet. Replace ... with your answer and run the cell again.")
+        print(tr("{what}: not answered yet. Replace ... with your answer and run the cell again.",
+                 what=tr(what)))
         return
     if expected is None:
-        raise AssertionError(f"{what}: this notebook has not measured it yet (did every cell "
-                             "above run and finish?): nothing to compare your answer with.")
+        raise AssertionError(tr("{what}: this notebook has not measured it yet (did every cell "
+                                "above run and finish?): nothing to compare your answer with.",
+                                what=tr(what)))
     number = as_number(answer)
     if number is None or not math.isclose(number, expected, rel_tol=rel_tol):
-        raise AssertionError(f"{what}: {answer!r} is not what this notebook measured. Try again.")
-    print(f"Correct. {what}: {number:,.4g} (measured: {expected:,.4g})")
+        raise AssertionError(tr("{what}: {answer} is not what this notebook measured. Try again.",
+                                what=tr(what), answer=repr(answer)))
+    print(tr("Correct. {what}: {number} (measured: {expected})", what=tr(what),
+             number=f"{number:,.4g}", expected=f"{expected:,.4g}"))
 
 
 # ---- lesson 02: a ring all-reduce, run in real ranks ------------------------------------------
@@ -233,15 +238,18 @@ def check_group(answer, grid, rank: int, dim: str) -> None:
 def check_names(answer, expected, what: str) -> None:
     """A set of names (e.g. the layouts that fit): any order, no extras, none missing."""
     if answer is ...:
-        print(f"{what}: not answered yet. Replace ... with a list of names and run the cell again.")
+        print(tr("{what}: not answered yet. Replace ... with a list of names and run the cell "
+                 "again.", what=tr(what)))
         return
     if isinstance(answer, str) or not all(isinstance(a, str) for a in answer):
-        raise AssertionError(f"{what}: {answer!r} is not a list of names. Try again.")
+        raise AssertionError(tr("{what}: {answer} is not a list of names. Try again.",
+                                what=tr(what), answer=repr(answer)))
     given, wanted = set(answer), set(expected)
     if given != wanted:
-        raise AssertionError(f"{what}: {sorted(given)!r} is not it ({len(given & wanted)} of "
-                             f"yours are right, {len(wanted - given)} missing). Try again.")
-    print(f"Correct. {what}: {sorted(wanted)}")
+        raise AssertionError(tr("{what}: {given} is not it ({right} of yours are right, {missing} "
+                                "missing). Try again.", what=tr(what), given=repr(sorted(given)),
+                                right=len(given & wanted), missing=len(wanted - given)))
+    print(tr("Correct. {what}: {names}", what=tr(what), names=sorted(wanted)))
 
 
 # ---- lesson 06: a loss scaler's update rule ----------------------------------------------------
@@ -263,7 +271,7 @@ def check_loss_scaler(update_rule, gradients: list[float], init_scale: float = 2
     """Your update rule against ``torch.amp.GradScaler`` on the same stream, step by step (not
     only where it ends: a rule that grows one step late can end at the same scale)."""
     if update_rule is ...:
-        print("Not answered yet: define my_update and run the cell again.")
+        print(tr("Not answered yet: define my_update and run the cell again."))
         return
     from ..precision.loss_scaling import replay_scalers
     rows = replay_scalers(list(gradients) + [1.0], init_scale=init_scale,
@@ -295,7 +303,7 @@ def check_online_softmax(update) -> None:
     """Your ``update(m, l, acc, s, v) -> (m, l, acc)`` against ``softmax(S) @ V`` computed whole,
     with key blocks of several sizes and scores whose maximum rises from block to block."""
     if update is ...:
-        print("Not answered yet: define my_update and run the cell again.")
+        print(tr("Not answered yet: define my_update and run the cell again."))
         return
     gen = torch.Generator().manual_seed(7)
     scores = torch.randn(5, 23, generator=gen, dtype=torch.float64) * 3

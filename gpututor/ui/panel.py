@@ -22,6 +22,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from ..config import DEVICES, MODEL_SIZES, OPTIMIZERS, PRECISIONS, RunSpec
+from ..i18n import tr
 from ..measure.memory import CATEGORIES as MEMORY_CATEGORIES
 from ..parallel import STRATEGIES, check_spec
 from ..runtime.launcher import Run, RunFailed, launch, warm_up
@@ -47,20 +48,20 @@ def build_figure(world_size: int, title: str = "") -> go.Figure:
     then the step-time breakdown bars (compute, exposed communication)."""
     fig = make_subplots(rows=2, cols=2, horizontal_spacing=0.1, vertical_spacing=0.18,
                         subplot_titles=(
-        "loss (mean over ranks)", "tokens/s of each rank", "memory per rank (MB)",
-        "last step per rank (ms)"))
-    fig.add_scatter(x=[], y=[], mode="lines+markers", name="loss", row=1, col=1)
+        tr("loss (mean over ranks)"), tr("tokens/s of each rank"), tr("memory per rank (MB)"),
+        tr("last step per rank (ms)")))
+    fig.add_scatter(x=[], y=[], mode="lines+markers", name=tr("loss"), row=1, col=1)
     for rank in range(world_size):
-        fig.add_scatter(x=[], y=[], mode="lines", name=f"rank {rank} tokens/s", row=1, col=2)
-    ranks = [f"rank {rank}" for rank in range(world_size)]
+        fig.add_scatter(x=[], y=[], mode="lines", name=tr("rank {rank} tokens/s", rank=rank), row=1, col=2)
+    ranks = [tr("rank {rank}", rank=rank) for rank in range(world_size)]
     for category in MEMORY_CATEGORIES:
         fig.add_bar(x=ranks, y=[0] * world_size, name=category, row=2, col=1)
-    fig.add_bar(x=ranks, y=[0] * world_size, name="compute", row=2, col=2)
-    fig.add_bar(x=ranks, y=[0] * world_size, name="waiting for communication", row=2, col=2)
+    fig.add_bar(x=ranks, y=[0] * world_size, name=tr("compute"), row=2, col=2)
+    fig.add_bar(x=ranks, y=[0] * world_size, name=tr("waiting for communication"), row=2, col=2)
     fig.update_layout(barmode="stack", height=620, title=title, margin=dict(t=70, b=40),
                       legend=dict(orientation="h", y=-0.2))
-    fig.update_xaxes(title_text="step", row=1, col=1)
-    fig.update_xaxes(title_text="step", row=1, col=2)
+    fig.update_xaxes(title_text=tr("step"), row=1, col=1)
+    fig.update_xaxes(title_text=tr("step"), row=1, col=2)
     return fig
 
 
@@ -77,7 +78,7 @@ def fill_figure(fig: go.Figure, records: list[dict], world_size: int) -> None:
     fig.data[first_bar].y = breakdown["compute"]
     fig.data[first_bar + 1].y = breakdown["comm"]
     if any(r.get("emulated_comm_s") for r in records):  # say so wherever a link is emulated
-        fig.data[first_bar + 1].name = "waiting for communication (EMULATED link)"
+        fig.data[first_bar + 1].name = tr("waiting for communication (EMULATED link)")
 
 
 # ---- the widget ---------------------------------------------------------------------------------
@@ -99,8 +100,8 @@ class RunPanel:
         self.controls = {name: _control(name, self.spec) for name in fields}
         if "model" in self.controls and "model_size" in self.controls:
             self.controls["model"].observe(self._model_changed, names="value")
-        self.run_button = W.Button(description="Run", button_style="success", icon="play")
-        self.stop_button = W.Button(description="Stop", button_style="danger", icon="stop",
+        self.run_button = W.Button(description=tr("Run"), button_style="success", icon="play")
+        self.stop_button = W.Button(description=tr("Stop"), button_style="danger", icon="stop",
                                     disabled=True)
         self.run_button.on_click(lambda _: self.run())
         self.stop_button.on_click(lambda _: self.stop(wait=False))
@@ -111,7 +112,7 @@ class RunPanel:
                                      layout=W.Layout(flex_flow="row wrap")),
                               W.HBox([self.run_button, self.stop_button]), self.status, self.log,
                               self.fig])
-        self._set_status("ready", "press Run (worker processes are warming up meanwhile)")
+        self._set_status("ready", tr("press Run (worker processes are warming up meanwhile)"))
         warm_up()  # import torch in the forkserver now, so the first Run starts at once
 
     @property
@@ -145,11 +146,12 @@ class RunPanel:
             return None
         self.fig.data = []
         self.fig.add_traces(list(build_figure(spec.world_size).data))
-        self.fig.layout.title = (f"{spec.strategy} on {spec.world_size} rank(s), {spec.model} "
-                                 f"{spec.resolved_model_size}, global batch {spec.batch_size}")
+        self.fig.layout.title = tr("{strategy} on {n} rank(s), {model} {size}, global batch {batch}",
+                                   strategy=spec.strategy, n=spec.world_size, model=spec.model,
+                                   size=spec.resolved_model_size, batch=spec.batch_size)
         device, why = spec.device_choice()
-        self._set_status("starting", html.escape(f"starting {spec.world_size} rank(s) on {device} "
-                                                 f"({why})..."))
+        self._set_status("starting", html.escape(tr("starting {n} rank(s) on {device} ({why})...",
+                                                    n=spec.world_size, device=device, why=why)))
         self.run_button.disabled, self.stop_button.disabled = True, False
         self.current, self._stop_requested = None, False
         # launch() itself runs in the thread: the first one may wait seconds for the forkserver.
@@ -184,7 +186,7 @@ class RunPanel:
             self._stop_requested, run = True, self.current
         if not self.busy:
             return
-        self._set_status("stopping", "ending every rank...")
+        self._set_status("stopping", tr("ending every rank..."))
         if run is not None:
             if wait:
                 run.stop()
@@ -208,7 +210,7 @@ class RunPanel:
         try:
             run = launch(spec)
         except Exception as exc:  # noqa: BLE001 - whatever it is, the status line must say it
-            self._set_status("failed", f"could not start: {html.escape(repr(exc))}")
+            self._set_status("failed", tr("could not start: {error}", error=html.escape(repr(exc))))
             self.run_button.disabled, self.stop_button.disabled = False, True
             return
         run.echo = None   # the ranks' output goes to the log area, not to whichever cell runs
@@ -251,8 +253,8 @@ class RunPanel:
         with self.fig.batch_update():
             fill_figure(self.fig, records, world)
         if not run.done and not self._stop_requested:
-            self._set_status("running", f"step {len(records) // world} of {run.spec.steps} "
-                             f"on {world} rank(s)")
+            self._set_status("running", tr("step {step} of {steps}", step=len(records) // world,
+                                           steps=run.spec.steps))
 
     def _show_end(self, run: Run, problem: Exception | None) -> None:
         if run.status == "finished":
@@ -261,10 +263,12 @@ class RunPanel:
         elif run.status == "failed":
             self._set_status("failed", f"<pre>{html.escape(str(run.error))}</pre>")
         elif problem is not None:
-            self._set_status("failed", f"the panel could not draw: {html.escape(repr(problem))}")
+            self._set_status("failed", tr("the panel could not draw: {error}",
+                                          error=html.escape(repr(problem))))
         else:
             steps = len(global_loss(run.records, run.spec.world_size)[0])
-            self._set_status("stopped", f"after {steps} complete steps; every rank has ended")
+            self._set_status("stopped", tr("after {steps} complete steps; every rank has ended",
+                                           steps=steps))
 
     def _model_changed(self, change) -> None:
         self.controls["model_size"].options = list(MODEL_SIZES[change["new"]])
@@ -272,7 +276,7 @@ class RunPanel:
     def _set_status(self, state: str, text: str) -> None:
         self.state = state
         color = STATUS_COLORS.get(state, "#57606a")
-        self.status.value = f'<b style="color:{color}">{state}</b>: {text}'
+        self.status.value = f'<b style="color:{color}">{tr(state)}</b>: {text}'
 
 
 def _control(name: str, spec: RunSpec) -> W.Widget:

@@ -1,0 +1,42 @@
+"""The language the widgets and checkers speak: English, or Simplified Chinese (``"zh"``).
+
+A notebook asks for its language in its first code cell, ``gpututor.ui.set_language("zh")``;
+the Chinese lessons (``notebooks/zh/``) do, the English ones leave the default. From then on the
+kernel shows in that language what it draws and says to the learner: the run panel's labels and
+status lines, plot titles and axis labels, and the exercise checkers' messages. Error messages
+of the package stay in English (they name fields and values, and are searched for as they are).
+
+Text is looked up by its English form: ``tr("Run")`` or, for a sentence with values,
+``tr("{what}: not answered yet.", what=...)``, whose English template is the key. A template
+with no translation is shown in English, so a missing entry is visible, never an error. The
+tables are ``zh.py`` (one dict, English template -> Chinese).
+
+The language is a setting of the kernel (one notebook, one language), held here and read only
+where text is shown; ranks never read it.
+"""
+from __future__ import annotations
+
+from .zh import ZH
+
+LANGUAGES = {"en": None, "zh": ZH}   # language -> its table (English needs none)
+_current = ["en"]
+
+
+def set_language(language: str) -> None:
+    """Speak ``language`` ("en" or "zh") in this kernel's widgets, figures and checkers."""
+    if language not in LANGUAGES:
+        raise ValueError(f"language={language!r} is invalid: allowed are "
+                         + ", ".join(repr(k) for k in LANGUAGES))
+    _current[0] = language
+
+
+def language() -> str:
+    """The language set with :func:`set_language` ("en" unless asked)."""
+    return _current[0]
+
+
+def tr(template: str, **values) -> str:
+    """``template`` in the current language, formatted with ``values`` (``str.format``)."""
+    table = LANGUAGES[_current[0]]
+    text = table.get(template, template) if table else template
+    return text.format(**values) if values else text
