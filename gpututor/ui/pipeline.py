@@ -9,38 +9,49 @@ import time
 
 import plotly.graph_objects as go
 
-from ..parallel.pipeline.timeline import PHASES, step_events, theoretical_bubble_fraction
+from ..parallel.pipeline.timeline import step_events, step_stages, theoretical_bubble_fraction
 
-COLORS = {"F": "#4c78a8", "B": "#f58518"}
+COLORS = {"F": "#4c78a8", "B": "#f58518", "W": "#54a24b"}
+NAMES = {"F": "forward", "B": "backward", "W": "weight gradient (zero bubble)"}
 
 
 def gantt(events: dict[int, list], title: str = "Measured pipeline timeline",
-          bubble: float | None = None, fig: go.Figure | None = None) -> go.Figure:
-    """One row per stage, one bar per forward (blue) or backward (orange), labelled with its
-    micro-batch. Gaps between bars are the bubble: the stage had nothing to do."""
+          bubble: float | None = None, fig: go.Figure | None = None,
+          stages: dict[int, list] | None = None) -> go.Figure:
+    """One row per stage, one bar per forward (blue) or backward (orange; a zero-bubble
+    schedule's separate weight-gradient pass green), labelled with its micro-batch. With
+    ``stages`` (:func:`~gpututor.parallel.pipeline.timeline.step_stages`: several model chunks
+    per rank), a rank's later chunks are drawn lighter and hovering names the virtual stage.
+    Gaps between bars are the bubble: the stage had nothing to do."""
     fig = fig if fig is not None else go.Figure()
+    kinds = ("F", "B", "W") if any(ev[0] == "W" for evs in events.values() for ev in evs) \
+        else ("F", "B")
+    chunk = {rank: (stages or {}).get(rank) or [rank] * len(evs) for rank, evs in events.items()}
     traces = []
-    for kind in ("F", "B"):
-        rows = [(stage, m, s, e) for stage, evs in sorted(events.items())
-                for k, m, s, e in evs if k == kind]
+    for kind in kinds:
+        rows = [(rank, m, s, e, v) for rank, evs in sorted(events.items())
+                for (k, m, s, e), v in zip(evs, chunk[rank]) if k == kind]
         traces.append(dict(
-            x=[(e - s) * 1e3 for _, _, s, e in rows], base=[s * 1e3 for _, _, s, _ in rows],
-            y=[f"stage {stage}" for stage, _, _, _ in rows], text=[str(m) for _, m, _, _ in rows],
-            name=PHASES[kind]))
-    if len(fig.data) == 2:   # a figure made here before: update it (a live FigureWidget)
+            x=[(e - s) * 1e3 for _, _, s, e, _ in rows], base=[s * 1e3 for _, _, s, _, _ in rows],
+            y=[f"stage {rank}" for rank, *_ in rows], text=[str(m) for _, m, *_ in rows],
+            hovertext=[f"virtual stage {v}, micro-batch {m}" for _, m, _, _, v in rows],
+            marker_opacity=[1.0 if v == rank else 0.55 for rank, *_, v in rows],
+            name=NAMES[kind]))
+    if len(fig.data) == len(traces):   # a figure made here before: update it (a live FigureWidget)
         with fig.batch_update():
             for trace, values in zip(fig.data, traces):
                 trace.update(values)
             fig.layout.title.text = _title(title, bubble)
         return fig
-    for kind, values in zip(("F", "B"), traces):
+    fig.data = []
+    for kind, values in zip(kinds, traces):
         fig.add_bar(orientation="h", marker_color=COLORS[kind], textposition="inside",
                     insidetextanchor="middle", **values)
-    stages = sorted(events) or [0]
-    fig.update_layout(title=_title(title, bubble), barmode="overlay", height=150 + 50 * len(stages),
+    ranks = sorted(events) or [0]
+    fig.update_layout(title=_title(title, bubble), barmode="overlay", height=150 + 50 * len(ranks),
                       xaxis_title="ms since the step's first compute",
                       yaxis=dict(autorange="reversed", categoryorder="array",
-                                 categoryarray=[f"stage {s}" for s in stages]),
+                                 categoryarray=[f"stage {s}" for s in ranks]),
                       template="plotly_white", margin=dict(l=70, r=20, t=60, b=45))
     return fig
 
@@ -60,14 +71,16 @@ def live_gantt(run, every_s: float = 0.3) -> dict:
         step = record["step"]
         events = step_events(run.records, step)
         if len(events) == spec.world_size and step > shown and time.monotonic() - last > every_s:
-            gantt(events, f"Step {step}", record.get("bubble_fraction"), fig=fig)
+            gantt(events, f"Step {step}", record.get("bubble_fraction"), fig=fig,
+                  stages=step_stages(run.records, step))
             shown, last = step, time.monotonic()
     summary = run.wait()
     final = summary["steps"] - 1 + summary["first_step"]
     events = step_events(run.records, final)
     if events:
         bubble = next(r.get("bubble_fraction") for r in run.records if r["step"] == final)
-        gantt(events, f"Step {final} (last)", bubble, fig=fig)
+        gantt(events, f"Step {final} (last)", bubble, fig=fig,
+              stages=step_stages(run.records, final))
     return summary
 
 

@@ -15,6 +15,8 @@ While stage 1 computes, stage 0 waits: the *bubble*. Schedules, for p stages and
 - ``1f1b`` (Narayanan et al. 2021, PipeDream-Flush): warm-up with p-s-1 forwards, then
   alternate one forward and one backward, then cool down with the remaining backwards. Same
   bubble as GPipe, but stage s never holds more than p-s micro-batches' activations.
+- ``interleaved-1f1b`` (Narayanan et al. 2021, §2.2): each rank holds ``virtual_stages`` = v
+  model chunks; the bubble shrinks to (p-1)/(v·m) of the ideal time (``interleaved.py``).
 
 The gradients of all micro-batches add up in ``.grad``, and each micro-batch's loss is divided by
 m, so a step equals one process's step on the whole batch. The stages themselves (and the tied
@@ -32,7 +34,8 @@ from torch.nn.parallel import DistributedDataParallel
 from torch.nn.parallel.distributed import _find_tensors
 
 from ..base import autocast_for
-from .stages import (DEFAULT_SCHEDULE, SCHEDULES, PipelineStrategy, embedding_group,
+from .interleaved import InterleavedWorker, interleaved_1f1b
+from .stages import (DEFAULT_SCHEDULE, SCHEDULES, GPTChunks, PipelineStrategy, embedding_group,
                      microbatches, pipeline_options, share_loss, split_micro_batches,
                      tied_weight_sync)
 from .timeline import StageTimeline
@@ -57,6 +60,7 @@ class PointToPoint:
         self.ctx, self.queued = ctx, []
 
     def send(self, tensor: torch.Tensor, dst: int) -> None:
+        """Queue ``tensor`` for ``dst``; it goes out with the next exchange."""
         tensor = tensor.contiguous()
         self.queued.append(dist.P2POp(dist.isend, tensor, dst))
         self.ctx.comm.add(tensor.numel() * tensor.element_size(), 0.0, op="send")
@@ -64,15 +68,15 @@ class PointToPoint:
     def recv(self, shape, src: int, dtype=torch.float32) -> torch.Tensor:
         """The tensor ``src`` sends (the queued sends go out with it)."""
         tensor = torch.empty(shape, dtype=dtype, device=self.ctx.device)
-        self._exchange([dist.P2POp(dist.irecv, tensor, src)])
+        self.exchange([dist.P2POp(dist.irecv, tensor, src)])
         return tensor
 
     def flush(self) -> None:
         """Send what is queued now, before computing (the neighbour may be waiting for it)."""
         if self.queued:
-            self._exchange([])
+            self.exchange([])
 
-    def _exchange(self, receives: list) -> None:
+    def exchange(self, receives: list) -> None:
         """Post the queued sends and ``receives`` together; wait for all of them. The wait counts
         as exposed communication: it holds the transfer and any time the neighbour was still
         computing (the bubble)."""
@@ -93,15 +97,22 @@ class StageWorker:
     Then every forward and backward runs without DDP's gradient sync except the step's last
     backward, before which DDP is told to expect it: that backward all-reduces the gradients
     all micro-batches have added up (as ``torch.distributed.pipelining``'s stages do).
+
+    ``index`` is the stage's place in the pipeline (a model chunk's: its virtual stage). A
+    schedule that receives ahead (``interleaved.py``) puts what it got into ``inbox`` and sets
+    ``flush_before_compute=False``: its sends then wait for the schedule's next exchange.
     """
 
-    def __init__(self, model, micro_batches: list, ctx, timeline: StageTimeline):
+    def __init__(self, model, micro_batches: list, ctx, timeline: StageTimeline,
+                 p2p: PointToPoint | None = None, flush_before_compute: bool = True):
         self.model, self.stage = model, getattr(model, "module", model)
         self.ddp = model if isinstance(model, DistributedDataParallel) else None
         self.index, self.count, self.peer = self.stage.pp.rank, self.stage.pp.size, \
             self.stage.pp.global_rank
         self.micro_batches, self.ctx, self.timeline = micro_batches, ctx, timeline
-        self.p2p = PointToPoint(ctx)
+        self.p2p = p2p if p2p is not None else PointToPoint(ctx)
+        self.flush_before_compute = flush_before_compute
+        self.inbox = {}     # ("F" | "B", micro-batch) -> what a schedule received ahead
         self.autocast = autocast_for(ctx.spec.precision, ctx.device)
         self.saved = {}     # micro-batch -> (its input, its output), kept for backward
         self.losses = []    # last stage: each micro-batch's loss (already divided by m)
@@ -112,10 +123,13 @@ class StageWorker:
         if self.stage.is_first:
             x = inputs
         else:   # the previous stage's activations; we will send their gradient back
-            x = self.p2p.recv((*inputs.shape, self.stage.d_model),
-                              self.peer(self.index - 1)).requires_grad_()
-        self.p2p.flush()
-        with self.timeline.interval("F", i), self.autocast, self._no_sync():
+            x = self.inbox.pop(("F", i), None)
+            if x is None:
+                x = self.p2p.recv((*inputs.shape, self.stage.d_model), self.peer(self.index - 1))
+            x.requires_grad_()
+        if self.flush_before_compute:
+            self.p2p.flush()
+        with self.timeline.interval("F", i, self.index), self.autocast, self._no_sync():
             out = self.model(x)
             if self.stage.is_last:   # the loss of this micro-batch, a 1/m share of the step's
                 out = F.cross_entropy(out.flatten(0, 1).float(), targets.flatten())
@@ -127,14 +141,20 @@ class StageWorker:
 
     def backward(self, i: int) -> None:
         x, out = self.saved.pop(i)
-        grad = None if self.stage.is_last else \
-            self.p2p.recv(out.shape, self.peer(self.index + 1)).to(out.dtype)
-        self.p2p.flush()
+        grad = None
+        if not self.stage.is_last:
+            grad = self.inbox.pop(("B", i), None)
+            if grad is None:
+                grad = self.p2p.recv(out.shape, self.peer(self.index + 1))
+            grad = grad.to(out.dtype)
+        if self.flush_before_compute:
+            self.p2p.flush()
         self.backwards_left -= 1
         last = self.backwards_left == 0
         if last and self.ddp is not None:   # DDP all-reduces during this backward
             self.ddp.reducer.prepare_for_backward(list(_find_tensors(out)))
-        with self.timeline.interval("B", i), (nullcontext() if last else self._no_sync()):
+        with self.timeline.interval("B", i, self.index), \
+                (nullcontext() if last else self._no_sync()):
             torch.autograd.backward(out, grad)
         if not self.stage.is_first:
             self.p2p.send(x.grad, self.peer(self.index - 1))
@@ -174,14 +194,15 @@ def one_f_one_b(worker: StageWorker, m: int) -> None:
         worker.backward(i)
 
 
-SCHEDULE_FUNCTIONS = {"naive": naive, "gpipe": gpipe, "1f1b": one_f_one_b}
+SCHEDULE_FUNCTIONS = {"naive": naive, "gpipe": gpipe, "1f1b": one_f_one_b,
+                      "interleaved-1f1b": interleaved_1f1b}
 
 
 # ---- the strategy ------------------------------------------------------------------------------
 
 class PipelineParallel(PipelineStrategy):
     name = "pp"
-    description = "from scratch: stages, send/recv, schedules naive / GPipe / 1F1B"
+    description = "from scratch: stages, send/recv, schedules naive / GPipe / 1F1B / interleaved"
     options, allowed = pipeline_options(SCHEDULES)
 
     def wrap(self, model, ctx):
@@ -196,7 +217,14 @@ class PipelineParallel(PipelineStrategy):
         spec = ctx.spec
         m = microbatches(spec)
         timeline = StageTimeline(ctx)
-        worker = StageWorker(model, split_micro_batches(micro_batches, m), ctx, timeline)
+        micro = split_micro_batches(micro_batches, m)
+        if isinstance(model, GPTChunks):   # interleaved: one worker per chunk, one P2P for all
+            p2p = PointToPoint(ctx)
+            worker = InterleavedWorker(model, [
+                StageWorker(chunk, micro, ctx, timeline, p2p, flush_before_compute=False)
+                for chunk in model.chunks], p2p)
+        else:
+            worker = StageWorker(model, micro, ctx, timeline)
         timeline.start()
         SCHEDULE_FUNCTIONS[spec.option("schedule", DEFAULT_SCHEDULE)](worker, m)
         worker.p2p.flush()

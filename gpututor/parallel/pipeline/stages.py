@@ -6,6 +6,10 @@ Stage s of p holds consecutive transformer blocks (stage 0 also the embeddings; 
 also the final norm, the head and the loss). The token embedding is tied to the head (GPT-2),
 and they now live on the first and the last stage: each keeps a copy, and after backward the
 two copies' gradients are summed (Megatron's "embedding group"), so both take the same step.
+
+With an interleaved schedule each rank holds several *model chunks* (virtual stages): the model
+is cut into p·v stages, and :class:`GPTChunks` keeps the v of them a rank owns (rank r: stages
+r, r+p, r+2p, ... in Megatron's loop; r and 2p-1-r in the V of ZB-V).
 """
 from __future__ import annotations
 
@@ -21,8 +25,11 @@ from ..base import Strategy
 from ..mesh import DimGroup, RankGrid, degree_of, dim_group
 from ..meta import is_meta
 
-SCHEDULES = ("naive", "gpipe", "1f1b")
-DEFAULT_SCHEDULE, DEFAULT_MICROBATCHES = "1f1b", 4
+SCHEDULES = ("naive", "gpipe", "1f1b", "interleaved-1f1b")
+DEFAULT_SCHEDULE, DEFAULT_MICROBATCHES, DEFAULT_VIRTUAL_STAGES = "1f1b", 4, 2
+# schedules whose ranks hold several model chunks, and where virtual stage s lives:
+# "loop" (Megatron): rank s mod p; "v" (ZB-V): down the ranks and back up, rank 0 holds both ends
+CHUNKED = {"interleaved-1f1b": "loop", "interleaved-zero-bubble": "loop", "zbv": "v"}
 
 
 # ---- the stages --------------------------------------------------------------------------------
@@ -40,6 +47,7 @@ class GPTStage(nn.Module):
 
     def __init__(self, model: GPT, index: int, count: int):
         super().__init__()
+        self.index = index
         self.is_first, self.is_last = index == 0, index == count - 1
         self.d_model = model.cfg.d_model   # width of the activations passed between stages
         self.activation_checkpointing = model.activation_checkpointing
@@ -74,6 +82,58 @@ class GPTStage(nn.Module):
         return self.head.weight if self.is_last else None
 
 
+def virtual_stages(spec) -> int:
+    """How many model chunks each rank holds: v for a chunked schedule, else 1."""
+    if spec.option("schedule", DEFAULT_SCHEDULE) not in CHUNKED:
+        return 1
+    return spec.option("virtual_stages", DEFAULT_VIRTUAL_STAGES)
+
+
+def chunk_owner(stage: int, p: int, style: str) -> int:
+    """The pipeline rank that holds virtual stage ``stage`` (of p·v) in layout ``style``."""
+    if style == "v":
+        return stage if stage < p else 2 * p - 1 - stage
+    return stage % p
+
+
+class GPTChunks(nn.Module):
+    """The model chunks rank ``pp.rank`` holds: its ``v`` virtual stages of ``pp.size · v``,
+    each a :class:`GPTStage` in :attr:`chunks`. Their modules are registered here under the
+    whole model's names, as in one GPTStage, so making them, the optimizer and merging the
+    stages' state dicts work unchanged. Each chunk's ``pp`` is a group of the p·v virtual
+    stages: its ``rank`` the chunk's virtual stage, its ``ranks`` the rank holding each."""
+
+    def __init__(self, model: GPT, pp: DimGroup, v: int, style: str = "loop"):
+        super().__init__()
+        count = pp.size * v
+        owner = [chunk_owner(s, pp.size, style) for s in range(count)]
+        chunks = [GPTStage(model, s, count) for s in range(count) if owner[s] == pp.rank]
+        self.is_first, self.is_last = chunks[0].is_first, chunks[-1].is_last
+        self.d_model, self.pp = model.cfg.d_model, pp
+        self.blocks = nn.ModuleDict()
+        for chunk in chunks:
+            chunk.pp = DimGroup("pp", chunk.index, count, [pp.ranks[r] for r in owner], pp.group)
+            for name, child in chunk.named_children():
+                if name == "blocks":
+                    self.blocks.update(child)
+                else:                # tok_emb and pos_emb (stage 0), ln_f and head (the last)
+                    self.add_module(name, child)
+        self.chunks = chunks         # a plain list: their modules are registered once, above
+
+    def train(self, mode: bool = True) -> "GPTChunks":
+        super().train(mode)
+        for chunk in self.chunks:    # not children of this module: tell them too
+            chunk.training = mode
+        return self
+
+    def tied_weight(self) -> torch.Tensor | None:
+        """This rank's copy of the embedding/head weight, if it holds one (ZB-V's rank 0 holds
+        both copies: see :func:`tied_weight_sync`)."""
+        if self.is_first:
+            return self.tok_emb.weight
+        return self.head.weight if self.is_last else None
+
+
 def embedding_group(ctx):
     """The process group of the first and the last stage of this rank's pipeline. Every rank
     must call this (each ``new_group`` is collective, one per pipeline of the grid)."""
@@ -91,7 +151,13 @@ def embedding_group(ctx):
 
 def tied_weight_sync(stage: GPTStage, group, ctx) -> None:
     """Sum the gradients of the embedding's two copies, so both take the same step."""
-    if stage.is_first == stage.is_last:   # one stage (nothing to do) or a middle stage
+    if stage.is_first and stage.is_last:
+        if stage.head.weight is not stage.tok_emb.weight:   # both copies here (ZB-V's rank 0)
+            total = stage.head.weight.grad + stage.tok_emb.weight.grad
+            stage.head.weight.grad.copy_(total)
+            stage.tok_emb.weight.grad.copy_(total)
+        return                                              # (one stage: one tied weight)
+    if not (stage.is_first or stage.is_last):   # a middle stage
         return
     grad = stage.tied_weight().grad
     start = time.perf_counter()
@@ -112,6 +178,42 @@ def gather_stages(state: dict, pp: DimGroup) -> dict[str, torch.Tensor]:
     if "head.weight" not in merged or "tok_emb.weight" not in merged:
         raise RuntimeError("the stages do not hold the whole model")
     return merged
+
+
+def check_chunks(spec, strategy: str, n_layer: int) -> None:
+    """Raise ``ValueError`` unless ``spec``'s schedule and ``virtual_stages`` fit together."""
+    schedule, v = spec.option("schedule", DEFAULT_SCHEDULE), spec.option("virtual_stages")
+    if schedule not in CHUNKED:
+        if v not in (None, 1):
+            raise ValueError(f"option virtual_stages={v!r} is invalid with schedule={schedule!r} "
+                             "(one stage per rank): allowed only with schedule "
+                             + " or ".join(repr(s) for s in CHUNKED))
+        return
+    v, (stages, named) = virtual_stages(spec), degree_of(spec, "pp")
+    if CHUNKED[schedule] == "v" and v != 2:
+        raise ValueError(f"option virtual_stages={v!r} is invalid with schedule={schedule!r}: "
+                         "allowed is 2 (ZB-V holds two chunks per rank, in a V)")
+    if v < 2:
+        raise ValueError(f"option virtual_stages={v!r} is invalid with schedule={schedule!r}: "
+                         "allowed is 2 or more (one chunk per rank is schedule '1f1b')")
+    if RankGrid.of(spec, "pp").dims != ("pp",):
+        raise ValueError(f"schedule={schedule!r} is invalid for strategy={spec.strategy!r}: "
+                         f"allowed with a pipeline alone (strategy {strategy!r} without a grid)")
+    if stages < 2:
+        raise ValueError(f"{named} is invalid with schedule={schedule!r}: allowed is 2 or "
+                         "more pipeline ranks")
+    if n_layer % (stages * v):
+        fits = [d for d in range(2, n_layer // stages + 1) if n_layer % (stages * d) == 0]
+        raise ValueError(
+            f"option virtual_stages={v} is invalid with {named} and model_size="
+            f"{spec.resolved_model_size!r}: its {n_layer} blocks must split evenly into "
+            f"{stages} x {v} chunks (allowed: virtual_stages "
+            f"{' or '.join(map(str, fits)) if fits else 'none; use a larger model_size'})")
+    m = microbatches(spec)
+    if m % stages:
+        raise ValueError(f"option microbatches={m} is invalid with schedule={schedule!r} on "
+                         f"{stages} pipeline ranks: allowed is a multiple of {stages} "
+                         "(micro-batches go through the chunks in groups of p, as in Megatron)")
 
 
 def microbatches(spec) -> int:
@@ -143,6 +245,7 @@ def check_pipeline(spec, strategy: str) -> None:
                          f"{' (the default)' if spec.option('microbatches') is None else ''}"
                          f"{f' on {dp} data-parallel ranks' if dp > 1 else ''}: "
                          f"allowed is a multiple of {m * dp}")
+    check_chunks(spec, strategy, n_layer)
 
 
 def split_micro_batches(micro_batches: list, m: int) -> list:
@@ -154,19 +257,24 @@ def split_micro_batches(micro_batches: list, m: int) -> list:
 
 def share_loss(loss: float, ctx) -> float:
     """Only the last stage computed the loss: broadcast it, so every rank reports it."""
-    pp = dim_group(ctx, "pp")
+    pp, schedule = dim_group(ctx, "pp"), ctx.spec.option("schedule", DEFAULT_SCHEDULE)
+    last = chunk_owner(pp.size * virtual_stages(ctx.spec) - 1, pp.size, CHUNKED.get(schedule, ""))
     value = torch.tensor([loss], dtype=torch.float64, device=ctx.device)
-    dist.broadcast(value, src=pp.global_rank(pp.size - 1), group=pp.group)
+    dist.broadcast(value, src=pp.global_rank(last), group=pp.group)
     return value.item()
 
 
 def pipeline_options(schedules) -> tuple[dict, dict]:
-    """A pipeline strategy's options (``schedule``, ``microbatches``) and what each allows."""
-    options = {"schedule": lambda v: v in schedules,
-               "microbatches": lambda v: isinstance(v, int) and not isinstance(v, bool)
-               and 1 <= v <= 1024}
+    """A pipeline strategy's options (``schedule``, ``microbatches``, ``virtual_stages``) and
+    what each allows."""
+    def integer(low, high):
+        return lambda v: isinstance(v, int) and not isinstance(v, bool) and low <= v <= high
+    options = {"schedule": lambda v: v in schedules, "microbatches": integer(1, 1024),
+               "virtual_stages": integer(1, 64)}
     allowed = {"schedule": "one of " + ", ".join(schedules),
-               "microbatches": "an integer in [1, 1024]"}
+               "microbatches": "an integer in [1, 1024]",
+               "virtual_stages": "an integer in [1, 64]: model chunks per rank, with schedule "
+                                 + " or ".join(repr(s) for s in CHUNKED if s in schedules)}
     return options, allowed
 
 
@@ -182,11 +290,15 @@ class PipelineStrategy(Strategy):
         super().validate(spec)
         check_pipeline(spec, self.name)
 
-    def cut(self, model, ctx) -> "GPTStage":
-        """This rank's stage of ``model`` (its index along ``pp``), on the rank's device."""
-        pp = dim_group(ctx, "pp")
-        stage = GPTStage(model, pp.rank, pp.size)
-        stage.pp = pp
+    def cut(self, model, ctx) -> "GPTStage | GPTChunks":
+        """This rank's stage of ``model`` (its index along ``pp``), or its model chunks with an
+        interleaved schedule, on the rank's device."""
+        pp, v = dim_group(ctx, "pp"), virtual_stages(ctx.spec)
+        if v > 1:
+            stage = GPTChunks(model, pp, v, CHUNKED[ctx.spec.option("schedule")])
+        else:
+            stage = GPTStage(model, pp.rank, pp.size)
+            stage.pp = pp
         return stage if is_meta(stage) else stage.to(ctx.device)
 
     def full_state_dict(self, model) -> dict:

@@ -1,7 +1,8 @@
 """A pipeline's measured timeline: when each stage ran each micro-batch's forward and backward.
 
 :class:`StageTimeline` records, in one rank, the start and end of every forward ("F") and
-backward ("B") of every micro-batch, on a clock that all stages share (ranks on one machine
+backward ("B") of every micro-batch (zero-bubble schedules split the backward: "B" for the
+input gradient, "W" for the weight gradient), on a clock that all stages share (ranks on one machine
 read the same monotonic clock; across machines they leave a barrier together and count from
 there). At the end of the step the stages exchange three numbers each and compute the
 *measured* bubble fraction:
@@ -9,9 +10,10 @@ there). At the end of the step the stages exchange three numbers each and comput
     bubble = 1 - (time all stages spent computing) / (stages x time from first start to last end)
 
 to compare with :func:`theoretical_bubble_fraction`, the share of the step that p equal stages
-with m micro-batches and free communication sit idle: (p - 1) / (m + p - 1). (The planner's
-``bubble_to_compute_ratio`` is the same idle time measured against the ideal compute time
-instead of the whole step: (p - 1) / m.) The charts of these records are in ``gpututor.ui``.
+with m micro-batches and free communication sit idle: (p - 1) / (m + p - 1); with v chunks per
+rank (interleaved 1F1B) (p - 1) / (v·m + p - 1). (The planner's ``bubble_to_compute_ratio`` is
+the same idle time measured against the ideal compute time instead of the whole step:
+(p - 1) / m, and (p - 1) / (v·m) interleaved.) The charts of these records are in ``gpututor.ui``.
 """
 from __future__ import annotations
 
@@ -26,13 +28,14 @@ import torch.distributed as dist
 from ...measure.timing import synchronize
 from ..mesh import dim_group
 
-PHASES = {"F": "forward", "B": "backward"}
+PHASES = {"F": "forward", "B": "backward", "W": "backward"}
 
 
-def theoretical_bubble_fraction(stages: int, microbatches: int) -> float:
+def theoretical_bubble_fraction(stages: int, microbatches: int, virtual_stages: int = 1) -> float:
     """Share of the step each stage is idle, GPipe and 1F1B with equal stages and free
-    communication: (p-1)/(m+p-1) (Huang et al. 2019; Narayanan et al. 2021)."""
-    return (stages - 1) / (microbatches + stages - 1)
+    communication: (p-1)/(m+p-1) (Huang et al. 2019; Narayanan et al. 2021). Interleaved
+    1F1B with v chunks per rank fills and drains v times faster: (p-1)/(v·m+p-1)."""
+    return (stages - 1) / (virtual_stages * microbatches + stages - 1)
 
 
 def measured_bubble_fraction(spans: list[tuple[float, float, float]]) -> float:
@@ -49,7 +52,7 @@ class StageTimeline:
 
     def __init__(self, ctx):
         self.ctx = ctx
-        self.events: list[tuple[str, int, float, float]] = []  # (kind, micro-batch, start, end)
+        self.events: list[tuple] = []   # (kind, micro-batch, start, end, stage)
         self.t0 = 0.0
 
     def start(self) -> None:
@@ -62,24 +65,26 @@ class StageTimeline:
             self.t0 = time.perf_counter()
 
     @contextmanager
-    def interval(self, kind: str, micro: int):
-        """Time one forward ("F") or backward ("B") of micro-batch ``micro`` (device work too)."""
+    def interval(self, kind: str, micro: int, stage: int = 0):
+        """Time one forward ("F"), backward ("B") or weight-gradient pass ("W") of micro-batch
+        ``micro`` on (virtual) stage ``stage``, device work included."""
         with self.ctx.phase(PHASES[kind]):
             start = time.perf_counter() - self.t0
             yield
             synchronize(self.ctx.device)
             end = time.perf_counter() - self.t0
-        self.events.append((kind, micro, start, end))
+        self.events.append((kind, micro, start, end, stage))
 
-    def last_micro(self, kind: str) -> int:
-        return next((m for k, m, _, _ in reversed(self.events) if k == kind), 0)
+    def last_event(self, kind: str) -> tuple[int, int]:
+        """``(micro-batch, stage)`` of the latest event of ``kind``."""
+        return next(((m, st) for k, m, _, _, st in reversed(self.events) if k == kind), (0, 0))
 
     def finish(self) -> float:
         """Measured bubble fraction of the step (a collective: every stage must call it); puts
         it and this stage's events into the step's record."""
-        busy = sum(end - start for _, _, start, end in self.events)
-        first = min((s for _, _, s, _ in self.events), default=0.0)
-        last = max((e for _, _, _, e in self.events), default=0.0)
+        busy = sum(end - start for _, _, start, end, _ in self.events)
+        first = min((s for _, _, s, _, _ in self.events), default=0.0)
+        last = max((e for _, _, _, e, _ in self.events), default=0.0)
         mine = torch.tensor([first, last, busy], dtype=torch.float64, device=self.ctx.device)
         pp = dim_group(self.ctx, "pp")    # the stages of this rank's pipeline
         spans = [torch.empty_like(mine) for _ in range(pp.size)]
@@ -88,7 +93,11 @@ class StageTimeline:
         bubble = measured_bubble_fraction(spans)
         origin = min(first for first, _, _ in spans)   # the step's first compute, any stage
         self.ctx.extra["bubble_fraction"] = bubble
-        self.ctx.extra["timeline"] = [[k, m, s - origin, e - origin] for k, m, s, e in self.events]
+        self.ctx.extra["timeline"] = [[k, m, s - origin, e - origin]
+                                      for k, m, s, e, _ in self.events]
+        # which (virtual) stage ran each event: with several model chunks per rank, a rank's
+        # events belong to different stages
+        self.ctx.extra["timeline_stages"] = [st for *_, st in self.events]
         return bubble
 
 
@@ -108,10 +117,20 @@ def step_events(records: list[dict], step: int) -> dict[int, list]:
             if r["step"] == step and r.get("timeline") is not None}
 
 
-def handoff_s(events: dict[int, list]) -> float | None:
+def step_stages(records: list[dict], step: int) -> dict[int, list]:
+    """Rank -> the (virtual) stage of each of its events at ``step``, in :func:`step_events`'
+    order: with an interleaved schedule, which model chunk ran it (virtual stage r + j·p)."""
+    return {r["rank"]: r["timeline_stages"] for r in records
+            if r["step"] == step and r.get("timeline_stages") is not None}
+
+
+def handoff_s(events: dict[int, list], stages: dict[int, list] | None = None) -> float | None:
     """Shortest time, over micro-batches, from a stage ending a forward to the next stage
-    starting it: what handing one micro-batch over costs when the next stage is waiting."""
-    ends = {(stage, m): e for stage, evs in events.items() for k, m, _, e in evs if k == "F"}
-    gaps = [s - ends[(stage - 1, m)] for stage, evs in events.items() for k, m, s, _ in evs
-            if k == "F" and (stage - 1, m) in ends]
+    starting it: what handing one micro-batch over costs when the next stage is waiting.
+    ``stages`` (:func:`step_stages`) names each event's virtual stage; without it, the rank is
+    the stage (one stage per rank)."""
+    forwards = [(stages[rank][n] if stages else rank, m, s, e) for rank, evs in events.items()
+                for n, (k, m, s, e) in enumerate(evs) if k == "F"]
+    ends = {(stage, m): e for stage, m, _, e in forwards}
+    gaps = [s - ends[(stage - 1, m)] for stage, m, s, _ in forwards if (stage - 1, m) in ends]
     return min(gaps) if gaps else None

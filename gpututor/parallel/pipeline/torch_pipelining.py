@@ -11,8 +11,18 @@ PyTorch:
     StageWorker.forward / backward              stage.forward_one_chunk / backward_one_chunk
     gpipe(), one_f_one_b()                      ScheduleGPipe, Schedule1F1B (schedule.step(...)
                                                   cuts the batch into n_microbatches itself)
+    interleaved_1f1b() with GPTChunks           ScheduleInterleaved1F1B: one PipelineStage per
+                                                  chunk (stage_index r + j·p of p·v)
+    (none)                                      ScheduleInterleavedZeroBubble, ScheduleZBVZeroBubble
     loss / m on the last stage                  loss_fn per micro-batch; gradients divided by
                                                   n_microbatches afterwards (scale_grads=True)
+
+Zero bubble (Qi et al. 2023, "Zero Bubble Pipeline Parallelism") splits each backward in two:
+the gradient of the stage's input ("B", which the previous stage waits for) and of its weights
+("W", which nobody waits for), and schedules the W passes into what would be the bubble.
+``interleaved-zero-bubble`` is torch's ZB1P on Megatron's loop of chunks; ``zbv`` is ZB-V: two
+chunks per rank in a V (rank r holds stages r and 2p-1-r, so rank 0 holds the first and the last
+and computes the loss). Both run on CPU with gloo (torch 2.13) and equal one process.
 
 What stays ours: the tied embedding's two copies (first and last stage) are summed after the
 step exactly as in ``schedules.py``, and the timeline is measured by timing the stage's
@@ -22,17 +32,26 @@ counts only the tied embedding's sum.
 """
 from __future__ import annotations
 
+from contextlib import contextmanager, nullcontext
+
 import torch
 import torch.nn.functional as F
-from torch.distributed.pipelining import PipelineStage, Schedule1F1B, ScheduleGPipe
+from torch.distributed.pipelining import (PipelineStage, Schedule1F1B, ScheduleGPipe,
+                                         ScheduleInterleaved1F1B, ScheduleInterleavedZeroBubble,
+                                         ScheduleZBVZeroBubble)
 
 from ..base import autocast_for
 from ..meta import materialize
-from .stages import (DEFAULT_MICROBATCHES, GPTStage, PipelineStrategy, embedding_group,
-                     pipeline_options, share_loss, split_micro_batches, tied_weight_sync)
+from .stages import (DEFAULT_MICROBATCHES, GPTChunks, GPTStage, PipelineStrategy,
+                     embedding_group, pipeline_options, share_loss, split_micro_batches,
+                     tied_weight_sync)
 from .timeline import StageTimeline
 
-TORCH_SCHEDULES = {"gpipe": ScheduleGPipe, "1f1b": Schedule1F1B}
+TORCH_SCHEDULES = {"gpipe": ScheduleGPipe, "1f1b": Schedule1F1B,
+                   "interleaved-1f1b": ScheduleInterleaved1F1B,     # several stages per rank
+                   "interleaved-zero-bubble": ScheduleInterleavedZeroBubble,
+                   "zbv": ScheduleZBVZeroBubble}
+SPLIT_BACKWARD = ("interleaved-zero-bubble", "zbv")   # backward as input ("B") + weights ("W")
 
 
 def micro_batch_loss(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
@@ -50,17 +69,55 @@ def find_shapes(schedule, module: GPTStage, spec, device: torch.device) -> None:
     module.zero_grad(set_to_none=True)
 
 
-def _timed(method, timeline: StageTimeline, kind: str):
-    """``method(chunk_id, ...)`` run inside a timeline interval of that micro-batch."""
+@contextmanager
+def flop_counter_module_tracking_paused():
+    """torch 2.13: the module tracker of an active ``FlopCounterMode`` (the worker counts one
+    step's FLOPs) hooks into autograd at every module's inputs, and a zero-bubble schedule's
+    input-only backward (``autograd.grad`` on the stage's received input, a leaf) then fails:
+    "A leaf node was passed to _will_engine_execute_node but we are currently running
+    autograd.grad(). This is currently not supported." Pause the tracker meanwhile: FLOPs are
+    still counted, only their split by module (which the worker does not read) is lost."""
+    from torch.utils._python_dispatch import _get_current_dispatch_mode_stack
+    trackers = [mode.counter.mod_tracker for mode in _get_current_dispatch_mode_stack()
+                if hasattr(getattr(mode, "counter", None), "mod_tracker")]
+    for tracker in trackers:
+        tracker.__exit__()
+    try:
+        yield
+    finally:
+        for tracker in trackers:
+            tracker.__enter__()
+
+
+def _timed(method, timeline: StageTimeline, kind: str, stage: int):
+    """``method(chunk_id, ...)`` run inside a timeline interval of that micro-batch (torch
+    calls a micro-batch a chunk) on stage ``stage``."""
     def run(chunk_id, *args, **kwargs):
-        with timeline.interval(kind, chunk_id):
+        with timeline.interval(kind, chunk_id, stage):
             return method(chunk_id, *args, **kwargs)
     return run
 
 
+def pipeline_stages(module, ctx, timeline: StageTimeline) -> list[PipelineStage]:
+    """One ``PipelineStage`` per stage this rank holds (several with a chunked schedule), its
+    forward and backward passes timed."""
+    chunks = module.chunks if isinstance(module, GPTChunks) else [module]
+    stages = []
+    for chunk in chunks:
+        stage = PipelineStage(chunk, chunk.pp.rank, chunk.pp.size, ctx.device,
+                              group=module.pp.group)
+        # time the stage's compute (the schedule waits for messages outside these calls)
+        for name, kind in (("forward_one_chunk", "F"), ("backward_one_chunk", "B"),
+                           ("backward_weight_one_chunk", "W")):
+            setattr(stage, name, _timed(getattr(stage, name), timeline, kind, chunk.pp.rank))
+        stages.append(stage)
+    return stages
+
+
 class PipelineTorch(PipelineStrategy):
     name = "pp-torch"
-    description = "torch.distributed.pipelining: PipelineStage with ScheduleGPipe / Schedule1F1B"
+    description = ("torch.distributed.pipelining: PipelineStage with ScheduleGPipe / 1F1B / "
+                   "Interleaved1F1B / InterleavedZeroBubble / ZBVZeroBubble")
     meters_comm = False     # the stages' send/recv run inside torch, unmetered
     options, allowed = pipeline_options(tuple(TORCH_SCHEDULES))
 
@@ -68,19 +125,16 @@ class PipelineTorch(PipelineStrategy):
         spec = ctx.spec
         module = materialize(self.cut(model, ctx), ctx.device, spec.seed)  # PipelineStage: real
         m = spec.option("microbatches", DEFAULT_MICROBATCHES)
-        stage = PipelineStage(module, module.pp.rank, module.pp.size, ctx.device,
-                              group=module.pp.group)
         timeline = StageTimeline(ctx)
-        # time the stage's compute (the schedule waits for messages outside these calls)
-        stage.forward_one_chunk = _timed(stage.forward_one_chunk, timeline, "F")
-        stage.backward_one_chunk = _timed(stage.backward_one_chunk, timeline, "B")
+        stages = pipeline_stages(module, ctx, timeline)
 
         def loss_fn(logits, targets):   # the last stage's loss belongs to its forward
-            with timeline.interval("F", timeline.last_micro("F")):
+            with timeline.interval("F", *timeline.last_event("F")):
                 return micro_batch_loss(logits, targets)
 
         schedule = TORCH_SCHEDULES[spec.option("schedule", "1f1b")]
-        ctx.pipe_schedule = schedule(stage, n_microbatches=m, loss_fn=loss_fn)
+        ctx.pipe_schedule = schedule(stages if isinstance(module, GPTChunks) else stages[0],
+                                     n_microbatches=m, loss_fn=loss_fn)
         ctx.pipe_timeline, ctx.embedding_group = timeline, embedding_group(ctx)
         find_shapes(ctx.pipe_schedule, module, spec, ctx.device)
         return module
@@ -92,7 +146,9 @@ class PipelineTorch(PipelineStrategy):
         losses = [] if model.is_last else None
         target = targets if model.is_last else None
         ctx.pipe_timeline.start()
-        with autocast_for(ctx.spec.precision, ctx.device):
+        split = ctx.spec.option("schedule") in SPLIT_BACKWARD
+        with autocast_for(ctx.spec.precision, ctx.device), \
+                (flop_counter_module_tracking_paused() if split else nullcontext()):
             ctx.pipe_schedule.step(*args, target=target, losses=losses)
         ctx.pipe_timeline.finish()
         with ctx.phase("sync"):
