@@ -1,0 +1,78 @@
+"""The Chinese lessons (``notebooks/zh/``) keep in step with the English ones.
+
+Every English lesson has a zh twin with the same cells in the same order; its code cells are the
+English ones, character for character, except the first, which is the English first cell with
+``set_language("zh")`` in front (so widgets, figures and checkers speak Chinese). Most of each
+twin's markdown is Chinese, its Solutions hold the same code, and it is stored stripped. One zh
+lesson is also executed by nbval (``tests/test_exercises.py``); the others run the same code.
+"""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from test_exercises import solution_items
+
+ROOT = Path(__file__).resolve().parent.parent
+ENGLISH = sorted((ROOT / "notebooks").glob("*.ipynb"))
+CHINESE = sorted((ROOT / "notebooks" / "zh").glob("*.ipynb"))
+PREAMBLE = 'from gpututor.ui import set_language\nset_language("zh")   # 控件、图表和练习检查使用中文\n\n'
+CJK = re.compile(r"[\u3400-\u9fff\uf900-\ufaff]")
+LATIN = re.compile(r"[A-Za-z]")
+NOT_PROSE = re.compile(r"```.*?```|`[^`]*`|\$[^$]*\$|https?://\S+|<[^>]+>|\([^)]*\.(?:py|md|ipynb)\)",
+                       re.S)
+
+
+def chinese_share(markdown: str) -> float:
+    """Share of the prose's letters that are Chinese characters (code, math, links left out);
+    a Chinese character counts as much as 3 Latin letters (a short word)."""
+    prose = NOT_PROSE.sub(" ", markdown)
+    cjk, latin = len(CJK.findall(prose)), len(LATIN.findall(prose))
+    return 1.0 if cjk + latin == 0 else 3 * cjk / (3 * cjk + latin)
+
+
+def test_every_english_lesson_has_a_chinese_twin_and_no_other():
+    assert [p.name for p in CHINESE] == [p.name for p in ENGLISH]
+
+
+@pytest.mark.parametrize("english", ENGLISH, ids=lambda p: p.stem)
+def test_the_twin_has_the_same_cells_and_the_same_code(english: Path):
+    zh_path = ROOT / "notebooks" / "zh" / english.name
+    en, zh = nbformat.read(english, as_version=4), nbformat.read(zh_path, as_version=4)
+    assert [c.cell_type for c in zh.cells] == [c.cell_type for c in en.cells], \
+        f"{zh_path.name}: the cells differ in number or kind from the English lesson"
+    codes = [(e.source, z.source) for e, z in zip(en.cells, zh.cells) if e.cell_type == "code"]
+    first_en, first_zh = codes[0]
+    assert first_zh == PREAMBLE + first_en, \
+        f"{zh_path.name}: the first code cell must be the English one after set_language('zh')"
+    for index, (e, z) in enumerate(codes[1:], start=2):
+        assert z == e, f"{zh_path.name}: code cell {index} differs from the English lesson's"
+    assert solution_items(zh) == solution_items(en), f"{zh_path.name}: the solutions' code differs"
+
+
+@pytest.mark.parametrize("chinese", CHINESE, ids=lambda p: p.stem)
+def test_most_of_the_markdown_is_chinese(chinese: Path):
+    cells = [c.source for c in nbformat.read(chinese, as_version=4).cells if c.cell_type == "markdown"]
+    shares = [chinese_share(text) for text in cells]
+    mostly = sum(s >= 0.5 for s in shares) / len(shares)
+    assert mostly >= 0.8, (f"{chinese.name}: only {mostly:.0%} of the markdown cells are mostly "
+                           f"Chinese (least: {min(shares):.0%})")
+
+
+def test_the_share_counter_tells_english_from_chinese():
+    assert chinese_share("Data parallel copies the model onto every device.") < 0.2
+    assert chinese_share("数据并行把模型复制到每个设备上，每个设备各算一份数据 (`ddp`)。") > 0.9
+
+
+def _setup_commands(readme: Path) -> list[str]:
+    block = re.search(r"```bash\n(.*?)```", readme.read_text(encoding="utf-8"), re.S).group(1)
+    return [line.split("#")[0].strip() for line in block.splitlines() if line.strip()]
+
+
+def test_the_chinese_readme_gives_the_same_two_commands_and_is_linked():
+    assert _setup_commands(ROOT / "README.zh-CN.md") == _setup_commands(ROOT / "README.md") \
+        == ["make lab", "make test"]
+    assert "(README.zh-CN.md)" in (ROOT / "README.md").read_text(encoding="utf-8")
