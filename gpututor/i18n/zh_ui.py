@@ -15,7 +15,7 @@ UI = {
     "stopped": "已停止",
     "press Run (worker processes are warming up meanwhile)": "点击“运行”（工作进程正在预热）",
     "starting {n} rank(s) on {device} ({why})...": "正在 {device} 上启动 {n} 个进程（rank）（{why}）……",
-    "step {step} of {steps}": "第 {step} 步，共 {steps} 步",
+    "step {step} of {steps} on {n} rank(s)": "第 {step} 步，共 {steps} 步，{n} 个进程",
     "ending every rank...": "正在结束所有进程……",
     "after {steps} complete steps; every rank has ended": "已完成 {steps} 步；所有进程均已结束",
     "could not start: {error}": "无法启动：{error}",
@@ -123,7 +123,7 @@ UI = {
     "configuration": "配置",
     "GB per GPU": "每 GPU 显存（GB）",
     "days": "天数",
-    "cost (USD)": "费用（USD）",
+    "cost ({currency})": "费用（{currency}）",
     "meets deadline and budget": "满足期限和预算",
     "link-bound": "受限于互连",
     "yes": "是",
@@ -138,9 +138,9 @@ UI = {
     "GPU": "GPU",
     "up to GPUs": "最多 GPU 数",
     "link in a node": "节点内互连",
-    "budget (USD)": "预算（USD）",
+    "budget ({currency})": "预算（{currency}）",
     "deadline (days)": "期限（天）",
-    "USD/GPU-hour": "USD/GPU·小时",
+    "{currency}/GPU-hour": "{currency}/GPU·小时",
     "{model} parameters ({layers} layers x {width}), {precision} with Adam, {tokens:.3g} "
     "tokens, {steps:,} steps of 2^20 tokens":
         "{model} 参数（{layers} 层 × {width}），{precision} 配 Adam，{tokens:.3g} 个 token，"

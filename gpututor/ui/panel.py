@@ -253,8 +253,8 @@ class RunPanel:
         with self.fig.batch_update():
             fill_figure(self.fig, records, world)
         if not run.done and not self._stop_requested:
-            self._set_status("running", tr("step {step} of {steps}", step=len(records) // world,
-                                           steps=run.spec.steps))
+            self._set_status("running", tr("step {step} of {steps} on {n} rank(s)",
+                                           step=len(records) // world, steps=run.spec.steps, n=world))
 
     def _show_end(self, run: Run, problem: Exception | None) -> None:
         if run.status == "finished":

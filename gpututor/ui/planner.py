@@ -27,13 +27,14 @@ COUNTS = [2 ** k for k in range(13)]          # 1 .. 4096 GPUs
 def recommendation_html(rec: Recommendation, top: int = 8) -> str:
     """The ranked configurations as an HTML table, then the notes and the best one's reasons."""
     esc = html.escape
-    head = "".join(f"<th style='text-align:left;padding:2px 8px'>{tr(h)}</th>" for h in
-                   ("#", "configuration", "GB per GPU", "days", "cost (USD)",
-                    "meets deadline and budget", "link-bound"))
+    head = "".join(f"<th style='text-align:left;padding:2px 8px'>{h}</th>" for h in
+                   (tr("#"), tr("configuration"), tr("GB per GPU"), tr("days"),
+                    tr("cost ({currency})", currency=catalog.currency()),
+                    tr("meets deadline and budget"), tr("link-bound")))
     yes, no = tr("yes"), tr("no")
     rows = []
     for i, e in enumerate(rec.ranked[:top], 1):
-        cost = f"{e.cost:,.0f}" if e.cost is not None else tr("n/a (no price)")
+        cost = catalog.money(e.cost) if e.cost is not None else tr("n/a (no price)")
         cells = (i, esc(e.config.label), f"{e.memory['total'] / GB:,.1f}", f"{e.days:,.2f}",
                  cost, yes if e.meets else no, yes if e.link_bound else "")
         rows.append("<tr>" + "".join(f"<td style='padding:2px 8px'>{c}</td>" for c in cells)
@@ -81,10 +82,11 @@ class PlannerWidget:
         self.link = W.Dropdown(options=list(catalog.LINKS), value=link or gpu_entry.links[0],
                                description=tr("link in a node"),
                                style={"description_width": "9em"})
-        self.budget = log("budget (USD)", budget, 1, 8, ",.0f")
+        self.budget = log(tr("budget ({currency})", currency=catalog.currency()), budget, 1, 8, ",.0f")
         self.deadline = log("deadline (days)", deadline_days, -2, 3, ".3g")
         self.price = W.BoundedFloatText(value=price or 0.0, min=0, max=1000, step=0.1,
-                                        description=tr("USD/GPU-hour"),
+                                        description=tr("{currency}/GPU-hour",
+                                                       currency=catalog.currency()),
                                         style={"description_width": "9em"})
         self.output = W.HTML()
         self.status = W.HTML()
