@@ -17,6 +17,8 @@ from typing import Optional
 PRECISIONS = ("fp32", "bf16", "fp16")
 OPTIMIZERS = ("adamw", "sgd")
 ATTENTION = ("naive", "sdpa")   # the GPT's attention: T x T scores, or torch's fused SDPA
+CORPORA = {"en": "corpus.txt",      # the text trained on, a file of data/ (data/README.md):
+           "zh": "corpus_zh.txt"}   # English docstrings (ASCII), Chinese poems (UTF-8)
 DEVICES = ("auto", "cpu", "cuda")
 MAX_SEQ_LEN = 256
 MESH_DIMS = ("dp", "pp", "cp", "ep", "tp")   # grid order: outermost first, tp innermost
@@ -139,6 +141,7 @@ class RunSpec:
     device_memory: Optional[int] = None  # bytes each rank may hold ("48MB" and "2GB" work too);
     #                                      None = no cap on CPU, the real capacity on CUDA
     attention: str = "naive"            # GPT attention: naive | sdpa (same numbers, see attention.py)
+    corpus: str = "en"                  # the text: "en" (English docstrings) or "zh" (Chinese poems)
     peak_flops: Optional[float] = None  # the device's dense peak FLOP/s at this precision, for
     #                                     MFU; None = the catalogue's, matched by exact CUDA name
     capacity_factor: Optional[float] = None  # moe: the experts' capacity factor; None = the size's
@@ -229,6 +232,7 @@ class RunSpec:
             raise ValueError(f"lr={self.lr!r} is invalid: allowed is a number in (0, 10]")
         _choice("optimizer", self.optimizer, OPTIMIZERS)
         _choice("attention", self.attention, ATTENTION)
+        _choice("corpus", self.corpus, tuple(CORPORA))
         _int("seed", self.seed, 0, 2**31 - 1)
         _choice("device", self.device, DEVICES)
         _int("threads_per_rank", self.threads_per_rank, 1, 256)

@@ -15,7 +15,10 @@ from typing import Iterator
 import numpy as np
 import torch
 
-CORPUS_PATH = Path(__file__).resolve().parent.parent / "data" / "corpus.txt"
+from .config import CORPORA
+
+DATA = Path(__file__).resolve().parent.parent / "data"
+CORPUS_PATH = DATA / CORPORA["en"]
 TRAIN_FRACTION = 0.9
 
 
@@ -37,15 +40,18 @@ class CharTokenizer:
         return "".join(self.chars[int(i)] for i in ids)
 
 
-@lru_cache(maxsize=1)
-def load_corpus(path: str | None = None) -> tuple[CharTokenizer, torch.Tensor]:
-    """Read the corpus once per process; return the tokenizer and all token ids (int64)."""
-    raw = Path(path or CORPUS_PATH).read_bytes()
-    chars = "".join(sorted(set(raw.decode("ascii"))))
-    lookup = np.zeros(256, dtype=np.int64)
-    lookup[np.frombuffer(chars.encode("ascii"), dtype=np.uint8)] = np.arange(len(chars))
-    ids = torch.from_numpy(lookup[np.frombuffer(raw, dtype=np.uint8)])
-    return CharTokenizer(chars), ids
+@lru_cache(maxsize=4)
+def load_corpus(corpus: str = "en") -> tuple[CharTokenizer, torch.Tensor]:
+    """Read corpus ``corpus`` ("en" or "zh", ``config.CORPORA``) once per process; return its
+    tokenizer (one id per distinct character, in code-point order) and all token ids (int64).
+    Any Unicode text works: the characters are read as UTF-8."""
+    if corpus not in CORPORA:
+        raise ValueError(f"corpus={corpus!r} is invalid: allowed are " + ", ".join(map(repr, CORPORA)))
+    text = (DATA / CORPORA[corpus]).read_text(encoding="utf-8")
+    points = np.frombuffer(text.encode("utf-32-le"), dtype=np.uint32)
+    alphabet = np.unique(points)                       # sorted code points
+    ids = torch.from_numpy(np.searchsorted(alphabet, points).astype(np.int64))
+    return CharTokenizer("".join(map(chr, alphabet))), ids
 
 
 def split(ids: torch.Tensor, which: str) -> torch.Tensor:
@@ -76,7 +82,7 @@ def batches(spec, rank: int = 0, world_size: int = 1, split_name: str = "train",
     """Yield, for each step of ``spec`` from ``start_step`` on, the ``(inputs, targets)`` that
     data-parallel ``rank`` sees. A step's global batch depends only on the seed and the step, so a
     run resumed from a checkpoint (with any world size) continues with the same samples."""
-    _, ids = load_corpus()
+    _, ids = load_corpus(spec.corpus)
     part = split(ids, split_name)
     for step in range(start_step, spec.steps):
         full = global_batch(part, step, spec.batch_size, spec.seq_len, spec.seed)

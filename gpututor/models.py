@@ -192,7 +192,7 @@ def build_model(spec, meta: bool = False, recompute: str | None = None) -> nn.Mo
     (``gpututor.parallel.meta.materialize``), with the values it would have had here.
     ``recompute`` picks the GPT's recomputation policy (see :data:`RECOMPUTE`; default: the
     spec's ``activation_checkpointing``)."""
-    tokenizer, _ = load_corpus()
+    tokenizer, _ = load_corpus(spec.corpus)
     cfg = model_config(spec, tokenizer.vocab_size)
     with torch.device("meta") if meta else nullcontext():
         if spec.model == "gpt":

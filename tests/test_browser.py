@@ -84,13 +84,14 @@ def _write_lab_settings(settings_dir: Path) -> None:
 class LabServer:
     """``jupyter lab`` on 127.0.0.1 with a token; :meth:`close` ends it and all it started."""
 
-    def __init__(self, base: Path):
+    def __init__(self, base: Path, notebook: Path = NOTEBOOK):
         self.base, self.token = base, secrets.token_hex(16)
         self.env = _isolated_env(base)
         _write_lab_settings(Path(self.env["JUPYTERLAB_SETTINGS_DIR"]))
         self.root = base / "root"
-        (self.root / "notebooks").mkdir(parents=True)
-        shutil.copy(NOTEBOOK, self.root / "notebooks" / NOTEBOOK.name)
+        self.notebook = notebook.relative_to(ROOT)          # e.g. notebooks/zh/00_start_here.ipynb
+        (self.root / self.notebook).parent.mkdir(parents=True)
+        shutil.copy(notebook, self.root / self.notebook)
         self.log_path = base / "server.log"
         self.proc: subprocess.Popen | None = None
         self.url = ""
@@ -196,11 +197,13 @@ def _kernel_idle(page, timeout_ms: float) -> None:
 
 # ---- the test -------------------------------------------------------------------------------
 
-def test_lesson_00_in_a_real_browser(tmp_path: Path):
+def _in_browser(tmp_path: Path, notebook: Path, drive) -> dict:
+    """Serve ``notebook`` with JupyterLab, open it in Chromium and call ``drive(page, server,
+    timings)``; on failure save the artifacts and name them. Returns the timings."""
     sync_playwright = _playwright()
     artifacts = tmp_path / "artifacts"
     artifacts.mkdir()
-    server, timings, console = LabServer(tmp_path / "lab"), {}, []
+    server, timings, console = LabServer(tmp_path / "lab", notebook), {}, []
     page = None
     try:
         timings["server_up_s"] = server.start()
@@ -215,7 +218,7 @@ def test_lesson_00_in_a_real_browser(tmp_path: Path):
                 page = context.pages[0] if context.pages else context.new_page()
                 page.on("console", lambda msg: console.append(f"{msg.type}: {msg.text}"))
                 page.on("pageerror", lambda exc: console.append(f"pageerror: {exc}"))
-                _drive_lesson(page, server, timings)
+                drive(page, server, timings)
             except BaseException:
                 _save_artifacts(page, artifacts, server, console, timings)
                 raise
@@ -228,35 +231,58 @@ def test_lesson_00_in_a_real_browser(tmp_path: Path):
                              f"{artifacts}") from exc
     finally:
         server.close()
+    return timings
+
+
+def test_lesson_00_in_a_real_browser(tmp_path: Path):
+    timings = _in_browser(tmp_path, NOTEBOOK, _drive_lesson)
     print("browser test timings:", json.dumps(timings))
+
+
+def _cjk_font() -> str | None:
+    """The font family fontconfig gives Simplified Chinese, if it is a CJK font."""
+    try:
+        family = subprocess.run(["fc-match", "-f", "%{family}", ":lang=zh-cn"], capture_output=True,
+                                text=True, timeout=10).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return family if "CJK" in family or "WenQuanYi" in family else None
+
+
+def test_a_chinese_lesson_in_a_real_browser(tmp_path: Path):
+    """notebooks/zh/00 runs in the browser, and its panel's labels are Chinese, drawn with a CJK
+    font (not boxes: .ci/run installs Debian's fonts-noto-cjk)."""
+    font = _cjk_font()
+    if font is None:
+        pytest.skip("no CJK font for Chinese (apt-get install fonts-noto-cjk; .ci/run does this)")
+
+    def drive(page, server, timings):
+        page.goto(f"{server.url}/lab/tree/{server.notebook.as_posix()}?reset&token={server.token}")
+        _kernel_idle(page, timeout_ms=120_000)
+        cell = _run_all_cells(page, timings).filter(has_text=PANEL_CELL)
+        assert cell.count() == 1, f"expected one cell with {PANEL_CELL!r}, found {cell.count()}"
+        cell.scroll_into_view_if_needed()
+        assert cell.locator("button.jupyter-button", has_text="运行").count() == 1
+        assert cell.locator("button.jupyter-button", has_text="停止").count() == 1
+        status = _status_text(cell)
+        assert status.startswith("已完成"), f"the panel's status line is not Chinese: {status!r}"
+        titles = cell.evaluate("c => [...c.querySelectorAll('.js-plotly-plot text')]"
+                               ".map(t => t.textContent)")
+        assert "损失（各进程平均）" in titles, f"the plot's titles: {titles}"
+        page.screenshot(path=str(tmp_path / "zh_panel.png"), full_page=False)
+
+    timings = _in_browser(tmp_path, ROOT / "notebooks" / "zh" / NOTEBOOK.name, drive)
+    print(f"zh browser test ({font}) timings:", json.dumps(timings))
 
 
 def _drive_lesson(page, server: LabServer, timings: dict) -> None:
     started = time.monotonic()
-    page.goto(f"{server.url}/lab/tree/notebooks/{NOTEBOOK.name}?reset&token={server.token}")
+    page.goto(f"{server.url}/lab/tree/{server.notebook.as_posix()}?reset&token={server.token}")
     # "Run All Cells" before the kernel is Idle opens a "Select Kernel" dialog and runs nothing.
     _kernel_idle(page, timeout_ms=120_000)
     timings["page_to_kernel_idle_s"] = round(time.monotonic() - started, 2)
 
-    run_all = time.monotonic()
-    page.locator(".lm-MenuBar-item").get_by_text("Run", exact=True).click()
-    page.get_by_role("menuitem", name="Run All Cells", exact=True).click()
-    # Every code cell has an execution count once all ran: no "[*]" and no "[ ]" is left.
-    code_cells = page.locator(".jp-Notebook .jp-CodeCell")
-    prompts = code_cells.locator(".jp-InputArea-prompt")
-    errors = page.locator(".jp-OutputArea-output[data-mime-type='application/vnd.jupyter.stderr']"
-                          ).filter(has_text="Traceback")
-    deadline = time.monotonic() + 480
-    while True:
-        assert errors.count() == 0, f"a cell raised: {errors.first.inner_text()[:2000]}"
-        texts = prompts.all_inner_texts()
-        if texts and all(t.strip() not in ("[*]:", "[ ]:", "") for t in texts):
-            break
-        assert time.monotonic() < deadline, f"the notebook did not finish running: {texts}"
-        page.wait_for_timeout(250)
-    _kernel_idle(page, timeout_ms=60_000)
-    timings["run_all_cells_s"] = round(time.monotonic() - run_all, 2)
-
+    code_cells = _run_all_cells(page, timings)
     cell = code_cells.filter(has_text=PANEL_CELL)
     assert cell.count() == 1, f"expected one cell with {PANEL_CELL!r}, found {cell.count()}"
     cell.scroll_into_view_if_needed()
@@ -308,6 +334,29 @@ def _drive_lesson(page, server: LabServer, timings: dict) -> None:
     assert samples[-1][2] < LONG_RUN_STEPS
     assert run_button.is_enabled() and not stop_button.is_enabled()
     timings["total_s"] = round(time.monotonic() - started, 2)
+
+
+def _run_all_cells(page, timings: dict):
+    """Run All Cells from the Run menu; wait until every code cell ran; return the code cells."""
+    run_all = time.monotonic()
+    page.locator(".lm-MenuBar-item").get_by_text("Run", exact=True).click()
+    page.get_by_role("menuitem", name="Run All Cells", exact=True).click()
+    # Every code cell has an execution count once all ran: no "[*]" and no "[ ]" is left.
+    code_cells = page.locator(".jp-Notebook .jp-CodeCell")
+    prompts = code_cells.locator(".jp-InputArea-prompt")
+    errors = page.locator(".jp-OutputArea-output[data-mime-type='application/vnd.jupyter.stderr']"
+                          ).filter(has_text="Traceback")
+    deadline = time.monotonic() + 480
+    while True:
+        assert errors.count() == 0, f"a cell raised: {errors.first.inner_text()[:2000]}"
+        texts = prompts.all_inner_texts()
+        if texts and all(t.strip() not in ("[*]:", "[ ]:", "") for t in texts):
+            break
+        assert time.monotonic() < deadline, f"the notebook did not finish running: {texts}"
+        page.wait_for_timeout(250)
+    _kernel_idle(page, timeout_ms=60_000)
+    timings["run_all_cells_s"] = round(time.monotonic() - run_all, 2)
+    return code_cells
 
 
 def _save_artifacts(page, folder: Path, server: LabServer, console: list, timings: dict) -> None:

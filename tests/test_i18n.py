@@ -2,6 +2,14 @@
 fallback, and a bad language is refused."""
 from __future__ import annotations
 
+import ast
+import importlib
+import inspect
+import json
+import pkgutil
+import re
+from pathlib import Path
+
 import pytest
 
 from gpututor import RunSpec
@@ -30,8 +38,8 @@ def test_chinese_labels_and_an_untranslated_template_stays_english(chinese):
 
 
 def test_every_translation_keeps_the_placeholders_of_its_template():
-    import string
-    fields = lambda text: {f for _, f, _, _ in string.Formatter().parse(text) if f}
+    import string   # the names and their formats: "{bubble:.0%}" must not become "{bubble}"
+    fields = lambda text: {(f, spec) for _, f, spec, _ in string.Formatter().parse(text) if f}
     for english, chinese in ZH.items():
         assert fields(chinese) == fields(english), english
 
@@ -48,3 +56,170 @@ def test_the_panel_and_the_checker_speak_chinese(chinese, capsys):
     assert "正确" in capsys.readouterr().out
     with pytest.raises(AssertionError, match="与本笔记本测得的结果不符"):
         check_answer(2.0, 1.0, "x")
+
+
+# ---- the figures and widgets of gpututor/ui ---------------------------------------------------
+
+CJK = re.compile(r"[\u4e00-\u9fff]")
+NOTEBOOKS = Path(__file__).resolve().parent.parent / "notebooks"
+
+
+def shown(fig) -> dict[str, list[str]]:
+    """What a figure shows as text: its title, its axis and subplot titles and annotations, and
+    the names and hover texts of its traces."""
+    d = fig.to_dict()
+    layout = d["layout"]
+    axes = [v.get("title", {}).get("text") for k, v in layout.items()
+            if k.startswith(("xaxis", "yaxis"))]
+    hover = [h for t in d["data"] for key in ("hovertext", "hovertemplate")
+             for h in ([t[key]] if isinstance(t.get(key), str) else t.get(key) or ())]
+    return {"title": [layout.get("title", {}).get("text") or ""],
+            "axes": [a for a in axes if a] + [a["text"] for a in layout.get("annotations", ())],
+            "traces": [t.get("name") or "" for t in d["data"]], "hover": hover}
+
+
+def figures():
+    """A figure of each of several figure functions, from small made-up measurements, with
+    the English title it has and a trace name each language must show."""
+    from gpututor.ui import moe, one_device, pipeline, plots, roofline
+    from gpututor.ui.layouts import grid_figure
+    from gpututor.parallel.mesh import RankGrid
+    run = {"compute_s": 0.08, "comm_s": 0.02, "step_time_s": 0.1}
+    events = {0: [("F", 0, 0.0, 0.1), ("B", 0, 0.3, 0.5)], 1: [("F", 0, 0.1, 0.2),
+                                                              ("B", 0, 0.2, 0.3)]}
+    attention = [{"way": w, "seq_len": t, "saved_bytes": t * 1e4, "seconds": t * 1e-5}
+                 for w in ("naive", "sdpa") for t in (64, 128)]
+    moe_records = [{"step": s, "expert_tokens": [[5, 3]], "expert_dropped": [[1, 0]],
+                    "comm_bytes": None} for s in (0, 1)]
+    ops = [{"op": "matmul", "intensity": 20.0, "flops_per_s": 5e10}]
+    return {
+        "step_breakdown": (plots.step_breakdown({"ddp": run}),
+                           "Median step: compute and waiting for communication", "compute"),
+        "loss_curves": (plots.loss_curves({"ddp": [3.0, 2.0]}), "Training loss per step", None),
+        "gantt": (pipeline.gantt(events, bubble=0.25),
+                  "Measured pipeline timeline: bubble 25% of the stage time", "forward"),
+        "attention_figure": (one_device.attention_figure(attention),
+                             "Attention three ways, on this machine", None),
+        "expert_load_figure": (moe.expert_load_figure(moe_records),
+                               "Layer 0, step 1: 1 of 9 slots dropped, busiest expert x1.33 "
+                               "the mean", "kept"),
+        "roofline_figure": (roofline.roofline_figure(ops, 100e9, 10e9),
+                            "Roofline: ridge at 10 FLOP/byte here", "this machine, measured"),
+        "grid_figure": (grid_figure(RankGrid((("dp", 2), ("tp", 2)))),
+                        "Rank grid dp=2 x tp=2: same colour = same group", None),
+    }
+
+
+def test_the_figures_speak_chinese_and_english(chinese):
+    chinese_figures = figures()
+    set_language("en")
+    english_figures = figures()
+    for name, (fig, english_title, trace) in chinese_figures.items():
+        text = shown(fig)
+        assert CJK.search(text["title"][0]), (name, text["title"])
+        assert any(CJK.search(a) for a in text["axes"]), (name, text["axes"])
+        if trace is not None:
+            assert ZH[trace] in text["traces"] and trace not in text["traces"], name
+        english, _, _ = english_figures[name]
+        text = shown(english)
+        assert text["title"] == [english_title], name
+        assert not any(CJK.search(s) for part in text.values() for s in part), (name, text)
+        if trace is not None:
+            assert trace in text["traces"], (name, text["traces"])
+
+
+def test_program_state_stays_english_while_the_figures_speak_chinese(chinese):
+    from gpututor.ui import pipeline, roofline
+    events = {0: [("F", 0, 0.0, 0.1), ("B", 0, 0.2, 0.3)]}
+    fig = pipeline.gantt(events)
+    assert list(fig.data[0].y) == ["阶段 0"] and fig.layout.yaxis.categoryarray == ("阶段 0",)
+    again = pipeline.gantt(events, "1F1B, m=8, measured", 0.5, fig=fig)   # live: by index
+    assert again is fig and fig.layout.title.text == "1F1B，m=8，实测：气泡占阶段时间的 50%"
+    assert pipeline.NAMES["F"] == "forward"                       # the table stays English
+    point = roofline.roofline_figure([{"op": "mm", "intensity": 1.0, "flops_per_s": 1e9}],
+                                     100e9, 10e9).data[-1]
+    assert "%{customdata[1]:.2f} GFLOP/s" in point.hovertemplate and "实测" in point.hovertemplate
+    assert point.customdata[0][3] == "受限于访存"                   # bound() said "memory-bound"
+
+
+def test_the_widgets_speak_chinese(chinese):
+    from gpututor.ui.comparison import Comparison
+    from gpututor.ui.planner import PlannerWidget
+    from gpututor.ui.series import summary_line
+    from gpututor.ui.sharding import ShardingBoard
+    board = ShardingBoard({"ddp": RunSpec(strategy="ddp", world_size=2)})
+    assert board.run_button.description == "全部运行" and board.status.value == "就绪：点击“全部运行”"
+    assert "各进程显存（MB，实测）" in [a.text for a in board.fig.layout.annotations]
+    assert [t.name for t in board.fig.data][:2] == ["损失 ddp", "参数"]
+    planner = PlannerWidget()
+    assert planner.params.description == "模型规模" and planner.count.description == "最多 GPU 数"
+    assert "层 ×" in planner.status.value and "<th" in planner.output.value
+    assert "配置" in planner.output.value and "说明" in planner.output.value
+    assert Comparison().explain() == "还没有多于一个进程的运行。"
+    line = summary_line({"steps": 3, "strategy": "ddp", "world_size": 2, "tokens_per_s": 1234.0,
+                         "step_time_s": 0.1, "final_loss": 2.0, "losses": [4.2, 3.0, 2.0]})
+    assert line == ("ddp 在 2 个进程上运行 3 步：1,234 tokens/s（所有进程合计），单步中位数 "
+                    "0.100 s，损失首步 4.200，末步 2.000")
+
+
+def test_every_default_title_of_a_figure_function_has_a_translation():
+    from gpututor.ui import compression, layouts, pipeline, plots, sharding
+    missing = []
+    for module in (compression, layouts, pipeline, plots, sharding):
+        for name, fn in vars(module).items():
+            title = inspect.signature(fn).parameters.get("title") if inspect.isfunction(fn) \
+                else None
+            if title is not None and title.default not in ("", inspect.Parameter.empty) \
+                    and title.default not in ZH:
+                missing.append(f"{module.__name__}.{name}: {title.default!r}")
+    assert not missing
+
+
+def test_the_translation_tables_do_not_overlap():
+    from gpututor.i18n.zh import PARTS
+    assert sum(len(part) for part in PARTS) == len(ZH)
+
+
+# ---- what the English notebooks pass -----------------------------------------------------------
+
+def notebook_calls():
+    """Every call in the code cells of the English notebooks (``notebooks/*.ipynb``)."""
+    for path in sorted(NOTEBOOKS.glob("*.ipynb")):
+        for cell in json.loads(path.read_text())["cells"]:
+            if cell["cell_type"] != "code":
+                continue
+            source = "\n".join(line for line in "".join(cell["source"]).splitlines()
+                               if not line.lstrip().startswith(("%", "!")))   # magics
+            for node in ast.walk(ast.parse(source)):
+                if isinstance(node, ast.Call):
+                    yield path.name, node
+
+
+def title_positions() -> dict[str, int]:
+    """Figure function name -> the position of its ``title`` parameter."""
+    import gpututor.ui as ui
+    positions = {}
+    for info in pkgutil.iter_modules(ui.__path__):
+        module = importlib.import_module(f"gpututor.ui.{info.name}")
+        for name, fn in vars(module).items():
+            if inspect.isfunction(fn) and "title" in inspect.signature(fn).parameters:
+                positions[name] = list(inspect.signature(fn).parameters).index("title")
+    return positions
+
+
+def test_the_titles_and_questions_of_the_english_notebooks_have_translations():
+    positions = title_positions()
+    titles, questions = set(), set()
+    for notebook, call in notebook_calls():
+        name = getattr(call.func, "attr", getattr(call.func, "id", None))
+        given = [kw.value for kw in call.keywords if kw.arg == "title"]
+        if name in positions and len(call.args) > positions[name]:
+            given.append(call.args[positions[name]])
+        titles |= {(notebook, v.value) for v in given if isinstance(v, ast.Constant)}
+        if name in ("check_answer", "check_names"):
+            what = call.args[2] if len(call.args) > 2 else \
+                next(kw.value for kw in call.keywords if kw.arg == "what")
+            assert isinstance(what, ast.Constant), f"{notebook}: {ast.unparse(call)}"
+            questions.add((notebook, what.value))
+    assert len(titles) >= 10 and len(questions) >= 30   # the walk found them
+    assert [t for t in titles | questions if t[1] not in ZH] == []

@@ -177,3 +177,32 @@ def test_sdpa_is_refused_where_model_parallel_splits_attention():
     from conftest import tiny_spec
     with pytest.raises(ValueError, match="attention='sdpa' is invalid for strategy='tp'"):
         tiny_spec(strategy="tp", world_size=2, attention="sdpa")
+
+
+def test_the_chinese_corpus_is_utf8_text_the_tokenizer_round_trips():
+    tokenizer, ids = load_corpus("zh")
+    text = (CORPUS_PATH.parent / "corpus_zh.txt").read_text(encoding="utf-8")
+    assert tokenizer.vocab_size == len(set(text)) > 2000 and "诗" in tokenizer.chars
+    assert len(ids) == len(text) and int(ids.max()) == tokenizer.vocab_size - 1
+    assert tokenizer.decode(ids[:200]) == text[:200]
+    assert tokenizer.encode("床前明月光") == [tokenizer.chars.index(c) for c in "床前明月光"]
+    with pytest.raises(ValueError, match="corpus='fr' is invalid: allowed are 'en', 'zh'"):
+        load_corpus("fr")
+
+
+def test_the_english_ids_do_not_change_with_unicode_reading():
+    tokenizer, ids = load_corpus()
+    raw = CORPUS_PATH.read_bytes()
+    assert tokenizer.chars == "".join(sorted(set(raw.decode("ascii"))))
+    assert ids[:1000].tolist() == [tokenizer.chars.index(chr(b)) for b in raw[:1000]]
+
+
+def test_a_run_on_the_chinese_corpus_trains_with_its_vocabulary():
+    from gpututor import RunSpec, build_model, launch
+    spec = RunSpec(model="gpt", model_size="tiny", corpus="zh", world_size=2, strategy="ddp",
+                   batch_size=8, seq_len=32, steps=3)
+    assert build_model(spec).tok_emb.num_embeddings == load_corpus("zh")[0].vocab_size
+    summary = launch(spec).wait()
+    assert summary["losses"][0] > summary["losses"][-1]
+    with pytest.raises(ValueError, match="corpus='x' is invalid"):
+        RunSpec(corpus="x")

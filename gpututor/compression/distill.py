@@ -66,7 +66,7 @@ def build_student(spec, student_shape=None) -> nn.Module:
         return build_model(spec)
     if spec.model != "gpt":
         raise ValueError(f"model={spec.model!r} is invalid with a student_shape: allowed is 'gpt'")
-    tokenizer, _ = load_corpus()
+    tokenizer, _ = load_corpus(spec.corpus)
     cfg = dataclasses.replace(model_config(spec, tokenizer.vocab_size), **dict(student_shape))
     if cfg.d_model % cfg.n_head:
         raise ValueError(f"student_shape={student_shape!r} is invalid: d_model={cfg.d_model} is "

@@ -31,8 +31,9 @@ class GPU:
     memory_bandwidth: float     # bytes/s
     links: tuple                # names in LINKS this GPU typically has
     source: str
-    price_per_hour: Optional[float] = None   # USD per GPU-hour, only if you set one
+    price_per_hour: Optional[float] = None   # per GPU-hour, in price_currency, only if you set one
     price_source: str = ""
+    price_currency: str = "USD"
     cuda_names: tuple = ()      # exactly what torch.cuda.get_device_name() reports for it
 
     def peak(self, precision: str) -> float:
@@ -133,10 +134,58 @@ LINKS: dict[str, Link] = {link.name: link for link in (
 # Example prices, USD per GPU-hour, on demand. Prices move and differ several-fold between
 # providers: these are the middle of the "specialty cloud" ranges listed by a public comparison
 # (mercatus-ai.com, "Cloud GPU pricing", May 2026: A100 80GB $1.10-1.50, H100 SXM $2.50-3.50,
-# H200 SXM $3.50-4.50). Use your own quote: ``set_price(name, usd)``.
+# H200 SXM $3.50-4.50). Use your own quote: ``set_price(name, price)``, in your currency after
+# ``set_currency`` (below).
 EXAMPLE_PRICES = {"A100-80GB": 1.30, "H100-80GB": 3.00, "H200-141GB": 4.00}
 EXAMPLE_PRICE_SOURCE = ("example: middle of the specialty-cloud on-demand range, mercatus-ai.com "
                         "'Cloud GPU pricing' (May 2026); set your own")
+
+
+# ---- money: prices and costs in the learner's currency -----------------------------------------
+# The example prices above are US dollars. Another currency needs either prices given in it
+# (set_price after set_currency) or a rate, units per US dollar, with its source: rates move
+# daily, so none is built in.
+CURRENCY_SYMBOLS = {"USD": "$", "CNY": "¥", "EUR": "€", "GBP": "£", "JPY": "¥", "INR": "₹"}
+_money = {"currency": "USD", "per_usd": 1.0, "rate_source": "US dollars: no conversion"}
+
+
+def set_currency(currency: str, per_usd: Optional[float] = None, source: str = "given") -> None:
+    """Show prices and costs in ``currency`` (in this process). ``per_usd``: its units per US
+    dollar (with ``source``), to convert the US-dollar example prices; without it, only prices
+    you give in ``currency`` (:func:`set_price`, ``price_per_hour=``) are known."""
+    _check_choice("currency", currency, tuple(CURRENCY_SYMBOLS))
+    if currency == "USD":
+        per_usd, source = 1.0, "US dollars: no conversion"
+    elif per_usd is not None:
+        _check_positive("per_usd", per_usd)
+    _money.update(currency=currency, per_usd=per_usd, rate_source=source)
+
+
+def currency() -> str:
+    """The currency prices and costs are in (``"USD"`` unless :func:`set_currency` said)."""
+    return _money["currency"]
+
+
+def money(amount: float) -> str:
+    """``amount`` in the current currency, e.g. ``"$1,234"`` or ``"¥8,900"``."""
+    return f"{CURRENCY_SYMBOLS[_money['currency']]}{amount:,.0f}"
+
+
+def price_text(price_per_hour: float) -> str:
+    """A price per GPU-hour in the current currency, e.g. ``"$3"`` or ``"¥21.6"``."""
+    return f"{CURRENCY_SYMBOLS[_money['currency']]}{price_per_hour:g}"
+
+
+def _convert(price: float, from_currency: str, source: str) -> tuple[Optional[float], str]:
+    """``price`` in ``from_currency`` -> the current currency, through the US dollar."""
+    here = _money["currency"]
+    if from_currency == here:
+        return price, source
+    if from_currency == "USD" and _money["per_usd"] is not None:
+        return price * _money["per_usd"], (f"{source}; converted at {_money['per_usd']:g} {here} "
+                                            f"per USD ({_money['rate_source']})")
+    return None, (f"no price in {here}: the known one is {price:g} {from_currency}; give "
+                  f"set_currency({here!r}, per_usd=..., source=...) or a price in {here}")
 
 
 def get_gpu(name_or_gpu) -> GPU:
@@ -162,14 +211,16 @@ def get_link(name_or_link) -> Link:
 
 
 def price_of(gpu: GPU, price_per_hour: Optional[float] = None) -> tuple[Optional[float], str]:
-    """(USD per GPU-hour, where it comes from): yours, the GPU's own, an example, or None."""
+    """(price per GPU-hour in the current currency, where it comes from): yours (given in the
+    current currency), the GPU's own, an example (US dollars, converted if a rate is set), or
+    None with the reason."""
     if price_per_hour is not None:
         _check_positive("price_per_hour", price_per_hour, allow_zero=True)
         return float(price_per_hour), "given"
     if gpu.price_per_hour is not None:
-        return gpu.price_per_hour, gpu.price_source or "set for this GPU"
+        return _convert(gpu.price_per_hour, gpu.price_currency, gpu.price_source or "set for this GPU")
     if gpu.name in EXAMPLE_PRICES:
-        return EXAMPLE_PRICES[gpu.name], EXAMPLE_PRICE_SOURCE
+        return _convert(EXAMPLE_PRICES[gpu.name], "USD", EXAMPLE_PRICE_SOURCE)
     return None, "no price known: pass price_per_hour"
 
 
@@ -213,10 +264,11 @@ def add_link(name: str, bandwidth_gbs: float, latency_us: float = 10.0, source: 
 
 
 def set_price(gpu: str, price_per_hour: float, source: str = "given") -> GPU:
-    """Set the USD per GPU-hour the planner uses for ``gpu`` (in this process)."""
+    """Set the price per GPU-hour, in the current currency (:func:`set_currency`), that the
+    planner uses for ``gpu`` (in this process)."""
     _check_positive("price_per_hour", price_per_hour, allow_zero=True)
     updated = dataclasses.replace(get_gpu(gpu), price_per_hour=float(price_per_hour),
-                                  price_source=source)
+                                  price_source=source, price_currency=currency())
     GPUS[updated.name] = updated
     return updated
 

@@ -59,8 +59,8 @@ def add_parser(commands) -> argparse.ArgumentParser:
     p.add_argument("--mfu", type=float, default=DEFAULT_MFU,
                    help=f"fraction of peak reached (default {DEFAULT_MFU}, an assumption)")
     p.add_argument("--comm-efficiency", type=float, default=DEFAULT_COMM_EFFICIENCY)
-    p.add_argument("--price", type=float, default=None, help="USD per GPU-hour")
-    p.add_argument("--budget", type=float, default=None, help="USD (with --recommend)")
+    p.add_argument("--price", type=float, default=None, help="per GPU-hour, in the planner's currency (US dollars)")
+    p.add_argument("--budget", type=float, default=None, help="in the planner's currency (US dollars; with --recommend)")
     p.add_argument("--deadline-days", type=float, default=None, help="(with --recommend)")
     p.add_argument("--recommend", action="store_true", help="rank layouts on 1..--gpus GPUs")
     p.add_argument("--list", action="store_true", help="print the GPU and link catalogue")

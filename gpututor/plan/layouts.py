@@ -33,7 +33,7 @@ HEADROOM = 0.8   # what a formula may fill of the capacity: temporaries are not 
 def transformer_of(spec) -> Transformer:
     """The shape of ``spec``'s GPT (the corpus's vocabulary, ``spec.seq_len``), for the formulas."""
     cfg = spec.model_config
-    return Transformer(cfg.n_layer, cfg.d_model, cfg.n_head, load_corpus()[0].vocab_size,
+    return Transformer(cfg.n_layer, cfg.d_model, cfg.n_head, load_corpus(spec.corpus)[0].vocab_size,
                        spec.seq_len, name=f"tiny GPT {spec.resolved_model_size}")
 
 

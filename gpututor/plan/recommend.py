@@ -16,7 +16,7 @@ import math
 from dataclasses import dataclass, field
 
 from . import catalog
-from .catalog import GB, _check_choice, _check_positive
+from .catalog import GB, _check_choice, _check_positive, currency, money, price_text
 from .memory import (PRECISIONS, RECOMPUTE, ZERO_STAGES, Transformer, bytes_per_param,
                      per_device_memory)
 from .time import DAY, run_cost, step_time
@@ -118,7 +118,7 @@ class Estimate:
             "fits": self.fits,
             "time": {**self.step, "steps": self.steps, "total_s": self.total_s,
                      "total_days": self.days},
-            "cost": {"usd": self.cost, "price_per_gpu_hour": self.price_per_hour,
+            "cost": {"amount": self.cost, "currency": currency(), "price_per_gpu_hour": self.price_per_hour,
                      "price_source": self.price_source},
             "link_bound": self.link_bound,
             "explanation": list(self.reasons),
@@ -195,7 +195,7 @@ def _reasons(est: Estimate, model: Transformer, gpu, dp_link) -> list[str]:
         out.append(f"link-bound: {comm / s['step_s']:.0%} of each step waits on {dp_link.name} "
                    "communication; more GPUs would not help much, a faster link would")
     if est.cost is not None:
-        out.append(f"cost: ${est.cost:,.0f} at ${est.price_per_hour:g}/GPU-hour "
+        out.append(f"cost: {money(est.cost)} at {price_text(est.price_per_hour)}/GPU-hour "
                    f"({est.price_source})")
     else:
         out.append(f"cost: unknown ({est.price_source})")
@@ -312,7 +312,7 @@ def _with_notes(ranked, rejected, budget, deadline_days) -> Recommendation:
     elif one_enough:
         notes.append(f"one GPU is enough: {fitting_one[0].config.label} fits and takes "
                      f"{fitting_one[0].days:,.1f} days"
-                     + (f" for ${fitting_one[0].cost:,.0f}" if fitting_one[0].cost else "")
+                     + (f" for {money(fitting_one[0].cost)}" if fitting_one[0].cost else "")
                      + "; more GPUs only buy time")
     elif fitting_one:
         notes.append(f"one GPU fits ({fitting_one[0].config.label}) but misses the deadline or "
@@ -324,7 +324,7 @@ def _with_notes(ranked, rejected, budget, deadline_days) -> Recommendation:
     if meeting and not one_enough:
         e = min(meeting, key=lambda e: (e.config.count, _rank(e)))
         notes.append(f"the smallest cluster that meets the deadline and budget: {e.config.label}"
-                     f" ({e.days:,.1f} days" + (f", ${e.cost:,.0f})" if e.cost else ")"))
+                     f" ({e.days:,.1f} days" + (f", {money(e.cost)})" if e.cost else ")"))
     if ranked and not meeting:
         what = [w for w, v in (("deadline", deadline_days), ("budget", budget)) if v]
         notes.append(f"no configuration meets the {' and '.join(what) or 'constraints'}: "

@@ -26,7 +26,7 @@ def build_parser() -> argparse.ArgumentParser:
     defaults = RunSpec.__dataclass_fields__
     add = lambda flag, **kw: run.add_argument(
         flag, default=defaults[flag[2:].replace("-", "_")].default, **kw)
-    add("--model", help="gpt (tiny GPT) or mlp")
+    add("--model", help="gpt (tiny GPT), moe (its mixture of experts) or mlp")
     add("--model-size", help="tiny|small|medium|large for gpt; small|large for mlp")
     add("--strategy", help="single, ddp, ...")
     run.add_argument("--world-size", type=int, default=None,
@@ -38,6 +38,7 @@ def build_parser() -> argparse.ArgumentParser:
     add("--lr", type=float)
     add("--optimizer")
     add("--attention", help="naive (T x T scores kept) or sdpa (torch's fused kernel); gpt only")
+    add("--corpus", help="en (English docstrings) or zh (Chinese poems, UTF-8)")
     add("--seed", type=int)
     add("--device", help="auto | cpu | cuda")
     add("--threads-per-rank", type=int)

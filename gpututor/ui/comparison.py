@@ -8,13 +8,15 @@ from collections import defaultdict
 import ipywidgets as W
 import plotly.graph_objects as go
 
+from ..i18n import tr
 from .series import comparison_key, speedup_rows
 
 
 def speedup_figure(rows: list[dict]) -> go.Figure:
     """Measured speedup vs number of ranks, one line per model/batch, with the ideal y = x."""
     top = max([2] + [r["world_size"] for r in rows])
-    fig = go.Figure(go.Scatter(x=[1, top], y=[1, top], mode="lines", name="ideal (N ranks = N×)",
+    fig = go.Figure(go.Scatter(x=[1, top], y=[1, top], mode="lines",
+                               name=tr("ideal (N ranks = N×)"),
                                line=dict(dash="dash", color="gray")))
     groups = defaultdict(list)
     for row in rows:
@@ -25,9 +27,9 @@ def speedup_figure(rows: list[dict]) -> go.Figure:
         fig.add_scatter(x=[r["world_size"] for r in group], y=[r["speedup"] for r in group],
                         mode="lines+markers+text", name=label, textposition="top center",
                         text=[f"{r['speedup']:.2f}×" for r in group])
-    fig.update_layout(title="speedup over one rank (tokens/s, same model and global batch)",
-                      xaxis=dict(title="ranks (world size)", dtick=1),
-                      yaxis=dict(title="speedup", rangemode="tozero"), height=360)
+    fig.update_layout(title=tr("speedup over one rank (tokens/s, same model and global batch)"),
+                      xaxis=dict(title=tr("ranks (world size)"), dtick=1),
+                      yaxis=dict(title=tr("speedup"), rangemode="tozero"), height=360)
     return fig
 
 
@@ -82,22 +84,28 @@ class Comparison:
             if r["speedup"] is None:
                 elsewhere = [s for s in self.summaries if s["world_size"] == 1
                              and comparison_key(s)[:-1] == r["key"][:-1] and s["tokens_per_s"]]
-                lines.append(f"{r['strategy']} on {r['world_size']} ranks ({r['label']}): " + (
-                    f"the 1-rank run ran on {elsewhere[-1]['device']}, this one on {r['device']}; "
-                    "a speedup across kinds of device would compare the devices, not the "
-                    "parallelism, so none is given (pin both: RunSpec.pin_device)"
-                    if elsewhere else
-                    "no 1-rank run of the same model and batch yet, so no speedup."))
+                if elsewhere:
+                    why = tr("the 1-rank run ran on {there}, this one on {here}; a speedup across "
+                             "kinds of device would compare the devices, not the parallelism, "
+                             "so none is given (pin both: RunSpec.pin_device)",
+                             there=elsewhere[-1]["device"], here=r["device"])
+                else:
+                    why = tr("no 1-rank run of the same model and batch yet, so no speedup.")
+                lines.append(tr("{strategy} on {n} ranks ({label}): {why}", strategy=r["strategy"],
+                                n=r["world_size"], label=r["label"], why=why))
                 continue
-            split = ("communication not measured for this strategy" if r["comm_s"] is None else
-                     f"compute {r['compute_s'] * 1e3:.0f} ms, waiting for communication "
-                     f"{r['comm_s'] * 1e3:.0f} ms")
-            lines.append(
-                f"{r['strategy']} on {r['world_size']} ranks: {r['tokens_per_s']:,.0f} tokens/s "
-                f"vs {r['baseline_tokens_per_s']:,.0f} on 1 rank = {r['speedup']:.2f}× "
-                f"(ideal {r['world_size']}×, scaling efficiency {r['efficiency']:.0%}). "
-                f"Per step and rank: {split}.")
-        return "\n".join(lines) or "No run on more than one rank yet."
+            if r["comm_s"] is None:
+                split = tr("communication not measured for this strategy")
+            else:
+                split = tr("compute {compute:.0f} ms, waiting for communication {comm:.0f} ms",
+                           compute=r["compute_s"] * 1e3, comm=r["comm_s"] * 1e3)
+            lines.append(tr(
+                "{strategy} on {n} ranks: {tokens:,.0f} tokens/s vs {baseline:,.0f} on 1 rank = "
+                "{speedup:.2f}× (ideal {n}×, scaling efficiency {efficiency:.0%}). Per step and "
+                "rank: {split}.", strategy=r["strategy"], n=r["world_size"],
+                tokens=r["tokens_per_s"], baseline=r["baseline_tokens_per_s"],
+                speedup=r["speedup"], efficiency=r["efficiency"], split=split))
+        return "\n".join(lines) or tr("No run on more than one rank yet.")
 
     def static_figure(self) -> go.Figure:
         return speedup_figure(self.rows())
@@ -107,9 +115,10 @@ class Comparison:
 
 
 def _rows_html(rows: list[dict]) -> str:
-    fmt = lambda v, spec, scale=1: "not measured" if v is None else format(v * scale, spec)
-    head = "".join(f"<th>{h}</th>" for h in ("run", "strategy", "ranks", "tokens/s", "speedup",
-                                             "efficiency", "compute ms/step", "comm ms/step"))
+    fmt = lambda v, spec, scale=1: tr("not measured") if v is None else format(v * scale, spec)
+    head = "".join(f"<th>{tr(h)}</th>" for h in ("run", "strategy", "ranks", "tokens/s",
+                                                 "speedup", "efficiency", "compute ms/step",
+                                                 "comm ms/step"))
     body = "".join(
         f"<tr><td>{html.escape(r['label'])}</td><td>{r['strategy']}</td>"
         f"<td>{r['world_size']}</td><td>{fmt(r['tokens_per_s'], ',.0f')}</td>"

@@ -7,6 +7,8 @@ from __future__ import annotations
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from ..i18n import tr
+
 
 def tradeoff_figure(rows: list[dict], title: str = "What each compression buys, and costs "
                     "(measured in one run)") -> go.Figure:
@@ -14,8 +16,8 @@ def tradeoff_figure(rows: list[dict], title: str = "What each compression buys, 
     names = [r["variant"] for r in rows][::-1]   # first variant on top
     by_name = {r["variant"]: r for r in rows}
     fig = make_subplots(rows=1, cols=3, shared_yaxes=True, horizontal_spacing=0.03,
-                        subplot_titles=("size on disk (MB)", "CPU latency per batch (ms)",
-                                        "validation loss"))
+                        subplot_titles=(tr("size on disk (MB)"), tr("CPU latency per batch (ms)"),
+                                        tr("validation loss")))
     columns = [("bytes", 1e-6, "{:.2f}"), ("latency_s", 1e3, "{:.1f}"), ("loss", 1, "{:.3f}")]
     for col, (key, unit, fmt) in enumerate(columns, start=1):
         values = [by_name[n][key] * unit for n in names]
@@ -25,7 +27,7 @@ def tradeoff_figure(rows: list[dict], title: str = "What each compression buys, 
     spread = max(losses) - min(losses)
     fig.update_xaxes(range=[min(losses) - spread * 0.3 - 0.01, max(losses) + spread * 0.1 + 0.01],
                      row=1, col=3)
-    fig.update_layout(title=title, template="plotly_white", height=120 + 32 * len(rows),
+    fig.update_layout(title=tr(title), template="plotly_white", height=120 + 32 * len(rows),
                       margin=dict(l=60, r=20, t=80, b=40))
     return fig
 
@@ -38,6 +40,6 @@ def sparsity_figure(sparsities: list[float], curves: dict[str, list[float]],
     for label, losses in curves.items():
         fig.add_scatter(x=[s * 100 for s in sparsities], y=losses, mode="lines+markers",
                         name=label)
-    fig.update_layout(title=title, xaxis_title="weights pruned (%)", yaxis_title="loss",
+    fig.update_layout(title=tr(title), xaxis_title=tr("weights pruned (%)"), yaxis_title=tr("loss"),
                       template="plotly_white", height=360, margin=dict(l=60, r=20, t=80, b=50))
     return fig

@@ -4,6 +4,7 @@ from __future__ import annotations
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from ..i18n import tr
 from ..measure.memory import CATEGORIES
 from ..parallel.mesh import RankGrid
 
@@ -15,19 +16,21 @@ def grid_figure(grid: RankGrid, title: str = "") -> go.Figure:
     """One panel per dim: every rank as a box, coloured by which group of that dim it is in."""
     dims = grid.dims
     fig = make_subplots(rows=1, cols=len(dims),
-                        subplot_titles=[f"{d} groups ({grid.degree(d)} ranks each)" for d in dims])
+                        subplot_titles=[tr("{dim} groups ({n} ranks each)", dim=d, n=grid.degree(d))
+                                        for d in dims])
     ranks = grid.ranks.reshape(-1, grid.ranks.shape[-1]) if grid.ranks.dim() > 1 else \
         grid.ranks.view(1, -1)
     for col, dim in enumerate(dims, start=1):
         which = {r: i for i, group in enumerate(grid.groups(dim)) for r in group}
         z = [[which[int(r)] for r in row] for row in ranks]
-        text = [[f"rank {int(r)}" for r in row] for row in ranks]
+        text = [[tr("rank {rank}", rank=int(r)) for r in row] for row in ranks]
         fig.add_heatmap(z=z, text=text, texttemplate="%{text}", showscale=False,
                         colorscale="Viridis", row=1, col=col, hoverinfo="text")
         fig.update_yaxes(autorange="reversed", showticklabels=False, row=1, col=col)
         fig.update_xaxes(showticklabels=False, row=1, col=col)
     shape = " x ".join(f"{d}={n}" for d, n in grid.shape)
-    fig.update_layout(title=title or f"Rank grid {shape}: same colour = same group",
+    fig.update_layout(title=tr(title) if title else
+                      tr("Rank grid {shape}: same colour = same group", shape=shape),
                       height=160 + 60 * len(ranks), **LAYOUT)
     return fig
 
@@ -41,13 +44,14 @@ def memory_per_rank_figure(summaries: dict[str, dict], capacity: float | None = 
     fig = go.Figure()
     for c in CATEGORIES:
         fig.add_bar(x=x, y=[(v or 0) / MB for s in summaries.values()
-                            for v in s["mem_by_category"][c]], name=c)
+                            for v in s["mem_by_category"][c]], name=tr(c))
     fig.add_scatter(x=x, y=[(p or 0) / MB for s in summaries.values()
-                            for p in s["peak_mem_bytes"]], mode="markers", name="peak (measured)",
+                            for p in s["peak_mem_bytes"]], mode="markers",
+                    name=tr("peak (measured)"),
                     marker=dict(symbol="diamond", size=9, color="black"))
     if capacity:
         fig.add_hline(y=capacity / MB, line_dash="dash", line_color="#cf222e",
-                      annotation_text=f"capacity {capacity / MB:.1f} MB")
-    fig.update_layout(barmode="stack", title=title, yaxis_title="MB per rank", height=420,
+                      annotation_text=tr("capacity {mb:.1f} MB", mb=capacity / MB))
+    fig.update_layout(barmode="stack", title=tr(title), yaxis_title=tr("MB per rank"), height=420,
                       legend=dict(orientation="h", y=-0.25), **LAYOUT)
     return fig

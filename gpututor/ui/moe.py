@@ -6,6 +6,8 @@ import time
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from ..i18n import tr
+
 
 def imbalance(kept: list[int], dropped: list[int]) -> float:
     """The busiest expert's routed slots over the mean (1 = perfectly balanced)."""
@@ -19,27 +21,29 @@ def expert_load_figure(records: list[dict], layer: int = 0, fig=None) -> go.Figu
     all-to-alls; 0 on one rank). ``records``: rank 0's, in step order."""
     last = records[-1]
     kept, dropped = last["expert_tokens"][layer], last["expert_dropped"][layer]
-    experts = [f"expert {e}" for e in range(len(kept))]
+    experts = [tr("expert {expert}", expert=e) for e in range(len(kept))]
     steps = [r["step"] for r in records]
     ratios = [imbalance(r["expert_tokens"][layer], r["expert_dropped"][layer]) for r in records]
     sent = [None if r.get("comm_bytes") is None else r["comm_bytes"] / 1e6 for r in records]
-    title = (f"Layer {layer}, step {last['step']}: {sum(dropped)} of {sum(kept) + sum(dropped)} "
-             f"slots dropped, busiest expert x{ratios[-1]:.2f} the mean")
+    title = tr("Layer {layer}, step {step}: {dropped} of {slots} slots dropped, busiest expert "
+               "x{ratio:.2f} the mean", layer=layer, step=last["step"], dropped=sum(dropped),
+               slots=sum(kept) + sum(dropped), ratio=ratios[-1])
     if fig is None or not fig.data:
         fig = fig if fig is not None else go.FigureWidget()
-        grid = make_subplots(rows=1, cols=2, subplot_titles=("slots per expert (latest step)",
-                                                             "per step"),
+        grid = make_subplots(rows=1, cols=2, subplot_titles=(tr("slots per expert (latest step)"),
+                                                             tr("per step")),
                              specs=[[{}, {"secondary_y": True}]])
         fig.update_layout(grid.layout)
-        fig.add_bar(x=experts, y=kept, name="kept", xaxis="x", yaxis="y")
-        fig.add_bar(x=experts, y=dropped, name="dropped (over capacity)", xaxis="x", yaxis="y")
-        fig.add_scatter(x=steps, y=ratios, name="busiest / mean", mode="lines+markers",
+        fig.add_bar(x=experts, y=kept, name=tr("kept"), xaxis="x", yaxis="y")
+        fig.add_bar(x=experts, y=dropped, name=tr("dropped (over capacity)"), xaxis="x", yaxis="y")
+        fig.add_scatter(x=steps, y=ratios, name=tr("busiest / mean"), mode="lines+markers",
                         xaxis="x2", yaxis="y2")
-        fig.add_scatter(x=steps, y=sent, name="MB sent by rank 0", mode="lines+markers",
+        fig.add_scatter(x=steps, y=sent, name=tr("MB sent by rank 0"), mode="lines+markers",
                         xaxis="x2", yaxis="y3")
         fig.update_layout(barmode="stack", height=380, template="plotly_white",
-                          xaxis2_title="step", yaxis2_title="busiest / mean",
-                          yaxis3=dict(title="MB sent", overlaying="y2", side="right", anchor="x2"))
+                          xaxis2_title=tr("step"), yaxis2_title=tr("busiest / mean"),
+                          yaxis3=dict(title=tr("MB sent"), overlaying="y2", side="right",
+                                      anchor="x2"))
     with fig.batch_update():
         fig.data[0].y, fig.data[1].y = kept, dropped
         fig.data[2].x, fig.data[2].y = steps, ratios

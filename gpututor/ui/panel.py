@@ -55,7 +55,7 @@ def build_figure(world_size: int, title: str = "") -> go.Figure:
         fig.add_scatter(x=[], y=[], mode="lines", name=tr("rank {rank} tokens/s", rank=rank), row=1, col=2)
     ranks = [tr("rank {rank}", rank=rank) for rank in range(world_size)]
     for category in MEMORY_CATEGORIES:
-        fig.add_bar(x=ranks, y=[0] * world_size, name=category, row=2, col=1)
+        fig.add_bar(x=ranks, y=[0] * world_size, name=tr(category), row=2, col=1)
     fig.add_bar(x=ranks, y=[0] * world_size, name=tr("compute"), row=2, col=2)
     fig.add_bar(x=ranks, y=[0] * world_size, name=tr("waiting for communication"), row=2, col=2)
     fig.update_layout(barmode="stack", height=620, title=title, margin=dict(t=70, b=40),
@@ -253,8 +253,8 @@ class RunPanel:
         with self.fig.batch_update():
             fill_figure(self.fig, records, world)
         if not run.done and not self._stop_requested:
-            self._set_status("running", tr("step {step} of {steps}", step=len(records) // world,
-                                           steps=run.spec.steps))
+            self._set_status("running", tr("step {step} of {steps} on {n} rank(s)",
+                                           step=len(records) // world, steps=run.spec.steps, n=world))
 
     def _show_end(self, run: Run, problem: Exception | None) -> None:
         if run.status == "finished":
@@ -282,7 +282,7 @@ class RunPanel:
 def _control(name: str, spec: RunSpec) -> W.Widget:
     """An input widget for one RunSpec field; IntText etc. so a bad value reaches validation."""
     value = spec.resolved_model_size if name == "model_size" else getattr(spec, name)
-    common = dict(description=name.replace("_", " "), style={"description_width": "initial"},
+    common = dict(description=tr(name.replace("_", " ")), style={"description_width": "initial"},
                   layout=W.Layout(width="auto", min_width="150px"))
     if name in CHOICES:
         return W.Dropdown(options=CHOICES[name](spec), value=value, **common)

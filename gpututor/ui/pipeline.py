@@ -9,10 +9,11 @@ import time
 
 import plotly.graph_objects as go
 
+from ..i18n import tr
 from ..parallel.pipeline.timeline import step_events, step_stages, theoretical_bubble_fraction
 
 COLORS = {"F": "#4c78a8", "B": "#f58518", "W": "#54a24b"}
-NAMES = {"F": "forward", "B": "backward", "W": "weight gradient (zero bubble)"}
+NAMES = {"F": "forward", "B": "backward", "W": "weight gradient (zero bubble)"}   # shown via tr()
 
 
 def gantt(events: dict[int, list], title: str = "Measured pipeline timeline",
@@ -33,10 +34,12 @@ def gantt(events: dict[int, list], title: str = "Measured pipeline timeline",
                 for (k, m, s, e), v in zip(evs, chunk[rank]) if k == kind]
         traces.append(dict(
             x=[(e - s) * 1e3 for _, _, s, e, _ in rows], base=[s * 1e3 for _, _, s, _, _ in rows],
-            y=[f"stage {rank}" for rank, *_ in rows], text=[str(m) for _, m, *_ in rows],
-            hovertext=[f"virtual stage {v}, micro-batch {m}" for _, m, _, _, v in rows],
+            y=[tr("stage {stage}", stage=rank) for rank, *_ in rows],
+            text=[str(m) for _, m, *_ in rows],
+            hovertext=[tr("virtual stage {stage}, micro-batch {micro_batch}", stage=v,
+                          micro_batch=m) for _, m, _, _, v in rows],
             marker_opacity=[1.0 if v == rank else 0.55 for rank, *_, v in rows],
-            name=NAMES[kind]))
+            name=tr(NAMES[kind])))
     if len(fig.data) == len(traces):   # a figure made here before: update it (a live FigureWidget)
         with fig.batch_update():
             for trace, values in zip(fig.data, traces):
@@ -49,15 +52,17 @@ def gantt(events: dict[int, list], title: str = "Measured pipeline timeline",
                     insidetextanchor="middle", **values)
     ranks = sorted(events) or [0]
     fig.update_layout(title=_title(title, bubble), barmode="overlay", height=150 + 50 * len(ranks),
-                      xaxis_title="ms since the step's first compute",
+                      xaxis_title=tr("ms since the step's first compute"),
                       yaxis=dict(autorange="reversed", categoryorder="array",
-                                 categoryarray=[f"stage {s}" for s in ranks]),
+                                 categoryarray=[tr("stage {stage}", stage=s) for s in ranks]),
                       template="plotly_white", margin=dict(l=70, r=20, t=60, b=45))
     return fig
 
 
 def _title(title: str, bubble: float | None) -> str:
-    return title if bubble is None else f"{title}: bubble {bubble:.0%} of the stage time"
+    if bubble is None:
+        return tr(title)
+    return tr("{title}: bubble {bubble:.0%} of the stage time", title=tr(title), bubble=bubble)
 
 
 def live_gantt(run, every_s: float = 0.3) -> dict:
@@ -71,7 +76,7 @@ def live_gantt(run, every_s: float = 0.3) -> dict:
         step = record["step"]
         events = step_events(run.records, step)
         if len(events) == spec.world_size and step > shown and time.monotonic() - last > every_s:
-            gantt(events, f"Step {step}", record.get("bubble_fraction"), fig=fig,
+            gantt(events, tr("Step {step}", step=step), record.get("bubble_fraction"), fig=fig,
                   stages=step_stages(run.records, step))
             shown, last = step, time.monotonic()
     summary = run.wait()
@@ -79,7 +84,7 @@ def live_gantt(run, every_s: float = 0.3) -> dict:
     events = step_events(run.records, final)
     if events:
         bubble = next(r.get("bubble_fraction") for r in run.records if r["step"] == final)
-        gantt(events, f"Step {final} (last)", bubble, fig=fig,
+        gantt(events, tr("Step {step} (last)", step=final), bubble, fig=fig,
               stages=step_stages(run.records, final))
     return summary
 
@@ -90,13 +95,13 @@ def bubble_figure(measured: dict[int, float], stages: int,
     ms = sorted(measured)
     curve = list(range(1, max(ms) + 1))
     fig = go.Figure(go.Scatter(x=curve, y=[theoretical_bubble_fraction(stages, m) for m in curve],
-                               mode="lines", name=f"theory, p={stages}",
+                               mode="lines", name=tr("theory, p={p}", p=stages),
                                line=dict(dash="dash", color="gray")))
-    fig.add_scatter(x=ms, y=[measured[m] for m in ms], mode="markers+text", name="measured",
+    fig.add_scatter(x=ms, y=[measured[m] for m in ms], mode="markers+text", name=tr("measured"),
                     text=[f"{measured[m]:.2f}" for m in ms], textposition="top center",
                     marker=dict(size=10))
-    fig.update_layout(title=title, xaxis_title="micro-batches m", template="plotly_white",
-                      yaxis=dict(title="bubble fraction", rangemode="tozero"), height=360)
+    fig.update_layout(title=tr(title), xaxis_title=tr("micro-batches m"), template="plotly_white",
+                      yaxis=dict(title=tr("bubble fraction"), rangemode="tozero"), height=360)
     return fig
 
 
@@ -106,8 +111,8 @@ def activations_figure(summaries: dict[str, dict],
     fig = go.Figure()
     for label, summary in summaries.items():
         held = summary["mem_by_category"]["activations"]
-        fig.add_bar(x=[f"stage {s}" for s in range(len(held))], y=[None if b is None else b / 1e6 for b in held],
-                    name=label)
-    fig.update_layout(title=title, yaxis_title="MB", barmode="group", template="plotly_white",
+        fig.add_bar(x=[tr("stage {stage}", stage=s) for s in range(len(held))],
+                    y=[None if b is None else b / 1e6 for b in held], name=label)
+    fig.update_layout(title=tr(title), yaxis_title="MB", barmode="group", template="plotly_white",
                       height=360)
     return fig

@@ -14,6 +14,7 @@ import ipywidgets as W
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from ..i18n import tr
 from ..plan import catalog
 from ..plan.memory import transformer_for_params
 from ..plan.recommend import Recommendation, recommend
@@ -27,23 +28,25 @@ def recommendation_html(rec: Recommendation, top: int = 8) -> str:
     """The ranked configurations as an HTML table, then the notes and the best one's reasons."""
     esc = html.escape
     head = "".join(f"<th style='text-align:left;padding:2px 8px'>{h}</th>" for h in
-                   ("#", "configuration", "GB per GPU", "days", "cost (USD)",
-                    "meets deadline and budget", "link-bound"))
+                   (tr("#"), tr("configuration"), tr("GB per GPU"), tr("days"),
+                    tr("cost ({currency})", currency=catalog.currency()),
+                    tr("meets deadline and budget"), tr("link-bound")))
+    yes, no = tr("yes"), tr("no")
     rows = []
     for i, e in enumerate(rec.ranked[:top], 1):
-        cost = f"{e.cost:,.0f}" if e.cost is not None else "n/a (no price)"
+        cost = catalog.money(e.cost) if e.cost is not None else tr("n/a (no price)")
         cells = (i, esc(e.config.label), f"{e.memory['total'] / GB:,.1f}", f"{e.days:,.2f}",
-                 cost, "yes" if e.meets else "no", "yes" if e.link_bound else "")
+                 cost, yes if e.meets else no, yes if e.link_bound else "")
         rows.append("<tr>" + "".join(f"<td style='padding:2px 8px'>{c}</td>" for c in cells)
                     + "</tr>")
     if not rows:
-        rows.append("<tr><td colspan=7>no configuration fits: see the notes</td></tr>")
+        rows.append(f"<tr><td colspan=7>{tr('no configuration fits: see the notes')}</td></tr>")
     notes = "".join(f"<li>{esc(n)}</li>" for n in rec.notes)
     best = rec.ranked[0] if rec.ranked else (rec.rejected[-1] if rec.rejected else None)
     why = "".join(f"<li>{esc(r)}</li>" for r in best.reasons) if best else ""
-    title = "why the first one" if rec.ranked else "why even the largest tried does not fit"
+    title = tr("why the first one") if rec.ranked else tr("why even the largest tried does not fit")
     return (f"<table><tr>{head}</tr>{''.join(rows)}</table>"
-            f"<p><b>notes</b></p><ul>{notes or '<li>none</li>'}</ul>"
+            f"<p><b>{tr('notes')}</b></p><ul>{notes or '<li>' + tr('none') + '</li>'}</ul>"
             f"<p><b>{title}</b></p><ul>{why}</ul>")
 
 
@@ -65,23 +68,25 @@ class PlannerWidget:
                              + ", ".join(map(str, COUNTS)))
         price, _ = catalog.price_of(gpu_entry, price_per_hour)
         log = lambda desc, value, lo, hi, fmt: W.FloatLogSlider(
-            value=value, base=10, min=lo, max=hi, step=0.05, description=desc,
+            value=value, base=10, min=lo, max=hi, step=0.05, description=tr(desc),
             readout_format=fmt, continuous_update=False, style={"description_width": "9em"},
             layout=W.Layout(width="34em"))
         self.seq_len = seq_len
         self.params = log("model size", params, 7, 12.3, ".3g")
         self.tokens = log("tokens", tokens, 8, 13.3, ".3g")
         self.gpu = W.Dropdown(options=list(catalog.GPUS), value=gpu_entry.name,
-                              description="GPU", style={"description_width": "9em"})
-        self.count = W.SelectionSlider(options=COUNTS, value=count, description="up to GPUs",
+                              description=tr("GPU"), style={"description_width": "9em"})
+        self.count = W.SelectionSlider(options=COUNTS, value=count, description=tr("up to GPUs"),
                                        continuous_update=False,
                                        style={"description_width": "9em"})
         self.link = W.Dropdown(options=list(catalog.LINKS), value=link or gpu_entry.links[0],
-                               description="link in a node", style={"description_width": "9em"})
-        self.budget = log("budget (USD)", budget, 1, 8, ",.0f")
+                               description=tr("link in a node"),
+                               style={"description_width": "9em"})
+        self.budget = log(tr("budget ({currency})", currency=catalog.currency()), budget, 1, 8, ",.0f")
         self.deadline = log("deadline (days)", deadline_days, -2, 3, ".3g")
         self.price = W.BoundedFloatText(value=price or 0.0, min=0, max=1000, step=0.1,
-                                        description="USD/GPU-hour",
+                                        description=tr("{currency}/GPU-hour",
+                                                       currency=catalog.currency()),
                                         style={"description_width": "9em"})
         self.output = W.HTML()
         self.status = W.HTML()
@@ -118,10 +123,11 @@ class PlannerWidget:
             self.output.value = ""
             return None
         self.recommendation = rec
-        self.status.value = (f"{model.name} parameters ({model.n_layer} layers x "
-                             f"{model.d_model}), {precision} with Adam, "
-                             f"{self.tokens.value:.3g} tokens, "
-                             f"{math.ceil(self.tokens.value / 2 ** 20):,} steps of 2^20 tokens")
+        self.status.value = tr("{model} parameters ({layers} layers x {width}), {precision} with "
+                               "Adam, {tokens:.3g} tokens, {steps:,} steps of 2^20 tokens",
+                               model=model.name, layers=model.n_layer, width=model.d_model,
+                               precision=precision, tokens=self.tokens.value,
+                               steps=math.ceil(self.tokens.value / 2 ** 20))
         self.output.value = recommendation_html(rec)
         return rec
 
@@ -134,16 +140,16 @@ def calibration_figure(cal) -> go.Figure:
     """Two panels: peak memory and step time per run, predicted next to measured
     (``cal`` is a :class:`gpututor.lessons.calibrate.Calibration`)."""
     labels = [r["run"] for r in cal.rows]
-    fig = make_subplots(rows=1, cols=2, subplot_titles=("peak memory per rank (MB)",
-                                                        "step time (ms)"))
+    fig = make_subplots(rows=1, cols=2, subplot_titles=(tr("peak memory per rank (MB)"),
+                                                        tr("step time (ms)")))
     for name, key, scale, col in (("measured", "measured_peak", 1 / MB, 1),
                                   ("predicted", "predicted_peak", 1 / MB, 1),
                                   ("measured", "measured_step_s", 1e3, 2),
                                   ("predicted", "predicted_step_s", 1e3, 2)):
-        fig.add_bar(x=labels, y=[r[key] * scale for r in cal.rows], name=name,
+        fig.add_bar(x=labels, y=[r[key] * scale for r in cal.rows], name=tr(name),
                     legendgroup=name, showlegend=col == 1,
                     marker_color="#4c78a8" if name == "measured" else "#f58518", row=1, col=col)
     fig.update_layout(barmode="group", template="plotly_white", height=420,
-                      title="The planner's predictions and the measured runs, on this machine",
+                      title=tr("The planner's predictions and the measured runs, on this machine"),
                       margin=dict(l=60, r=20, t=80, b=120))
     return fig

@@ -12,6 +12,7 @@ import plotly.graph_objects as go
 import torch
 from plotly.subplots import make_subplots
 
+from ..i18n import tr
 from ..precision.formats import smallest_subnormal
 
 MB = 1e6
@@ -25,9 +26,9 @@ def phase_times(phase_s: dict[str, float], title: str = "Time per phase of one s
     """Bars of milliseconds per phase, e.g. ``StepAnatomy.phase_s``."""
     names = list(phase_s)
     ms = [phase_s[n] * 1e3 for n in names]
-    fig = go.Figure(go.Bar(x=names, y=ms, text=[f"{v:.1f} ms" for v in ms],
+    fig = go.Figure(go.Bar(x=[tr(n) for n in names], y=ms, text=[f"{v:.1f} ms" for v in ms],
                            textposition="outside"))
-    fig.update_layout(title=title, yaxis_title="milliseconds", **LAYOUT)
+    fig.update_layout(title=tr(title), yaxis_title=tr("milliseconds"), **LAYOUT)
     return fig
 
 
@@ -38,8 +39,8 @@ def memory_by_category(summaries: dict[str, dict], rank: int = 0,
     fig = go.Figure()
     for category, name in CATEGORY_LABELS.items():
         values = [_category(summaries[label], category, rank) for label in labels]
-        fig.add_bar(x=labels, y=[(v or 0) / MB for v in values], name=name)
-    fig.update_layout(barmode="stack", title=title, yaxis_title="MB", **LAYOUT)
+        fig.add_bar(x=labels, y=[(v or 0) / MB for v in values], name=tr(name))
+    fig.update_layout(barmode="stack", title=tr(title), yaxis_title="MB", **LAYOUT)
     return fig
 
 
@@ -49,17 +50,17 @@ def throughput_and_memory(summaries: list[dict], rank: int = 0, log_x: bool = Fa
     """Tokens/s (left) and peak and activation memory (right) for each run of a sweep."""
     field = summaries[0]["sweep_field"]
     x = [s["sweep_value"] for s in summaries]
-    fig = make_subplots(rows=1, cols=2, subplot_titles=("throughput", "memory"))
+    fig = make_subplots(rows=1, cols=2, subplot_titles=(tr("throughput"), tr("memory")))
     fig.add_scatter(x=x, y=[s["tokens_per_s"] for s in summaries], mode="lines+markers",
                     name="tokens/s", row=1, col=1)
     fig.add_scatter(x=x, y=[(s["peak_mem_bytes"][rank] or 0) / MB for s in summaries],
-                    mode="lines+markers", name="peak memory", row=1, col=2)
+                    mode="lines+markers", name=tr("peak memory"), row=1, col=2)
     fig.add_scatter(x=x, y=[(_category(s, "activations", rank) or 0) / MB for s in summaries],
-                    mode="lines+markers", name="activations", row=1, col=2)
+                    mode="lines+markers", name=tr("activations"), row=1, col=2)
     fig.update_xaxes(title_text=field, type="log" if log_x else None)
     fig.update_yaxes(title_text="tokens/s", rangemode="tozero", row=1, col=1)
     fig.update_yaxes(title_text="MB", rangemode="tozero", row=1, col=2)
-    fig.update_layout(title=title, **LAYOUT)
+    fig.update_layout(title=tr(title), **LAYOUT)
     return fig
 
 
@@ -70,7 +71,7 @@ def loss_curves(curves: dict[str, list[float]], title: str = "Training loss per 
     for i, (label, losses) in enumerate(curves.items()):
         fig.add_scatter(x=list(range(len(losses))), y=losses, name=label, mode="lines+markers",
                         line=dict(dash="dash" if i else "solid"), marker=dict(size=9 - 4 * (i > 0)))
-    fig.update_layout(title=title, xaxis_title="step", yaxis_title="loss", **LAYOUT)
+    fig.update_layout(title=tr(title), xaxis_title=tr("step"), yaxis_title=tr("loss"), **LAYOUT)
     return fig
 
 
@@ -78,13 +79,13 @@ def checkpointing_tradeoff(summaries: dict[str, dict], rank: int = 0,
                            title: str = "What activation checkpointing trades") -> go.Figure:
     """Side by side for each labelled run: activation memory and median step time."""
     labels = list(summaries)
-    fig = make_subplots(rows=1, cols=2, subplot_titles=("activation memory (MB)",
-                                                        "step time (ms)"))
+    fig = make_subplots(rows=1, cols=2, subplot_titles=(tr("activation memory (MB)"),
+                                                        tr("step time (ms)")))
     act = [(_category(summaries[k], "activations", rank) or 0) / MB for k in labels]
     ms = [summaries[k]["step_time_s"] * 1e3 for k in labels]
     fig.add_bar(x=labels, y=act, text=[f"{v:.1f}" for v in act], showlegend=False, row=1, col=1)
     fig.add_bar(x=labels, y=ms, text=[f"{v:.0f}" for v in ms], showlegend=False, row=1, col=2)
-    fig.update_layout(title=title, **LAYOUT)
+    fig.update_layout(title=tr(title), **LAYOUT)
     return fig
 
 
@@ -99,13 +100,14 @@ def step_breakdown(summaries: dict[str, dict], title: str = "Median step: comput
     ms = lambda v: None if v is None else v * 1e3
     unmetered = [k for k in labels if summaries[k]["comm_s"] is None]
     fig = go.Figure()
-    fig.add_bar(x=labels, y=[ms(summaries[k]["compute_s"]) for k in labels], name="compute")
+    fig.add_bar(x=labels, y=[ms(summaries[k]["compute_s"]) for k in labels], name=tr("compute"))
     fig.add_bar(x=labels, y=[ms(summaries[k]["comm_s"]) for k in labels],
-                name="waiting for communication")
+                name=tr("waiting for communication"))
     if unmetered:   # their whole step, in grey: compute and communication not told apart
         fig.add_bar(x=unmetered, y=[ms(summaries[k]["step_time_s"]) for k in unmetered],
-                    name="whole step (communication not measured)", marker_color="lightgray")
-    fig.update_layout(barmode="stack", title=title, yaxis_title="milliseconds per step", **LAYOUT)
+                    name=tr("whole step (communication not measured)"), marker_color="lightgray")
+    fig.update_layout(barmode="stack", title=tr(title), yaxis_title=tr("milliseconds per step"),
+                      **LAYOUT)
     return fig
 
 
@@ -126,9 +128,10 @@ def collective_times(rows: list[dict], world_size: int,
         factor = 2 * (world_size - 1) / world_size
         fig.add_scatter(x=sizes, y=[factor * s / best * 1e6 for s in sizes], mode="lines",
                         line=dict(dash="dash", color="gray"),
-                        name=f"ring lower bound at {best / 1e9:.2f} GB/s bus bandwidth")
-    fig.update_layout(title=title, xaxis=dict(title="message size (bytes)", type="log"),
-                      yaxis=dict(title="time (µs)", type="log"), **LAYOUT)
+                        name=tr("ring lower bound at {bandwidth:.2f} GB/s bus bandwidth",
+                                bandwidth=best / 1e9))
+    fig.update_layout(title=tr(title), xaxis=dict(title=tr("message size (bytes)"), type="log"),
+                      yaxis=dict(title=tr("time (µs)"), type="log"), **LAYOUT)
     return fig
 
 
@@ -139,9 +142,10 @@ def speedups(summaries: dict[str, dict], baseline: dict, title: str) -> go.Figur
     fig = go.Figure(go.Bar(x=labels, y=values, text=[f"{v:.2f}×" for v in values],
                            textposition="outside"))
     ideal = max(s["world_size"] for s in summaries.values())
-    fig.add_hline(y=ideal, line_dash="dash", line_color="gray", annotation_text=f"ideal {ideal}×")
-    fig.update_layout(title=title, yaxis=dict(title="speedup over one rank", rangemode="tozero"),
-                      **LAYOUT)
+    fig.add_hline(y=ideal, line_dash="dash", line_color="gray",
+                  annotation_text=tr("ideal {ideal}×", ideal=ideal))
+    fig.update_layout(title=tr(title), yaxis=dict(title=tr("speedup over one rank"),
+                                                  rangemode="tozero"), **LAYOUT)
     return fig
 
 
@@ -150,14 +154,14 @@ def gradient_histogram(gradients: Iterable[torch.Tensor], title: str =
     """Histogram of log2|g| over all nonzero gradient entries, with fp16's limits marked."""
     values = torch.cat([g.detach().flatten().double().abs() for g in gradients])
     exponents = torch.log2(values[values > 0]).float().numpy()
-    fig = go.Figure(go.Histogram(x=exponents, nbinsx=60, name="gradient entries"))
+    fig = go.Figure(go.Histogram(x=exponents, nbinsx=60, name=tr("gradient entries")))
     fp16 = torch.finfo(torch.float16)
     marks = [(math.log2(smallest_subnormal(torch.float16)), "fp16: 0 below"),
              (math.log2(fp16.smallest_normal), "fp16 subnormal below"),
              (math.log2(fp16.max), "fp16 max")]
     for x, text in marks:
         fig.add_vline(x=x, line_dash="dash", line_color="#cf222e",
-                      annotation_text=text, annotation_position="top")
-    fig.update_layout(title=title, xaxis_title="log2 |gradient|", yaxis_title="entries",
+                      annotation_text=tr(text), annotation_position="top")
+    fig.update_layout(title=tr(title), xaxis_title=tr("log2 |gradient|"), yaxis_title=tr("entries"),
                       template="plotly_white", height=360, margin=dict(l=60, r=20, t=80, b=50))
     return fig

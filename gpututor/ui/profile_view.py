@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import plotly.graph_objects as go
 
+from ..i18n import tr
 from ..measure.profile import CATEGORIES, PHASES, Profile
 
 MS = 1e3
@@ -20,11 +21,14 @@ def top_ops_figure(rows: list[dict]) -> go.Figure:
     fig = go.Figure(go.Bar(
         orientation="h", y=[r["name"] for r in rows], x=[r["self_s"] * MS for r in rows],
         marker_color=[CATEGORY_COLORS.get(r.get("category"), "#7f7f7f") for r in rows],
-        customdata=[[r["calls"], r["share"] * 100, r.get("category", "")] for r in rows],
-        hovertemplate=("%{y}: %{x:.2f} ms self<br>%{customdata[0]} calls, "
-                       "%{customdata[1]:.1f} % of the wall time (%{customdata[2]})<extra></extra>"),
+        customdata=[[r["calls"], r["share"] * 100, tr(r.get("category", ""))] for r in rows],
+        # a plotly template, not a str.format one: tr() is called without values
+        hovertemplate=tr("%{y}: %{x:.2f} ms self<br>%{customdata[0]} calls, "
+                         "%{customdata[1]:.1f} % of the wall time (%{customdata[2]})"
+                         "<extra></extra>"),
         showlegend=False))
-    fig.update_layout(title="Operators by self time (measured)", xaxis_title="self time (ms)",
+    fig.update_layout(title=tr("Operators by self time (measured)"),
+                      xaxis_title=tr("self time (ms)"),
                       height=max(300, 28 * len(rows) + 120), template="plotly_white",
                       margin=dict(l=200))
     return fig
@@ -44,27 +48,29 @@ def timeline_figure(profile: Profile) -> go.Figure:
     for phase in PHASES:
         mine = [r for r in phases if r["phase"] == phase]
         fig.add_bar(
-            orientation="h", name=phase, y=["phases"] * len(mine),
+            orientation="h", name=tr(phase), y=[tr("phases")] * len(mine),
             base=[r["start_s"] * MS for r in mine],
             x=[(r["end_s"] - r["start_s"]) * MS for r in mine],
             marker_color=PHASE_COLORS[phase], customdata=[r["step"] for r in mine],
-            hovertemplate=(f"{phase}, step %{{customdata}}: "
-                           "%{x:.2f} ms from %{base:.2f} ms<extra></extra>"))
+            hovertemplate=tr("{phase}, step %{{customdata}}: %{{x:.2f}} ms from %{{base:.2f}} ms"
+                             "<extra></extra>", phase=tr(phase)))
     ops = profile.timeline()
     for kind in CATEGORIES:
         mine = [r for r in ops if r["category"] == kind]
         fig.add_bar(
-            orientation="h", name=kind, y=["operators"] * len(mine),
+            orientation="h", name=tr(kind), y=[tr("operators")] * len(mine),
             base=[r["start_s"] * MS for r in mine],
             x=[(r["end_s"] - r["start_s"]) * MS for r in mine],
             marker_color=CATEGORY_COLORS[kind], marker_line_width=0,
-            customdata=[[r["name"], r["phase"] or "between phases", r["step"]] for r in mine],
-            hovertemplate=("%{customdata[0]}: %{x:.3f} ms<br>"
-                           "%{customdata[1]}, step %{customdata[2]}<extra></extra>"))
+            customdata=[[r["name"], tr(r["phase"] or "between phases"), r["step"]] for r in mine],
+            hovertemplate=tr("%{customdata[0]}: %{x:.3f} ms<br>"
+                             "%{customdata[1]}, step %{customdata[2]}<extra></extra>"))
     shares = breakdown_shares(profile)
-    title = ("Where the wall time went: " + ", ".join(
-        f"{name} {share:.0%}" for name, share in shares.items()))
-    fig.update_layout(title=title, barmode="overlay", xaxis_title="time since the first step (ms)",
-                      yaxis=dict(categoryorder="array", categoryarray=["operators", "phases"]),
+    title = tr("Where the wall time went: {shares}", shares=", ".join(
+        f"{tr(name)} {share:.0%}" for name, share in shares.items()))
+    fig.update_layout(title=title, barmode="overlay",
+                      xaxis_title=tr("time since the first step (ms)"),
+                      yaxis=dict(categoryorder="array",
+                                 categoryarray=[tr("operators"), tr("phases")]),
                       height=320, template="plotly_white", legend_traceorder="normal")
     return fig

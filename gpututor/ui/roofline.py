@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import plotly.graph_objects as go
 
+from ..i18n import tr
 from ..measure.roofline import attainable, bound, ridge
 
 GFLOP = 1e9
@@ -23,25 +24,28 @@ def roofline_figure(rows: list[dict], peak: float, bandwidth: float, roofs=()) -
     x_range = (min(intensities) / 4, max(intensities) * 4)
 
     fig = go.Figure()
-    _add_roof(fig, peak, bandwidth, x_range, "this machine, measured", dict(width=3))
+    _add_roof(fig, peak, bandwidth, x_range, tr("this machine, measured"), dict(width=3))
     for roof in roofs:
         _add_roof(fig, roof["peak"], roof["bandwidth"], x_range,
-                  f"{roof['name']}, catalogue (not measured)", dict(dash="dash", width=2),
-                  hover=f"{roof.get('precision', '')} peak; {roof['source']}")
+                  tr("{gpu}, catalogue (not measured)", gpu=roof["name"]),
+                  dict(dash="dash", width=2),
+                  hover=tr("{precision} peak; {source}", precision=roof.get("precision", ""),
+                           source=roof["source"]))
     if rows:
         fig.add_scatter(
             x=[r["intensity"] for r in rows], y=[r["flops_per_s"] for r in rows],
-            mode="markers", name="operators, measured here", marker=dict(size=10),
+            mode="markers", name=tr("operators, measured here"), marker=dict(size=10),
             customdata=[[r["op"], r["flops_per_s"] / GFLOP, r["intensity"],
-                         bound(r["intensity"], peak, bandwidth)] for r in rows],
-            hovertemplate=("<b>%{customdata[0]}</b><br>achieved %{customdata[1]:.2f} GFLOP/s"
-                           "<br>intensity %{customdata[2]:.3g} FLOP/byte"
-                           "<br>%{customdata[3]} here<extra></extra>"))
+                         tr(bound(r["intensity"], peak, bandwidth))] for r in rows],
+            # a plotly template, not a str.format one: tr() is called without values
+            hovertemplate=tr("<b>%{customdata[0]}</b><br>achieved %{customdata[1]:.2f} GFLOP/s"
+                             "<br>intensity %{customdata[2]:.3g} FLOP/byte"
+                             "<br>%{customdata[3]} here<extra></extra>"))
     others = "; ".join(f"{roof['name']} {roof['ridge']:.3g}" for roof in roofs)
     fig.update_layout(
-        title=f"Roofline: ridge at {here:.3g} FLOP/byte here"
-              + (f" (catalogue: {others})" if others else ""),
-        xaxis=dict(type="log", title="arithmetic intensity (FLOP/byte)"),
+        title=tr("Roofline: ridge at {ridge:.3g} FLOP/byte here", ridge=here)
+              + (tr(" (catalogue: {others})", others=others) if others else ""),
+        xaxis=dict(type="log", title=tr("arithmetic intensity (FLOP/byte)")),
         yaxis=dict(type="log", title="FLOP/s"),
         template="plotly_white", height=460, legend=dict(x=0.01, y=0.99))
     return fig

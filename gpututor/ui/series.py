@@ -8,6 +8,7 @@ from __future__ import annotations
 import statistics
 from collections import defaultdict
 
+from ..i18n import tr
 from ..measure.memory import CATEGORIES as MEMORY_CATEGORIES
 
 MAX_POINTS = 400             # per line; longer series are downsampled
@@ -102,28 +103,34 @@ def explain_weak_scaling(run: dict, one_rank: dict) -> str:
     """:func:`weak_scaling` in words, read from the two runs' numbers."""
     w = weak_scaling(run, one_rank)
     if w["efficiency"] is None:
-        return "Weak scaling: one of the two runs has no measured throughput."
+        return tr("Weak scaling: one of the two runs has no measured throughput.")
     waited = run.get("comm_s")
-    verdict = ("every rank kept its single-rank speed" if w["efficiency"] >= 0.95 else
-               f"{1 - w['efficiency']:.0%} of the ideal throughput was lost: "
-               + ("communication was not measured" if waited is None else
-                  f"waiting for communication took {waited * 1e3:.0f} ms of each "
-                  f"{run['step_time_s'] * 1e3:.0f} ms step")
-               + "; the rest is other overhead, such as ranks sharing this machine")
-    return (f"Weak scaling, {w['per_rank_batch']} sequences per rank: {w['world_size']} ranks "
-            f"processed {w['throughput_ratio']:.2f}x the tokens/s of one rank (ideal "
-            f"{w['world_size']}x), an efficiency of {w['efficiency']:.0%}; a step took "
-            f"{w['step_ratio']:.2f}x as long as one rank's. So {verdict}.")
+    if w["efficiency"] >= 0.95:
+        verdict = tr("every rank kept its single-rank speed")
+    else:
+        cause = tr("communication was not measured") if waited is None else \
+            tr("waiting for communication took {waited:.0f} ms of each {step:.0f} ms step",
+               waited=waited * 1e3, step=run["step_time_s"] * 1e3)
+        verdict = tr("{lost:.0%} of the ideal throughput was lost: {cause}; the rest is other "
+                     "overhead, such as ranks sharing this machine",
+                     lost=1 - w["efficiency"], cause=cause)
+    return tr("Weak scaling, {batch} sequences per rank: {n} ranks processed {ratio:.2f}x the "
+              "tokens/s of one rank (ideal {n}x), an efficiency of {efficiency:.0%}; a step "
+              "took {step_ratio:.2f}x as long as one rank's. So {verdict}.",
+              batch=w["per_rank_batch"], n=w["world_size"], ratio=w["throughput_ratio"],
+              efficiency=w["efficiency"], step_ratio=w["step_ratio"], verdict=verdict)
 
 
 def summary_line(summary: dict) -> str:
     """One line a person can read: what ran, how fast, and where the loss ended."""
-    fmt = lambda v, spec: "n/a" if v is None else format(v, spec)
-    return (f"{summary['steps']} steps of {summary['strategy']} on {summary['world_size']} "
-            f"rank(s): {fmt(summary['tokens_per_s'], ',.0f')} tokens/s (all ranks), "
-            f"median step {fmt(summary['step_time_s'], '.3f')} s, "
-            f"loss {fmt((summary.get('losses') or [None])[0], '.3f')} at the first step, "
-            f"{fmt(summary['final_loss'], '.3f')} at the last")
+    fmt = lambda v, spec: tr("n/a") if v is None else format(v, spec)
+    return tr("{steps} steps of {strategy} on {n} rank(s): {tokens} tokens/s (all ranks), "
+              "median step {step_s} s, loss {first} at the first step, {last} at the last",
+              steps=summary["steps"], strategy=summary["strategy"], n=summary["world_size"],
+              tokens=fmt(summary["tokens_per_s"], ",.0f"),
+              step_s=fmt(summary["step_time_s"], ".3f"),
+              first=fmt((summary.get("losses") or [None])[0], ".3f"),
+              last=fmt(summary["final_loss"], ".3f"))
 
 
 def step_breakdown_by_rank(records: list[dict], world_size: int) -> dict[str, list[float]]:

@@ -21,6 +21,7 @@ import ipywidgets as W
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from ..i18n import tr
 from ..measure.memory import CATEGORIES as MEMORY_CATEGORIES
 from ..plan.memory import model_state_bytes
 from ..runtime.launcher import RunFailed, launch
@@ -54,10 +55,11 @@ def memory_rows(summaries: dict[str, dict], rank: int = 0,
 
 
 def memory_table(rows: list[dict]) -> str:
-    """The rows as plain text, in MB: measured state vs formula, then activations and peak."""
+    """The rows as plain text, in MB: measured state vs formula, then activations and peak.
+    (The column heads stay short English names: a table in a fixed-width font keeps aligned.)"""
     lines = [f"{'run':<18}{'params':>8}{'grads':>8}{'optim':>8}{'state':>8}{'formula':>9}"
-             f"{'gap (B)':>9}{'activ.':>8}{'peak':>8}   (MB per rank, measured; the formula "
-             "counts model state only; gap in bytes)"]
+             f"{'gap (B)':>9}{'activ.':>8}{'peak':>8}   "
+             + tr("(MB per rank, measured; the formula counts model state only; gap in bytes)")]
     for r in rows:
         lines.append(
             f"{r['label']:<18}{r['measured_params'] / MB:8.2f}{r['measured_grads'] / MB:8.2f}"
@@ -73,13 +75,15 @@ def memory_figure(rows: list[dict], title: str = "Per-rank memory: measured bars
     labels = [r["label"] for r in rows]
     fig = go.Figure()
     for c in MEMORY_CATEGORIES:
-        fig.add_bar(x=labels, y=[r[f"measured_{c}"] / MB for r in rows], name=f"{c} (measured)")
+        fig.add_bar(x=labels, y=[r[f"measured_{c}"] / MB for r in rows],
+                    name=tr("{category} (measured)", category=tr(c)))
     fig.add_scatter(x=labels, y=[r["formula_total"] / MB for r in rows], mode="markers",
-                    name="params+grads+optimizer (formula)",
+                    name=tr("params+grads+optimizer (formula)"),
                     marker=dict(symbol="line-ew-open", size=36, line=dict(width=3)))
     fig.add_scatter(x=labels, y=[(r["peak"] or 0) / MB for r in rows], mode="markers",
-                    name="peak during a step (measured)", marker=dict(symbol="diamond", size=10))
-    fig.update_layout(barmode="stack", title=title, yaxis_title="MB", template="plotly_white",
+                    name=tr("peak during a step (measured)"),
+                    marker=dict(symbol="diamond", size=10))
+    fig.update_layout(barmode="stack", title=tr(title), yaxis_title="MB", template="plotly_white",
                       height=380, margin=dict(l=60, r=20, t=70, b=50))
     return fig
 
@@ -104,8 +108,8 @@ def comm_figure(rows: list[dict], baseline: str = "ddp") -> go.Figure:
     fig = go.Figure(go.Bar(x=labels, y=[(r["wire_bytes"] or 0) / MB for r in rows],
                            text=[f"{r['vs_baseline']:.2f}x {baseline}" if r["vs_baseline"]
                                  else "" for r in rows], textposition="outside"))
-    fig.update_layout(title="Sent by each rank per step (measured, ring algorithms)",
-                      yaxis_title="MB per step", template="plotly_white", height=360,
+    fig.update_layout(title=tr("Sent by each rank per step (measured, ring algorithms)"),
+                      yaxis_title=tr("MB per step"), template="plotly_white", height=360,
                       margin=dict(l=60, r=20, t=70, b=50))
     return fig
 
@@ -128,9 +132,9 @@ class ShardingBoard:
         self._thread: threading.Thread | None = None
         self._stop = threading.Event()
         self._current = None
-        self.status = W.HTML("ready: press Run")
-        self.run_button = W.Button(description="Run all", button_style="success", icon="play")
-        self.stop_button = W.Button(description="Stop", button_style="danger", icon="stop",
+        self.status = W.HTML(tr("ready: press Run"))
+        self.run_button = W.Button(description=tr("Run all"), button_style="success", icon="play")
+        self.stop_button = W.Button(description=tr("Stop"), button_style="danger", icon="stop",
                                     disabled=True)
         self.run_button.on_click(lambda _: self.run())
         self.stop_button.on_click(lambda _: self.stop())
@@ -186,7 +190,8 @@ class ShardingBoard:
             for label, spec in self.runs.items():
                 if self._stop.is_set():
                     break
-                self._status(f"running <b>{html.escape(label)}</b> on {spec.world_size} ranks")
+                self._status(tr("running <b>{label}</b> on {n} ranks", label=html.escape(label),
+                                n=spec.world_size))
                 self._current = run = launch(spec)
                 last = 0.0
                 try:
@@ -198,17 +203,17 @@ class ShardingBoard:
                 except RunFailed as exc:
                     if not self._stop.is_set():
                         self.error = exc
-                        self._status(f"<b>{html.escape(label)}</b> failed: "
-                                     f"<pre>{html.escape(str(exc))}</pre>")
+                        self._status(tr("<b>{label}</b> failed: <pre>{error}</pre>",
+                                        label=html.escape(label), error=html.escape(str(exc))))
                         return
                 if run.status == "finished":
                     self.summaries[label] = run.summary
                 self._draw()
-            self._status("stopped" if self._stop.is_set() else
-                         f"finished {len(self.summaries)} runs")
+            self._status(tr("stopped") if self._stop.is_set() else
+                         tr("finished {n} runs", n=len(self.summaries)))
         except Exception as exc:  # noqa: BLE001 - whatever it is, the status line must say it
             self.error = exc
-            self._status(f"failed: {html.escape(repr(exc))}")
+            self._status(tr("failed: {error}", error=html.escape(repr(exc))))
         finally:
             self._current = None
             self.run_button.disabled, self.stop_button.disabled = False, True
@@ -223,24 +228,25 @@ class ShardingBoard:
     # ---- figure --------------------------------------------------------------------------------
     def _figure(self) -> go.Figure:
         fig = make_subplots(rows=1, cols=2, column_widths=[0.35, 0.65], horizontal_spacing=0.08,
-                            subplot_titles=("loss (mean over ranks)",
-                                            "memory of each rank (MB, measured)"))
+                            subplot_titles=(tr("loss (mean over ranks)"),
+                                            tr("memory of each rank (MB, measured)")))
         dashes = ("solid", "dash", "dot", "dashdot", "longdash")
         for i, label in enumerate(self.runs):  # equal curves lie on top of each other: dash them
-            fig.add_scatter(x=[], y=[], mode="lines+markers", name=f"loss {label}", row=1, col=1,
+            fig.add_scatter(x=[], y=[], mode="lines+markers", name=tr("loss {label}", label=label),
+                            row=1, col=1,
                             line=dict(dash=dashes[i % len(dashes)]),
                             marker=dict(size=max(3, 10 - 2 * i)))
         x = [f"{label} r{rank}" for label, rank in self.bars]
         for c in MEMORY_CATEGORIES:
-            fig.add_bar(x=x, y=[0] * len(x), name=c, row=1, col=2)
+            fig.add_bar(x=x, y=[0] * len(x), name=tr(c), row=1, col=2)
         fig.add_scatter(x=x, y=[None] * len(x), mode="markers",
-                        name="params+grads+optim (formula)",
+                        name=tr("params+grads+optimizer (formula)"),
                         marker=dict(symbol="line-ew-open", size=18, line=dict(width=3)),
                         row=1, col=2)
         fig.update_layout(barmode="stack", height=400, template="plotly_white",
                           margin=dict(l=50, r=20, t=60, b=40), legend=dict(orientation="h",
                                                                            y=-0.25))
-        fig.update_xaxes(title_text="step", row=1, col=1)
+        fig.update_xaxes(title_text=tr("step"), row=1, col=1)
         return fig
 
     def _formula_mb(self, label: str):

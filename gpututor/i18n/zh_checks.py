@@ -1,0 +1,72 @@
+"""Simplified Chinese for the exercise checkers (``gpututor/lessons/exercises.py``): their
+messages, and the ``what`` of every question the English notebooks ask with ``check_answer`` or
+``check_names`` (tests/test_i18n.py finds them there)."""
+
+CHECKS = {
+    # ---- the checkers' messages ---------------------------------------------------------------
+    "{what}: not answered yet. Replace ... with your answer and run the cell again.":
+        "{what}：尚未作答。请把 ... 换成你的答案，然后重新运行本单元。",
+    "{what}: this notebook has not measured it yet (did every cell above run and finish?): "
+    "nothing to compare your answer with.":
+        "{what}：本笔记本还没有测出这个量（上面的单元都运行完了吗？），无法与你的答案比较。",
+    "{what}: {answer} is not what this notebook measured. Try again.":
+        "{what}：{answer} 与本笔记本测得的结果不符。请再试一次。",
+    "Correct. {what}: {number} (measured: {expected})": "正确。{what}：{number}（实测：{expected}）",
+    "{what}: not answered yet. Replace ... with a list of names and run the cell again.":
+        "{what}：尚未作答。请把 ... 换成一个名称列表，然后重新运行本单元。",
+    "{what}: {answer} is not a list of names. Try again.": "{what}：{answer} 不是名称列表。请再试一次。",
+    "{what}: {given} is not it ({right} of yours are right, {missing} missing). Try again.":
+        "{what}：{given} 不对（其中 {right} 个正确，缺少 {missing} 个）。请再试一次。",
+    "Correct. {what}: {names}": "正确。{what}：{names}",
+    "Not answered yet: define my_update and run the cell again.": "尚未作答：请定义 my_update，然后重新运行本单元。",
+
+    # ---- what the notebooks ask, by lesson -------------------------------------------------------
+    # 00 start here
+    "sequences per rank per step": "每个进程每步的序列数",
+    "speedup of 2 ranks over 1": "2 个进程相对 1 个进程的加速比",
+    "AdamW state bytes on rank 0": "进程 0 上 AdamW 状态的字节数",
+    # 01 single device
+    "AdamW state in bytes": "AdamW 状态的字节数",
+    "activation ratio": "激活值之比",
+    "hours for 1e9 tokens": "处理 1e9 个 token 所需的小时数",
+    # 01b one device
+    "bytes of P at T = 512": "T = 512 时 P 的字节数",
+    "8-bit state bytes per parameter": "8-bit 状态下每个参数的字节数",
+    "kept without recomputation / kept with full recomputation":
+        "不重计算时保留的数据 / 完全重计算时保留的数据",
+    "bytes over the link per step": "每步经过链路的字节数",
+    # 02 data parallel
+    "bytes all-reduced per step": "每步全归约的字节数",
+    "bytes sent per rank on 8 ranks": "8 个进程时每个进程发送的字节数",
+    # 03 sharding
+    "first strategy whose measured peak fits": "实测峰值放得下的第一个策略",
+    "bytes sent per rank per step": "每个进程每步发送的字节数",
+    # 04 tensor parallel
+    "bytes all-reduced per step by tp": "tp 每步全归约的字节数",
+    # 05 pipeline parallel
+    "bubble for p=2, m=8": "p=2、m=8 时的气泡占比",
+    "fewest micro-batches for a bubble <= 10 % on 4 stages": "4 个阶段时使气泡 <= 10 % 的最少微批次数",
+    "measured bubble of the m=8 run's last step": "m=8 那次运行最后一步的实测气泡占比",
+    # 06 mixed precision, 08 choosing hardware
+    "bytes per parameter": "每个参数的字节数",
+    "smallest surviving gradient": "不会丢失的最小梯度",
+    # 07 compression
+    "int8 scale of row 3": "第 3 行的 int8 缩放因子",
+    "parameters removed": "移除的参数个数",
+    "bytes of int8 weights and scales": "int8 权重与缩放因子的字节数",
+    # 08 choosing hardware
+    "smallest GPU count": "最少的 GPU 数",
+    "GPUs in the smallest cluster": "最小集群中的 GPU 数",
+    "relative error of the formula's peak for DDP": "DDP 的公式峰值的相对误差",
+    # 09 composing parallelisms
+    "parameter bytes of ddp+tp's rank 0 beyond half the model": "ddp+tp 的进程 0 超出半个模型的参数字节数",
+    "layouts predicted to fit 3/4 of the capacity": "预计放得进 3/4 容量的布局",
+    # 10 long context
+    "visible pairs of rank 0, contiguous split": "连续切分下进程 0 的可见 query-key 对数",
+    "activations, one process / a cp=2 rank": "激活值之比：单进程 / cp=2 的一个进程",
+    "bytes sent per step by cp=2": "cp=2 每步发送的字节数",
+    # 11 mixture of experts
+    "slots per expert": "每个专家的槽位数",
+    "dropped share, layer 0, step 0": "被丢弃的比例（第 0 层，第 0 步）",
+    "balancing loss when uniform": "路由均匀时的负载均衡损失",
+}
