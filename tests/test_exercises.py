@@ -13,6 +13,7 @@ as ``...``, which the checkers report as "not answered yet").
 from __future__ import annotations
 
 import ast
+import os
 import re
 import subprocess
 import sys
@@ -209,18 +210,25 @@ def test_every_exercise_has_a_published_solution_and_a_wrong_answer(notebook: Pa
         assert variable in bound_names(code), f"wrong answer for {variable} does not define it"
 
 
+@pytest.fixture(scope="module")
+def results_file(tmp_path_factory) -> Path:
+    return tmp_path_factory.mktemp("results") / "results.json"
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("notebook", EXECUTED, ids=lambda p: str(p.relative_to(ROOT / "notebooks")))
 def test_notebook_runs_and_its_checkers_accept_solutions_and_reject_wrong_answers(
-        notebook: Path, tmp_path: Path):
+        notebook: Path, tmp_path: Path, results_file: Path):
     nb = nbformat.read(notebook, as_version=4)
     path = tmp_path / notebook.name
     nbformat.write(augmented(nb, WRONG[notebook.stem]), path)
     command = [sys.executable, "-m", "pytest", "--nbval-lax", "--nbval-current-env",
                "--nbval-cell-timeout=300", "-p", "no:cacheprovider", "-q",
                "-o", f"cache_dir={tmp_path}", str(path)]
+    # the lessons' findings for lesson 00's claims go to a file of the whole test session
+    env = {**os.environ, "GPUTUTOR_RESULTS": str(results_file)}
     result = subprocess.run(command, cwd=ROOT, capture_output=True, text=True,
-                            timeout=NOTEBOOK_TIMEOUT_S)
+                            timeout=NOTEBOOK_TIMEOUT_S, env=env)
     assert result.returncode == 0, (
         f"{notebook.name} failed under nbval:\n{result.stdout[-6000:]}\n{result.stderr[-2000:]}")
 
