@@ -40,13 +40,17 @@ class CharTokenizer:
         return "".join(self.chars[int(i)] for i in ids)
 
 
-@lru_cache(maxsize=4)
 def load_corpus(corpus: str = "en") -> tuple[CharTokenizer, torch.Tensor]:
     """Read corpus ``corpus`` ("en" or "zh", ``config.CORPORA``) once per process; return its
     tokenizer (one id per distinct character, in code-point order) and all token ids (int64).
     Any Unicode text works: the characters are read as UTF-8."""
     if corpus not in CORPORA:
         raise ValueError(f"corpus={corpus!r} is invalid: allowed are " + ", ".join(map(repr, CORPORA)))
+    return _read_corpus(corpus)   # one cache entry per corpus, however the caller names it
+
+
+@lru_cache(maxsize=4)
+def _read_corpus(corpus: str) -> tuple[CharTokenizer, torch.Tensor]:
     text = (DATA / CORPORA[corpus]).read_text(encoding="utf-8")
     points = np.frombuffer(text.encode("utf-32-le"), dtype=np.uint32)
     alphabet = np.unique(points)                       # sorted code points

@@ -206,3 +206,7 @@ def test_a_run_on_the_chinese_corpus_trains_with_its_vocabulary():
     assert summary["losses"][0] > summary["losses"][-1]
     with pytest.raises(ValueError, match="corpus='x' is invalid"):
         RunSpec(corpus="x")
+
+
+def test_the_corpus_is_read_once_however_it_is_named():
+    assert load_corpus() is load_corpus("en")   # the worker preloads load_corpus(); ranks ask by name

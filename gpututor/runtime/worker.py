@@ -83,7 +83,9 @@ def train(spec, rank: int, world_size: int, device: torch.device,
         else spec.device_memory
     # A strategy that keeps only part of the model gets it on "meta" (shapes, no memory) and
     # makes just its part: no rank ever holds the whole model (parallel/meta.py). The probe
-    # measures the largest number of bytes alive during this setup.
+    # measures the largest number of bytes alive during this setup (the corpus is read before:
+    # it is data, not the model's memory).
+    load_corpus(spec.corpus)
     with LiveBytesProbe() as setup:
         model = build_model(spec, meta=strategy.builds_on_meta)
         if not strategy.builds_on_meta:
