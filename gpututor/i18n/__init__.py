@@ -6,6 +6,8 @@ kernel shows in that language what it draws and says to the learner: the run pan
 status lines, plot titles and axis labels, and the exercise checkers' messages. Error messages
 of the package stay in English (they name fields and values, and are searched for as they are).
 
+Lessons print their sentences with :func:`say` (``print`` through :func:`tr`).
+
 Text is looked up by its English form: ``tr("Run")`` or, for a sentence with values,
 ``tr("{what}: not answered yet.", what=...)``, whose English template is the key. A template
 with no translation is shown in English, so a missing entry is visible, never an error. The
@@ -40,3 +42,10 @@ def tr(template: str, **values) -> str:
     table = LANGUAGES[_current[0]]
     text = table.get(template, template) if table else template
     return text.format(**values) if values else text
+
+
+def say(template: str, **values) -> None:
+    """Print ``tr(template, **values)``: a lesson's printed sentence, in the notebook's language.
+    Write ``say("{n} ranks ran {x:.2f}x as fast", n=n, x=x)`` where a lesson would print an
+    f-string; the English output is the same."""
+    print(tr(template, **values))

@@ -1,0 +1,4 @@
+"""Simplified Chinese for the sentences lessons print with ``say()`` (English template -> Chinese)."""
+
+PRINTS_A = {
+}
