@@ -1,4 +1,118 @@
 """Simplified Chinese for the sentences lessons print with ``say()`` (English template -> Chinese)."""
 
 PRINTS_A = {
+    # ---- 00 start here ------------------------------------------------------------------------
+    "This process may use {cores} core(s): 2 ranks can be at most {bound}× one rank here.":
+        "本进程可以使用 {cores} 个核心：在这里，2 个进程最多是 1 个进程的 {bound}×。",
+    "two independent runs of {sequences} sequences, at once: {tokens_per_s:,.0f} tokens/s together":
+        "两个相互独立的运行同时进行，各 {sequences} 条序列：合计 {tokens_per_s:,.0f} tokens/s",
+    "DDP on 2 ranks: {tokens_per_s:,.0f} tokens/s = {share:.2f} of that ceiling "
+    "(above 1.0: run-to-run noise on a shared machine)":
+        "2 个进程上的 DDP：{tokens_per_s:,.0f} tokens/s = 这一上限的 {share:.2f}"
+        "（超过 1.0：共享机器上各次运行之间的波动）",
+    "DDP on 2 ranks: {tokens_per_s:,.0f} tokens/s = {share:.2f} of that ceiling; "
+    "the other {rest:.0%} went to communication and synchronisation":
+        "2 个进程上的 DDP：{tokens_per_s:,.0f} tokens/s = 这一上限的 {share:.2f}；"
+        "其余的 {rest:.0%} 花在了通信和同步上",
+    "parameters: {params:,}": "参数个数：{params:,}",
+
+    # ---- 01 single device ---------------------------------------------------------------------
+    "{params:,} parameters, {tokens:,} tokens per step, median step {step_ms:.0f} ms on {device}":
+        "{params:,} 个参数，每步 {tokens:,} 个 token，在 {device} 上单步中位数 {step_ms:.0f} ms",
+    "backward / forward = {ratio:.2f}; optimizer = {share:.1%} of the step":
+        "反向 / 前向 = {ratio:.2f}；优化器 = 一步时间的 {share:.1%}",
+    "N = {n:,} matmul weights, of {params:,} parameters":
+        "N = {n:,} 个矩阵乘法权重，全部参数共 {params:,} 个",
+    "fraction of this machine's measured matmul rate: {share:.0%} (not MFU)":
+        "占本机实测矩阵乘法速率的比例：{share:.0%}（不是 MFU）",
+    "MFU against the datasheet peak: {mfu:.1%}": "相对数据手册峰值的 MFU：{mfu:.1%}",
+    "MFU against the datasheet peak: unknown for this device": "相对数据手册峰值的 MFU：此设备未知",
+    "activations / (parameters + gradients + optimizer state) = {ratio:.1f}":
+        "激活值 / (参数 + 梯度 + 优化器状态) = {ratio:.1f}",
+    "peak of live tensors during the step: {peak_mb:.1f} MB": "这一步中存活张量的峰值：{peak_mb:.1f} MB",
+    "largest loss difference over {steps} steps: {gap:.1e}": "{steps} 步中损失的最大差异：{gap:.1e}",
+    "activations x{activations:.2f}, step time x{step_time:.2f}, counted FLOPs x{flops:.2f}":
+        "激活值 x{activations:.2f}，单步时间 x{step_time:.2f}，统计的 FLOPs x{flops:.2f}",
+    "largest loss difference: {gap:.1e}": "损失的最大差异：{gap:.1e}",
+    "recomputation added {extra:.2f} of one forward pass's FLOPs (a forward is about 1/3 of a step's)":
+        "重计算增加的 FLOPs 相当于一次前向传播的 {extra:.2f}（一次前向约占一步 FLOPs 的 1/3）",
+
+    # ---- 01b one device -----------------------------------------------------------------------
+    "{name}: same output and same gradients of q, k and v as ordinary attention":
+        "{name}：输出以及 q、k、v 的梯度都与普通注意力相同",
+    "T = {half} -> {T}: naive keeps x{naive:.1f}, tiled x{tiled:.1f} (x4 would be T², x2 would be T)":
+        "T = {half} -> {T}：普通注意力保留的数据 x{naive:.1f}，分块注意力 x{tiled:.1f}"
+        "（x4 说明随 T² 增长，x2 说明随 T 增长）",
+    "at T = {T}: naive keeps {naive_mb:.1f} MB, tiled {tiled_mb:.2f} MB, sdpa {sdpa_mb:.2f} MB":
+        "T = {T} 时：普通注意力保留 {naive_mb:.1f} MB，分块注意力 {tiled_mb:.2f} MB，sdpa {sdpa_mb:.2f} MB",
+    "time at T = {T}: tiled / naive = {tiled:.2f}, sdpa / naive = {sdpa:.2f}":
+        "T = {T} 时的耗时：分块 / 普通 = {tiled:.2f}，sdpa / 普通 = {sdpa:.2f}",
+    "over no recomputation: selective keeps {selective_less:.0%} less for {selective_ms:+.0f} ms, "
+    "full keeps {full_less:.0%} less for {full_ms:+.0f} ms":
+        "与不重计算相比：选择性重计算少保留 {selective_less:.0%}，耗时变化 {selective_ms:+.0f} ms；"
+        "完全重计算少保留 {full_less:.0%}，耗时变化 {full_ms:+.0f} ms",
+    "here {here_gflops:.0f} GFLOP/s, the A100 {gpu_tflops:.0f} TFLOP/s: PCIe 4.0's {pcie_gbs:.1f} GB/s "
+    "is emulated as {link_mbs:.1f} MB/s":
+        "本机 {here_gflops:.0f} GFLOP/s，A100 {gpu_tflops:.0f} TFLOP/s：PCIe 4.0 的 {pcie_gbs:.1f} GB/s "
+        "被模拟为 {link_mbs:.1f} MB/s",
+    "same losses all three ways; per step {to_host_mb:.2f} MB went to the host and "
+    "{to_device_mb:.2f} MB back ({per_parameter:.0f} bytes per parameter)":
+        "三种方式的损失相同；每步有 {to_host_mb:.2f} MB 传到主机，{to_device_mb:.2f} MB 传回"
+        "（每个参数 {per_parameter:.0f} 字节）",
+    "first compiled step {compile_s:.1f} s (compile included); again after a reset "
+    "{recompile_s:.1f} s (Inductor's caches)":
+        "编译后的第一步 {compile_s:.1f} s（含编译时间）；重置后再来一次 {recompile_s:.1f} s（Inductor 的缓存）",
+    "steady forward + backward: eager {eager_ms:.0f} ms, compiled {compiled_ms:.0f} ms "
+    "(x{speedup:.2f}); losses {eager_loss:.6f} and {compiled_loss:.6f}, "
+    "gradients within {grad_diff:.1e}":
+        "稳定后的前向 + 反向：即时执行（eager）{eager_ms:.0f} ms，编译后 {compiled_ms:.0f} ms"
+        "（x{speedup:.2f}）；损失分别为 {eager_loss:.6f} 和 {compiled_loss:.6f}，"
+        "梯度相差不超过 {grad_diff:.1e}",
+    "the compile is repaid after about {steps:,.0f} steps": "编译的开销大约在 {steps:,.0f} 步之后收回",
+    "compiled was not faster here: the compile is not repaid": "编译后的版本在这里并没有更快：编译的开销收不回来",
+    "{kernels} generated kernels; {fused} fuse two or more operators, for example:":
+        "生成了 {kernels} 个内核；其中 {fused} 个融合了两个或更多算子，例如：",
+    "  one kernel computes {ops}": "  一个内核计算 {ops}",
+    "the full trace: {trace} -> open https://ui.perfetto.dev and drop the file on it (or chrome://tracing)":
+        "完整的 trace：{trace} -> 打开 https://ui.perfetto.dev，把这个文件拖到页面上（或者用 chrome://tracing）",
+    "here: peak {peak_gflops:.0f} GFLOP/s, memory {bandwidth_gbs:.1f} GB/s, ridge at {ridge_here:.1f} FLOP/byte; "
+    "{gpu} (datasheet, bf16): ridge at {ridge_gpu:.0f}":
+        "本机：峰值 {peak_gflops:.0f} GFLOP/s，内存带宽 {bandwidth_gbs:.1f} GB/s，脊点在 {ridge_here:.1f} FLOP/byte；"
+        "{gpu}（数据手册，bf16）：脊点在 {ridge_gpu:.0f}",
+    "compute-bound here: {n_here} of {n_ops} operators ({ops_here}); on the {gpu}: {n_gpu} ({ops_gpu})":
+        "本机受计算限制的算子：{n_ops} 个中有 {n_here} 个（{ops_here}）；在 {gpu} 上：{n_gpu} 个（{ops_gpu}）",
+    "{name}: largest that fits is {size} ({millions:.2f} M parameters)":
+        "{name}：放得下的最大模型是 {size}（{millions:.2f} M 个参数）",
+    "{name}: nothing fits": "{name}：什么都放不下",
+    "measured, all naive attention kept at T = 512: {nbytes:,} bytes":
+        "实测：T = 512 时普通注意力一共保留了 {nbytes:,} 字节",
+
+    # ---- 10 long context ----------------------------------------------------------------------
+    "T x2 ({shorter} -> {longer}): one process x{one:.2f}, a cp rank x{cp:.2f}  (x2 = linear in T, x4 = quadratic)":
+        "T x2（{shorter} -> {longer}）：单进程 x{one:.2f}，一个 cp 进程 x{cp:.2f}  "
+        "（x2 = 随 T 线性增长，x4 = 随 T 平方增长）",
+    "{world} ranks: every rank's output and q, k, v gradients equal full attention's "
+    "(largest difference {worst:.1e})":
+        "{world} 个进程：每个进程的输出以及 q、k、v 的梯度都与完整注意力的相同（最大差异 {worst:.1e}）",
+    "{n} ranks: busiest / idlest rank = {contiguous:.1f} contiguous, {zigzag:.2f} zig-zag":
+        "{n} 个进程：最忙进程 / 最闲进程 = 连续切分 {contiguous:.1f}，锯齿形切分 {zigzag:.2f}",
+    "{name}: rank 0 holds {params_mb:.2f} MB of parameters and keeps "
+    "{activations_mb:.1f} MB of activations; {sent_mb:.2f} MB sent per step":
+        "{name}：进程 0 持有 {params_mb:.2f} MB 参数，保留 {activations_mb:.1f} MB 激活值；"
+        "每步发送 {sent_mb:.2f} MB",
+    "torch's context_parallel ran and equals full attention within {difference:.1e}":
+        "torch 的 context_parallel 运行成功，与完整注意力的差异在 {difference:.1e} 以内",
+    "torch's context_parallel did not run here: {error}": "torch 的 context_parallel 在这里没有运行起来：{error}",
+
+    # ---- 11 mixture of experts ----------------------------------------------------------------
+    "token {t}: experts {experts} with gates {gates}": "token {t}：专家 {experts}，门控值 {gates}",
+    "token {t}: experts {experts}, places in their queues {places} -> {fate}":
+        "token {t}：专家 {experts}，在各自队列中的位置 {places} -> {fate}",
+    "capacity {capacity} slots per expert": "容量：每个专家 {capacity} 个槽位",
+    "step {step}: busiest expert x{busiest:.2f} the mean (worst layer), {dropped:.1%} of slots dropped":
+        "第 {step} 步：最忙的专家是平均值的 x{busiest:.2f}（最不均衡的一层），{dropped:.1%} 的槽位被丢弃",
+    "steps with the same tokens per expert as one rank: the first {identical} of {steps}":
+        "每个专家分到的 token 数与单进程相同的步：{steps} 步中的前 {identical} 步",
+    "relative loss difference per step: {differences}": "每步损失的相对差异：{differences}",
+    "{sent_mb:.2f} MB sent per step by each rank": "每个进程每步发送 {sent_mb:.2f} MB",
 }

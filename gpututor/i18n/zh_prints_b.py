@@ -1,4 +1,208 @@
 """Simplified Chinese for the sentences lessons print with ``say()`` (English template -> Chinese)."""
 
 PRINTS_B = {
+    # ---- 02 data parallel ---------------------------------------------------------------------
+    "{strategy:>12} on {world} rank(s): final loss {loss:.5f}, {tokens_per_s:,.0f} tokens/s":
+        "{strategy:>12} 在 {world} 个进程上：最终损失 {loss:.5f}，{tokens_per_s:,.0f} tokens/s",
+    "{strategy:>12}: same losses and weights as one process; largest weight difference {worst:.1e}":
+        "{strategy:>12}：损失和权重与单进程相同；权重的最大差异 {worst:.1e}",
+    "{name:>12}: {mb:.2f} MB all-reduced per step, waiting {wait_ms:.1f} ms of a {step_ms:.0f} ms step":
+        "{name:>12}：每步全归约 {mb:.2f} MB，{step_ms:.0f} ms 的一步中等待 {wait_ms:.1f} ms",
+    "here DDP's step took {ratio:.2f}x the naive one's: faster":
+        "在这里，DDP 的单步耗时是朴素版本的 {ratio:.2f} 倍：更快",
+    "here DDP's step took {ratio:.2f}x the naive one's: not faster on this machine's loopback, "
+    "where messages are cheap; section 4 makes the link slower":
+        "在这里，DDP 的单步耗时是朴素版本的 {ratio:.2f} 倍：在本机的回环（loopback）上并不更快，"
+        "因为在回环上发消息代价很低；第 4 节会把链路变慢",
+    "the A100 computes {ratio:,.0f}x faster than one rank here, so the link is that much slower:":
+        "A100 的计算速度是本机一个进程的 {ratio:,.0f} 倍，所以链路也要慢同样的倍数：",
+    "{name}: {gbps:.0f} GB/s and {us:.0f} us per message -> emulated as {mbps:.2f} MB/s and "
+    "{ms:.1f} ms per message":
+        "{name}：{gbps:.0f} GB/s，每条消息 {us:.0f} us -> 模拟为 {mbps:.2f} MB/s，每条消息 {ms:.1f} ms",
+    "{name:>34}: {speedup:.2f}x one rank, waiting {waiting:.0%} of each step":
+        "{name:>34}：单进程的 {speedup:.2f} 倍，每步有 {waiting:.0%} 的时间在等待",
+    "{cores} usable CPU cores here": "本机有 {cores} 个可用的 CPU 核心",
+    "{name:>6}, rank 0 holds: {held}": "{name:>6}，进程 0 持有：{held}",
+    "the resumed run's losses equal the uninterrupted run's from step 4 on":
+        "从第 4 步起，恢复后的运行与未中断的运行损失相同",
+
+    # ---- 03 sharding ----------------------------------------------------------------------------
+    "Ψ = {n_params:,} parameters; data parallel, per rank (formula): {parts}":
+        "Ψ = {n_params:,} 个参数；数据并行，每个进程（公式）：{parts}",
+    "{name:>6}: largest loss difference from ddp over {steps} steps: {gap:.1e}":
+        "{name:>6}：{steps} 步中与 ddp 的最大损失差异：{gap:.1e}",
+    "{name:>6}: peak {peak_mb:5.1f} MB = {share:.0%} of ddp's; model state {state_mb:5.1f} MB":
+        "{name:>6}：峰值 {peak_mb:5.1f} MB = ddp 的 {share:.0%}；模型状态 {state_mb:5.1f} MB",
+    "{label:>6}: {mb:6.2f} MB sent per rank per step = {vs_ddp:.2f}x ddp; "
+    "waiting {wait_ms:5.1f} ms of a {step_ms:4.0f} ms step":
+        "{label:>6}：每个进程每步发送 {mb:6.2f} MB = ddp 的 {vs_ddp:.2f} 倍；"
+        "{step_ms:4.0f} ms 的一步中等待 {wait_ms:5.1f} ms",
+    "{label:>17}: sent {sent_mb:5.2f} MB/step, activations {act_mb:5.1f} MB, "
+    "peak {peak_mb:5.1f} MB, final loss {loss:.4f}":
+        "{label:>17}：发送 {sent_mb:5.2f} MB/步，激活值 {act_mb:5.1f} MB，"
+        "峰值 {peak_mb:5.1f} MB，最终损失 {loss:.4f}",
+    "zero3 on {world} ranks: model state per rank {state_mb:5.2f} MB (formula {formula_mb:5.2f}), "
+    "activations {act_mb:4.1f} MB":
+        "zero3 在 {world} 个进程上：每个进程的模型状态 {state_mb:5.2f} MB（公式 {formula_mb:5.2f}），"
+        "激活值 {act_mb:4.1f} MB",
+    "budget: {budget_mb:.1f} MB per rank": "预算：每个进程 {budget_mb:.1f} MB",
+
+    # ---- 04 tensor parallel ---------------------------------------------------------------------
+    "column split, then row split: the same Z, with one sum of partial results":
+        "先按列切分，再按行切分：得到相同的 Z，只需对部分结果求一次和",
+    "{strategy:>10} on {world} rank(s): final loss {loss:.5f}, {tokens_per_s:,.0f} tokens/s":
+        "{strategy:>10} 在 {world} 个进程上：最终损失 {loss:.5f}，{tokens_per_s:,.0f} tokens/s",
+    "{strategy:>10}: same losses as one process; largest weight difference {worst:.1e}":
+        "{strategy:>10}：损失与单进程相同；权重的最大差异 {worst:.1e}",
+    "DTensor, per block: {forward:.0f} all-reduces in forward, {backward:.0f} in backward":
+        "DTensor，每个块：前向 {forward:.0f} 次全归约，反向 {backward:.0f} 次",
+    "from scratch, per block: {count:.0f} all-reduces per step (measured bytes / bytes of one all-reduce)":
+        "从零实现，每个块：每步 {count:.0f} 次全归约（实测字节数 / 一次全归约的字节数）",
+    "all-reduced per step: {step_mb:.2f} MB, {block_mb:.2f} MB per block":
+        "每步全归约：{step_mb:.2f} MB，每个块 {block_mb:.2f} MB",
+    "waiting for it: {step_ms:.1f} ms per step, {block_ms:.1f} ms per block, "
+    "{share:.0%} of the {whole_ms:.0f} ms step":
+        "等待它：每步 {step_ms:.1f} ms，每个块 {block_ms:.1f} ms，占 {whole_ms:.0f} ms 单步的 {share:.0%}",
+    "{label}: rank 0 holds {params_mb:.2f} MB of parameters, {tokens_per_s:,.0f} tokens/s":
+        "{label}：进程 0 持有 {params_mb:.2f} MB 参数，{tokens_per_s:,.0f} tokens/s",
+    "{name:>36}: {mb:.2f} MB per step, waiting {waiting:.0%} of each step":
+        "{name:>36}：每步 {mb:.2f} MB，每步有 {waiting:.0%} 的时间在等待",
+
+    # ---- 05 pipeline parallel -------------------------------------------------------------------
+    "stage {s}: embeddings, blocks {blocks}: {n:,} parameters":
+        "阶段 {s}：嵌入层，块 {blocks}：{n:,} 个参数",
+    "stage {s}: final norm, head, blocks {blocks}: {n:,} parameters":
+        "阶段 {s}：最后的 norm、输出头，块 {blocks}：{n:,} 个参数",
+    "whole model: {n:,} parameters": "整个模型：{n:,} 个参数",
+    "{name:>20}: final loss {loss:.5f}, step {step_ms:.0f} ms":
+        "{name:>20}：最终损失 {loss:.5f}，单步 {step_ms:.0f} ms",
+    "{name:>20}: same losses; largest weight difference {worst:.1e}":
+        "{name:>20}：损失相同；权重的最大差异 {worst:.1e}",
+    "m={m}: measured {bubble:.3f}, theory {theory:.3f}, difference {difference:+.3f}":
+        "m={m}：实测 {bubble:.3f}，理论值 {theory:.3f}，差值 {difference:+.3f}",
+    "m={m}: theory r = (p-1)/m = {r:.3f}, so f = r/(1+r) = {f_theory:.3f}; "
+    "measured f = {f:.3f}, so r = f/(1-f) = {r_measured:.3f}":
+        "m={m}：理论上 r = (p-1)/m = {r:.3f}，所以 f = r/(1+r) = {f_theory:.3f}；"
+        "实测 f = {f:.3f}，所以 r = f/(1-f) = {r_measured:.3f}",
+    "forward of one micro-batch on stage 0: {forward_ms:.1f} ms; handing it to stage 1: at least "
+    "{handoff_ms:.2f} ms":
+        "阶段 0 上一个微批次的前向：{forward_ms:.1f} ms；把它交给阶段 1：至少 {handoff_ms:.2f} ms",
+    "stage {s}: GPipe {gpipe_mb:.1f} MB, 1F1B {one_f_one_b_mb:.1f} MB ({share:.2f} of GPipe)":
+        "阶段 {s}：GPipe {gpipe_mb:.1f} MB，1F1B {one_f_one_b_mb:.1f} MB（GPipe 的 {share:.2f}）",
+    "measured bubble: GPipe {gpipe:.3f}, 1F1B {one_f_one_b:.3f} (theory {theory:.3f} for both)":
+        "实测气泡：GPipe {gpipe:.3f}，1F1B {one_f_one_b:.3f}（两者的理论值都是 {theory:.3f}）",
+    "{schedule}: from scratch {ours_ms:.0f} ms, pp-torch {torch_ms:.0f} ms per step; "
+    "bubble {ours_bubble:.2f} vs {torch_bubble:.2f}":
+        "{schedule}：每步从零实现 {ours_ms:.0f} ms，pp-torch {torch_ms:.0f} ms；"
+        "气泡 {ours_bubble:.2f} 对 {torch_bubble:.2f}",
+    "pipeline, 2 stages: stage 0 sends {activations_mb:.2f} MB of activations forward and gets as much "
+    "back as gradients (measured, mean over ranks incl. the tied embedding: {measured_mb:.2f} MB)":
+        "流水线并行，2 个阶段：阶段 0 向前发送 {activations_mb:.2f} MB 激活值，并以梯度的形式收回同样多的数据"
+        "（实测，各进程的平均值，含绑定的嵌入：{measured_mb:.2f} MB）",
+    "tensor parallel, same batch: 4 all-reduces per block x {n_layer} blocks = "
+    "{tp_mb:.2f} MB per step (lesson 04, exercise 2)":
+        "张量并行，同样的批次：每个块 4 次全归约 x {n_layer} 个块 = 每步 {tp_mb:.2f} MB（第 04 课，练习 2）",
+    "theory at p=2, m=4: 1F1B {one_f_one_b:.3f}, interleaved (v=2) {interleaved:.3f}":
+        "p=2、m=4 时的理论值：1F1B {one_f_one_b:.3f}，交错式（v=2）{interleaved:.3f}",
+    "{name:>38}: same losses as one process; bubble measured {bubble:.3f}, step {step_ms:.0f} ms":
+        "{name:>38}：损失与单进程相同；实测气泡 {bubble:.3f}，单步 {step_ms:.0f} ms",
+    "measured in section 5 (1F1B): {bubble:.3f}": "第 5 节的实测值（1F1B）：{bubble:.3f}",
+
+    # ---- 06 mixed precision ---------------------------------------------------------------------
+    "same decisions at every step: {same}": "每一步的决定都相同：{same}",
+    "{name:20} final loss {loss:.4f}, largest gap to fp32 {gap:.1e}, skipped {skipped} steps, "
+    "{step_ms:5.0f} ms/step":
+        "{name:20} 最终损失 {loss:.4f}，与 fp32 的最大差距 {gap:.1e}，跳过 {skipped} 步，"
+        "{step_ms:5.0f} ms/步",
+    "{memory} | {n_params:,} parameters": "{memory} | {n_params:,} 个参数",
+    "tokens/s: bf16 / fp32 = {ratio:.2f}": "tokens/s：bf16 / fp32 = {ratio:.2f}",
+    "peak memory: fp32 {fp32_mb:.1f} MB, bf16 {bf16_mb:.1f} MB":
+        "峰值显存：fp32 {fp32_mb:.1f} MB，bf16 {bf16_mb:.1f} MB",
+    "largest loss gap over {steps} steps: {gap:.1e}": "{steps} 步中最大的损失差距：{gap:.1e}",
+    "activations: bf16 / fp32 = {ratio:.2f} (0.50 would mean every kept tensor was bf16)":
+        "激活值：bf16 / fp32 = {ratio:.2f}（0.50 意味着保留的每个张量都是 bf16）",
+    "CPU matrix instructions found: {features}": "找到的 CPU 矩阵指令：{features}",
+    "CPU matrix instructions found: none that /proc/cpuinfo lists":
+        "找到的 CPU 矩阵指令：/proc/cpuinfo 中没有列出任何一种",
+
+    # ---- 07 compression -------------------------------------------------------------------------
+    "teacher: {n:,} parameters, {mb:.2f} MB, validation loss {loss:.3f}":
+        "教师模型：{n:,} 个参数，{mb:.2f} MB，验证损失 {loss:.3f}",
+    'torchao is not installed here: pip install "gpututor[compress]" adds its variant':
+        '本机没有安装 torchao：pip install "gpututor[compress]" 会加上它的那个变体',
+    "{name:28} {mb:5.2f} MB, validation loss {loss:.4f}": "{name:28} {mb:5.2f} MB，验证损失 {loss:.4f}",
+    "{s:4.0%} pruned: validation loss {loss:.3f}": "剪枝 {s:4.0%}：验证损失 {loss:.3f}",
+    "{s:.0%}: sparsity reached {sparsity:.2%}, validation loss {before:.3f} -> {after:.3f} "
+    "after {steps} steps":
+        "{s:.0%}：达到的稀疏度 {sparsity:.2%}，{steps} 步之后验证损失 {before:.3f} -> {after:.3f}",
+    "unpruned with the same {steps} steps: {loss:.3f}": "不剪枝、同样经过 {steps} 步：{loss:.3f}",
+    "MLP hidden width {width} -> {new_width}, {n:,} -> {new_n:,} parameters":
+        "MLP 隐藏层宽度 {width} -> {new_width}，参数 {n:,} -> {new_n:,} 个",
+    "validation loss {before:.3f} -> {after:.3f} after {steps} steps":
+        "{steps} 步之后验证损失 {before:.3f} -> {after:.3f}",
+    "{name:18} {n:,} parameters, validation loss {loss:.3f}":
+        "{name:18} {n:,} 个参数，验证损失 {loss:.3f}",
+
+    # ---- 08 choosing hardware -------------------------------------------------------------------
+    "peak memory: largest error {error:.1%} over {runs} runs (target: within 10 %)":
+        "峰值显存：{runs} 次运行中的最大误差 {error:.1%}（目标：10 % 以内）",
+    "peak memory by the general formula: largest error {error:.1%}":
+        "通用公式给出的峰值显存：最大误差 {error:.1%}",
+    "no formula error measured": "没有测得公式误差",
+    "step time: median error {median:.0%}, largest {largest:.0%} over {runs} predicted runs":
+        "步时间：{runs} 次预测的运行中，误差中位数 {median:.0%}，最大 {largest:.0%}",
+    "fitted: efficiency {efficiency:.0%} of the matmul rate, fixed cost {overhead_ms:.1f} ms per step; "
+    "load average while measuring: {load:.1f}":
+        "拟合结果：效率为矩阵乘法速率的 {efficiency:.0%}，每步固定开销 {overhead_ms:.1f} ms；"
+        "测量期间的平均负载：{load:.1f}",
+    "fitted: efficiency {efficiency:.0%} of the matmul rate, fixed cost {overhead_ms:.1f} ms per step":
+        "拟合结果：效率为矩阵乘法速率的 {efficiency:.0%}，每步固定开销 {overhead_ms:.1f} ms",
+    "{name:>18}: {gb:6.2f} GB per GPU": "{name:>18}：每个 GPU {gb:6.2f} GB",
+    "{link:>8}: step {step:.2f} s (compute {compute:.2f} s, tensor-parallel all-reduces {tp:.2f} s), "
+    "{days:.0f} days, link-bound: {link_bound}":
+        "{link:>8}：单步 {step:.2f} s（计算 {compute:.2f} s，张量并行的全归约 {tp:.2f} s），"
+        "{days:.0f} 天，受限于链路：{link_bound}",
+
+    # ---- 09 composing parallelisms --------------------------------------------------------------
+    "{params:,} parameters; one rank held {held}; peak during a step {peak_mb:.1f} MB":
+        "{params:,} 个参数；单个进程持有 {held}；一步中的峰值 {peak_mb:.1f} MB",
+    "It fitted: this machine's run needed less than the measured peak (unexpected).":
+        "放得下：本机的这次运行所需少于实测峰值（出乎意料）。",
+    "{name} on 4 ranks: finished; largest per-rank peak {peak_mb:.1f} MB (capacity {capacity_mb:.1f} MB)":
+        "{name} 在 4 个进程上：运行完成；各进程峰值中最大的是 {peak_mb:.1f} MB（容量 {capacity_mb:.1f} MB）",
+    "{name} on 4 ranks: {failure}": "{name} 在 4 个进程上：{failure}",
+    "{name:>6}: setup peak {setup_mb:5.1f} MB per rank ({share:.0%} of the whole model's parameters)":
+        "{name:>6}：每个进程的初始化（setup）峰值 {setup_mb:5.1f} MB（整个模型参数的 {share:.0%}）",
+    "{name:>8} on {mesh}: largest relative difference from one process's loss {worst:.1e}":
+        "{name:>8} 在 {mesh} 上：与单进程损失的最大相对差异 {worst:.1e}",
+    "{name:>8}: parameters per rank {params_mb} MB, "
+    "sent per rank per step not measured (DTensor's collectives)":
+        "{name:>8}：每个进程的参数 {params_mb} MB，每个进程每步的发送量未测量（DTensor 的集合通信）",
+    "{name:>8}: parameters per rank {params_mb} MB, sent per rank per step {sent_mb:.2f} MB":
+        "{name:>8}：每个进程的参数 {params_mb} MB，每个进程每步发送 {sent_mb:.2f} MB",
+    "ddp+tp+pp: largest relative loss difference from one process {worst:.1e}; parameters per rank "
+    "{params_mb} MB":
+        "ddp+tp+pp：与单进程的最大相对损失差异 {worst:.1e}；每个进程的参数 {params_mb} MB",
+    "tp=2 + sequence parallel: activations per rank {measured_mb:5.2f} MB measured, {formula_mb:5.2f} MB "
+    "by Korthikanti's formula; sent {sent_mb:.2f} MB per step; loss differs from one process by "
+    "{worst:.1e}":
+        "tp=2 + 序列并行：每个进程的激活值实测 {measured_mb:5.2f} MB，按 Korthikanti 的公式 "
+        "{formula_mb:5.2f} MB；每步发送 {sent_mb:.2f} MB；损失与单进程相差 {worst:.1e}",
+    "tp=2                    : activations per rank {measured_mb:5.2f} MB measured, {formula_mb:5.2f} MB "
+    "by Korthikanti's formula; sent {sent_mb:.2f} MB per step; loss differs from one process by "
+    "{worst:.1e}":   # padded to the width of the line above ("序列并行" is 8 columns wide)
+        "tp=2           ：每个进程的激活值实测 {measured_mb:5.2f} MB，按 Korthikanti 的公式 "
+        "{formula_mb:5.2f} MB；每步发送 {sent_mb:.2f} MB；损失与单进程相差 {worst:.1e}",
+    "The planner finds no layout on 4 ranks that fits this capacity.":
+        "规划器在 4 个进程上找不到放得进这个容量的布局。",
+    "The planner picked {layout} on {mesh}; launched under the capacity it finished, largest "
+    "per-rank peak {peak_mb:.1f} MB of {capacity_mb:.1f} MB.":
+        "规划器选择了 {mesh} 上的 {layout}；在这个容量下启动后运行完成，各进程峰值中最大的是 "
+        "{peak_mb:.1f} MB（容量 {capacity_mb:.1f} MB）。",
+    "The planner picked {layout}, and the run did not fit: {failure}":
+        "规划器选择了 {layout}，但运行时放不下：{failure}",
+    "{where:>34}: step {step:6.1f} s = compute {compute:.1f} s + tensor-parallel all-reduces {tp:.1f} s "
+    "+ exposed data-parallel all-reduce {dp:.1f} s":
+        "{where:>34}：单步 {step:6.1f} s = 计算 {compute:.1f} s + 张量并行的全归约 {tp:.1f} s "
+        "+ 未被重叠掩盖的数据并行全归约 {dp:.1f} s",
 }
