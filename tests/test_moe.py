@@ -1,7 +1,6 @@
 """Mixture of experts and expert parallel: the router, capacity and balancing loss on hand-made
 inputs; the MoE trains on one rank; expert parallel (``ep``, ``ddp+ep``) equals one process on
 the global batch, with and without dropped tokens; bad specs are refused before launch."""
-import math
 
 import pytest
 import torch
