@@ -54,13 +54,7 @@ def train_with(spec, make_optimizer) -> dict:
     losses and the optimizer's state bytes per parameter at the end."""
     model = build_model(spec)
     optimizer = make_optimizer(model.parameters())
-    losses = []
-    for x, y in batches(spec):
-        optimizer.zero_grad(set_to_none=True)
-        loss = F.cross_entropy(model(x).flatten(0, 1), y.flatten())
-        loss.backward()
-        optimizer.step()
-        losses.append(loss.item())
+    losses = [_train_step(model, optimizer, x, y) for x, y in batches(spec)]
     return {"model": model, "losses": losses, "state_bytes_per_param": state_bytes_per_param(optimizer)}
 
 
@@ -183,14 +177,17 @@ def offload_costs(spec, link_bytes_per_s: float | None = None) -> dict:
 
     Per way: ``losses``, ``step_s`` (median full step), ``bytes_per_step`` (to the host and to
     the device) and ``emulated_s`` (sleep added per step)."""
+    slept = []                                 # seconds the emulated link added, per copy
+
+    def over_the_link(nbytes: int, direction: str) -> None:
+        slept.append(nbytes / link_bytes_per_s)
+        time.sleep(slept[-1])
+
     ways = {"Adam on the device": lambda p: torch.optim.Adam(p, lr=spec.lr),
             "Adam offloaded to the host": lambda p: OffloadedAdam(p, lr=spec.lr)}
-    delays = {name: [] for name in ways}
     if link_bytes_per_s is not None:
-        name = "offloaded, emulated link"
-        delays[name] = []
-        ways[name] = lambda p: OffloadedAdam(p, lr=spec.lr, on_transfer=lambda nbytes, _: (
-            delays[name].append(nbytes / link_bytes_per_s), time.sleep(nbytes / link_bytes_per_s)))
+        ways["offloaded, emulated link"] = lambda p: OffloadedAdam(p, lr=spec.lr,
+                                                                  on_transfer=over_the_link)
     runs = {}
     for name, make in ways.items():
         model = build_model(spec)
@@ -205,6 +202,7 @@ def offload_costs(spec, link_bytes_per_s: float | None = None) -> dict:
         opt = run["optimizer"]
         out[name] = {"losses": run["losses"], "step_s": statistics.median(run["seconds"]),
                      "bytes_per_step": dict(opt.last_step_bytes) if hasattr(opt, "last_step_bytes") else None,
-                     "emulated_s": sum(delays[name]) / len(run["seconds"]),
+                     "emulated_s": sum(slept) / len(run["seconds"])
+                     if getattr(opt, "on_transfer", None) is over_the_link else 0.0,
                      "parameters": count_parameters(run["model"])}
     return out

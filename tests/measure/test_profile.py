@@ -6,7 +6,6 @@ import json
 
 import pytest
 import torch
-import torch.nn.functional as F
 
 from gpututor import RunSpec
 from gpututor.data import batches
@@ -33,15 +32,8 @@ def profiled(tmp_path_factory):
 
 
 def test_profiled_losses_equal_an_unprofiled_run(profiled):
-    model = build_model(SPEC)                      # seeded: the same weights as the profiled one
-    optimizer = torch.optim.AdamW(model.parameters(), lr=SPEC.lr)
-    losses = []
-    for x, y in batches(SPEC):
-        optimizer.zero_grad(set_to_none=True)
-        loss = F.cross_entropy(model(x).flatten(0, 1), y.flatten())
-        loss.backward()
-        optimizer.step()
-        losses.append(loss.item())
+    from gpututor.lessons.one_device import train_with   # the same model (seeded) and batches
+    losses = train_with(SPEC, lambda p: torch.optim.AdamW(p, lr=SPEC.lr))["losses"]   # as the fixture
     assert len(profiled.losses) == STEPS
     torch.testing.assert_close(torch.tensor(profiled.losses), torch.tensor(losses[WARMUP:]))
 
