@@ -13,6 +13,8 @@ $(BIN)/.installed: pyproject.toml
 	$(BIN)/python -m pip install -q --upgrade pip
 	$(BIN)/python -m pip install -q "$(TORCH)"
 	$(BIN)/python -m pip install -q -e ".[test]"
+	# the "Python 3 (gpututor)" kernel the lessons ask for (an editable install skips data-files)
+	$(BIN)/jupyter kernelspec install --sys-prefix --name gpututor gpututor/runtime/kernelspec >/dev/null
 	touch $@
 
 install: $(BIN)/.installed

@@ -7,12 +7,18 @@ each, same global batch and steps. Each trial is a fresh kernel (jupyter_client)
 interleaved, and in each kernel:
 
 1. ``first_step_fresh_s``: the first launch in the fresh kernel, from the call to rank 0's first
-   finished step; 2. ``first_step_later_s`` and ``tokens_per_s`` (steady, rank 0): a second launch;
+   finished step, right after the imports (gpututor in its lessons' kernel, "Python 3 (gpututor)",
+   which starts the forkserver at kernel start; the peers in ipykernel's "python3"); 2. ``first_step_later_s`` and ``tokens_per_s`` (steady, rank 0): a second launch;
 3. ``fault_to_control_s``: rank 1 raises at step 2; from the raise to the cell getting control
    back; 4. ``hang_to_control_s``: rank 1 stops at step 2 (every launcher's process group times
    out after 10 s); 5. ``leftovers``: rank processes still alive 5 s after the fault and the hang
    (the forkserver and resource tracker are helpers, not counted); ``handlers_changed``: whether
    the kernel's SIGINT/SIGTERM/SIGCHLD/SIGHUP handlers differ afterwards (1) or not (0).
+
+Two more fresh kernels per launcher and trial, both ipykernel's "python3": ``first_step_warmed_s``
+(the first launch 5 s after the imports: a lesson's first cells have run) and, for gpututor
+only, ``first_step_fresh_python3_s`` (its first launch right after the imports in a kernel that
+is not its own: the forkserver starts at ``import gpututor``, after ``import torch`` here).
 
     make bench-peers        # installs the `peers` extra, then: python benchmarks/bench_peers.py
 
@@ -31,7 +37,8 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 LAUNCHERS = ("gpututor", "lightning", "accelerate", "spawn")
-METRICS = ("first_step_fresh_s", "first_step_later_s", "tokens_per_s", "fault_to_control_s",
+METRICS = ("first_step_fresh_s", "first_step_fresh_python3_s", "first_step_warmed_s",
+           "first_step_later_s", "tokens_per_s", "fault_to_control_s",
            "hang_to_control_s", "leftovers", "handlers_changed")
 HIGHER_IS_BETTER = {"tokens_per_s"}
 
@@ -129,9 +136,29 @@ print("RESULT " + json.dumps(result))
 """
 
 
-def run_kernel(launcher: str, timeout: float) -> dict:
+def one_launch(metric: str, pause_s: float) -> str:
+    """Kernel code: wait ``pause_s``, launch once, report the first step as ``metric``."""
+    return f"""
+time.sleep({pause_s})
+out = tempfile.mkdtemp(); t0, _ = RUN(None, out)
+print("RESULT " + json.dumps({{{metric!r}: W.read(out, "first_step") - t0
+                                if W.read(out, "first_step") else None}}))
+"""
+
+
+def kernels_of(launcher: str) -> list[tuple[str, str]]:
+    """(kernel name, trial code) of each fresh kernel one trial of ``launcher`` takes."""
+    own = "gpututor" if launcher == "gpututor" else "python3"
+    kernels = [(own, TRIAL), ("python3", one_launch("first_step_warmed_s", 5.0))]
+    if launcher == "gpututor":
+        kernels.append(("python3", one_launch("first_step_fresh_python3_s", 0.0)))
+    return kernels
+
+
+def run_kernel(launcher: str, timeout: float, kernel_name: str = "python3",
+               trial: str = TRIAL) -> dict:
     import jupyter_client
-    km = jupyter_client.KernelManager(kernel_name="python3")
+    km = jupyter_client.KernelManager(kernel_name=kernel_name)
     # Peers' kernels import gpututor only for the model and data: no forkserver warming up
     # there (it would take a core from them, and it is gpututor's, not theirs).
     warm = "1" if launcher == "gpututor" else "0"
@@ -140,7 +167,7 @@ def run_kernel(launcher: str, timeout: float) -> dict:
     client.start_channels()
     try:
         client.wait_for_ready(timeout=120)
-        text = execute(client, COMMON + RUNNERS[launcher] + TRIAL, timeout)
+        text = execute(client, COMMON + RUNNERS[launcher] + trial, timeout)
     finally:
         client.stop_channels()
         km.shutdown_kernel(now=True)
@@ -187,7 +214,10 @@ def markdown(rows: list[dict], trials: int) -> str:
     launchers = sorted({r["launcher"] for r in rows}, key=LAUNCHERS.index)
     fmt = lambda r: "not measured" if r is None or r["median"] is None else (
         f"{r['median']:,.0f}" if r["metric"] == "tokens_per_s" else f"{r['median']:.3g}")
-    lines = [f"Medians over {trials} fresh kernels each (2 CPU ranks, one thread each).", "",
+    lines = [f"Medians over {trials} trials of fresh kernels each (2 CPU ranks, one thread each). "
+             "first_step_fresh_s: gpututor in its lessons' kernel (forkserver started at kernel "
+             "start), the peers in ipykernel's python3; first_step_fresh_python3_s: gpututor in "
+             "python3 (the peers' fresh launch is already there).", "",
              "| metric | " + " | ".join(launchers) + " | gpututor / best peer |",
              "|---" * (len(launchers) + 2) + "|"]
     for metric in METRICS:
@@ -214,11 +244,14 @@ def main(argv=None) -> int:
         order = chosen[trial % len(chosen):] + chosen[:trial % len(chosen)]   # interleaved
         for launcher in order:
             start = time.monotonic()
-            try:
-                results[launcher].append(run_kernel(launcher, args.timeout))
-            except Exception as exc:  # noqa: BLE001 - one launcher failing is itself a result
-                print(f"{launcher}: trial {trial} failed: {exc}", file=sys.stderr)
-                results[launcher].append({})
+            merged = {}
+            for kernel_name, code in kernels_of(launcher):
+                try:
+                    merged.update(run_kernel(launcher, args.timeout, kernel_name, code))
+                except Exception as exc:  # noqa: BLE001 - one launcher failing is a result
+                    print(f"{launcher}: trial {trial} ({kernel_name}) failed: {exc}",
+                          file=sys.stderr)
+            results[launcher].append(merged)
             print(f"trial {trial} {launcher}: {results[launcher][-1]} "
                   f"({time.monotonic() - start:.0f} s)", flush=True)
     rows = summarize(results)

@@ -3,15 +3,31 @@
 The package's rooms, imports flowing one way (docs/architecture.md draws them):
 ``ui``, ``lessons`` → ``runtime`` → ``parallel``, ``precision``, ``compression`` → ``measure``
 → ``config``, ``models``, ``data``; ``plan`` stands beside them.
+
+``import gpututor`` itself imports no torch: in a Jupyter kernel it first starts the ranks'
+forkserver (runtime/warm.py), which then imports torch on another core while this process does
+its own import, at the first name used from here (``from gpututor import RunSpec``).
 """
+from importlib import import_module
+
 from .runtime.warm import warm_up_in_kernel
 
-warm_up_in_kernel()   # before torch is imported below: the forkserver imports it meanwhile
+warm_up_in_kernel()
 
-from .config import RunSpec  # noqa: E402
-from .data import batches  # noqa: E402
-from .models import build_model  # noqa: E402
-from .runtime.launcher import Run, RunFailed, launch, warm_up  # noqa: E402
-
-__all__ = ["RunSpec", "launch", "Run", "RunFailed", "warm_up", "build_model", "batches"]
+_HOMES = {"RunSpec": ".config", "batches": ".data", "build_model": ".models",
+          "launch": ".runtime.launcher", "Run": ".runtime.launcher",
+          "RunFailed": ".runtime.launcher", "warm_up": ".runtime.launcher"}
+__all__ = list(_HOMES)
 __version__ = "0.1.0"
+
+
+def __getattr__(name: str):
+    if name not in _HOMES:
+        raise AttributeError(f"module 'gpututor' has no attribute {name!r}")
+    value = getattr(import_module(_HOMES[name], __name__), name)
+    globals()[name] = value   # once: later uses are plain lookups
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *_HOMES])

@@ -197,3 +197,19 @@ def test_modules_stay_small(name):
     path, _ = modules()[name]
     lines = len(path.read_text().splitlines())
     assert lines <= 400, f"gpututor/{path.relative_to(PACKAGE)} has {lines} lines: split it"
+
+
+def test_import_gpututor_and_its_strategies_import_no_dtensor_or_dynamo():
+    """`import gpututor` imports no torch (the forkserver imports it meanwhile, runtime/warm.py),
+    and registering every strategy imports none of DTensor, FSDP, pipelining or dynamo: a DDP
+    rank and the kernel do not pay for them (about 1.2 s here). torch itself imports dynamo
+    when a model is built, so the forkserver preloads it."""
+    import subprocess
+    import sys
+    code = ("import sys, gpututor; light = 'torch' not in sys.modules\n"
+            "import gpututor.parallel, gpututor.runtime.launcher\n"
+            "heavy = [m for m in ('torch._dynamo', 'torch.distributed.tensor', "
+            "'torch.distributed.fsdp', 'torch.distributed.pipelining') if m in sys.modules]\n"
+            "print(light, heavy)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "True []", out.stdout + out.stderr

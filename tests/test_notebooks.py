@@ -46,6 +46,13 @@ def test_notebook_is_stored_stripped(notebook: Path):
         f"`python tests/test_notebooks.py --strip notebooks/{notebook.name}`")
 
 
+@pytest.mark.parametrize("notebook", NOTEBOOKS, ids=lambda p: str(p.relative_to(ROOT)))
+def test_notebook_asks_for_the_gpututor_kernel(notebook: Path):
+    """The lessons' kernel starts the ranks' forkserver at kernel start (runtime/kernel.py)."""
+    spec = nbformat.read(notebook, as_version=4).metadata.get("kernelspec", {})
+    assert spec.get("name") == "gpututor", f"{notebook.name} asks for kernel {spec.get('name')!r}"
+
+
 if __name__ == "__main__":
     if len(sys.argv) < 3 or sys.argv[1] != "--strip":
         sys.exit("usage: python tests/test_notebooks.py --strip NOTEBOOK.ipynb ...")

@@ -12,6 +12,7 @@ The probe costs time (a Python call per op), so the worker runs it on one step o
 """
 from __future__ import annotations
 
+import sys
 import weakref
 from typing import Iterable
 
@@ -19,10 +20,12 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 
-try:
-    from torch.distributed.tensor import DTensor
-except ImportError:  # a torch build without distributed support
-    DTensor = None
+
+def is_dtensor(t) -> bool:
+    """Whether ``t`` is a DTensor. Read from ``sys.modules``: until something imports
+    torch.distributed.tensor (0.6 s, which a DDP rank never needs) no tensor can be one."""
+    module = sys.modules.get("torch.distributed.tensor")
+    return module is not None and isinstance(t, module.DTensor)
 
 CATEGORIES = ("params", "grads", "optimizer", "activations")
 
@@ -31,7 +34,7 @@ def local_tensor(t: torch.Tensor) -> torch.Tensor:
     """What this rank really holds of ``t``: a DTensor (e.g. an FSDP2 parameter, its gradient
     and its optimizer state) holds only its local shard; any other tensor holds itself.
     (Reading ``_local_tensor`` runs no op, unlike ``to_local()``: safe inside the probe.)"""
-    return t._local_tensor if DTensor is not None and isinstance(t, DTensor) else t
+    return t._local_tensor if is_dtensor(t) else t
 
 
 def _storage_key(t: torch.Tensor):

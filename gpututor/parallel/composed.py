@@ -34,7 +34,6 @@ class Composed(Strategy):
 
     def __init__(self, *parts: Strategy, name: str | None = None, description: str = ""):
         self.builds_on_meta = any(p.builds_on_meta for p in parts if p.dim != "dp")
-        self.meters_comm = all(p.meters_comm for p in parts)   # one unmetered part: not measured
         dims = [p.dim for p in parts]
         if len(set(dims)) != len(dims):
             raise ValueError(f"parts={[p.name for p in parts]} is invalid: allowed is at most "
@@ -45,6 +44,10 @@ class Composed(Strategy):
         self.part = {p.dim: p for p in parts}
         self.options = {k: v for p in parts for k, v in p.options.items()}
         self.allowed = {k: v for p in parts for k, v in p.allowed.items()}
+
+    @property
+    def meters_comm(self) -> bool:   # read in a rank: fsdp's answer imports torch's FSDP
+        return all(p.meters_comm for p in self.parts)   # one unmetered part: not measured
 
     @property
     def data_part(self) -> Strategy | None:

@@ -22,17 +22,13 @@ from __future__ import annotations
 import torch
 import torch.nn as nn
 
+from ..measure.memory import is_dtensor, local_tensor
 from ..models import init_kind, initial_value
-
-try:
-    from torch.distributed.tensor import DTensor, distribute_tensor
-except ImportError:   # a torch build without distributed support
-    DTensor = distribute_tensor = None
 
 
 def is_meta(model: nn.Module) -> bool:
     """True while any parameter or buffer of ``model`` has no memory yet."""
-    return any(_local(t).is_meta for t in [*model.parameters(), *model.buffers()])
+    return any(local_tensor(t).is_meta for t in [*model.parameters(), *model.buffers()])
 
 
 def materialize(model: nn.Module, device: torch.device, seed: int) -> nn.Module:
@@ -50,7 +46,7 @@ def materialize(model: nn.Module, device: torch.device, seed: int) -> nn.Module:
     with torch.no_grad():
         for name, p in model.named_parameters():
             owner_name, _, pname = name.rpartition(".")
-            _local(p).copy_(_my_part(name, p, owners[owner_name], pname, seed).to(device))
+            local_tensor(p).copy_(_my_part(name, p, owners[owner_name], pname, seed).to(device))
         for module in model.modules():   # the causal masks: computed, not drawn
             mask = getattr(module, "mask", None)
             if isinstance(mask, torch.Tensor) and mask.dtype == torch.bool:
@@ -73,7 +69,8 @@ def _my_part(name: str, p: torch.Tensor, owner: nn.Module, pname: str, seed: int
     full = initial_value(canonical, shape, init_kind(owner, pname), seed)
     if third is not None:                     # q, k or v: a third of the fused qkv
         full = full.chunk(3, dim=0)[third]
-    if DTensor is not None and isinstance(p, DTensor):
+    if is_dtensor(p):
+        from torch.distributed.tensor import distribute_tensor   # already imported: p is one
         return distribute_tensor(full, p.device_mesh, p.placements, src_data_rank=None).to_local()
     rows, cols = getattr(owner, "init_rows", None), getattr(owner, "init_cols", None)
     if rows is not None:                      # ColumnParallelLinear: its rows (and bias rows)
@@ -107,6 +104,3 @@ def _global_shape(p: torch.Tensor, owner: nn.Module, pname: str, third: int | No
         shape[0] *= 3
     return tuple(shape)
 
-
-def _local(t: torch.Tensor) -> torch.Tensor:
-    return t._local_tensor if DTensor is not None and isinstance(t, DTensor) else t

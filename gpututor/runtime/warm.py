@@ -1,11 +1,14 @@
 """Start the ranks' forkserver as soon as ``import gpututor`` runs in a Jupyter kernel.
 
-The forkserver imports torch and the worker once (seconds); every rank is then forked from it.
-Started here, before this package imports torch itself, the forkserver's imports run on another
-core while the kernel does its own, so the first ``launch()`` in a fresh kernel waits much less.
-Only in an IPython kernel (a script pays for it only when it launches), only in the kernel's own
-process (not in a rank or the forkserver, which import this package too), and not with
-``GPUTUTOR_WARM_UP=0``. The kernel itself is never forked. Stdlib only: no torch here.
+The forkserver imports torch and the worker once (about 3 s of one core here: torch 1.3 s,
+``torch._dynamo`` 1.2 s, which torch itself imports the first time a model is built); every
+rank is then forked from it. Started here, before this package imports torch itself, the
+forkserver's imports run on another core while the kernel does its own, so the first
+``launch()`` in a fresh kernel waits much less; the lessons' kernel (runtime/kernel.py) starts
+it earlier still, at kernel start. Only in an IPython kernel (a script pays for it only when it
+launches), only in the kernel's own process (not in a rank or the forkserver, which import this
+package too), and not with ``GPUTUTOR_WARM_UP=0``. The kernel itself is never forked. Stdlib
+only: no torch here.
 
 Set ``GPUTUTOR_WARM_UP=0`` in a kernel that also starts processes with ``torch.multiprocessing``
 spawn right after importing gpututor: a spawn racing the forkserver's start from another thread
@@ -19,7 +22,7 @@ import sys
 import threading
 
 PRELOAD = ["torch", "torch.distributed", "torch.nn.parallel", "torch._dynamo",
-           "torch.utils.flop_counter", "gpututor.runtime.worker"]
+           "torch.distributed.pipelining", "torch.utils.flop_counter", "gpututor.runtime.worker"]
 lock = threading.Lock()
 
 

@@ -73,3 +73,47 @@ def test_kernel_interrupt_stops_ranks_and_keeps_handlers():
     finally:
         client.stop_channels()
         km.shutdown_kernel(now=True)
+
+
+def _forkservers(kernel: psutil.Process) -> list[psutil.Process]:
+    return [p for p in live_descendants(kernel) if "forkserver" in " ".join(p.cmdline())]
+
+
+@pytest.mark.parametrize("warm", ["1", "0"])
+def test_the_gpututor_kernel_starts_the_forkserver_before_any_cell(warm):
+    """The lessons' kernel ("Python 3 (gpututor)", gpututor/runtime/kernel.py) has the ranks'
+    forkserver running before the first cell, without importing torch itself; with
+    GPUTUTOR_WARM_UP=0 it starts none. Either way a run then trains."""
+    import os
+    km = jupyter_client.KernelManager(kernel_name="gpututor", transport="ipc")
+    km.start_kernel(env={**os.environ, "GPUTUTOR_WARM_UP": warm})
+    client = km.client()
+    client.start_channels()
+    try:
+        client.wait_for_ready(timeout=60)
+        kernel = psutil.Process(km.provisioner.process.pid)
+        out = _execute(client, "import sys\nprint('TORCH', 'torch' in sys.modules)")
+        assert "TORCH False" in out, out
+        assert len(_forkservers(kernel)) == (1 if warm == "1" else 0)
+        out = _execute(client, "from gpututor import RunSpec, launch\n"
+                               "run = launch(RunSpec(model_size='tiny', world_size=2, batch_size=8,"
+                               " seq_len=32, steps=2))\nprint('STATUS', run.wait() and run.status)",
+                       timeout=120)
+        assert "STATUS finished" in out, out
+    finally:
+        client.stop_channels()
+        km.shutdown_kernel(now=True)
+
+
+def test_the_installed_gpututor_kernelspec_is_the_shipped_one():
+    """`make install` copies gpututor/runtime/kernelspec into this environment's share/jupyter
+    (an editable install skips data-files): a stale copy would start another module."""
+    import json
+    from pathlib import Path
+
+    from jupyter_client.kernelspec import KernelSpecManager
+    shipped = json.loads((Path(__file__).parents[2] / "gpututor/runtime/kernelspec/kernel.json")
+                         .read_text())
+    installed = KernelSpecManager().get_kernel_spec("gpututor")
+    assert installed.argv == shipped["argv"]
+    assert installed.display_name == shipped["display_name"]

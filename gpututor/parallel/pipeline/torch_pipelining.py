@@ -36,9 +36,6 @@ from contextlib import contextmanager, nullcontext
 
 import torch
 import torch.nn.functional as F
-from torch.distributed.pipelining import (PipelineStage, Schedule1F1B, ScheduleGPipe,
-                                         ScheduleInterleaved1F1B, ScheduleInterleavedZeroBubble,
-                                         ScheduleZBVZeroBubble)
 
 from ..base import autocast_for
 from ..meta import materialize
@@ -47,10 +44,12 @@ from .stages import (DEFAULT_MICROBATCHES, GPTChunks, GPTStage, PipelineStrategy
                      tied_weight_sync)
 from .timeline import StageTimeline
 
-TORCH_SCHEDULES = {"gpipe": ScheduleGPipe, "1f1b": Schedule1F1B,
-                   "interleaved-1f1b": ScheduleInterleaved1F1B,     # several stages per rank
-                   "interleaved-zero-bubble": ScheduleInterleavedZeroBubble,
-                   "zbv": ScheduleZBVZeroBubble}
+# schedule option -> the class in torch.distributed.pipelining (imported by the rank that runs
+# one: importing it imports torch._dynamo, half a second no other strategy needs)
+TORCH_SCHEDULES = {"gpipe": "ScheduleGPipe", "1f1b": "Schedule1F1B",
+                   "interleaved-1f1b": "ScheduleInterleaved1F1B",     # several stages per rank
+                   "interleaved-zero-bubble": "ScheduleInterleavedZeroBubble",
+                   "zbv": "ScheduleZBVZeroBubble"}
 SPLIT_BACKWARD = ("interleaved-zero-bubble", "zbv")   # backward as input ("B") + weights ("W")
 
 
@@ -98,13 +97,14 @@ def _timed(method, timeline: StageTimeline, kind: str, stage: int):
     return run
 
 
-def pipeline_stages(module, ctx, timeline: StageTimeline) -> list[PipelineStage]:
+def pipeline_stages(module, ctx, timeline: StageTimeline) -> list:
     """One ``PipelineStage`` per stage this rank holds (several with a chunked schedule), its
     forward and backward passes timed."""
+    from torch.distributed import pipelining
     chunks = module.chunks if isinstance(module, GPTChunks) else [module]
     stages = []
     for chunk in chunks:
-        stage = PipelineStage(chunk, chunk.pp.rank, chunk.pp.size, ctx.device,
+        stage = pipelining.PipelineStage(chunk, chunk.pp.rank, chunk.pp.size, ctx.device,
                               group=module.pp.group)
         # time the stage's compute (the schedule waits for messages outside these calls)
         for name, kind in (("forward_one_chunk", "F"), ("backward_one_chunk", "B"),
@@ -132,7 +132,8 @@ class PipelineTorch(PipelineStrategy):
             with timeline.interval("F", *timeline.last_event("F")):
                 return micro_batch_loss(logits, targets)
 
-        schedule = TORCH_SCHEDULES[spec.option("schedule", "1f1b")]
+        from torch.distributed import pipelining   # imported by pipeline_stages above
+        schedule = getattr(pipelining, TORCH_SCHEDULES[spec.option("schedule", "1f1b")])
         ctx.pipe_schedule = schedule(stages if isinstance(module, GPTChunks) else stages[0],
                                      n_microbatches=m, loss_fn=loss_fn)
         ctx.pipe_timeline, ctx.embedding_group = timeline, embedding_group(ctx)

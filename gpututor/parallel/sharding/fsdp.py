@@ -41,8 +41,6 @@ from __future__ import annotations
 import warnings
 
 import torch
-from torch.distributed.device_mesh import init_device_mesh
-from torch.distributed.fsdp import FSDPModule, MixedPrecisionPolicy, fully_shard
 
 from ...config import torch_dtype
 from ...measure.timing import CollectiveTimer
@@ -64,7 +62,10 @@ class FullyShardedFSDP2(Strategy):
                "hsdp_replicas": "an integer >= 1 that divides the dp degree"}
     supports_checkpoint = False  # sharded state: no single-file checkpoint here yet
     builds_on_meta = True        # sharded on meta, then each rank makes only its shards
-    meters_comm = hasattr(FSDPModule, "set_custom_all_gather")   # torch >= 2.9: metered
+
+    @property
+    def meters_comm(self) -> bool:
+        return hasattr(_fsdp().FSDPModule, "set_custom_all_gather")   # torch >= 2.9: metered
 
     def validate(self, spec) -> None:
         super().validate(spec)
@@ -80,7 +81,8 @@ class FullyShardedFSDP2(Strategy):
                                  "allowed is a divisor of the dp degree, on a grid of dp only")
 
     def wrap(self, model, ctx):
-        spec = ctx.spec
+        from torch.distributed.device_mesh import init_device_mesh
+        fsdp, spec = _fsdp(), ctx.spec
         replicas = spec.option("hsdp_replicas", 1)
         if replicas > 1:   # HSDP: shard within groups of dp/replicas ranks, replicate across
             mesh = init_device_mesh(ctx.device.type, (replicas, ctx.world_size // replicas),
@@ -88,13 +90,13 @@ class FullyShardedFSDP2(Strategy):
         else:
             mesh = device_mesh(ctx, "dp")   # the grid's dp slice (all ranks in a one-dim run)
         param_dtype = MIXED_PRECISION[spec.option("mixed_precision", "none")]
-        policy = MixedPrecisionPolicy(param_dtype=param_dtype,
-                                      reduce_dtype=torch.float32 if param_dtype else None)
+        policy = fsdp.MixedPrecisionPolicy(param_dtype=param_dtype,
+                                           reduce_dtype=torch.float32 if param_dtype else None)
         shard = dict(mesh=mesh, mp_policy=policy,
                      reshard_after_forward=spec.option("reshard_after_forward", True))
         for _, block in sharding_units(model):
-            fully_shard(block, **shard)
-        fully_shard(model, **shard)   # the root: embeddings, final norm, head (tied weights)
+            fsdp.fully_shard(block, **shard)
+        fsdp.fully_shard(model, **shard)   # the root: embeddings, final norm, head (tied weights)
         model.comm_timer = CollectiveTimer(ctx.comm, ctx.device)
         meter_collectives(model, model.comm_timer)
         return model
@@ -110,10 +112,18 @@ class FullyShardedFSDP2(Strategy):
                 for name, t in model.state_dict().items()}
 
 
+def _fsdp():
+    """``torch.distributed.fsdp``, imported by the rank that shards: it imports DTensor (0.6 s),
+    which a DDP rank, or ``import gpututor`` in the kernel, does not need to pay for."""
+    import torch.distributed.fsdp
+    return torch.distributed.fsdp
+
+
 # ---- metering FSDP2's collectives ----------------------------------------------------------
 
 def meter_collectives(model: torch.nn.Module, timer: CollectiveTimer) -> None:
     """Route every FSDP2 unit's all-gather and reduce-scatter through ``timer``."""
+    FSDPModule = _fsdp().FSDPModule
     if not hasattr(FSDPModule, "set_custom_all_gather"):
         warnings.warn(f"torch {torch.__version__} has no FSDPModule.set_custom_all_gather "
                       "(torch >= 2.9): fsdp runs here report communication as not measured")
