@@ -8,12 +8,13 @@ BIN    := $(VENV)/bin
 
 .PHONY: lab test install bench bench-peers clean
 
+# The venv, torch, gpututor with its test extra, and the "Python 3 (gpututor)" kernel the lessons
+# ask for (registered by hand: an editable install skips the package's data-files).
 $(BIN)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 	$(BIN)/python -m pip install -q "$(TORCH)"
 	$(BIN)/python -m pip install -q -e ".[test]"
-	# the "Python 3 (gpututor)" kernel the lessons ask for (an editable install skips data-files)
 	$(BIN)/jupyter kernelspec install --sys-prefix --name gpututor gpututor/runtime/kernelspec >/dev/null
 	touch $@
 

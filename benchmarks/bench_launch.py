@@ -47,21 +47,25 @@ def main() -> None:
     launch(spec).wait()   # start the forkserver, which lives on by design
     me = psutil.Process()
     before = held(me)
-    first, total = [], []
+    first, total, every_10 = [], [], []
     for k in range(args.launches):
         run = launch(spec)
         summary = run.wait(timeout=120)
         assert summary["status"] == "finished", summary
         first.append(run.first_record_at - run.launched_at)
         total.append(time.perf_counter() - run.launched_at)
-        if (k + 1) % 10 == 0:
-            print(f"{k + 1} launches: {held(me)}", flush=True)
+        if (k + 1) % 10 == 0:   # a leak grows with the launches; a one-time cost does not
+            every_10.append({"launches": k + 1, **held(me)})
+            print(every_10[-1], flush=True)
     time.sleep(5)
     after = held(me)
     report("launch", {
         "launches": args.launches, "spec": "tiny GPT, ddp, 2 ranks, 1 step",
         "before": before, "after": after,
         "grown": {k: after[k] - before[k] for k in before},
+        "grown_from_launch_10": {k: after[k] - every_10[0][k] for k in before}
+        if every_10 else None,
+        "every_10_launches": every_10,
         "rank_processes_left": rank_processes(me),
         "first_record_s": {"median": statistics.median(first), "max": max(first)},
         "launch_to_end_s": {"median": statistics.median(total), "max": max(total)},

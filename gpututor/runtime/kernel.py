@@ -35,13 +35,16 @@ def start_warming_up() -> bool:
 
 
 def main(argv: list[str] | None = None) -> None:
-    """ipykernel's ``launch_new_instance``, with the forkserver started between the kernel's
-    initialisation and its start: after ipykernel has set up its output streams, so the
-    forkserver and the ranks inherit the same ones as when ``import gpututor`` starts it."""
+    """ipykernel's ``launch_new_instance``, with the forkserver started first: its imports then
+    run while ipykernel imports and sets itself up (about half a second) and while the first
+    cells run. Started before ipykernel redirects this process's file descriptors, the
+    forkserver and the ranks keep the kernel's own: what a rank's C++ code writes straight to
+    them (not through Python's ``print``, which the launcher shows in the cell) goes to the
+    Jupyter server's log, as a rank started from a terminal would."""
+    start_warming_up()
     from ipykernel.kernelapp import IPKernelApp
     app = IPKernelApp.instance()
     app.initialize(argv)
-    start_warming_up()
     app.start()
 
 

@@ -22,7 +22,7 @@ import sys
 import threading
 
 PRELOAD = ["torch", "torch.distributed", "torch.nn.parallel", "torch._dynamo",
-           "torch.distributed.pipelining", "torch.utils.flop_counter", "gpututor.runtime.worker"]
+           "torch.utils.flop_counter", "gpututor.runtime.worker"]
 lock = threading.Lock()
 
 

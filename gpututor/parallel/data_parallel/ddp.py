@@ -11,10 +11,19 @@ Options (``RunSpec.options``): ``bucket_cap_mb`` (DDP's default is 25), ``comm_h
 compression, Vogels et al. 2019) with ``powersgd_rank`` — and gradient accumulation via the
 spec's ``grad_accum`` (DDP's ``no_sync`` on all but the last micro-batch).
 
+Buffers: DDP broadcasts every buffer from rank 0 at each forward by default (for state such as
+BatchNorm's running statistics). Our models' only buffers are constant causal masks, kept out of
+the state dict (``persistent=False``): :func:`sync_buffers_kwargs` turns that per-step broadcast
+off for a model whose buffers are all non-persistent: for the small GPT it was a blocking
+collective of 256 KiB (four 256x256 masks) every step, measured against the default in
+benchmarks/bench_efficiency.py.
+
 What we measure: the bytes and duration of every bucket's communication (through the hook), and
 the *exposed* communication: the time between the last gradient being computed and
 ``backward()`` returning, when compute waits for the last buckets.
 """
+
+import inspect
 
 import torch
 import torch.distributed as dist
@@ -47,7 +56,7 @@ class DataParallelDDP(Strategy):
         device_ids = [ctx.device.index] if ctx.device.type == "cuda" else None
         dp = dim_group(ctx, "dp")
         ddp = DDP(model, device_ids=device_ids, bucket_cap_mb=spec.option("bucket_cap_mb", 25),
-                  process_group=dp.group)
+                  process_group=dp.group, **sync_buffers_kwargs(model))
         hook_state = _HookState(ctx.comm, spec, ctx.link, dp)
         ddp.register_comm_hook(hook_state, _timed_hook)
         _watch_last_gradient(ddp, ctx, hook_state)
@@ -55,6 +64,18 @@ class DataParallelDDP(Strategy):
 
     def no_sync(self, model):
         return model.no_sync()
+
+
+def sync_buffers_kwargs(model: torch.nn.Module) -> dict:
+    """DDP's arguments for syncing buffers: every forward if ``model`` has a persistent buffer
+    (state that training may change), else never after DDP's start. torch 2.13 names this
+    ``forward_sync_buffers``; before it, ``broadcast_buffers`` (which also skips the start)."""
+    persistent = set(model.state_dict())
+    if any(name in persistent for name, _ in model.named_buffers()):
+        return {}
+    if "forward_sync_buffers" in inspect.signature(DDP.__init__).parameters:
+        return {"forward_sync_buffers": False}
+    return {"broadcast_buffers": False}
 
 
 class _HookState:
