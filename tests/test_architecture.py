@@ -201,9 +201,9 @@ def test_modules_stay_small(name):
 
 def test_import_gpututor_and_its_strategies_import_no_dtensor_or_dynamo():
     """`import gpututor` imports no torch (the forkserver imports it meanwhile, runtime/warm.py),
-    and registering every strategy imports none of DTensor, FSDP, pipelining or dynamo: a DDP
-    rank and the kernel do not pay for them (about 1.2 s here). torch itself imports dynamo
-    when a model is built, so the forkserver preloads it."""
+    and registering every strategy imports none of DTensor, FSDP, pipelining or dynamo (about
+    1.2 s here), so the kernel's import overlaps the forkserver's. torch itself imports dynamo
+    (and with it DTensor and FSDP) when a model is built, so the forkserver preloads it."""
     import subprocess
     import sys
     code = ("import sys, gpututor; light = 'torch' not in sys.modules\n"

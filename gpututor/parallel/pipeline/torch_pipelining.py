@@ -44,8 +44,8 @@ from .stages import (DEFAULT_MICROBATCHES, GPTChunks, GPTStage, PipelineStrategy
                      tied_weight_sync)
 from .timeline import StageTimeline
 
-# schedule option -> the class in torch.distributed.pipelining (imported by the rank that runs
-# one: importing it imports torch._dynamo, half a second no other strategy needs)
+# schedule option -> the class in torch.distributed.pipelining, imported by the rank that runs
+# one, not by ``import gpututor`` (the module imports torch._dynamo: over a second here)
 TORCH_SCHEDULES = {"gpipe": "ScheduleGPipe", "1f1b": "Schedule1F1B",
                    "interleaved-1f1b": "ScheduleInterleaved1F1B",     # several stages per rank
                    "interleaved-zero-bubble": "ScheduleInterleavedZeroBubble",

@@ -113,8 +113,9 @@ class FullyShardedFSDP2(Strategy):
 
 
 def _fsdp():
-    """``torch.distributed.fsdp``, imported by the rank that shards: it imports DTensor (0.6 s),
-    which a DDP rank, or ``import gpututor`` in the kernel, does not need to pay for."""
+    """``torch.distributed.fsdp``, imported when a rank shards, not by ``import gpututor``: it
+    imports DTensor (0.6 s here). (torch imports both itself, with torch._dynamo, the first time
+    a model is built; ``import gpututor`` stays light so the forkserver's imports overlap it.)"""
     import torch.distributed.fsdp
     return torch.distributed.fsdp
 
