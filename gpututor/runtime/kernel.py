@@ -17,20 +17,19 @@ Stdlib only until ipykernel: the ranks import this module again as their ``__mp_
 """
 from __future__ import annotations
 
-import os
 import sys
-import threading
 from pathlib import Path
+
+from . import warm
 
 NAME = "gpututor"
 
 
 def start_warming_up() -> bool:
     """Start the forkserver on a background thread unless ``GPUTUTOR_WARM_UP=0``; say if so."""
-    if os.environ.get("GPUTUTOR_WARM_UP", "1") == "0":
+    if not warm.enabled():
         return False
-    from .warm import start_forkserver
-    threading.Thread(target=start_forkserver, name="gpututor-warm-up", daemon=True).start()
+    warm.start_in_background()
     return True
 
 

@@ -54,8 +54,7 @@ def warm_up(start_method: str = "forkserver", block: bool = False) -> None:
     if block:
         _warm.start_forkserver()
     else:
-        threading.Thread(target=_warm.start_forkserver, name="gpututor-warm-up",
-                         daemon=True).start()
+        _warm.start_in_background()
 
 
 def launch(spec, start_method: str = "forkserver", task=None) -> "Run":

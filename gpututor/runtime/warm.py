@@ -45,6 +45,16 @@ def start_forkserver() -> None:
         proc.join()
 
 
+def start_in_background() -> None:
+    """:func:`start_forkserver` on a daemon thread: the caller goes on at once."""
+    threading.Thread(target=start_forkserver, name="gpututor-warm-up", daemon=True).start()
+
+
+def enabled() -> bool:
+    """False when ``GPUTUTOR_WARM_UP=0`` asks for no early start."""
+    return os.environ.get("GPUTUTOR_WARM_UP", "1") != "0"
+
+
 def in_kernel() -> bool:
     ipython = sys.modules.get("IPython")
     shell = ipython.get_ipython() if ipython is not None and hasattr(ipython, "get_ipython") else None
@@ -53,8 +63,7 @@ def in_kernel() -> bool:
 
 def warm_up_in_kernel() -> bool:
     """Start the forkserver in the background if this is a kernel's own process; say if so."""
-    if os.environ.get("GPUTUTOR_WARM_UP", "1") == "0" or mp.parent_process() is not None \
-            or not in_kernel():
+    if not enabled() or mp.parent_process() is not None or not in_kernel():
         return False
-    threading.Thread(target=start_forkserver, name="gpututor-warm-up", daemon=True).start()
+    start_in_background()
     return True
