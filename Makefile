@@ -20,8 +20,15 @@ $(BIN)/.installed: pyproject.toml
 
 install: $(BIN)/.installed
 
+# JupyterLab refuses to start as root (most containers and cloud GPU images) without --allow-root.
+# LAB_ARGS passes more options to it (e.g. LAB_ARGS="--no-browser --port 8899").
+ROOT_FLAG := $(if $(filter 0,$(shell id -u)),--allow-root)
+LAB_ARGS  ?=
+
 lab: install
-	$(BIN)/jupyter lab notebooks/00_start_here.ipynb
+	@echo "Starting JupyterLab on notebooks/00_start_here.ipynb. Where no browser opens, open the"
+	@echo "URL it prints below (http://127.0.0.1:...?token=...) in a browser on this machine."
+	$(BIN)/jupyter lab $(ROOT_FLAG) $(LAB_ARGS) notebooks/00_start_here.ipynb
 
 test: install
 	$(BIN)/python -m pytest

@@ -7,6 +7,8 @@ exactly the batch one process sees.
 """
 from __future__ import annotations
 
+import site
+import sys
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -17,9 +19,34 @@ import torch
 
 from .config import CORPORA
 
-DATA = Path(__file__).resolve().parent.parent / "data"
-CORPUS_PATH = DATA / CORPORA["en"]
 TRAIN_FRACTION = 0.9
+# Where the corpora are: the repository's data/ (a checkout, an editable install), or the
+# environment's share/gpututor/data, where `pip install .` and a wheel put them (pyproject.toml's
+# data-files; a `pip install --user` puts them under the user base).
+INSTALLED = Path("share") / "gpututor" / "data"
+
+
+def data_dirs() -> list[Path]:
+    """The folders searched for the corpora, in order."""
+    dirs = [Path(__file__).resolve().parent.parent / "data", Path(sys.prefix) / INSTALLED]
+    if site.USER_BASE:
+        dirs.append(Path(site.USER_BASE) / INSTALLED)
+    return dirs
+
+
+def corpus_path(corpus: str = "en") -> Path:
+    """The file of corpus ``corpus``; a FileNotFoundError naming every folder looked in."""
+    name = CORPORA[corpus]
+    for folder in data_dirs():
+        if (folder / name).is_file():
+            return folder / name
+    looked = "\n  ".join(map(str, data_dirs()))
+    raise FileNotFoundError(
+        f"gpututor's corpus {name!r} (corpus={corpus!r}) is in none of these folders:\n  {looked}\n"
+        "Install gpututor with `pip install .` from its repository (the wheel carries data/), "
+        "or use it from a checkout (`make install`).")
+
+
 
 
 @dataclass(frozen=True)
@@ -51,7 +78,7 @@ def load_corpus(corpus: str = "en") -> tuple[CharTokenizer, torch.Tensor]:
 
 @lru_cache(maxsize=4)
 def _read_corpus(corpus: str) -> tuple[CharTokenizer, torch.Tensor]:
-    text = (DATA / CORPORA[corpus]).read_text(encoding="utf-8")
+    text = corpus_path(corpus).read_text(encoding="utf-8")
     points = np.frombuffer(text.encode("utf-32-le"), dtype=np.uint32)
     alphabet = np.unique(points)                       # sorted code points
     ids = torch.from_numpy(np.searchsorted(alphabet, points).astype(np.int64))

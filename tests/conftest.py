@@ -1,7 +1,9 @@
 import multiprocessing.forkserver
 import multiprocessing.resource_tracker
 import os
+import signal
 import time
+from pathlib import Path
 
 import psutil
 import pytest
@@ -83,6 +85,16 @@ def wait_no_ranks(seconds: float = 5.0) -> list[psutil.Process]:
 
 
 @pytest.fixture
+def interruptible():
+    """SIGINT raises KeyboardInterrupt in this test, as in a kernel or a terminal: a process
+    started in the background by a non-interactive shell (`nohup ... &`) begins with SIGINT
+    ignored, and Python then never raises it. The handler before is restored afterwards."""
+    before = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, before)
+
+
+@pytest.fixture
 def spec_factory():
     return tiny_spec
 
@@ -95,3 +107,22 @@ def no_rank_left_behind():
 
 
 os.environ.setdefault("PYTHONUNBUFFERED", "1")
+
+
+def isolated_jupyter_env(base: Path) -> dict[str, str]:
+    """HOME and every Jupyter/XDG/npm folder inside ``base``, so a test that starts JupyterLab
+    writes nothing else."""
+    dirs = {"HOME": "home", "JUPYTER_CONFIG_DIR": "jupyter/config",
+            "JUPYTER_DATA_DIR": "jupyter/data", "JUPYTER_RUNTIME_DIR": "jupyter/runtime",
+            "IPYTHONDIR": "ipython", "JUPYTERLAB_SETTINGS_DIR": "lab/settings",
+            "JUPYTERLAB_WORKSPACES_DIR": "lab/workspaces", "npm_config_cache": "npm",
+            "XDG_CONFIG_HOME": "xdg/config", "XDG_CACHE_HOME": "xdg/cache",
+            "XDG_DATA_HOME": "xdg/data", "XDG_RUNTIME_DIR": "xdg/runtime"}
+    env = dict(os.environ)
+    for name, sub in dirs.items():
+        (base / sub).mkdir(parents=True, exist_ok=True)
+        env[name] = str(base / sub)
+    os.chmod(base / "xdg/runtime", 0o700)
+    env.pop("JUPYTER_PATH", None)   # keep only this environment's extensions (widgets, plotly)
+    env["PYTHONUNBUFFERED"] = "1"
+    return env

@@ -31,6 +31,7 @@ from pathlib import Path
 
 import psutil
 import pytest
+from conftest import isolated_jupyter_env
 
 ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOK = ROOT / "notebooks" / "00_start_here.ipynb"
@@ -43,34 +44,15 @@ pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 
 
 def _playwright():
-    try:
-        from playwright.sync_api import sync_playwright
-    except ImportError:
-        pytest.skip("playwright is not installed (pip install playwright; .ci/run does this)")
+    # Playwright is in the test extra (tests/test_environment.py says so when it is missing);
+    # only Debian's Chromium may be absent, as the README says.
+    from playwright.sync_api import sync_playwright
     if not os.access(CHROMIUM, os.X_OK):
         pytest.skip(f"no Chromium at {CHROMIUM} (apt-get install chromium; .ci/run does this)")
     return sync_playwright
 
 
 # ---- the server -----------------------------------------------------------------------------
-
-def _isolated_env(base: Path) -> dict[str, str]:
-    """HOME and every Jupyter/XDG/npm folder inside ``base``, so the test writes nothing else."""
-    dirs = {"HOME": "home", "JUPYTER_CONFIG_DIR": "jupyter/config",
-            "JUPYTER_DATA_DIR": "jupyter/data", "JUPYTER_RUNTIME_DIR": "jupyter/runtime",
-            "IPYTHONDIR": "ipython", "JUPYTERLAB_SETTINGS_DIR": "lab/settings",
-            "JUPYTERLAB_WORKSPACES_DIR": "lab/workspaces", "npm_config_cache": "npm",
-            "XDG_CONFIG_HOME": "xdg/config", "XDG_CACHE_HOME": "xdg/cache",
-            "XDG_DATA_HOME": "xdg/data", "XDG_RUNTIME_DIR": "xdg/runtime"}
-    env = dict(os.environ)
-    for name, sub in dirs.items():
-        (base / sub).mkdir(parents=True, exist_ok=True)
-        env[name] = str(base / sub)
-    os.chmod(base / "xdg/runtime", 0o700)
-    env.pop("JUPYTER_PATH", None)   # keep only this environment's extensions (widgets, plotly)
-    env["PYTHONUNBUFFERED"] = "1"
-    return env
-
 
 def _write_lab_settings(settings_dir: Path) -> None:
     """No news prompt; every cell attached to the DOM so a locator finds any of them."""
@@ -86,7 +68,7 @@ class LabServer:
 
     def __init__(self, base: Path, notebook: Path = NOTEBOOK):
         self.base, self.token = base, secrets.token_hex(16)
-        self.env = _isolated_env(base)
+        self.env = isolated_jupyter_env(base)
         _write_lab_settings(Path(self.env["JUPYTERLAB_SETTINGS_DIR"]))
         self.root = base / "root"
         self.notebook = notebook.relative_to(ROOT)          # e.g. notebooks/zh/00_start_here.ipynb

@@ -8,7 +8,9 @@ import torch.nn.functional as F
 from torch.utils.flop_counter import FlopCounterMode
 
 from gpututor import RunSpec, batches, build_model
-from gpututor.data import CORPUS_PATH, load_corpus
+from gpututor.data import corpus_path, load_corpus
+
+CORPUS_PATH = corpus_path("en")
 from gpututor.config import MODEL_SIZES
 from gpututor.measure.flops import model_flops_per_token
 from gpututor.models import count_parameters
@@ -181,7 +183,7 @@ def test_sdpa_is_refused_where_model_parallel_splits_attention():
 
 def test_the_chinese_corpus_is_utf8_text_the_tokenizer_round_trips():
     tokenizer, ids = load_corpus("zh")
-    text = (CORPUS_PATH.parent / "corpus_zh.txt").read_text(encoding="utf-8")
+    text = corpus_path("zh").read_text(encoding="utf-8")
     assert tokenizer.vocab_size == len(set(text)) > 2000 and "诗" in tokenizer.chars
     assert len(ids) == len(text) and int(ids.max()) == tokenizer.vocab_size - 1
     assert tokenizer.decode(ids[:200]) == text[:200]

@@ -115,7 +115,14 @@ class Run:
                     target=_rank_entry, name=f"gpututor-rank{rank}",
                     args=(payload, rank, spec.world_size, f"{self._tmp}/store", self._queue,
                           reader, time.time()), daemon=True)
-                proc.start()
+                try:
+                    proc.start()
+                except EOFError as exc:  # the forkserver died before it could fork the rank
+                    raise RuntimeError(
+                        "the ranks' forkserver died while starting: it imports "
+                        + ", ".join(_warm.PRELOAD) + " first. Run `python -c 'import "
+                        "gpututor.runtime.worker'` in this environment to see the error"
+                    ) from exc
                 reader.close()
                 self._procs.append(proc)
                 self._controls.append(writer)
@@ -356,6 +363,13 @@ class Run:
                 proc.join(timeout=2)
 
 
-def _rank_entry(*args) -> None:
-    from .worker import rank_main  # imported in the rank (the forkserver has it preloaded)
-    rank_main(*args)
+def _rank_entry(payload, rank, world_size, store_path, queue, control, start_time) -> None:
+    try:  # the forkserver has it preloaded (runtime/preload.py), unless that import failed
+        from .worker import rank_main
+    except BaseException as exc:  # noqa: BLE001 - e.g. a corpus missing from an install
+        queue.put(("error", rank, {
+            "type": type(exc).__name__,
+            "message": f"the rank could not import gpututor's worker: {exc}",
+            "traceback": tb.format_exc()}))
+        raise SystemExit(1)
+    rank_main(payload, rank, world_size, store_path, queue, control, start_time)

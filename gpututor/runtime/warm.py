@@ -22,7 +22,7 @@ import sys
 import threading
 
 PRELOAD = ["torch", "torch.distributed", "torch.nn.parallel", "torch._dynamo",
-           "torch.utils.flop_counter", "gpututor.runtime.worker"]
+           "torch.utils.flop_counter", "gpututor.runtime.preload"]  # preload.py imports the worker
 lock = threading.Lock()
 
 

@@ -68,8 +68,7 @@ def test_quantized_models_are_smaller_and_close_to_fp32():
     loss = lambda m: F.cross_entropy(m(inputs).flatten(0, 1), targets.flatten()).item()
     variants = {"scratch": quantize.quantize_linears(model),
                 "dynamic": quantize.quantize_dynamic_int8(model)}
-    if quantize.torchao_version():
-        variants["torchao"] = quantize.quantize_torchao_int8(model)
+    variants["torchao"] = quantize.quantize_torchao_int8(model)   # torchao: in the test extra
     with torch.inference_mode():
         for name, q in variants.items():
             # the tiny GPT's embeddings stay fp32: the file shrinks less than 4x
@@ -77,7 +76,6 @@ def test_quantized_models_are_smaller_and_close_to_fp32():
             assert abs(loss(q) - loss(model)) < 1e-2, name
 
 
-@pytest.mark.skipif(quantize.torchao_version() is None, reason="torchao not installed")
 def test_scratch_int8_agrees_with_torchao_weight_only():
     """torchao's scale is max|w|/127.5 (range -128..127), ours max|w|/127: the int8 values
     differ by at most one step, and the layers' outputs by a fraction of a scale step."""

@@ -40,8 +40,7 @@ def test_cli_fault_exits_nonzero_with_rank_traceback():
 
 def test_torchrun_runs_the_same_worker(tmp_path):
     torchrun = Path(sys.executable).with_name("torchrun")
-    if not torchrun.exists():
-        pytest.skip("torchrun not installed next to this Python")
+    assert torchrun.exists(), f"torch installs torchrun next to its Python; none at {torchrun}"
     out_tr, out_launch = tmp_path / "torchrun.json", tmp_path / "launch.json"
     result = subprocess.run([str(torchrun), "--standalone", "--nproc-per-node", "2",
                              "-m", "gpututor", "run", *ARGS, "--json", str(out_tr)],

@@ -4,7 +4,7 @@ import time
 import psutil
 import pytest
 
-jupyter_client = pytest.importorskip("jupyter_client")
+import jupyter_client  # JupyterLab depends on it
 
 SETUP = """
 import signal, os

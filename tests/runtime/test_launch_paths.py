@@ -39,7 +39,7 @@ def test_a_summary_that_raises_ends_the_run_as_failed():
     assert run.status == "failed" and not wait_no_ranks(5)
 
 
-def test_interrupt_while_iterating_stops_the_ranks():
+def test_interrupt_while_iterating_stops_the_ranks(interruptible):
     run = launch(tiny_spec(steps=10_000))
     threading.Timer(1.0, lambda: signal.pthread_kill(threading.main_thread().ident,
                                                      signal.SIGINT)).start()

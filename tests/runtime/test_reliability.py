@@ -61,7 +61,7 @@ def test_stop_ends_every_rank_within_5_seconds():
     assert run.summary["status"] == "stopped" and len(run.records) >= 1
 
 
-def test_interrupt_during_wait_stops_ranks_and_keeps_signal_handlers():
+def test_interrupt_during_wait_stops_ranks_and_keeps_signal_handlers(interruptible):
     watched = [signal.SIGINT, signal.SIGTERM, signal.SIGCHLD, signal.SIGHUP]
     before = {s: signal.getsignal(s) for s in watched}
     run = launch(tiny_spec(steps=10_000))
