@@ -3,7 +3,6 @@ import multiprocessing.resource_tracker
 import os
 import signal
 import time
-from pathlib import Path
 
 import psutil
 import pytest
@@ -108,21 +107,3 @@ def no_rank_left_behind():
 
 os.environ.setdefault("PYTHONUNBUFFERED", "1")
 
-
-def isolated_jupyter_env(base: Path) -> dict[str, str]:
-    """HOME and every Jupyter/XDG/npm folder inside ``base``, so a test that starts JupyterLab
-    writes nothing else."""
-    dirs = {"HOME": "home", "JUPYTER_CONFIG_DIR": "jupyter/config",
-            "JUPYTER_DATA_DIR": "jupyter/data", "JUPYTER_RUNTIME_DIR": "jupyter/runtime",
-            "IPYTHONDIR": "ipython", "JUPYTERLAB_SETTINGS_DIR": "lab/settings",
-            "JUPYTERLAB_WORKSPACES_DIR": "lab/workspaces", "npm_config_cache": "npm",
-            "XDG_CONFIG_HOME": "xdg/config", "XDG_CACHE_HOME": "xdg/cache",
-            "XDG_DATA_HOME": "xdg/data", "XDG_RUNTIME_DIR": "xdg/runtime"}
-    env = dict(os.environ)
-    for name, sub in dirs.items():
-        (base / sub).mkdir(parents=True, exist_ok=True)
-        env[name] = str(base / sub)
-    os.chmod(base / "xdg/runtime", 0o700)
-    env.pop("JUPYTER_PATH", None)   # keep only this environment's extensions (widgets, plotly)
-    env["PYTHONUNBUFFERED"] = "1"
-    return env

@@ -7,9 +7,10 @@ and then does what a learner does:
 
 1. opens ``notebooks/00_start_here.ipynb``, waits for the status bar to say the kernel is Idle,
    and runs all cells from the Run menu;
-2. presses the first panel's **Run** button and samples the plot's data from the DOM
-   (``gd.data[0].x.length`` on the ``.js-plotly-plot`` element) while the status line says the
-   run is going: points must arrive during the run, not only at its end;
+2. presses the first panel's **Run** button and samples the live view's loss points from the
+   DOM (``data-points`` of the ``.gpututor-live`` element) while the status line says the run
+   is going: points must arrive during the run, not only at its end; then the panel's cost line
+   must give the browser's own drawing time (the front end reported it back);
 3. sets a long run, presses **Run**, then **Stop**, and reads "stopped" in the status line.
 
 On failure a screenshot, the page's console and the server's log are saved in the artifacts
@@ -20,22 +21,15 @@ from __future__ import annotations
 
 import json
 import os
-import secrets
 import shutil
-import signal
 import subprocess
-import sys
 import time
-import urllib.request
 from pathlib import Path
 
-import psutil
 import pytest
-from conftest import isolated_jupyter_env
+from jupyterlab_browser import (CHROMIUM, CHROMIUM_ARGS, NOTEBOOK, ROOT, LabServer, kernel_idle,
+                                run_all_cells)
 
-ROOT = Path(__file__).resolve().parent.parent
-NOTEBOOK = ROOT / "notebooks" / "00_start_here.ipynb"
-CHROMIUM = Path(os.environ.get("GPUTUTOR_CHROMIUM", "/usr/bin/chromium"))
 PANEL_CELL = "panel = RunPanel(spec)"   # the code cell whose output is the first panel
 LONG_RUN_STEPS = 100_000                # long enough that only Stop can end it
 SAMPLE_EVERY_MS = 50
@@ -52,92 +46,11 @@ def _playwright():
     return sync_playwright
 
 
-# ---- the server -----------------------------------------------------------------------------
-
-def _write_lab_settings(settings_dir: Path) -> None:
-    """No news prompt; every cell attached to the DOM so a locator finds any of them."""
-    for plugin, values in {"apputils-extension/notification": {"fetchNews": "false"},
-                           "notebook-extension/tracker": {"windowingMode": "none"}}.items():
-        path = settings_dir / "@jupyterlab" / f"{plugin}.jupyterlab-settings"
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps(values))
-
-
-class LabServer:
-    """``jupyter lab`` on 127.0.0.1 with a token; :meth:`close` ends it and all it started."""
-
-    def __init__(self, base: Path, notebook: Path = NOTEBOOK):
-        self.base, self.token = base, secrets.token_hex(16)
-        self.env = isolated_jupyter_env(base)
-        _write_lab_settings(Path(self.env["JUPYTERLAB_SETTINGS_DIR"]))
-        self.root = base / "root"
-        self.notebook = notebook.relative_to(ROOT)          # e.g. notebooks/zh/00_start_here.ipynb
-        (self.root / self.notebook).parent.mkdir(parents=True)
-        shutil.copy(notebook, self.root / self.notebook)
-        self.log_path = base / "server.log"
-        self.proc: subprocess.Popen | None = None
-        self.url = ""
-
-    def start(self, timeout: float = 60.0) -> float:
-        """Start the server; return the seconds until it answered."""
-        command = [sys.executable, "-m", "jupyter", "lab", "--no-browser", "--ip=127.0.0.1",
-                   "--ServerApp.port=0", "--ServerApp.port_retries=0",
-                   f"--IdentityProvider.token={self.token}", f"--ServerApp.root_dir={self.root}",
-                   "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate"]
-        if os.geteuid() == 0:
-            command.append("--allow-root")
-        started = time.monotonic()
-        self.log = open(self.log_path, "w")
-        self.proc = subprocess.Popen(command, cwd=self.root, env=self.env, stdout=self.log,
-                                     stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
-        runtime = Path(self.env["JUPYTER_RUNTIME_DIR"])
-        while time.monotonic() - started < timeout:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"jupyter lab exited ({self.proc.returncode}):\n"
-                                   + self.log_path.read_text()[-3000:])
-            info = runtime / f"jpserver-{self.proc.pid}.json"
-            if info.exists():
-                try:
-                    port = json.loads(info.read_text())["port"]
-                    self.url = f"http://127.0.0.1:{port}"
-                    urllib.request.urlopen(f"{self.url}/api/status?token={self.token}", timeout=5)
-                    return time.monotonic() - started
-                except (ValueError, KeyError, OSError):
-                    pass  # written half, or not answering yet
-            time.sleep(0.1)
-        raise RuntimeError(f"jupyter lab did not answer within {timeout} s:\n"
-                           + self.log_path.read_text()[-3000:])
-
-    def close(self) -> None:
-        """SIGTERM (the server shuts its kernels down), then kill whatever of its tree is left."""
-        if self.proc is None:
-            return
-        try:
-            tree = psutil.Process(self.proc.pid).children(recursive=True)
-        except psutil.NoSuchProcess:
-            tree = []
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(20)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(5)
-        _, alive = psutil.wait_procs(tree, timeout=10)
-        for proc in alive:  # only processes this server started, by pid
-            try:
-                proc.kill()
-            except psutil.NoSuchProcess:
-                pass
-        psutil.wait_procs(alive, timeout=5)
-        self.log.close()
-
-
 # ---- reading the page -----------------------------------------------------------------------
 
 PLOT_POINTS_JS = """cell => {
-    const gd = cell.querySelector('.js-plotly-plot');
-    return gd && gd.data && gd.data[0] && gd.data[0].x ? gd.data[0].x.length : -1;
+    const view = cell.querySelector('.gpututor-live');
+    return view && view.dataset.points !== undefined ? Number(view.dataset.points) : -1;
 }"""
 
 
@@ -173,10 +86,6 @@ def _press_run(page, cell, run_button) -> None:
         page.wait_for_timeout(20)
 
 
-def _kernel_idle(page, timeout_ms: float) -> None:
-    page.locator("#jp-main-statusbar").get_by_text("Idle").first.wait_for(timeout=timeout_ms)
-
-
 # ---- the test -------------------------------------------------------------------------------
 
 def _in_browser(tmp_path: Path, notebook: Path, drive) -> dict:
@@ -195,7 +104,7 @@ def _in_browser(tmp_path: Path, notebook: Path, drive) -> dict:
                 user_data_dir=str(browser_home / "profile"), executable_path=str(CHROMIUM),
                 headless=True, viewport={"width": 1400, "height": 1000},
                 env={**server.env, "HOME": str(browser_home)},
-                args=["--disable-dev-shm-usage", "--no-first-run", "--disable-gpu"])
+                args=CHROMIUM_ARGS)
             try:
                 page = context.pages[0] if context.pages else context.new_page()
                 page.on("console", lambda msg: console.append(f"{msg.type}: {msg.text}"))
@@ -240,15 +149,15 @@ def test_a_chinese_lesson_in_a_real_browser(tmp_path: Path):
 
     def drive(page, server, timings):
         page.goto(f"{server.url}/lab/tree/{server.notebook.as_posix()}?reset&token={server.token}")
-        _kernel_idle(page, timeout_ms=120_000)
-        cell = _run_all_cells(page, timings).filter(has_text=PANEL_CELL)
+        kernel_idle(page, timeout_ms=120_000)
+        cell = run_all_cells(page, timings).filter(has_text=PANEL_CELL)
         assert cell.count() == 1, f"expected one cell with {PANEL_CELL!r}, found {cell.count()}"
         cell.scroll_into_view_if_needed()
         assert cell.locator("button.jupyter-button", has_text="运行").count() == 1
         assert cell.locator("button.jupyter-button", has_text="停止").count() == 1
         status = _status_text(cell)
         assert status.startswith("已完成"), f"the panel's status line is not Chinese: {status!r}"
-        titles = cell.evaluate("c => [...c.querySelectorAll('.js-plotly-plot text')]"
+        titles = cell.evaluate("c => [...c.querySelectorAll('.gpututor-live-title')]"
                                ".map(t => t.textContent)")
         assert "损失（各进程平均）" in titles, f"the plot's titles: {titles}"
         page.screenshot(path=str(tmp_path / "zh_panel.png"), full_page=False)
@@ -261,10 +170,10 @@ def _drive_lesson(page, server: LabServer, timings: dict) -> None:
     started = time.monotonic()
     page.goto(f"{server.url}/lab/tree/{server.notebook.as_posix()}?reset&token={server.token}")
     # "Run All Cells" before the kernel is Idle opens a "Select Kernel" dialog and runs nothing.
-    _kernel_idle(page, timeout_ms=120_000)
+    kernel_idle(page, timeout_ms=120_000)
     timings["page_to_kernel_idle_s"] = round(time.monotonic() - started, 2)
 
-    code_cells = _run_all_cells(page, timings)
+    code_cells = run_all_cells(page, timings)
     cell = code_cells.filter(has_text=PANEL_CELL)
     assert cell.count() == 1, f"expected one cell with {PANEL_CELL!r}, found {cell.count()}"
     cell.scroll_into_view_if_needed()
@@ -290,6 +199,13 @@ def _drive_lesson(page, server: LabServer, timings: dict) -> None:
     timings["live_point_counts_seen"] = live
     assert len(live) >= 2, ("the live plot did not fill while the run was going (distinct "
                             f"point counts seen during 'running': {live}); samples: {samples}")
+    cost_line = cell.locator(".widget-html-content").nth(1)
+    start = time.monotonic()
+    while "drawing code not measured" in cost_line.inner_text() or \
+            "drawing code" not in cost_line.inner_text():
+        assert time.monotonic() - start < 30, f"no drawing time reported: {cost_line.inner_text()!r}"
+        page.wait_for_timeout(200)
+    timings["view_cost_line"] = cost_line.inner_text().strip()
 
     # 2. Stop: a long run, stopped after some points arrived.
     steps_input.fill(str(LONG_RUN_STEPS))
@@ -316,29 +232,6 @@ def _drive_lesson(page, server: LabServer, timings: dict) -> None:
     assert samples[-1][2] < LONG_RUN_STEPS
     assert run_button.is_enabled() and not stop_button.is_enabled()
     timings["total_s"] = round(time.monotonic() - started, 2)
-
-
-def _run_all_cells(page, timings: dict):
-    """Run All Cells from the Run menu; wait until every code cell ran; return the code cells."""
-    run_all = time.monotonic()
-    page.locator(".lm-MenuBar-item").get_by_text("Run", exact=True).click()
-    page.get_by_role("menuitem", name="Run All Cells", exact=True).click()
-    # Every code cell has an execution count once all ran: no "[*]" and no "[ ]" is left.
-    code_cells = page.locator(".jp-Notebook .jp-CodeCell")
-    prompts = code_cells.locator(".jp-InputArea-prompt")
-    errors = page.locator(".jp-OutputArea-output[data-mime-type='application/vnd.jupyter.stderr']"
-                          ).filter(has_text="Traceback")
-    deadline = time.monotonic() + 480
-    while True:
-        assert errors.count() == 0, f"a cell raised: {errors.first.inner_text()[:2000]}"
-        texts = prompts.all_inner_texts()
-        if texts and all(t.strip() not in ("[*]:", "[ ]:", "") for t in texts):
-            break
-        assert time.monotonic() < deadline, f"the notebook did not finish running: {texts}"
-        page.wait_for_timeout(250)
-    _kernel_idle(page, timeout_ms=60_000)
-    timings["run_all_cells_s"] = round(time.monotonic() - run_all, 2)
-    return code_cells
 
 
 def _save_artifacts(page, folder: Path, server: LabServer, console: list, timings: dict) -> None:

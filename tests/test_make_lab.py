@@ -15,7 +15,7 @@ from pathlib import Path
 
 import psutil
 import pytest
-from conftest import isolated_jupyter_env
+from jupyterlab_browser import isolated_jupyter_env
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -10,10 +10,41 @@ PRINTS_A = {
     "(above 1.0: run-to-run noise on a shared machine)":
         "2 个进程上的 DDP：{tokens_per_s:,.0f} tokens/s = 这一上限的 {share:.2f}"
         "（超过 1.0：共享机器上各次运行之间的波动）",
-    "DDP on 2 ranks: {tokens_per_s:,.0f} tokens/s = {share:.2f} of that ceiling; "
-    "the other {rest:.0%} went to communication and synchronisation":
-        "2 个进程上的 DDP：{tokens_per_s:,.0f} tokens/s = 这一上限的 {share:.2f}；"
-        "其余的 {rest:.0%} 花在了通信和同步上",
+    "DDP on 2 ranks: {tokens_per_s:,.0f} tokens/s = {share:.2f} of that ceiling":
+        "2 个进程上的 DDP：{tokens_per_s:,.0f} tokens/s = 这一上限的 {share:.2f}",
+    "without a live view: DDP on 2 ranks {ddp:,.0f} tokens/s, one rank {one:,.0f} tokens/s, "
+    "speedup {speedup:.2f}× (the panels above, each with its live view: {panel_speedup:.2f}×)":
+        "不带实时视图：2 个进程上的 DDP {ddp:,.0f} tokens/s，单个进程 {one:,.0f} tokens/s，"
+        "加速比 {speedup:.2f}×（上面各自带实时视图的面板：{panel_speedup:.2f}×）",
+    # lessons/contention.py explain_gap: where DDP's time per step went
+    "No steady step times were measured, so the steps cannot be compared.":
+        "没有测到稳定阶段的单步时间，所以无法比较各步。",
+    "Median steady step: DDP {ddp:.0f} ms (its slowest rank), the independent runs "
+    "{independent:.0f} ms on average. This strategy's communication time is not measured, so the "
+    "step is not split.":
+        "稳定阶段单步时间的中位数：DDP {ddp:.0f} ms（取最慢的进程），独立运行平均 {independent:.0f} ms。"
+        "这个策略的通信时间没有测量，所以不拆分单步时间。",
+    "Median steady step: DDP {ddp:.0f} ms (its slowest rank); a DDP rank, on average, computed "
+    "{compute:.0f} ms and waited {comm:.0f} ms at the all-reduce (that wait includes waiting for "
+    "the other rank to get there). The independent runs: {independent:.0f} ms per step on average, "
+    "all of it compute; they differed from each other by {spread:.0f} ms.":
+        "稳定阶段单步时间的中位数：DDP {ddp:.0f} ms（取最慢的进程）；DDP 的一个进程平均计算 {compute:.0f} ms，"
+        "在全归约处等待 {comm:.0f} ms（这段等待也包括等另一个进程到达）。独立运行：平均每步 {independent:.0f} ms，"
+        "全部是计算；两个独立运行彼此相差 {spread:.0f} ms。",
+    "DDP's slower compute ({extra:+.0f} ms) and its wait ({comm:.0f} ms) are both within how much "
+    "the two independent runs differed: here they cannot be told apart from run-to-run variation.":
+        "DDP 较慢的计算（{extra:+.0f} ms）和它的等待（{comm:.0f} ms）都不超过两个独立运行之间的差异："
+        "在这里无法把它们与各次运行之间的波动区分开。",
+    "Most of DDP's extra time per step was the wait at the all-reduce ({comm:.0f} ms, against "
+    "{extra:+.0f} ms of compute beyond the independent runs').":
+        "DDP 每步多出的时间主要是在全归约处的等待（{comm:.0f} ms，而比独立运行多出的计算是 {extra:+.0f} ms）。",
+    "Most of DDP's extra time per step was compute beyond the independent runs' ({extra:+.0f} ms, "
+    "against {comm:.0f} ms of waiting) for the same work: DDP's own work during backward counts "
+    "there (copying gradients into buckets; on CPU ranks the overlapped all-reduce also runs on the "
+    "same cores), not measured separately here.":
+        "DDP 每步多出的时间主要是做同样的工作却比独立运行多花的计算时间（{extra:+.0f} ms，而等待是 {comm:.0f} ms）："
+        "DDP 在反向传播期间自己的工作算在这里（把梯度复制进桶里；在 CPU 进程上，与反向传播重叠的全归约也在同样的核心上运行），"
+        "这里没有单独测量。",
     "parameters: {params:,}": "参数个数：{params:,}",
 
     # ---- 01 single device ---------------------------------------------------------------------

@@ -18,6 +18,13 @@ UI = {
     "step {step} of {steps} on {n} rank(s)": "第 {step} 步，共 {steps} 步，{n} 个进程",
     "ending every rank...": "正在结束所有进程……",
     "after {steps} complete steps; every rank has ended": "已完成 {steps} 步；所有进程均已结束",
+    "not measured (no browser has drawn it)": "未测量（没有浏览器绘制它）",
+    "{seconds:.3f} s ({share:.1f} % of the run's wall time)": "{seconds:.3f} 秒（占本次运行墙钟时间的 {share:.1f} %）",
+    "part of what the live view cost: {redraws} redraws; the panel's kernel thread "
+    "{cpu:.3f} s of CPU ({share:.1f} % of the run's wall time); the browser's drawing "
+    "code {browser} (not counted: sending the messages, and the browser's painting)":
+        "实时视图的部分开销：重绘 {redraws} 次；面板在内核中的线程用了 {cpu:.3f} 秒 CPU（占本次运行墙钟时间的 {share:.1f} %）；"
+        "浏览器的绘制代码 {browser}（未计入：发送消息，以及浏览器的渲染上屏）",
     "could not start: {error}": "无法启动：{error}",
     "the panel could not draw: {error}": "面板无法绘图：{error}",
     "{strategy} on {n} rank(s), {model} {size}, global batch {batch}":

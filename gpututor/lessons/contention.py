@@ -3,11 +3,18 @@
 Two CPU ranks share the cores, the caches and the memory bandwidth; that costs throughput even
 without communication. :func:`independent_pair` measures it: two independent 1-rank runs, each
 with half the global batch (a data-parallel rank's share), launched at the same moment on the
-same cores. Their summed tokens/s is the ceiling a 2-rank data-parallel run can reach here; DDP's
-tokens/s over that sum is the share left after communication and synchronisation.
+same cores. Their summed tokens/s is the ceiling a 2-rank data-parallel run can reach here.
+
+:func:`without_view` measures DDP, one rank and the pair side by side in one cell, none of them
+with a live view open (a view in the browser shares the cores too), and :func:`explain_gap` says
+where DDP's extra time per step went from what was measured: the time the ranks waited for
+communication, and what is left, which is not split further here.
 """
 from __future__ import annotations
 
+import statistics
+
+from ..i18n import tr
 from ..runtime.launcher import launch
 
 
@@ -28,3 +35,68 @@ def efficiency_against_pair(ddp_summary: dict, pair: dict) -> float | None:
     if ddp_summary.get("tokens_per_s") is None or pair["tokens_per_s"] is None:
         return None
     return ddp_summary["tokens_per_s"] / pair["tokens_per_s"]
+
+
+def without_view(spec) -> dict:
+    """``spec`` (data parallel), one rank with the same global batch, and :func:`independent_pair`
+    (half the batch each, seeds ``seed`` and ``seed + 1``), run one after the other with
+    ``launch().wait()``: the same steps, and no live view for any of them. Drift between the
+    runs counts as noise."""
+    one = spec.replace(strategy="single", world_size=1, mesh=None, options=())
+    ddp = launch(spec).wait()
+    solo = launch(one).wait()
+    return {"ddp": ddp, "one": solo, "pair": independent_pair(spec)}
+
+
+def gap_per_step(ddp_summary: dict, pair: dict) -> dict | None:
+    """DDP's step against the independent runs', like for like (medians over steady steps, in
+    seconds): DDP's slowest-rank step, a DDP rank's compute and its wait at the all-reduce (means
+    over ranks), the independent runs' step (the mean of their two medians: they do not
+    communicate, so all of it is compute) and how far those two differ from each other."""
+    pair_steps = [s["step_time_s"] for s in pair["summaries"]]
+    if ddp_summary.get("step_time_s") is None or None in pair_steps:
+        return None
+    independent = statistics.fmean(pair_steps)
+    compute, comm = ddp_summary.get("compute_s"), ddp_summary.get("comm_s")
+    return {"ddp_step_s": ddp_summary["step_time_s"], "ddp_compute_s": compute,
+            "ddp_comm_s": comm, "independent_step_s": independent,
+            "independent_spread_s": max(pair_steps) - min(pair_steps),
+            "extra_compute_s": None if compute is None else compute - independent}
+
+
+def explain_gap(ddp_summary: dict, pair: dict) -> str:
+    """Where DDP's time per step went compared with the independent runs, in words chosen from
+    the measured numbers."""
+    g = gap_per_step(ddp_summary, pair)
+    if g is None:
+        return tr("No steady step times were measured, so the steps cannot be compared.")
+    ms = {k: (None if v is None else v * 1e3) for k, v in g.items()}
+    if g["ddp_comm_s"] is None or g["ddp_compute_s"] is None:
+        return tr("Median steady step: DDP {ddp:.0f} ms (its slowest rank), the independent runs "
+                  "{independent:.0f} ms on average. This strategy's communication time is not "
+                  "measured, so the step is not split.", ddp=ms["ddp_step_s"],
+                  independent=ms["independent_step_s"])
+    head = tr(
+        "Median steady step: DDP {ddp:.0f} ms (its slowest rank); a DDP rank, on average, "
+        "computed {compute:.0f} ms and waited {comm:.0f} ms at the all-reduce (that wait includes "
+        "waiting for the other rank to get there). The independent runs: {independent:.0f} ms per "
+        "step on average, all of it compute; they differed from each other by {spread:.0f} ms.",
+        ddp=ms["ddp_step_s"], compute=ms["ddp_compute_s"], comm=ms["ddp_comm_s"],
+        independent=ms["independent_step_s"], spread=ms["independent_spread_s"])
+    extra, wait, spread = g["extra_compute_s"], g["ddp_comm_s"], g["independent_spread_s"]
+    if max(extra, wait) <= spread:
+        return head + " " + tr(
+            "DDP's slower compute ({extra:+.0f} ms) and its wait ({comm:.0f} ms) are both within "
+            "how much the two independent runs differed: here they cannot be told apart from "
+            "run-to-run variation.", extra=ms["extra_compute_s"], comm=ms["ddp_comm_s"])
+    if wait >= extra:
+        return head + " " + tr(
+            "Most of DDP's extra time per step was the wait at the all-reduce ({comm:.0f} ms, "
+            "against {extra:+.0f} ms of compute beyond the independent runs').",
+            comm=ms["ddp_comm_s"], extra=ms["extra_compute_s"])
+    return head + " " + tr(
+        "Most of DDP's extra time per step was compute beyond the independent runs' ({extra:+.0f} "
+        "ms, against {comm:.0f} ms of waiting) for the same work: DDP's own work during backward "
+        "counts there (copying gradients into buckets; on CPU ranks the overlapped all-reduce "
+        "also runs on the same cores), not measured separately here.",
+        extra=ms["extra_compute_s"], comm=ms["ddp_comm_s"])

@@ -41,22 +41,41 @@ def show_static(*items) -> None:
 
 
 class Comparison:
-    """The summaries of the finished runs made here, plotted as speedup over one rank."""
+    """The summaries of the finished runs made here, plotted as speedup over one rank.
+
+    Its plotly ``FigureWidget`` is made when the comparison is first shown, not before: every
+    panel holds a comparison, and each ``FigureWidget`` loads plotly.js (about 5 MB) into the
+    browser, which took a core of a 2-core laptop away from the runs being measured."""
 
     def __init__(self):
         self.summaries: list[dict] = []
         self._lock = threading.Lock()
-        self.fig = go.FigureWidget(speedup_figure([]))
+        self._fig: go.FigureWidget | None = None
         self.table = W.HTML()
-        self.widget = W.VBox([self.fig, self.table])
+        self._widget: W.VBox | None = None
+
+    @property
+    def fig(self) -> go.FigureWidget:
+        """The live speedup chart (made on first use)."""
+        with self._lock:
+            if self._fig is None:
+                self._fig = go.FigureWidget(speedup_figure(self.rows()))
+            return self._fig
+
+    @property
+    def widget(self) -> W.VBox:
+        if self._widget is None:
+            self._widget = W.VBox([self.fig, self.table])
+        return self._widget
 
     def add(self, summary: dict) -> None:
         """Keep a finished run's summary and redraw."""
         with self._lock:
             self.summaries.append(summary)
             rows = self.rows()
-            self.fig.data = []
-            self.fig.add_traces(list(speedup_figure(rows).data))
+            if self._fig is not None:
+                self._fig.data = []
+                self._fig.add_traces(list(speedup_figure(rows).data))
             self.table.value = _rows_html(rows)
 
     def rows(self) -> list[dict]:

@@ -6,9 +6,13 @@
 - Finished runs go to a :class:`~gpututor.ui.comparison.Comparison` (speedup over one rank);
   records become plot series in :mod:`gpututor.ui.series`.
 
-Plotly's ``FigureWidget`` resends whole arrays on every change (there is no "append"), so the
-plots update at most a few times per second and long series are downsampled. Some front ends
-cannot render a ``FigureWidget``: :func:`show_static` displays plain ``go.Figure`` copies.
+The plots are a plain ``go.Figure`` (:func:`build_figure`, :func:`fill_figure`), drawn while the
+ranks train by a :class:`~gpututor.ui.live_figure.LiveFigure`: canvases and a few kilobytes of
+JavaScript, so the view does not take the cores the ranks measure on (plotly's ``FigureWidget``
+took most of a core of a 2-core laptop: benchmarks/bench_live_view.py). It redraws at most every
+``UPDATE_INTERVAL_S`` and downsamples long series; the status line at the end says what the view
+cost (redraws, the panel's kernel CPU, the browser's drawing time). :func:`show_static` displays
+the same figures with plotly.
 """
 from __future__ import annotations
 
@@ -27,10 +31,11 @@ from ..measure.memory import CATEGORIES as MEMORY_CATEGORIES
 from ..parallel import STRATEGIES, check_spec
 from ..runtime.launcher import Run, RunFailed, launch, warm_up
 from .comparison import Comparison
+from .live_figure import LiveFigure
 from .series import (downsample, global_loss, memory_by_rank, step_breakdown_by_rank,
                      summary_line, throughput_by_rank)
 
-UPDATE_INTERVAL_S = 0.25     # at most ~4 plot updates per second
+UPDATE_INTERVAL_S = 1.0      # at most 1 redraw per second (and the first step at once)
 LOG_LINES = 40               # lines of the ranks' output kept in the log area
 DEFAULT_FIELDS = ("model_size", "strategy", "world_size", "batch_size", "steps", "precision")
 CHOICES = {"model": lambda spec: list(MODEL_SIZES),
@@ -107,11 +112,16 @@ class RunPanel:
         self.stop_button.on_click(lambda _: self.stop(wait=False))
         self.status = W.HTML()
         self.log = W.HTML()   # what the ranks print, prefixed with the rank (the last lines)
-        self.fig = go.FigureWidget(build_figure(self.spec.world_size))
+        self.fig = build_figure(self.spec.world_size)   # what is plotted (a plain go.Figure)
+        self.view = LiveFigure()                          # what draws it, cheaply
+        self.view.show(self.fig)
+        self.view_cost: dict | None = None   # redraws, kernel CPU, browser drawing of the last run
+        self.cost = W.HTML()                  # the cost line: what the view cost that run
+        self.view.observe(self._show_cost, names="draw_ms")
         self.widget = W.VBox([W.HBox(list(self.controls.values()),
                                      layout=W.Layout(flex_flow="row wrap")),
-                              W.HBox([self.run_button, self.stop_button]), self.status, self.log,
-                              self.fig])
+                              W.HBox([self.run_button, self.stop_button]), self.status, self.cost,
+                              self.log, self.view])
         self._set_status("ready", tr("press Run (worker processes are warming up meanwhile)"))
         warm_up()  # import torch in the forkserver now, so the first Run starts at once
 
@@ -144,11 +154,11 @@ class RunPanel:
             if wait:
                 raise
             return None
-        self.fig.data = []
-        self.fig.add_traces(list(build_figure(spec.world_size).data))
-        self.fig.layout.title = tr("{strategy} on {n} rank(s), {model} {size}, global batch {batch}",
-                                   strategy=spec.strategy, n=spec.world_size, model=spec.model,
-                                   size=spec.resolved_model_size, batch=spec.batch_size)
+        self.fig = build_figure(spec.world_size, title=tr(
+            "{strategy} on {n} rank(s), {model} {size}, global batch {batch}",
+            strategy=spec.strategy, n=spec.world_size, model=spec.model,
+            size=spec.resolved_model_size, batch=spec.batch_size))
+        self.view.show(self.fig)   # drawn (empty) before the ranks start
         device, why = spec.device_choice()
         self._set_status("starting", html.escape(tr("starting {n} rank(s) on {device} ({why})...",
                                                     n=spec.world_size, device=device, why=why)))
@@ -207,6 +217,9 @@ class RunPanel:
 
     # ---- the follower thread: launch, draw while records arrive, show the end ----------------
     def _follow(self, spec: RunSpec) -> None:
+        self.view_cost = {"redraws": 0, "kernel_cpu_s": 0.0, "browser_draw_s": None,
+                          "draw_ms_before": self.view.draw_ms or 0.0,
+                          "started": time.monotonic(), "wall_s": None}
         try:
             run = launch(spec)
         except Exception as exc:  # noqa: BLE001 - whatever it is, the status line must say it
@@ -238,7 +251,29 @@ class RunPanel:
         self.run_button.disabled, self.stop_button.disabled = False, True
         if problem is None:
             self._draw(run)  # the final state, every step
+        self.view_cost["wall_s"] = time.monotonic() - self.view_cost["started"]
         self._show_end(run, problem)
+        self._show_cost()
+
+    def _show_cost(self, _change=None) -> None:
+        """The cost line: part of what the live view cost during the last run, the part measured
+        here (this panel's thread in the kernel; the front end's drawing code, reported a moment
+        after each redraw). benchmarks/bench_live_view.py measures all of it, browser included."""
+        cost = self.view_cost
+        if cost is None:
+            return
+        drawn = self.view.draw_ms
+        cost["browser_draw_s"] = None if drawn is None else (drawn - cost["draw_ms_before"]) / 1000
+        wall = cost["wall_s"] or (time.monotonic() - cost["started"])
+        browser = tr("not measured (no browser has drawn it)") if cost["browser_draw_s"] is None \
+            else tr("{seconds:.3f} s ({share:.1f} % of the run's wall time)",
+                    seconds=cost["browser_draw_s"], share=100 * cost["browser_draw_s"] / wall)
+        self.cost.value = "<span style='color:#57606a'>" + html.escape(tr(
+            "part of what the live view cost: {redraws} redraws; the panel's kernel thread "
+            "{cpu:.3f} s of CPU ({share:.1f} % of the run's wall time); the browser's drawing "
+            "code {browser} (not counted: sending the messages, and the browser's painting)",
+            redraws=cost["redraws"], cpu=cost["kernel_cpu_s"],
+            share=100 * cost["kernel_cpu_s"] / wall, browser=browser)) + "</span>"
 
     def show_log(self, run: Run) -> None:
         """The last lines the ranks of ``run`` printed, prefixed with the rank, in the log area."""
@@ -248,10 +283,13 @@ class RunPanel:
                               f"{html.escape(lines)}</pre>")
 
     def _draw(self, run: Run) -> None:
+        started = time.thread_time()   # this thread's CPU: what the view costs the kernel
         self.show_log(run)
         records, world = list(run.records), run.spec.world_size
-        with self.fig.batch_update():
-            fill_figure(self.fig, records, world)
+        fill_figure(self.fig, records, world)
+        self.view.show(self.fig)
+        self.view_cost["redraws"] += 1
+        self.view_cost["kernel_cpu_s"] += time.thread_time() - started
         if not run.done and not self._stop_requested:
             self._set_status("running", tr("step {step} of {steps} on {n} rank(s)",
                                            step=len(records) // world, steps=run.spec.steps, n=world))

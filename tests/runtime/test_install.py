@@ -49,6 +49,7 @@ def test_wheel_carries_the_corpora_and_the_kernelspec(installed):
     for name in DATA_FILES:
         assert f"{data}share/gpututor/data/{name}" in names, name
     assert f"{data}share/jupyter/kernels/gpututor/kernel.json" in names
+    assert {"gpututor/ui/live_figure.js", "gpututor/runtime/kernelspec/kernel.json"} <= names
     for name in DATA_FILES:   # and the install put them where gpututor.data looks
         assert (venv / "share" / "gpututor" / "data" / name).read_bytes() == \
             (ROOT / "data" / name).read_bytes()

@@ -1,7 +1,7 @@
 """The live dashboard: data shaping (pure functions) and the RunPanel driven headless.
 
 The panel tests click the buttons as a learner would (``Button.click()`` runs the callbacks) and
-read the FigureWidget's traces: that is what the front end would draw.
+read the panel's figure and what its live view was sent: that is what the front end draws.
 """
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ import pytest
 from gpututor import RunFailed, RunSpec, warm_up
 from gpututor.measure.memory import CATEGORIES as MEMORY_CATEGORIES
 from gpututor.ui.comparison import Comparison, speedup_figure
+from gpututor.ui.live_figure import LiveFigure, charts_of
 from gpututor.ui.panel import RunPanel, build_figure, fill_figure
 from gpututor.ui.series import (downsample, explain_weak_scaling, global_loss, memory_by_rank,
                                 speedup_rows, summary_line, throughput_by_rank, weak_scaling)
@@ -250,3 +251,50 @@ def test_comparison_plots_speedup_after_one_and_two_rank_runs():
     assert math.isclose(measured[0].y[1], rows[1]["speedup"])
     assert "×" in comparison.explain() and "<table>" in comparison.table.value
     assert len(comparison.static_figure().data) == 2
+
+
+# ---- the live view: what it is sent, and what it says it cost --------------------------------
+
+def test_live_view_is_sent_the_figures_numbers():
+    fig = build_figure(world_size=2, title="a title")
+    records = [record(r, s, loss=2.0 - 0.1 * s, tokens_per_s=100.0 + r, params=1e6, grads=1e6,
+                      optimizer=2e6, activations=3e6) for s in range(4) for r in range(2)]
+    records.append(record(0, 4, tokens_per_s=float("nan")))   # not finite: sent as null
+    fill_figure(fig, records, 2)
+    view = LiveFigure()
+    view.show(fig)
+    assert view.title == "a title"
+    loss, speed, memory, breakdown = view.charts
+    assert [c["title"] for c in view.charts] == [a.text for a in fig.layout.annotations]
+    assert loss["kind"] == "lines" and loss["xlabel"] == "step"
+    assert loss["series"][0]["x"] == [0, 1, 2, 3] and loss["series"][0]["y"] == \
+        pytest.approx([2.0, 1.9, 1.8, 1.7])
+    assert [s["name"] for s in speed["series"]] == ["rank 0 tokens/s", "rank 1 tokens/s"]
+    assert speed["series"][0]["y"][-1] is None   # the NaN record of rank 0
+    assert memory["kind"] == "bars" and memory["categories"] == ["rank 0", "rank 1"]
+    assert [s["name"] for s in memory["series"]] == list(MEMORY_CATEGORIES)
+    assert memory["series"][-1]["y"] == [3.0, 3.0]   # activations, MB
+    assert [s["name"] for s in breakdown["series"]] == ["compute", "waiting for communication"]
+    assert len(charts_of(go.Figure())) == 0
+
+
+def test_panel_says_what_its_live_view_cost():
+    panel = RunPanel(TINY)
+    run = panel.run(wait=True)
+    cost = panel.view_cost
+    assert cost["redraws"] >= 2 and 0 < cost["kernel_cpu_s"] < cost["wall_s"]
+    assert cost["browser_draw_s"] is None   # no browser drew it here: not measured, never 0
+    assert f"{cost['redraws']} redraws" in panel.cost.value
+    assert "drawing code not measured" in panel.cost.value
+    assert panel.view.charts[0]["series"][0]["y"] == pytest.approx(run.summary["losses"])
+    panel.view.draw_ms = 12.5   # what a front end reports: its drawing time, in ms
+    assert panel.view_cost["browser_draw_s"] == pytest.approx(0.0125)
+    assert "drawing code 0.013 s" in panel.cost.value
+
+
+def test_a_comparison_loads_no_plot_until_shown():
+    comparison = Comparison()
+    comparison.add(summary(1, 100.0))
+    assert comparison._fig is None   # no FigureWidget (and no plotly.js in the browser) yet
+    comparison.add(summary(2, 150.0))
+    assert [list(t.y) for t in comparison.fig.data][1] == [1.0, 1.5]   # made with every run

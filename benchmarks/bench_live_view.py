@@ -1,0 +1,212 @@
+"""What the live view costs the run it measures, in JupyterLab + Chromium, as a learner sees it.
+
+One notebook, opened in Debian's Chromium (the browser tests' machinery, tests/jupyterlab_browser.py),
+runs lesson 00's spec (the small GPT, global batch 32, 30 steps, ``pin_device(2)``) in four ways,
+interleaved, ``--trials`` times each: DDP on 2 ranks and one rank, each with ``launch(spec).wait()``
+(no view) and with a new ``RunPanel(spec)`` displayed and ``run(wait=True)`` (as Run All does in
+lesson 00: the panel is created and the run started in one go). For every run the kernel records
+tokens/s and the CPU seconds that the browser (every Chromium process), the kernel and the Jupyter
+server used during it; the driver samples the page's own counters (Chromium's
+``Performance.getMetrics``: script, layout, style and task time of the page's main thread) so the
+browser's cost can be split. ``--profile`` adds a JavaScript CPU profile of the whole notebook
+(the functions with the most self time).
+
+    python benchmarks/bench_live_view.py [--trials 3] [--steps 30] [--profile]
+
+Writes benchmarks/results/live_view.json. Needs /usr/bin/chromium and Playwright (.ci/run
+installs them).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import tempfile
+import time
+from collections import defaultdict
+from pathlib import Path
+
+import nbformat
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+from common import report   # noqa: E402
+from jupyterlab_browser import CHROMIUM, CHROMIUM_ARGS, LabServer, kernel_idle  # noqa: E402
+
+SETUP = """\
+import json, os, time
+import psutil
+from gpututor import RunSpec, launch
+from gpututor.ui.panel import RunPanel
+
+spec = RunSpec(model="gpt", model_size="small", strategy="ddp", world_size=2,
+               batch_size=32, steps={steps}).pin_device(2)
+DRIVER = psutil.Process({driver_pid})
+ME, SERVER = psutil.Process(), psutil.Process().parent()
+
+def cpu(procs):
+    total = 0.0
+    for p in procs:
+        try:
+            t = p.cpu_times()
+            total += t.user + t.system
+        except psutil.Error:
+            pass
+    return total
+
+def browser():
+    return [p for p in DRIVER.children(recursive=True) if "chrom" in p.name().lower()]
+
+def measured(kind, strategy):
+    s = spec if strategy == "ddp" else spec.replace(strategy="single", world_size=1)
+    procs = browser()
+    before = (time.time(), cpu(procs), cpu([ME]), cpu([SERVER]))
+    if kind == "panel":
+        panel = RunPanel(s)
+        display(panel)
+        summary = panel.run(wait=True).summary
+        view = getattr(panel, "view_cost", None)
+    else:
+        summary, view = launch(s).wait(), None
+    after = (time.time(), cpu(procs), cpu([ME]), cpu([SERVER]))
+    return {{"kind": kind, "strategy": strategy, "tokens_per_s": summary["tokens_per_s"],
+            "start": before[0], "end": after[0], "wall_s": after[0] - before[0],
+            "browser_cpu_s": after[1] - before[1], "kernel_cpu_s": after[2] - before[2],
+            "server_cpu_s": after[3] - before[3], "view": view}}
+
+launch(spec.replace(steps=2)).wait()        # warm the forkserver
+launch(spec.replace(steps=2, strategy="single", world_size=1)).wait()
+"""
+
+TRIALS = """\
+rows = []
+for trial in range({trials}):
+    for kind in ("none", "panel"):
+        for strategy in ("ddp", "single"):
+            rows.append({{"trial": trial, **measured(kind, strategy)}})
+            time.sleep(1.0)   # let the page settle between runs
+json.dump(rows, open({out!r}, "w"))
+"""
+
+METRICS = ("ScriptDuration", "LayoutDuration", "RecalcStyleDuration", "TaskDuration")
+
+
+def write_notebook(path: Path, trials: int, steps: int, out: Path) -> None:
+    nb = nbformat.v4.new_notebook()
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3 (ipykernel)",
+                                 "language": "python"}
+    nb.cells = [nbformat.v4.new_code_cell(SETUP.format(steps=steps, driver_pid=os.getpid())),
+                nbformat.v4.new_code_cell(TRIALS.format(trials=trials, out=str(out)))]
+    nbformat.write(nb, path)
+
+
+def page_metrics(cdp) -> dict:
+    return {m["name"]: m["value"] for m in cdp.send("Performance.getMetrics")["metrics"]
+            if m["name"] in METRICS}
+
+
+def run_notebook(page, cdp, done: Path, timeout_s: float) -> list[tuple[float, dict]]:
+    """Run All Cells; sample the page's counters every 0.5 s until the results file exists.
+    (Asking the page for its counters costs it little; querying its DOM, as the browser tests
+    do, would cost the browser more, so errors are read only from the server's side: a cell that
+    raises leaves no results file, and the deadline names it.)"""
+    page.locator(".lm-MenuBar-item").get_by_text("Run", exact=True).click()
+    page.get_by_role("menuitem", name="Run All Cells", exact=True).click()
+    samples, deadline = [], time.monotonic() + timeout_s
+    while not done.exists():
+        assert time.monotonic() < deadline, "the benchmark notebook did not finish: a cell raised?"
+        samples.append((time.time(), page_metrics(cdp)))
+        page.wait_for_timeout(500)
+    samples.append((time.time(), page_metrics(cdp)))
+    return samples
+
+
+def page_time_during(samples, start: float, end: float) -> dict:
+    """Seconds of each page counter between the samples that bracket ``start`` .. ``end``."""
+    before = [m for t, m in samples if t <= start] or [samples[0][1]]
+    after = [m for t, m in samples if t >= end] or [samples[-1][1]]
+    return {k: round(after[0][k] - before[-1][k], 3) for k in METRICS}
+
+
+def top_functions(profile: dict, n: int = 25) -> list[dict]:
+    """The JavaScript functions with the most self time in a CPU profile."""
+    nodes = {node["id"]: node for node in profile["nodes"]}
+    interval = (profile["endTime"] - profile["startTime"]) / max(1, len(profile["samples"])) / 1e6
+    self_s = defaultdict(float)
+    for sample in profile["samples"]:
+        frame = nodes[sample]["callFrame"]
+        where = frame["url"].rsplit("/", 1)[-1][:60]
+        self_s[(frame["functionName"] or "(anonymous)", where)] += interval
+    ranked = sorted(self_s.items(), key=lambda kv: -kv[1])[:n]
+    return [{"function": f, "file": w, "self_s": round(s, 3)} for (f, w), s in ranked]
+
+
+def summarize(rows: list[dict]) -> dict:
+    by = defaultdict(list)
+    for row in rows:
+        by[(row["kind"], row["strategy"])].append(row)
+    med = lambda key, kind, strategy: statistics.median(r[key] for r in by[(kind, strategy)])
+    out = {}
+    for (kind, strategy), group in by.items():
+        out[f"{strategy}_{kind}"] = {
+            "tokens_per_s": [round(r["tokens_per_s"]) for r in group],
+            "browser_cpu_share": [round(r["browser_cpu_s"] / r["wall_s"], 3) for r in group],
+            **{f"median_{k}": round(med(k, kind, strategy), 3) for k in
+               ("tokens_per_s", "wall_s", "browser_cpu_s", "kernel_cpu_s", "server_cpu_s")}}
+    out["ddp_panel_over_none"] = round(med("tokens_per_s", "panel", "ddp")
+                                       / med("tokens_per_s", "none", "ddp"), 3)
+    out["single_panel_over_none"] = round(med("tokens_per_s", "panel", "single")
+                                          / med("tokens_per_s", "none", "single"), 3)
+    out["speedup_none"] = round(med("tokens_per_s", "none", "ddp")
+                                / med("tokens_per_s", "none", "single"), 3)
+    out["speedup_panel"] = round(med("tokens_per_s", "panel", "ddp")
+                                 / med("tokens_per_s", "panel", "single"), 3)
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--trials", type=int, default=3)
+    parser.add_argument("--steps", type=int, default=30)
+    parser.add_argument("--profile", action="store_true", help="a JavaScript CPU profile too")
+    args = parser.parse_args()
+    from playwright.sync_api import sync_playwright
+    tmp = Path(tempfile.mkdtemp(prefix="gpututor-live-view-"))
+    notebook = tmp / "live_view.ipynb"
+    out = tmp / "lab" / "root" / "rows.json"
+    write_notebook(notebook, args.trials, args.steps, out)
+    server = LabServer(tmp / "lab", notebook)
+    try:
+        server.start()
+        with sync_playwright() as pw:
+            context = pw.chromium.launch_persistent_context(
+                user_data_dir=str(tmp / "chromium" / "profile"), executable_path=str(CHROMIUM),
+                headless=True, viewport={"width": 1400, "height": 1000},
+                env={**server.env, "HOME": str(tmp / "chromium")}, args=CHROMIUM_ARGS)
+            page = context.pages[0] if context.pages else context.new_page()
+            page.goto(f"{server.url}/lab/tree/{notebook.name}?reset&token={server.token}")
+            kernel_idle(page, timeout_ms=120_000)
+            cdp = context.new_cdp_session(page)
+            cdp.send("Performance.enable")
+            if args.profile:
+                cdp.send("Profiler.enable")
+                cdp.send("Profiler.setSamplingInterval", {"interval": 1000})
+                cdp.send("Profiler.start")
+            samples = run_notebook(page, cdp, out, timeout_s=60 * (4 + args.trials * 2))
+            profile = cdp.send("Profiler.stop")["profile"] if args.profile else None
+            context.close()
+    finally:
+        server.close()
+    rows = json.loads(out.read_text())
+    for row in rows:
+        row["page"] = page_time_during(samples, row["start"], row["end"])
+    payload = {"spec": {"model_size": "small", "batch_size": 32, "steps": args.steps},
+               "trials": args.trials, "summary": summarize(rows), "runs": rows}
+    if profile is not None:
+        payload["top_js_functions"] = top_functions(profile)
+    report("live_view", payload)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,181 @@
+// The front end of gpututor.ui.live_figure.LiveFigure: line and stacked-bar charts drawn on
+// canvases, a few kilobytes of JavaScript instead of plotly.js (about 5 MB, parsed and laid out
+// for every new FigureWidget). Each chart is {title, xlabel, kind: "lines" | "bars",
+// categories (bars), series: [{name, x, y}]}; null values are "not measured": no point, no bar.
+// The figure is redrawn when the kernel changes "charts"; the time spent drawing is sent back in
+// "draw_ms" (150 ms after the last redraw) so the kernel can say what the view cost.
+
+const COLORS = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2",
+                "#7f7f7f", "#bcbd22", "#17becf"];
+const WIDTH = 420, HEIGHT = 210, PAD = { left: 58, right: 12, top: 8, bottom: 34 };
+
+function niceTicks(lo, hi, count) {
+  if (!(hi > lo)) { hi = lo + 1; }
+  const raw = (hi - lo) / count, mag = Math.pow(10, Math.floor(Math.log10(raw)));
+  const step = [1, 2, 2.5, 5, 10].map(m => m * mag).find(s => s >= raw);
+  const ticks = [];
+  for (let t = Math.ceil(lo / step) * step; t <= hi + step * 1e-9; t += step) { ticks.push(t); }
+  return ticks;
+}
+
+function label(v) {
+  const a = Math.abs(v);
+  if (a >= 1e6) { return (v / 1e6).toFixed(a >= 1e7 ? 0 : 1) + "M"; }
+  if (a >= 1e4) { return (v / 1e3).toFixed(0) + "k"; }
+  if (a >= 100 || v === 0) { return v.toFixed(0); }
+  return v.toPrecision(3).replace(/\.?0+$/, "");
+}
+
+function axes(ctx, xlo, xhi, ylo, yhi, xlabels) {
+  const w = WIDTH - PAD.left - PAD.right, h = HEIGHT - PAD.top - PAD.bottom;
+  const X = x => PAD.left + (xhi > xlo ? (x - xlo) / (xhi - xlo) : 0.5) * w;
+  const Y = y => PAD.top + h - (yhi > ylo ? (y - ylo) / (yhi - ylo) : 0.5) * h;
+  ctx.strokeStyle = "#e5e5e5"; ctx.fillStyle = "#444"; ctx.lineWidth = 1;
+  ctx.font = "11px sans-serif"; ctx.textAlign = "right"; ctx.textBaseline = "middle";
+  for (const t of niceTicks(ylo, yhi, 4)) {
+    ctx.beginPath(); ctx.moveTo(PAD.left, Y(t)); ctx.lineTo(PAD.left + w, Y(t)); ctx.stroke();
+    ctx.fillText(label(t), PAD.left - 6, Y(t));
+  }
+  ctx.textAlign = "center"; ctx.textBaseline = "top";
+  if (xlabels) {
+    xlabels.forEach((name, i) => ctx.fillText(name, X(i), PAD.top + h + 6));
+  } else {
+    for (const t of niceTicks(xlo, xhi, 6)) { ctx.fillText(label(t), X(t), PAD.top + h + 6); }
+  }
+  ctx.strokeStyle = "#999";
+  ctx.beginPath(); ctx.moveTo(PAD.left, PAD.top); ctx.lineTo(PAD.left, PAD.top + h);
+  ctx.lineTo(PAD.left + w, PAD.top + h); ctx.stroke();
+  return { X, Y, w };
+}
+
+function finite(values) { return values.filter(v => v !== null && Number.isFinite(v)); }
+
+function drawLines(ctx, chart) {
+  const xs = finite(chart.series.flatMap(s => s.x)), ys = finite(chart.series.flatMap(s => s.y));
+  if (!ys.length) { return 0; }
+  let ylo = Math.min(...ys), yhi = Math.max(...ys);
+  const pad = (yhi - ylo) * 0.08 || Math.abs(yhi) * 0.1 || 1;
+  ylo -= pad; yhi += pad;
+  const { X, Y } = axes(ctx, Math.min(...xs), Math.max(...xs), ylo, yhi, null);
+  chart.series.forEach((s, k) => {
+    ctx.strokeStyle = ctx.fillStyle = COLORS[k % COLORS.length]; ctx.lineWidth = 1.6;
+    ctx.beginPath();
+    let drawing = false;
+    s.x.forEach((x, i) => {
+      const y = s.y[i];
+      if (y === null || !Number.isFinite(y)) { drawing = false; return; }
+      if (drawing) { ctx.lineTo(X(x), Y(y)); } else { ctx.moveTo(X(x), Y(y)); drawing = true; }
+    });
+    ctx.stroke();
+    if (s.x.length <= 60) {
+      s.x.forEach((x, i) => {
+        if (s.y[i] !== null && Number.isFinite(s.y[i])) { ctx.fillRect(X(x) - 1.5, Y(s.y[i]) - 1.5, 3, 3); }
+      });
+    }
+  });
+  return ys.length;
+}
+
+function drawBars(ctx, chart) {
+  const n = chart.categories.length;
+  const totals = chart.categories.map((_, i) =>
+    chart.series.reduce((sum, s) => sum + (Number.isFinite(s.y[i]) ? s.y[i] : 0), 0));
+  const { X, Y, w } = axes(ctx, -0.5, n - 0.5, 0, Math.max(...totals, 1e-9) * 1.08, chart.categories);
+  const width = Math.min(60, (w / n) * 0.6);
+  chart.categories.forEach((_, i) => {
+    let base = 0;
+    chart.series.forEach((s, k) => {
+      const v = s.y[i];
+      if (v === null || !Number.isFinite(v) || v <= 0) { return; }
+      ctx.fillStyle = COLORS[k % COLORS.length];
+      ctx.fillRect(X(i) - width / 2, Y(base + v), width, Y(base) - Y(base + v));
+      base += v;
+    });
+  });
+  return totals.length;
+}
+
+function cell(root) {
+  const box = document.createElement("div");
+  const title = document.createElement("div");
+  title.className = "gpututor-live-title";
+  title.style.cssText = "font-weight:600;margin:0 0 2px 4px";
+  const canvas = document.createElement("canvas");
+  const ratio = window.devicePixelRatio || 1;
+  canvas.width = WIDTH * ratio; canvas.height = HEIGHT * ratio;
+  canvas.style.cssText = `width:${WIDTH}px;height:${HEIGHT}px;display:block`;
+  canvas.getContext("2d").scale(ratio, ratio);
+  const xlabel = document.createElement("div");
+  xlabel.style.cssText = `width:${WIDTH}px;text-align:center;color:#444;margin-top:-4px`;
+  const legend = document.createElement("div");
+  legend.className = "gpututor-live-legend";
+  legend.style.cssText = `width:${WIDTH}px;display:flex;flex-wrap:wrap;gap:2px 12px;margin-left:4px`;
+  box.append(title, canvas, xlabel, legend);
+  root.appendChild(box);
+  return { box, title, canvas, xlabel, legend, keys: "" };
+}
+
+function render({ model, el }) {
+  const root = document.createElement("div");
+  root.className = "gpututor-live";
+  root.style.cssText = "display:grid;grid-template-columns:repeat(auto-fill,minmax(430px,1fr));" +
+    "gap:10px 16px;font:12px sans-serif;color:#222;padding:4px 0";
+  const heading = document.createElement("div");
+  heading.style.cssText = "grid-column:1/-1;font-size:14px;font-weight:600";
+  root.appendChild(heading);
+  el.appendChild(root);
+  const cells = [];
+  let spent = 0, timer = null;
+
+  function report() {
+    timer = null;
+    model.set("draw_ms", Math.round(spent * 10) / 10);
+    model.save_changes();
+  }
+
+  function draw() {
+    const started = performance.now();
+    const charts = model.get("charts") || [];
+    heading.textContent = model.get("title") || "";
+    while (cells.length < charts.length) { cells.push(cell(root)); }
+    while (cells.length > charts.length) { cells.pop().box.remove(); }
+    let points = 0;
+    charts.forEach((chart, i) => {
+      const c = cells[i], ctx = c.canvas.getContext("2d");
+      ctx.clearRect(0, 0, WIDTH, HEIGHT);
+      if (c.title.textContent !== chart.title) { c.title.textContent = chart.title; }
+      if (c.xlabel.textContent !== (chart.xlabel || "")) { c.xlabel.textContent = chart.xlabel || ""; }
+      const keys = chart.series.map(s => s.name).join("\n");
+      if (c.keys !== keys) {   // the legend is HTML: rebuilt only when its names change
+        c.keys = keys;
+        c.legend.replaceChildren(...chart.series.map((s, k) => {
+          const item = document.createElement("span");
+          const swatch = document.createElement("span");
+          swatch.style.cssText = `display:inline-block;width:10px;height:10px;margin-right:4px;` +
+            `background:${COLORS[k % COLORS.length]}`;
+          item.append(swatch, s.name);
+          return item;
+        }));
+      }
+      const drawn = chart.kind === "bars" ? drawBars(ctx, chart) : drawLines(ctx, chart);
+      if (i === 0) { points = chart.series.length ? finite(chart.series[0].y).length : 0; }
+      c.canvas.dataset.points = String(drawn);
+    });
+    root.dataset.points = String(points);     // what the browser tests read: points of chart 0
+    root.dataset.draws = String(Number(root.dataset.draws || 0) + 1);
+    spent += performance.now() - started;
+    if (timer !== null) { clearTimeout(timer); }
+    timer = setTimeout(report, 150);   // one message a moment after the last redraw
+  }
+
+  model.on("change:charts", draw);
+  model.on("change:title", draw);
+  draw();
+  return () => {
+    model.off("change:charts", draw);
+    model.off("change:title", draw);
+    if (timer !== null) { clearTimeout(timer); }
+  };
+}
+
+export default { render };

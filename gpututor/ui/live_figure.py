@@ -1,0 +1,68 @@
+"""A live view that costs the run it shows next to nothing: a plotly figure's line and bar
+traces drawn on canvases by a few kilobytes of JavaScript (``live_figure.js``, an anywidget).
+
+Why not plotly's ``FigureWidget`` while ranks train: each new one sends and evaluates plotly.js
+(about 5 MB) in the browser and lays out SVG on every update. In JupyterLab + Chromium on 2 cores
+that took the browser 11-13 CPU-s per 10-20 s run and DDP on 2 ranks lost 40 % of its tokens/s
+(benchmarks/bench_live_view.py; the figures are in docs/live_view.md). Here the figure stays a
+plain ``go.Figure`` in the kernel (the one home of what is plotted: titles, traces, names), and
+:meth:`LiveFigure.show` sends only its numbers: a few hundred values, redrawn in about a
+millisecond. ``draw_ms`` comes back from the front end: the browser's own drawing time, ``None``
+until a browser has drawn it (nbval, a script: nothing draws).
+"""
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import anywidget
+import plotly.graph_objects as go
+import traitlets
+
+ESM = (Path(__file__).resolve().parent / "live_figure.js").read_text(encoding="utf-8")
+
+
+def _number(value):
+    """A JSON-safe value: floats and ints as they are, anything not finite as None."""
+    if value is None:
+        return None
+    value = float(value)
+    return value if math.isfinite(value) else None
+
+
+def charts_of(fig: go.Figure) -> list[dict]:
+    """The subplots of ``fig`` (``make_subplots``; its subplot titles are its annotations, in
+    order) as the charts the front end draws: scatter traces become lines, bar traces stacked
+    bars over their categories."""
+    titles = [a.text or "" for a in fig.layout.annotations]
+    charts: dict[int, dict] = {}
+    for trace in fig.data:
+        index = int((trace.xaxis or "x")[1:] or 1) - 1
+        axis = fig.layout["xaxis" if index == 0 else f"xaxis{index + 1}"]
+        chart = charts.setdefault(index, {
+            "title": titles[index] if index < len(titles) else "",
+            "xlabel": (axis.title.text or "") if axis is not None else "",
+            "kind": "bars" if trace.type == "bar" else "lines", "series": []})
+        xs, ys = list(trace.x or ()), [_number(y) for y in (trace.y or ())]
+        if chart["kind"] == "bars":
+            chart["categories"] = [str(x) for x in xs]
+            chart["series"].append({"name": trace.name or "", "y": ys})
+        else:
+            chart["series"].append({"name": trace.name or "", "x": [_number(x) for x in xs],
+                                    "y": ys})
+    return [charts[i] for i in sorted(charts)]
+
+
+class LiveFigure(anywidget.AnyWidget):
+    """Shows a ``go.Figure`` of line and bar subplots; :meth:`show` redraws it."""
+
+    _esm = ESM
+    charts = traitlets.List().tag(sync=True)
+    title = traitlets.Unicode("").tag(sync=True)
+    draw_ms = traitlets.Float(None, allow_none=True).tag(sync=True)   # set by the front end
+
+    def show(self, fig: go.Figure) -> None:
+        """Draw ``fig`` now (its numbers are sent; the front end redraws)."""
+        with self.hold_sync():
+            self.title = fig.layout.title.text or ""
+            self.charts = charts_of(fig)

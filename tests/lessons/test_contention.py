@@ -1,0 +1,39 @@
+"""Lesson 00's comparison of DDP's step with two independent runs': the words are chosen from
+the measured numbers, like for like (a DDP rank's compute against the independent runs')."""
+import pytest
+
+from gpututor.lessons.contention import explain_gap, gap_per_step
+
+
+def pair(*step_times):
+    return {"summaries": [{"step_time_s": t} for t in step_times], "tokens_per_s": 1.0}
+
+
+def ddp(step, compute, comm):
+    return {"step_time_s": step, "compute_s": compute, "comm_s": comm}
+
+
+def test_the_step_is_compared_like_for_like():
+    g = gap_per_step(ddp(0.150, 0.120, 0.025), pair(0.100, 0.104))
+    assert g["independent_step_s"] == pytest.approx(0.102)
+    assert g["independent_spread_s"] == pytest.approx(0.004)
+    assert g["extra_compute_s"] == pytest.approx(0.018)   # compute against compute, not the step
+    text = explain_gap(ddp(0.150, 0.120, 0.025), pair(0.100, 0.104))
+    assert "DDP 150 ms (its slowest rank)" in text and "computed 120 ms and waited 25 ms" in text
+    assert "102 ms per step on average" in text and "differed from each other by 4 ms" in text
+    assert "Most of DDP's extra time per step was the wait at the all-reduce (25 ms" in text
+
+
+def test_each_case_says_what_was_measured():
+    slower_compute = explain_gap(ddp(0.150, 0.140, 0.008), pair(0.100, 0.101))
+    assert "was compute beyond the independent runs' (+40 ms, against 8 ms of waiting)" in \
+        slower_compute
+    noise = explain_gap(ddp(0.110, 0.104, 0.005), pair(0.095, 0.110))
+    assert "cannot be told apart from run-to-run variation" in noise
+    # a straggler with no communication: the wait is reported as a wait, never as "communication
+    # covers the gap"
+    assert "includes waiting for the other rank" in explain_gap(ddp(0.11, 0.1, 0.005),
+                                                                pair(0.1, 0.1))
+    assert "not measured, so the step is not split" in explain_gap(ddp(0.12, None, None),
+                                                                   pair(0.1, 0.1))
+    assert "cannot be compared" in explain_gap(ddp(None, None, None), pair(0.1, 0.1))
