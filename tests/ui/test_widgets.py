@@ -6,6 +6,7 @@ read the panel's figure and what its live view was sent: that is what the front 
 from __future__ import annotations
 
 import math
+import threading
 import time
 
 import plotly.graph_objects as go
@@ -173,12 +174,20 @@ def all_ranks_gone(run) -> bool:
                psutil.STATUS_ZOMBIE for p in run._procs)
 
 
-def test_run_click_returns_at_once_and_fills_the_live_plots():
+def test_run_click_returns_at_once_and_fills_the_live_plots(monkeypatch):
+    import gpututor.ui.panel as panel_module
+    release, real_launch = threading.Event(), panel_module.launch
+
+    def held_launch(spec):   # the launch waits until the click has returned: order, not seconds
+        assert release.wait(RUN_TIMEOUT_S)
+        return real_launch(spec)
+
+    monkeypatch.setattr(panel_module, "launch", held_launch)
     panel = RunPanel(TINY)
-    started = time.perf_counter()
-    panel.run_button.click()
-    assert time.perf_counter() - started < 1.0, "a button callback must not block the kernel"
-    assert panel.busy and panel.run_button.disabled and not panel.stop_button.disabled
+    panel.run_button.click()   # a button callback must not block the kernel: it returns first
+    assert panel.busy and panel.state == "starting" and panel.current is None
+    assert panel.run_button.disabled and not panel.stop_button.disabled
+    release.set()
     panel.wait(RUN_TIMEOUT_S)
     assert panel.state == "finished" and "finished" in panel.status.value
     loss, ranks, bars = panel.fig.data[0], panel.fig.data[1:3], panel.fig.data[3:7]
@@ -215,9 +224,16 @@ def test_stop_during_a_run_ends_every_rank():
     panel.run_button.click()
     wait_until(lambda: panel.current is not None and len(panel.current.records) >= 2)
     run = panel.current
-    started = time.perf_counter()
-    panel.stop_button.click()
-    assert time.perf_counter() - started < 1.0
+    release, real_stop = threading.Event(), run.stop
+
+    def held_stop():   # the stop waits until the click has returned: order, not seconds
+        assert release.wait(RUN_TIMEOUT_S)
+        real_stop()
+
+    run.stop = held_stop
+    panel.stop_button.click()   # returns while the ranks are still being stopped
+    assert panel.state == "stopping" and run.status == "running"
+    release.set()
     panel.wait(30)
     assert panel.state == "stopped" and run.status == "stopped"
     assert "stopped" in panel.status.value
