@@ -7,6 +7,7 @@
 
 const COLORS = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2",
                 "#7f7f7f", "#bcbd22", "#17becf"];
+const DASHES = { solid: [], dash: [6, 4], dot: [2, 3], dashdot: [6, 3, 2, 3], longdash: [10, 4] };
 const WIDTH = 420, HEIGHT = 210, PAD = { left: 58, right: 12, top: 8, bottom: 34 };
 
 function niceTicks(lo, hi, count) {
@@ -59,6 +60,7 @@ function drawLines(ctx, chart) {
   const { X, Y } = axes(ctx, Math.min(...xs), Math.max(...xs), ylo, yhi, null);
   chart.series.forEach((s, k) => {
     ctx.strokeStyle = ctx.fillStyle = COLORS[k % COLORS.length]; ctx.lineWidth = 1.6;
+    ctx.setLineDash(DASHES[s.dash] || []);   // equal curves lie on top of each other: dash them
     ctx.beginPath();
     let drawing = false;
     s.x.forEach((x, i) => {
@@ -67,6 +69,7 @@ function drawLines(ctx, chart) {
       if (drawing) { ctx.lineTo(X(x), Y(y)); } else { ctx.moveTo(X(x), Y(y)); drawing = true; }
     });
     ctx.stroke();
+    ctx.setLineDash([]);
     if (s.x.length <= 60) {
       s.x.forEach((x, i) => {
         if (s.y[i] !== null && Number.isFinite(s.y[i])) { ctx.fillRect(X(x) - 1.5, Y(s.y[i]) - 1.5, 3, 3); }
@@ -77,10 +80,11 @@ function drawLines(ctx, chart) {
 }
 
 function drawBars(ctx, chart) {
-  const n = chart.categories.length;
+  const n = chart.categories.length, marks = chart.marks || [];
   const totals = chart.categories.map((_, i) =>
     chart.series.reduce((sum, s) => sum + (Number.isFinite(s.y[i]) ? s.y[i] : 0), 0));
-  const { X, Y, w } = axes(ctx, -0.5, n - 0.5, 0, Math.max(...totals, 1e-9) * 1.08, chart.categories);
+  const top = Math.max(...totals, ...finite(marks.flatMap(m => m.y)), 1e-9) * 1.08;
+  const { X, Y, w } = axes(ctx, -0.5, n - 0.5, 0, top, chart.categories);
   const width = Math.min(60, (w / n) * 0.6);
   chart.categories.forEach((_, i) => {
     let base = 0;
@@ -90,6 +94,14 @@ function drawBars(ctx, chart) {
       ctx.fillStyle = COLORS[k % COLORS.length];
       ctx.fillRect(X(i) - width / 2, Y(base + v), width, Y(base) - Y(base + v));
       base += v;
+    });
+  });
+  marks.forEach((m, k) => {   // a value drawn over each bar (e.g. a formula's), as a thick tick
+    ctx.strokeStyle = COLORS[(chart.series.length + k) % COLORS.length]; ctx.lineWidth = 3;
+    m.y.forEach((v, i) => {
+      if (v === null || !Number.isFinite(v)) { return; }
+      ctx.beginPath(); ctx.moveTo(X(i) - width / 2 - 4, Y(v)); ctx.lineTo(X(i) + width / 2 + 4, Y(v));
+      ctx.stroke();
     });
   });
   return totals.length;
@@ -145,10 +157,11 @@ function render({ model, el }) {
       ctx.clearRect(0, 0, WIDTH, HEIGHT);
       if (c.title.textContent !== chart.title) { c.title.textContent = chart.title; }
       if (c.xlabel.textContent !== (chart.xlabel || "")) { c.xlabel.textContent = chart.xlabel || ""; }
-      const keys = chart.series.map(s => s.name).join("\n");
+      const named = chart.series.concat(chart.marks || []);
+      const keys = named.map(s => s.name).join("\n");
       if (c.keys !== keys) {   // the legend is HTML: rebuilt only when its names change
         c.keys = keys;
-        c.legend.replaceChildren(...chart.series.map((s, k) => {
+        c.legend.replaceChildren(...named.map((s, k) => {
           const item = document.createElement("span");
           const swatch = document.createElement("span");
           swatch.style.cssText = `display:inline-block;width:10px;height:10px;margin-right:4px;` +

@@ -32,8 +32,9 @@ def _number(value):
 
 def charts_of(fig: go.Figure) -> list[dict]:
     """The subplots of ``fig`` (``make_subplots``; its subplot titles are its annotations, in
-    order) as the charts the front end draws: scatter traces become lines, bar traces stacked
-    bars over their categories."""
+    order) as the charts the front end draws: scatter traces become lines (dashed where the
+    trace is), bar traces stacked bars over their categories, and a scatter trace in a subplot
+    of bars a mark over each bar."""
     titles = [a.text or "" for a in fig.layout.annotations]
     charts: dict[int, dict] = {}
     for trace in fig.data:
@@ -44,12 +45,15 @@ def charts_of(fig: go.Figure) -> list[dict]:
             "xlabel": (axis.title.text or "") if axis is not None else "",
             "kind": "bars" if trace.type == "bar" else "lines", "series": []})
         xs, ys = list(trace.x or ()), [_number(y) for y in (trace.y or ())]
-        if chart["kind"] == "bars":
+        if chart["kind"] == "bars" and trace.type == "bar":
             chart["categories"] = [str(x) for x in xs]
             chart["series"].append({"name": trace.name or "", "y": ys})
+        elif chart["kind"] == "bars":   # points over bars (a formula's value): a mark per bar
+            chart.setdefault("marks", []).append({"name": trace.name or "", "y": ys})
         else:
+            dash = trace.line.dash if trace.type == "scatter" and trace.line else None
             chart["series"].append({"name": trace.name or "", "x": [_number(x) for x in xs],
-                                    "y": ys})
+                                    "y": ys, "dash": dash or "solid"})
     return [charts[i] for i in sorted(charts)]
 
 

@@ -25,6 +25,7 @@ from ..i18n import tr
 from ..measure.memory import CATEGORIES as MEMORY_CATEGORIES
 from ..plan.memory import model_state_bytes
 from ..runtime.launcher import RunFailed, launch
+from .live_figure import LiveFigure
 from .panel import UPDATE_INTERVAL_S, global_loss, memory_by_rank
 
 MB = 1e6
@@ -138,8 +139,11 @@ class ShardingBoard:
                                     disabled=True)
         self.run_button.on_click(lambda _: self.run())
         self.stop_button.on_click(lambda _: self.stop())
-        self.fig = go.FigureWidget(self._figure())
-        self.widget = W.VBox([W.HBox([self.run_button, self.stop_button]), self.status, self.fig])
+        self.fig = self._figure()    # what is plotted (a plain go.Figure)
+        self.view = LiveFigure()     # what draws it while the runs train (ui/live_figure.py)
+        self.view.show(self.fig)
+        self.widget = W.VBox([W.HBox([self.run_button, self.stop_button]), self.status,
+                              self.view])
 
     @property
     def bars(self) -> list[tuple[str, int]]:
@@ -222,8 +226,8 @@ class ShardingBoard:
         self.status.value = text
 
     def _draw(self) -> None:
-        with self.fig.batch_update():
-            self._fill(self.fig)
+        self._fill(self.fig)
+        self.view.show(self.fig)
 
     # ---- figure --------------------------------------------------------------------------------
     def _figure(self) -> go.Figure:

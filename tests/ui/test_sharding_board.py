@@ -20,6 +20,11 @@ def test_board_draws_every_rank_and_the_formula():
     assert params[2] == pytest.approx(params[0] / 2, rel=0.01)
     formula = fig.data[-1].y
     assert formula[0] == pytest.approx(2 * formula[2], rel=1e-9)
+    loss, memory = board.view.charts   # what the live view was sent: the same numbers
+    assert [s["dash"] for s in loss["series"]] == ["solid", "dash"]
+    assert memory["series"][0]["y"] == pytest.approx(list(params))
+    assert memory["marks"][0]["y"] == pytest.approx(list(formula))
+    assert memory["categories"] == ["ddp r0", "ddp r1", "zero3 r0", "zero3 r1"]
     assert not dist.is_initialized()
 
 
