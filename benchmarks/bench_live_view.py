@@ -9,9 +9,11 @@ tokens/s and the CPU seconds that the browser (every Chromium process), the kern
 server used during it; the driver samples the page's own counters (Chromium's
 ``Performance.getMetrics``: script, layout, style and task time of the page's main thread) so the
 browser's cost can be split. ``--profile`` adds a JavaScript CPU profile of the whole notebook
-(the functions with the most self time).
+(the functions with the most self time). ``--lesson00 N`` then runs lesson 00 itself N times in
+the browser (Run All) and reads what its cell 18 printed: the speedup without a live view beside
+the speedup its panels measured.
 
-    python benchmarks/bench_live_view.py [--trials 3] [--steps 30] [--profile]
+    python benchmarks/bench_live_view.py [--trials 3] [--steps 30] [--profile] [--lesson00 1]
 
 Writes benchmarks/results/live_view.json. Needs /usr/bin/chromium and Playwright (.ci/run
 installs them).
@@ -21,6 +23,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import statistics
 import sys
 import tempfile
@@ -32,7 +35,9 @@ import nbformat
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 from common import report   # noqa: E402
-from jupyterlab_browser import CHROMIUM, CHROMIUM_ARGS, LabServer, kernel_idle  # noqa: E402
+from jupyterlab_browser import (CHROMIUM, CHROMIUM_ARGS, NOTEBOOK, LabServer,  # noqa: E402
+                                kernel_idle, run_all_cells)
+SPEEDUPS = re.compile(r"speedup ([0-9.]+)× \(the panels above, each with its live view: ([0-9.]+)×\)")
 
 SETUP = """\
 import json, os, time
@@ -165,11 +170,40 @@ def summarize(rows: list[dict]) -> dict:
     return out
 
 
+def lesson_00(base: Path) -> dict:
+    """Lesson 00 in the browser, Run All; the two speedups its cell 18 printed."""
+    from playwright.sync_api import sync_playwright
+    server = LabServer(base / "lab", NOTEBOOK)
+    try:
+        server.start()
+        with sync_playwright() as pw:
+            context = pw.chromium.launch_persistent_context(
+                user_data_dir=str(base / "chromium" / "profile"), executable_path=str(CHROMIUM),
+                headless=True, viewport={"width": 1400, "height": 1000},
+                env={**server.env, "HOME": str(base / "chromium")}, args=CHROMIUM_ARGS)
+            page = context.pages[0] if context.pages else context.new_page()
+            page.goto(f"{server.url}/lab/tree/{server.notebook.as_posix()}?reset&token={server.token}")
+            kernel_idle(page, timeout_ms=120_000)
+            timings: dict = {}
+            cells = run_all_cells(page, timings)
+            text = cells.filter(has_text="without_view(spec)").locator(".jp-OutputArea").inner_text()
+            context.close()
+    finally:
+        server.close()
+    found = SPEEDUPS.search(text)
+    assert found, f"lesson 00's cell 18 printed no speedups: {text[:2000]}"
+    without, with_view = map(float, found.groups())
+    return {"speedup_without_view": without, "speedup_with_panels": with_view,
+            "panels_over_without": round(with_view / without, 3),
+            "run_all_cells_s": timings.get("run_all_cells_s"), "printed": text.strip()}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--trials", type=int, default=3)
     parser.add_argument("--steps", type=int, default=30)
     parser.add_argument("--profile", action="store_true", help="a JavaScript CPU profile too")
+    parser.add_argument("--lesson00", type=int, default=0, help="run lesson 00 this many times")
     args = parser.parse_args()
     from playwright.sync_api import sync_playwright
     tmp = Path(tempfile.mkdtemp(prefix="gpututor-live-view-"))
@@ -205,6 +239,8 @@ def main() -> None:
                "trials": args.trials, "summary": summarize(rows), "runs": rows}
     if profile is not None:
         payload["top_js_functions"] = top_functions(profile)
+    if args.lesson00:
+        payload["lesson_00"] = [lesson_00(tmp / f"lesson00-{k}") for k in range(args.lesson00)]
     report("live_view", payload)
 
 

@@ -9,6 +9,7 @@ import ipywidgets as W
 import plotly.graph_objects as go
 
 from ..i18n import tr
+from .live_figure import LiveFigure
 from .series import comparison_key, speedup_rows
 
 
@@ -43,39 +44,27 @@ def show_static(*items) -> None:
 class Comparison:
     """The summaries of the finished runs made here, plotted as speedup over one rank.
 
-    Its plotly ``FigureWidget`` is made when the comparison is first shown, not before: every
-    panel holds a comparison, and each ``FigureWidget`` loads plotly.js (about 5 MB) into the
-    browser, which took a core of a 2-core laptop away from the runs being measured."""
+    The chart is a plain ``go.Figure`` (:func:`speedup_figure`) drawn by a
+    :class:`~gpututor.ui.live_figure.LiveFigure`, not a plotly ``FigureWidget``: each of those
+    loads plotly.js (about 5 MB) into the browser, which took a core of a 2-core laptop away from
+    the runs measured right after it was shown (benchmarks/bench_live_view.py)."""
 
     def __init__(self):
         self.summaries: list[dict] = []
         self._lock = threading.Lock()
-        self._fig: go.FigureWidget | None = None
+        self.fig = speedup_figure([])
+        self.view = LiveFigure()
+        self.view.show(self.fig)
         self.table = W.HTML()
-        self._widget: W.VBox | None = None
-
-    @property
-    def fig(self) -> go.FigureWidget:
-        """The live speedup chart (made on first use)."""
-        with self._lock:
-            if self._fig is None:
-                self._fig = go.FigureWidget(speedup_figure(self.rows()))
-            return self._fig
-
-    @property
-    def widget(self) -> W.VBox:
-        if self._widget is None:
-            self._widget = W.VBox([self.fig, self.table])
-        return self._widget
+        self.widget = W.VBox([self.view, self.table])
 
     def add(self, summary: dict) -> None:
         """Keep a finished run's summary and redraw."""
         with self._lock:
             self.summaries.append(summary)
             rows = self.rows()
-            if self._fig is not None:
-                self._fig.data = []
-                self._fig.add_traces(list(speedup_figure(rows).data))
+            self.fig = speedup_figure(rows)
+            self.view.show(self.fig)
             self.table.value = _rows_html(rows)
 
     def rows(self) -> list[dict]:

@@ -10,10 +10,11 @@ const COLORS = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b"
 const DASHES = { solid: [], dash: [6, 4], dot: [2, 3], dashdot: [6, 3, 2, 3], longdash: [10, 4] };
 const WIDTH = 420, HEIGHT = 210, PAD = { left: 58, right: 12, top: 8, bottom: 34 };
 
-function niceTicks(lo, hi, count) {
+function niceTicks(lo, hi, count, integers) {
   if (!(hi > lo)) { hi = lo + 1; }
   const raw = (hi - lo) / count, mag = Math.pow(10, Math.floor(Math.log10(raw)));
-  const step = [1, 2, 2.5, 5, 10].map(m => m * mag).find(s => s >= raw);
+  let step = [1, 2, 2.5, 5, 10].map(m => m * mag).find(s => s >= raw);
+  if (integers) { step = Math.max(1, Math.round(step)); }   // steps, ranks: whole numbers
   const ticks = [];
   for (let t = Math.ceil(lo / step) * step; t <= hi + step * 1e-9; t += step) { ticks.push(t); }
   return ticks;
@@ -41,7 +42,8 @@ function axes(ctx, xlo, xhi, ylo, yhi, xlabels) {
   if (xlabels) {
     xlabels.forEach((name, i) => ctx.fillText(name, X(i), PAD.top + h + 6));
   } else {
-    for (const t of niceTicks(xlo, xhi, 6)) { ctx.fillText(label(t), X(t), PAD.top + h + 6); }
+    const whole = Number.isInteger(xlo) && Number.isInteger(xhi);
+    for (const t of niceTicks(xlo, xhi, 6, whole)) { ctx.fillText(label(t), X(t), PAD.top + h + 6); }
   }
   ctx.strokeStyle = "#999";
   ctx.beginPath(); ctx.moveTo(PAD.left, PAD.top); ctx.lineTo(PAD.left, PAD.top + h);

@@ -35,7 +35,8 @@ def charts_of(fig: go.Figure) -> list[dict]:
     order) as the charts the front end draws: scatter traces become lines (dashed where the
     trace is), bar traces stacked bars over their categories, and a scatter trace in a subplot
     of bars a mark over each bar."""
-    titles = [a.text or "" for a in fig.layout.annotations]
+    # a figure of one plot has no subplot titles: its own title names the chart
+    titles = [a.text or "" for a in fig.layout.annotations] or [fig.layout.title.text or ""]
     charts: dict[int, dict] = {}
     for trace in fig.data:
         index = int((trace.xaxis or "x")[1:] or 1) - 1
@@ -68,5 +69,5 @@ class LiveFigure(anywidget.AnyWidget):
     def show(self, fig: go.Figure) -> None:
         """Draw ``fig`` now (its numbers are sent; the front end redraws)."""
         with self.hold_sync():
-            self.title = fig.layout.title.text or ""
+            self.title = (fig.layout.title.text or "") if fig.layout.annotations else ""
             self.charts = charts_of(fig)

@@ -308,9 +308,13 @@ def test_panel_says_what_its_live_view_cost():
     assert "drawing code 0.013 s" in panel.cost.value
 
 
-def test_a_comparison_loads_no_plot_until_shown():
+def test_a_comparison_draws_with_the_live_view():
     comparison = Comparison()
     comparison.add(summary(1, 100.0))
-    assert comparison._fig is None   # no FigureWidget (and no plotly.js in the browser) yet
     comparison.add(summary(2, 150.0))
-    assert [list(t.y) for t in comparison.fig.data][1] == [1.0, 1.5]   # made with every run
+    speedup, = comparison.view.charts   # one chart, named by the figure's title
+    assert speedup["title"] == comparison.fig.layout.title.text
+    ideal, measured = speedup["series"]
+    assert ideal["dash"] == "dash" and ideal["x"] == [1, 2] and ideal["y"] == [1, 2]
+    assert measured["x"] == [1, 2] and measured["y"] == [1.0, 1.5]
+    assert "1.50" in comparison.table.value
