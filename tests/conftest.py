@@ -14,6 +14,16 @@ from gpututor.moe import auxiliary_loss
 from gpututor.parallel import check_spec
 
 
+# Equivalence tests train with plain SGD (momentum, no normalisation) at a large learning rate: a
+# step moves every weight by lr x its gradient, so a gradient off by a factor (a missing
+# /world_size or /grad_accum) moves the weights by that factor, far outside the comparison's
+# tolerance. AdamW would hide it: it divides by sqrt(v), so twice the gradient takes the same
+# steps (measured on the tiny GPT, 4 steps: losses within 6e-7 relative, all but 174 of 267k
+# weights within 5e-5). tests/parallel/test_data_parallel.py shows the comparison failing for
+# such a run.
+SGD = dict(optimizer="sgd", lr=0.1)
+
+
 def tiny_spec(**changes) -> RunSpec:
     """A run small enough for tests: tiny GPT, small batch, few steps, 2 ranks."""
     base = dict(model="gpt", model_size="tiny", strategy="ddp", world_size=2,

@@ -35,16 +35,20 @@ class MasterWeightsTrainer:
     One step: (1) copy the fp32 master weights into the low-precision model; (2) forward and
     backward there, on ``loss × scale`` if a :class:`DynamicLossScaler` is given; (3) turn the
     gradients into fp32 on the master weights and unscale them; (4) skip the step on inf/nan,
-    else let AdamW update the fp32 master weights, so updates too small for bf16/fp16 still add up.
+    else let the optimizer (AdamW, or ``optimizer="sgd"``: SGD with momentum 0.9, as the runs'
+    ``RunSpec.optimizer``) update the fp32 master weights, so updates too small for bf16/fp16
+    still add up.
     """
 
     def __init__(self, model: torch.nn.Module, dtype: str = "bf16", lr: float = 1e-3,
-                 scaler: Optional[DynamicLossScaler] = None):
+                 scaler: Optional[DynamicLossScaler] = None, optimizer: str = "adamw"):
         self.dtype = _dtype(dtype)
         self.master = model.float()
         self.compute = copy.deepcopy(model).to(self.dtype)
         self.scaler = scaler
-        self.optimizer = torch.optim.AdamW(self.master.parameters(), lr=lr, weight_decay=0.0)
+        params = self.master.parameters()
+        self.optimizer = torch.optim.SGD(params, lr=lr, momentum=0.9) if optimizer == "sgd" \
+            else torch.optim.AdamW(params, lr=lr, weight_decay=0.0)
         self.pairs = list(zip(self.master.parameters(), self.compute.parameters()))
 
     def step(self, inputs: torch.Tensor, targets: torch.Tensor) -> StepResult:
@@ -99,13 +103,14 @@ def train_master_weights(spec, dtype: str = "bf16", scaler: Optional[DynamicLoss
                          ) -> MasterWeightsRun:
     """Train ``spec``'s model in this process with :class:`MasterWeightsTrainer`.
 
-    Uses ``spec``'s model, seed, batches, steps and learning rate, on ``spec.threads_per_rank``
-    threads, so with ``dtype="fp32"`` and no scaler it is exactly the plain fp32 loop.
+    Uses ``spec``'s model, seed, batches, steps, optimizer and learning rate, on
+    ``spec.threads_per_rank`` threads, so with ``dtype="fp32"`` and no scaler it is exactly the
+    plain fp32 loop.
     """
     saved = torch.get_num_threads()
     torch.set_num_threads(spec.threads_per_rank)
     try:
-        trainer = MasterWeightsTrainer(build_model(spec), dtype, spec.lr, scaler)
+        trainer = MasterWeightsTrainer(build_model(spec), dtype, spec.lr, scaler, spec.optimizer)
         start = time.perf_counter()
         results = [trainer.step(inputs, targets) for inputs, targets in batches(spec)]
         return MasterWeightsRun(results, trainer.memory(), time.perf_counter() - start)
