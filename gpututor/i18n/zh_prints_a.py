@@ -13,9 +13,11 @@ PRINTS_A = {
     "DDP on 2 ranks: {tokens_per_s:,.0f} tokens/s = {share:.2f} of that ceiling":
         "2 个进程上的 DDP：{tokens_per_s:,.0f} tokens/s = 这一上限的 {share:.2f}",
     "without a live view: DDP on 2 ranks {ddp:,.0f} tokens/s, one rank {one:,.0f} tokens/s, "
-    "speedup {speedup:.2f}× (the panels above, each with its live view: {panel_speedup:.2f}×)":
+    "speedup {speedup:.2f}× (the panels above, each with its live view: {panels})":
         "不带实时视图：2 个进程上的 DDP {ddp:,.0f} tokens/s，单个进程 {one:,.0f} tokens/s，"
-        "加速比 {speedup:.2f}×（上面各自带实时视图的面板：{panel_speedup:.2f}×）",
+        "加速比 {speedup:.2f}×（上面各自带实时视图的面板：{panels}）",
+    "A run without a live view measured no steady tokens/s: nothing to compare.":
+        "不带实时视图的某次运行没有测到稳定阶段的 tokens/s：无法比较。",
     # lessons/contention.py explain_gap: where DDP's time per step went
     "No steady step times were measured, so the steps cannot be compared.":
         "没有测到稳定阶段的单步时间，所以无法比较各步。",

@@ -48,6 +48,32 @@ def without_view(spec) -> dict:
     return {"ddp": ddp, "one": solo, "pair": independent_pair(spec)}
 
 
+def without_view_lines(quiet: dict, panel_speedup: float | None) -> str:
+    """What :func:`without_view` measured, in words: the speedup without a live view beside the
+    one the panels measured (``panel_speedup``), and DDP's share of the independent pair's
+    ceiling; "not measured" where a run has no steady step."""
+    ddp, one, pair = (quiet["ddp"]["tokens_per_s"], quiet["one"]["tokens_per_s"],
+                      quiet["pair"]["tokens_per_s"])
+    if ddp is None or one is None or pair is None:
+        return tr("A run without a live view measured no steady tokens/s: nothing to compare.")
+    panels = tr("not measured") if panel_speedup is None else f"{panel_speedup:.2f}×"
+    share = efficiency_against_pair(quiet["ddp"], quiet["pair"])
+    lines = [tr("without a live view: DDP on 2 ranks {ddp:,.0f} tokens/s, one rank {one:,.0f} "
+                "tokens/s, speedup {speedup:.2f}× (the panels above, each with its live view: "
+                "{panels})", ddp=ddp, one=one, speedup=ddp / one, panels=panels),
+             tr("two independent runs of {sequences} sequences, at once: {tokens_per_s:,.0f} "
+                "tokens/s together", sequences=quiet["pair"]["summaries"][0]["batch_size"],
+                tokens_per_s=pair)]
+    if share > 1:
+        lines.append(tr("DDP on 2 ranks: {tokens_per_s:,.0f} tokens/s = {share:.2f} of that "
+                        "ceiling (above 1.0: run-to-run noise on a shared machine)",
+                        tokens_per_s=ddp, share=share))
+    else:
+        lines.append(tr("DDP on 2 ranks: {tokens_per_s:,.0f} tokens/s = {share:.2f} of that "
+                        "ceiling", tokens_per_s=ddp, share=share))
+    return "\n".join(lines)
+
+
 def gap_per_step(ddp_summary: dict, pair: dict) -> dict | None:
     """DDP's step against the independent runs', like for like (medians over steady steps, in
     seconds): DDP's slowest-rank step, a DDP rank's compute and its wait at the all-reduce (means

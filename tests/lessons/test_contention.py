@@ -2,7 +2,7 @@
 the measured numbers, like for like (a DDP rank's compute against the independent runs')."""
 import pytest
 
-from gpututor.lessons.contention import explain_gap, gap_per_step
+from gpututor.lessons.contention import explain_gap, gap_per_step, without_view_lines
 
 
 def pair(*step_times):
@@ -37,3 +37,17 @@ def test_each_case_says_what_was_measured():
     assert "not measured, so the step is not split" in explain_gap(ddp(0.12, None, None),
                                                                    pair(0.1, 0.1))
     assert "cannot be compared" in explain_gap(ddp(None, None, None), pair(0.1, 0.1))
+
+
+def quiet(ddp_tps, one_tps, pair_tps):
+    return {"ddp": {"tokens_per_s": ddp_tps}, "one": {"tokens_per_s": one_tps},
+            "pair": {"tokens_per_s": pair_tps, "summaries": [{"batch_size": 16}] * 2}}
+
+
+def test_the_runs_without_a_view_are_said_from_their_numbers():
+    text = without_view_lines(quiet(150.0, 100.0, 200.0), panel_speedup=1.4)
+    assert "speedup 1.50× (the panels above, each with its live view: 1.40×)" in text
+    assert "two independent runs of 16 sequences" in text and "= 0.75 of that ceiling" in text
+    assert "above 1.0" in without_view_lines(quiet(210.0, 100.0, 200.0), panel_speedup=None)
+    assert "live view: not measured)" in without_view_lines(quiet(150.0, 100.0, 200.0), None)
+    assert "nothing to compare" in without_view_lines(quiet(None, 100.0, 200.0), 1.4)
