@@ -1,48 +1,112 @@
-"""Every exercise checker accepts the published solution and rejects a plausible wrong answer.
+"""Every exercise checker accepts the lesson's published solution and rejects plausible wrong
+answers, each named by the mistake it models, for the reason its message gives.
 
-The ring all-reduce's checker also proves the from-scratch ring equals ``dist.all_reduce``.
+The published solutions are read from the lessons' "Solutions" cells, as
+``tests/test_exercises.py`` reads them (nothing is executed but the solution's own code). The
+ring all-reduce's checker also proves the from-scratch ring equals ``dist.all_reduce``.
 """
+import functools
 import math
+import re
+from pathlib import Path
 
-import pytest
-import torch.distributed as dist
-
+import nbformat
 import numpy as np
+import pytest
 import torch
+import torch.distributed as dist
+import torch.nn.functional as F
 
+from gpututor import RunSpec
 from gpututor.lessons.exercises import (check_allreduce, check_answer, check_fits, check_group,
-                                        check_loss_scaler, check_names, check_row_parallel,
-                                        first_stage_that_fits)
+                                        check_loss_scaler, check_names, check_online_softmax,
+                                        check_row_parallel, first_stage_that_fits)
 from gpututor.parallel.mesh import RankGrid
-from gpututor.parallel.data_parallel.ring import ring_allreduce
+from gpututor.parallel.pipeline.timeline import theoretical_bubble_fraction
 from gpututor.parallel.tensor_parallel.megatron import reduce_from_tensor_parallel_region
+from gpututor.plan.layouts import predict_layouts, transformer_of
+from test_exercises import exercises
+
+NOTEBOOKS = Path(__file__).resolve().parents[2] / "notebooks"
 
 
-def test_check_answer_accepts_the_measured_number_and_rejects_others(capsys):
+@functools.lru_cache(maxsize=None)
+def _checks(stem: str) -> tuple:
+    return tuple(exercises(nbformat.read(NOTEBOOKS / f"{stem}.ipynb", as_version=4)))
+
+
+def published(stem: str, variable: str, **names):
+    """The value lesson ``stem``'s Solutions cell gives ``variable``, its code run with
+    ``names`` standing for the notebook's variables it uses."""
+    code = next(c["solution"] for c in _checks(stem) if c["variable"] == variable)
+    scope = {"__name__": "__main__", "math": math, "torch": torch, "F": F,
+             "reduce_from_tensor_parallel_region": reduce_from_tensor_parallel_region, **names}
+    exec(code, scope)
+    return scope[variable]
+
+
+def rejected(checker, answer, *args, match: str, **kwargs) -> None:
+    with pytest.raises(AssertionError, match=match):
+        checker(answer, *args, **kwargs)
+
+
+# ---- check_answer ------------------------------------------------------------------------------
+
+def test_check_answer_accepts_the_published_sent_bytes_and_rejects_the_classic_mistakes(capsys):
+    params = 1_234_567                                   # stands for lesson 02's measured model
+    runs = {"single": {"params": params}, "ddp": {"comm_bytes_per_step": 4 * params}}
+    expected = 2 * 7 / 8 * runs["ddp"]["comm_bytes_per_step"]   # lesson 02's checker cell
+    what = "bytes sent per rank on 8 ranks"
+    check_answer(published("02_data_parallel", "my_sent_on_8", runs=runs), expected, what,
+                 rel_tol=0.001)
+    assert "Correct. bytes sent per rank on 8 ranks" in capsys.readouterr().out
+    wrong = {
+        "forgot the (N-1)/N factor": 2 * 4 * params,
+        "2 ranks, not 8": 2 * (2 - 1) / 2 * 4 * params,
+        "one phase only: the reduce-scatter without the all-gather": (8 - 1) / 8 * 4 * params,
+    }
+    for mistake, answer in wrong.items():
+        rejected(check_answer, answer, expected, what, rel_tol=0.001,
+                 match=re.escape(f"{what}: {answer!r} is not what this notebook measured"))
+
+
+def test_check_answer_accepts_the_published_bubble_and_rejects_the_classic_mistakes(capsys):
+    expected, what = theoretical_bubble_fraction(2, 8), "bubble for p=2, m=8"   # lesson 05's
+    check_answer(published("05_pipeline_parallel", "my_bubble"), expected, what, rel_tol=0.001)
+    assert "Correct. bubble for p=2, m=8" in capsys.readouterr().out
+    wrong = {
+        "the ratio to the ideal time, not the fraction of the step": (2 - 1) / 8,
+        "off by one stage: p instead of p - 1": 2 / (8 + 2 - 1),
+        "the sequence for sums, not a number": "(2 - 1) / (8 + 2 - 1)",
+        "a yes/no, not a number": True,
+    }
+    for mistake, answer in wrong.items():
+        rejected(check_answer, answer, expected, what, rel_tol=0.001,
+                 match=re.escape(f"{what}: {answer!r} is not what this notebook measured"))
+
+
+def test_check_answer_takes_any_real_number_and_says_when_nothing_is_measured(capsys):
     check_answer(..., 8, "batch")
     assert "not answered yet" in capsys.readouterr().out
-    check_answer(1.53, 1.54, "speedup")
-    assert "Correct" in capsys.readouterr().out
-    for wrong in (7, "8", True):
-        with pytest.raises(AssertionError):
-            check_answer(wrong, 8, "batch")
     for same in (np.float64(1.53), torch.tensor(1.53), np.array(1.53)):   # any real number
         check_answer(same, 1.54, "speedup")
     with pytest.raises(AssertionError, match="not measured it yet"):   # no crash on None
         check_answer(1.5, None, "speedup")
 
 
+# ---- check_allreduce (lesson 02; real ranks) ----------------------------------------------------
+
 def test_ring_allreduce_equals_dist_all_reduce(capsys):
-    check_allreduce(ring_allreduce)   # on 3 and on 4 ranks
-    assert "Correct" in capsys.readouterr().out
+    check_allreduce(published("02_data_parallel", "my_allreduce"))   # on 3 and on 4 ranks
+    assert "Correct: equals dist.all_reduce on 3 and 4 ranks" in capsys.readouterr().out
 
 
-def test_allreduce_checker_rejects_a_wrong_allreduce():
+def test_allreduce_checker_rejects_a_ring_that_forgets_to_sum():
     def forgets_to_sum(tensor, rank, world):  # defined here: sent to the ranks by value
         return tensor
 
-    with pytest.raises(AssertionError, match="differs from dist.all_reduce"):
-        check_allreduce(forgets_to_sum)
+    rejected(check_allreduce, forgets_to_sum,
+             match=r"on 3 ranks, rank \d: a tensor of \d+ elements differs from dist.all_reduce")
 
 
 def test_allreduce_checker_rejects_a_sum_that_is_not_in_place():
@@ -50,8 +114,9 @@ def test_allreduce_checker_rejects_a_sum_that_is_not_in_place():
         from gpututor.parallel.data_parallel.ring import ring_allreduce
         return ring_allreduce(tensor.clone(), rank, world)
 
-    with pytest.raises(AssertionError, match="in place"):
-        check_allreduce(returns_a_copy)
+    rejected(check_allreduce, returns_a_copy,
+             match="returned the sum but left the tensor it was given unchanged: sum into that "
+                   "tensor, in place")
 
 
 def test_allreduce_checker_rejects_the_built_in_collective():
@@ -59,8 +124,9 @@ def test_allreduce_checker_rejects_the_built_in_collective():
         dist.all_reduce(tensor)
         return tensor
 
-    with pytest.raises(AssertionError, match="called dist.all_reduce"):
-        check_allreduce(via_library)
+    rejected(check_allreduce, via_library,
+             match="your function called dist.all_reduce: build the sum from dist.isend / "
+                   "dist.recv only")
 
 
 def test_allreduce_checker_rejects_a_ring_that_sends_the_wrong_way():
@@ -86,103 +152,190 @@ def test_allreduce_checker_rejects_a_ring_that_sends_the_wrong_way():
         return tensor
 
     check_allreduce(wrong_way, world_sizes=(2,))     # the hole the 2-rank check had
-    with pytest.raises(AssertionError):
-        check_allreduce(wrong_way)
+    # on 3 ranks a rank receives a chunk of another size than the one sent (gloo aborts the
+    # rank): the checker reports the crash, on 3 ranks
+    rejected(check_allreduce, wrong_way, match=r"on 3 ranks your function failed: rank \d")
 
 
-def test_fits_checker_accepts_the_first_stage_and_rejects_a_later_one(capsys):
+# ---- check_fits (lesson 03) ----------------------------------------------------------------------
+
+def test_fits_checker_accepts_the_first_stage_and_rejects_the_classic_mistakes(capsys):
     # lesson 03's question: 7.5 B parameters, 64 ranks, 24 GB each, 6 GB of activations
     question = dict(n_params=7.5e9, world_size=64, device_bytes=24e9, other_bytes=6e9)
-    expected = first_stage_that_fits(**question)
-    assert expected == 2 and first_stage_that_fits(7.5e9, 64, 1e9) is None
-    check_fits(expected, **question)
-    assert "Correct: stage 2" in capsys.readouterr().out
-    for wrong in (3, 1, None, True):
-        with pytest.raises(AssertionError, match="not the first that fits"):
-            check_fits(wrong, **question)
+    solution = published("03_sharding", "my_stage")
+    assert solution == first_stage_that_fits(**question) == 2
+    check_fits(solution, **question)
+    assert "Correct: stage 2 needs" in capsys.readouterr().out
+    wrong = {
+        "fits too, but shards more than needed": 3,
+        "one stage too early: the optimizer state sharded, the gradients not yet": 1,
+        "plain data parallel, as if nothing needed sharding": 0,
+        "as if no stage fitted": None,
+        "a yes/no, not a stage": True,
+    }
+    for mistake, answer in wrong.items():
+        rejected(check_fits, answer, **question,
+                 match=re.escape(f"stage {answer!r} is not the first that fits"))
 
 
-def test_row_parallel_checker(capsys):
-    def mine(x_local, weight_local, bias, tp):   # sent to the ranks by value
-        return reduce_from_tensor_parallel_region(x_local @ weight_local.T, tp) + bias
+# ---- check_row_parallel (lesson 04; real ranks) -----------------------------------------------
 
-    check_row_parallel(mine)
-    assert "Correct" in capsys.readouterr().out
+def test_row_parallel_checker_accepts_the_published_layer(capsys):
+    check_row_parallel(published("04_tensor_parallel", "my_row_forward"))
+    assert "Correct: on 2 ranks the output and the input and weight gradients" \
+        in capsys.readouterr().out
 
+
+def test_row_parallel_checker_rejects_a_layer_that_forgets_the_sum():
     def forgets_the_sum(x_local, weight_local, bias, tp):
         return x_local @ weight_local.T + bias
 
-    with pytest.raises(AssertionError, match="output differs from the dense layer's"):
-        check_row_parallel(forgets_the_sum)
+    rejected(check_row_parallel, forgets_the_sum,
+             match=r"rank \d: the output differs from the dense layer's")
 
 
-def test_loss_scale_exercise_checks_the_whole_trajectory(capsys):
+def test_row_parallel_checker_rejects_a_bias_added_on_every_rank():
+    def bias_on_every_rank(x_local, weight_local, bias, tp):   # the sum adds it world times
+        return reduce_from_tensor_parallel_region(F.linear(x_local, weight_local, bias), tp)
+
+    rejected(check_row_parallel, bias_on_every_rank,
+             match=r"rank \d: the output differs from the dense layer's")
+
+
+def test_row_parallel_checker_rejects_a_sum_whose_backward_sums_again():
+    def backward_sums_too(x_local, weight_local, bias, tp):   # right output, gradients x world
+        import torch.distributed.nn.functional as dist_nn
+        return dist_nn.all_reduce(F.linear(x_local, weight_local)) + bias
+
+    rejected(check_row_parallel, backward_sums_too,
+             match=r"rank \d: the input gradient differs from the dense layer's")
+
+
+# ---- check_loss_scaler (lesson 06) ---------------------------------------------------------------
+
+def test_loss_scale_checker_accepts_the_published_rule_and_rejects_the_classic_mistakes(capsys):
     stream = [1.0, 1.0, 1.0, math.inf, 1.0, 1.0, 1.0, 1.0, math.nan, 1.0]   # lesson 06's
-
-    def published(scale, clean_steps, found_inf, growth_interval):
-        if found_inf:
-            return scale * 0.5, 0
-        clean_steps += 1
-        return (scale * 2.0, 0) if clean_steps == growth_interval else (scale, clean_steps)
 
     def never_backs_off(scale, clean_steps, found_inf, growth_interval):
         clean_steps += 1
         return (scale * 2.0, 0) if clean_steps == growth_interval else (scale, clean_steps)
 
-    def checks_before_counting(scale, clean_steps, found_inf, growth_interval):
+    def grows_one_step_late(scale, clean_steps, found_inf, growth_interval):
         if found_inf:
             return scale * 0.5, 0
-        if clean_steps == growth_interval:   # grows one step late
+        if clean_steps == growth_interval:   # checks before counting
             return scale * 2.0, 0
         return scale, clean_steps + 1
 
-    check_loss_scaler(published, stream)
-    assert "Correct" in capsys.readouterr().out
-    for wrong in (never_backs_off, checks_before_counting):
-        with pytest.raises(AssertionError, match="at step"):
-            check_loss_scaler(wrong, stream)
+    def grows_on_every_clean_step(scale, clean_steps, found_inf, growth_interval):
+        return (scale * 0.5, 0) if found_inf else (scale * 2.0, 0)   # forgot the interval
+
+    check_loss_scaler(published("06_mixed_precision", "my_update"), stream)
+    assert "Correct: the same scale as GradScaler at every one of 11 steps" \
+        in capsys.readouterr().out
+    # the step where each first parts from GradScaler (the message also shows both scales)
+    for wrong, step in ((never_backs_off, 4), (grows_one_step_late, 3),
+                        (grows_on_every_clean_step, 1)):
+        rejected(check_loss_scaler, wrong, stream, match=f"at step {step} your rule's scale is ")
 
 
-def test_group_checker_accepts_the_group_and_rejects_another_dims(capsys):
-    grid = RankGrid((("dp", 2), ("pp", 2), ("tp", 2)))   # lesson 09's 3-D grid
-    check_group([5, 4], grid, rank=5, dim="tp")
+# ---- check_group (lesson 09) ---------------------------------------------------------------------
+
+def test_group_checker_accepts_the_groups_and_rejects_the_classic_mistakes(capsys):
+    grid3 = RankGrid((("dp", 2), ("pp", 2), ("tp", 2)))   # lesson 09's 3-D grid
+    check_group(published("09_composing_parallelisms", "my_tp_group"), grid3, rank=5, dim="tp")
     assert "Correct: rank 5's tp group is [4, 5]" in capsys.readouterr().out
-    for wrong in ([1, 5], [5, 7], [4, 5, 6, 7], "45", [5]):   # dp group, pp group, ...
-        with pytest.raises(AssertionError):
-            check_group(wrong, grid, rank=5, dim="tp")
-    check_group(..., grid, rank=5, dim="tp")
+    check_group(published("09_composing_parallelisms", "my_dp_group"), grid3, rank=5, dim="dp")
+    assert "Correct: rank 5's dp group is [1, 5]" in capsys.readouterr().out
+    wrong_tp = {
+        "neighbours by rank number": [5, 6],
+        "the dp group": [1, 5],
+        "the pp group": [5, 7],
+        "the whole pp x tp block": [4, 5, 6, 7],
+        "the rank alone": [5],
+        "the ranks as a string": "45",
+    }
+    for mistake, answer in wrong_tp.items():
+        rejected(check_group, answer, grid3, rank=5, dim="tp",
+                 match=re.escape(f"{answer!r} is not rank 5's tp group in this grid"))
+    wrong_dp = {"every odd rank": [1, 3, 5, 7], "the tp group": [4, 5]}
+    for mistake, answer in wrong_dp.items():
+        rejected(check_group, answer, grid3, rank=5, dim="dp",
+                 match=re.escape(f"{answer!r} is not rank 5's dp group in this grid"))
+    for mistake, answer in {"the rank itself, not its group": 5,
+                            "names, not ranks": ["four", "five"]}.items():
+        rejected(check_group, answer, grid3, rank=5, dim="tp",
+                 match=re.escape(f"{answer!r} is not a list of ranks"))
+    check_group(..., grid3, rank=5, dim="tp")
     assert "Not answered yet" in capsys.readouterr().out
 
 
-def test_names_checker_accepts_the_set_and_rejects_one_too_many(capsys):
-    from gpututor.plan.layouts import predict_layouts
-    from gpututor.plan.memory import Transformer
-    rows = predict_layouts(Transformer(6, 192, 6, 96, 64), 8, 4, capacity=0.75 * 47e6)
-    fit = [r["layout"] for r in rows if r["fits"]]          # lesson 09's exercise 4
-    assert len(fit) >= 2
-    check_names(list(reversed(fit)), fit, "layouts that fit")
-    assert "Correct" in capsys.readouterr().out
-    for wrong in (fit + ["ddp"], fit[:-1], "fsdp", [1, 2]):
-        with pytest.raises(AssertionError):
-            check_names(wrong, fit, "layouts that fit")
+# ---- check_names (lesson 09) ---------------------------------------------------------------------
+
+def test_names_checker_accepts_the_published_layouts_and_rejects_the_classic_mistakes(capsys):
+    base = RunSpec(model="gpt", model_size="medium", batch_size=8, seq_len=64)   # lesson 09's
+    shape, capacity = transformer_of(base), 47e6        # capacity: stands for the measured one
+    rows = predict_layouts(shape, base.batch_size, 4, capacity)
+    smaller = [r["layout"] for r in predict_layouts(shape, base.batch_size, 4, 0.75 * capacity)
+               if r["fits"]]                            # lesson 09's checker cell
+    solution = published("09_composing_parallelisms", "my_layouts", rows=rows, capacity=capacity)
+    what = "layouts predicted to fit 3/4 of the capacity"
+    check_names(solution, smaller, what)
+    assert f"Correct. {what}: {sorted(smaller)}" in capsys.readouterr().out
+
+    fit_full = [r["layout"] for r in rows if r["fits"]]
+    too_big = next(r["layout"] for r in rows if r["layout"] not in smaller)
+    smallest = min(rows, key=lambda r: r["total"])["layout"]
+    assert len(smaller) == 2 and len(fit_full) == 4 and smallest in smaller
+    wrong = {   # mistake: (answer, how many of its names are right, how many are missing)
+        "forgot the 3/4: the layouts that fit the whole capacity": (fit_full, 2, 0),
+        "every layout": ([r["layout"] for r in rows], 2, 0),
+        "one name too many": (smaller + [too_big], 2, 0),
+        "one name missing: only the smallest": ([smallest], 1, 1),
+    }
+    for mistake, (answer, right, missing) in wrong.items():
+        rejected(check_names, answer, smaller, what,
+                 match=re.escape(f"{what}: {sorted(set(answer))!r} is not it ({right} of yours "
+                                 f"are right, {missing} missing)"))
+    for mistake, answer in {"one name, not a list": smallest, "row numbers, not names": [1, 3]}.items():
+        rejected(check_names, answer, smaller, what,
+                 match=re.escape(f"{what}: {answer!r} is not a list of names"))
 
 
-def test_online_softmax_checker_accepts_the_update_and_rejects_one_without_rescaling():
-    from gpututor.lessons.exercises import check_online_softmax
+# ---- check_online_softmax (lesson 01b) ------------------------------------------------------------
 
-    def update(m, l, acc, s, v):
-        m_new = torch.maximum(m, s.amax(dim=-1))
-        p = torch.exp(s - m_new[:, None])
-        c = torch.exp(m - m_new)
-        return m_new, l * c + p.sum(dim=-1), acc * c[:, None] + p @ v
+def test_online_softmax_checker_accepts_the_update_and_rejects_the_classic_mistakes(capsys):
+    check_online_softmax(published("01b_one_device", "my_update"))
+    assert "Correct: the same as softmax(S) @ V whole" in capsys.readouterr().out
 
-    def no_rescale(m, l, acc, s, v):
+    def no_rescale(m, l, acc, s, v):        # forgot the rescale
         m_new = torch.maximum(m, s.amax(dim=-1))
         p = torch.exp(s - m_new[:, None])
         return m_new, l + p.sum(dim=-1), acc + p @ v
 
-    check_online_softmax(update)
-    with pytest.raises(AssertionError, match="rescale"):
-        check_online_softmax(no_rescale)
-    with pytest.raises(AssertionError, match="failed"):
-        check_online_softmax(lambda m, l, acc, s, v: (m, l))
+    def rescales_acc_only(m, l, acc, s, v):   # forgot to rescale l
+        m_new = torch.maximum(m, s.amax(dim=-1))
+        p = torch.exp(s - m_new[:, None])
+        c = torch.exp(m - m_new)
+        return m_new, l + p.sum(dim=-1), acc * c[:, None] + p @ v
+
+    def rescale_upside_down(m, l, acc, s, v):   # exp(m_new - m_old)
+        m_new = torch.maximum(m, s.amax(dim=-1))
+        p = torch.exp(s - m_new[:, None])
+        c = torch.exp(m_new - m).nan_to_num(posinf=0.0)   # the first block: exp(inf) -> 0
+        return m_new, l * c + p.sum(dim=-1), acc * c[:, None] + p @ v
+
+    # one key block needs no rescale: each first fails on the blocks of 8
+    for wrong in (no_rescale, rescales_acc_only, rescale_upside_down):
+        rejected(check_online_softmax, wrong,
+                 match=re.escape("with key blocks of 8, acc / l is not softmax(S) @ V (did you "
+                                 "rescale l and acc by exp(m_old - m_new) when the maximum rose?)"))
+
+    def forgot_to_return_acc(m, l, acc, s, v):
+        m_new = torch.maximum(m, s.amax(dim=-1))
+        p = torch.exp(s - m_new[:, None])
+        c = torch.exp(m - m_new)
+        return m_new, l * c + p.sum(dim=-1)
+
+    rejected(check_online_softmax, forgot_to_return_acc,
+             match=r"your update failed with key blocks of 23: ValueError: not enough values")
