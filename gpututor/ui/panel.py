@@ -31,11 +31,11 @@ from ..measure.memory import CATEGORIES as MEMORY_CATEGORIES
 from ..parallel import STRATEGIES, check_spec
 from ..runtime.launcher import Run, RunFailed, launch, warm_up
 from .comparison import Comparison
+from .follow import UPDATE_INTERVAL_S, Follower
 from .live_figure import LiveFigure
 from .series import (downsample, global_loss, memory_by_rank, step_breakdown_by_rank,
                      summary_line, throughput_by_rank)
 
-UPDATE_INTERVAL_S = 1.0      # at most 1 redraw per second (and the first step at once)
 LOG_LINES = 40               # lines of the ranks' output kept in the log area
 DEFAULT_FIELDS = ("model_size", "strategy", "world_size", "batch_size", "steps", "precision")
 CHOICES = {"model": lambda spec: list(MODEL_SIZES),
@@ -88,7 +88,7 @@ def fill_figure(fig: go.Figure, records: list[dict], world_size: int) -> None:
 
 # ---- the widget ---------------------------------------------------------------------------------
 
-class RunPanel:
+class RunPanel(Follower):
     """Edit a RunSpec, launch it with Run, cancel with Stop, and watch loss, speed and memory."""
 
     def __init__(self, spec: RunSpec | None = None, fields: tuple = DEFAULT_FIELDS,
@@ -97,7 +97,6 @@ class RunPanel:
         self.comparison = comparison if comparison is not None else Comparison()
         self.current: Run | None = None     # the latest run, once its ranks have started
         self.state = "ready"
-        self._follower: threading.Thread | None = None
         self._lock = threading.Lock()
         self._stop_requested = False
         if set(fields) - {f.name for f in dataclasses.fields(RunSpec)}:
@@ -105,11 +104,7 @@ class RunPanel:
         self.controls = {name: _control(name, self.spec) for name in fields}
         if "model" in self.controls and "model_size" in self.controls:
             self.controls["model"].observe(self._model_changed, names="value")
-        self.run_button = W.Button(description=tr("Run"), button_style="success", icon="play")
-        self.stop_button = W.Button(description=tr("Stop"), button_style="danger", icon="stop",
-                                    disabled=True)
-        self.run_button.on_click(lambda _: self.run())
-        self.stop_button.on_click(lambda _: self.stop(wait=False))
+        Follower.__init__(self, "Run")   # the Run and Stop buttons and the thread behind them
         self.status = W.HTML()
         self.log = W.HTML()   # what the ranks print, prefixed with the rank (the last lines)
         self.fig = build_figure(self.spec.world_size)   # what is plotted (a plain go.Figure)
@@ -124,10 +119,6 @@ class RunPanel:
                               self.log, self.view])
         self._set_status("ready", tr("press Run (worker processes are warming up meanwhile)"))
         warm_up()  # import torch in the forkserver now, so the first Run starts at once
-
-    @property
-    def busy(self) -> bool:
-        return self._follower is not None and self._follower.is_alive()
 
     def spec_from_controls(self) -> RunSpec:
         """The spec the controls describe; ``ValueError`` (naming the field) if a value is bad."""
@@ -162,12 +153,9 @@ class RunPanel:
         device, why = spec.device_choice()
         self._set_status("starting", html.escape(tr("starting {n} rank(s) on {device} ({why})...",
                                                     n=spec.world_size, device=device, why=why)))
-        self.run_button.disabled, self.stop_button.disabled = True, False
         self.current, self._stop_requested = None, False
         # launch() itself runs in the thread: the first one may wait seconds for the forkserver.
-        self._follower = threading.Thread(target=self._follow, args=(spec,), daemon=True,
-                                          name="gpututor-panel")
-        self._follower.start()
+        self.start_following(self._follow, spec, name="gpututor-panel")
         if not wait:
             return None
         self.wait()
@@ -179,14 +167,14 @@ class RunPanel:
 
     def wait(self, timeout: float | None = None) -> dict | None:
         """Block until the panel has drawn the end of its run; return the run's summary."""
-        if self._follower is None:
+        if self._thread is None:
             return None
         try:
-            self._follower.join(timeout)
+            ended = self.join(timeout)
         except KeyboardInterrupt:  # kernel interrupt: take the ranks down too
             self.stop()
             raise
-        if self._follower.is_alive():
+        if not ended:
             raise TimeoutError(f"the run has not ended after {timeout} s")
         return self.current.summary if self.current else None
 
@@ -201,7 +189,7 @@ class RunPanel:
             if wait:
                 run.stop()
             else:
-                threading.Thread(target=run.stop, name="gpututor-stop", daemon=True).start()
+                self.stop_in_background(run)
         if wait:
             self.wait()
 
@@ -224,7 +212,6 @@ class RunPanel:
             run = launch(spec)
         except Exception as exc:  # noqa: BLE001 - whatever it is, the status line must say it
             self._set_status("failed", tr("could not start: {error}", error=html.escape(repr(exc))))
-            self.run_button.disabled, self.stop_button.disabled = False, True
             return
         run.echo = None   # the ranks' output goes to the log area, not to whichever cell runs
         self.log.value = ""
@@ -233,22 +220,17 @@ class RunPanel:
         if stop_now:
             run.stop()
         problem = None
-        try:
-            last, world, first_step_drawn = 0.0, spec.world_size, False
-            for record in run:
-                # Draw the first complete step at once (the learner is waiting for it); after
-                # that at most every UPDATE_INTERVAL_S, since each update resends whole arrays.
-                first_step = not first_step_drawn and len(run.records) >= world and \
-                    len(global_loss(run.records, world)[0]) > 0
-                if first_step or time.monotonic() - last >= UPDATE_INTERVAL_S:
-                    self._draw(run)
-                    last, first_step_drawn = time.monotonic(), first_step_drawn or first_step
+        world = spec.world_size
+        try:   # the first complete step at once, then at most every UPDATE_INTERVAL_S
+            self.follow(run, lambda: self._draw(run), interval=UPDATE_INTERVAL_S,
+                        ready=lambda: len(run.records) >= world and
+                        len(global_loss(run.records, world)[0]) > 0)
         except RunFailed:
             pass  # kept in run.error, shown below
         except Exception as exc:  # noqa: BLE001 - a bug while drawing: never leave ranks running
             problem = exc
             run.stop()
-        self.run_button.disabled, self.stop_button.disabled = False, True
+        self.buttons_idle()   # before the status line says the run has ended
         if problem is None:
             self._draw(run)  # the final state, every step
         self.view_cost["wall_s"] = time.monotonic() - self.view_cost["started"]

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import html
 import threading
-import time
 
 import ipywidgets as W
 import plotly.graph_objects as go
@@ -25,8 +24,9 @@ from ..i18n import tr
 from ..measure.memory import CATEGORIES as MEMORY_CATEGORIES
 from ..plan.memory import model_state_bytes
 from ..runtime.launcher import RunFailed, launch
+from .follow import Follower
 from .live_figure import LiveFigure
-from .panel import UPDATE_INTERVAL_S, global_loss, memory_by_rank
+from .series import global_loss, memory_by_rank
 
 MB = 1e6
 ORDER = ("ddp", "zero1", "zero2", "zero3", "fsdp")
@@ -117,7 +117,7 @@ def comm_figure(rows: list[dict], baseline: str = "ddp") -> go.Figure:
 
 # ---- the live board -----------------------------------------------------------------------
 
-class ShardingBoard:
+class ShardingBoard(Follower):
     """Run specs one after the other; draw live each rank's memory and every run's loss curve.
 
     ``runs`` maps a label to a :class:`~gpututor.RunSpec`, e.g. one per strategy. Over each
@@ -130,15 +130,10 @@ class ShardingBoard:
         self.records = {label: [] for label in self.runs}
         self.summaries: dict[str, dict] = {}
         self.error: Exception | None = None
-        self._thread: threading.Thread | None = None
         self._stop = threading.Event()
         self._current = None
         self.status = W.HTML(tr("ready: press Run"))
-        self.run_button = W.Button(description=tr("Run all"), button_style="success", icon="play")
-        self.stop_button = W.Button(description=tr("Stop"), button_style="danger", icon="stop",
-                                    disabled=True)
-        self.run_button.on_click(lambda _: self.run())
-        self.stop_button.on_click(lambda _: self.stop())
+        Follower.__init__(self, "Run all")   # the Run and Stop buttons and their thread
         self.fig = self._figure()    # what is plotted (a plain go.Figure)
         self.view = LiveFigure()     # what draws it while the runs train (ui/live_figure.py)
         self.view.show(self.fig)
@@ -152,15 +147,13 @@ class ShardingBoard:
 
     def run(self, wait: bool = False) -> dict | None:
         """Start the runs in a background thread (the button); ``wait=True`` blocks until done."""
-        if self._thread is not None and self._thread.is_alive():
+        if self.busy:
             raise RuntimeError("the board is still running: stop it or wait for it")
         self._stop.clear()
         self.error = None
         self.records = {label: [] for label in self.runs}
         self.summaries = {}
-        self.run_button.disabled, self.stop_button.disabled = True, False
-        self._thread = threading.Thread(target=self._follow, daemon=True, name="gpututor-board")
-        self._thread.start()
+        self.start_following(self._follow, name="gpututor-board")
         if not wait:
             return None
         self.wait()
@@ -169,16 +162,18 @@ class ShardingBoard:
         return self.summaries
 
     def wait(self) -> dict:
-        if self._thread is not None:
-            self._thread.join()
+        self.join()
         return self.summaries
 
-    def stop(self) -> None:
-        """Stop the current run and skip the rest (returns at once)."""
+    def stop(self, wait: bool = False) -> None:
+        """Stop the current run and skip the rest (returns at once; ``wait=True``: when all
+        has ended)."""
         self._stop.set()
         run = self._current
         if run is not None:
-            threading.Thread(target=run.stop, daemon=True).start()
+            self.stop_in_background(run)
+        if wait:
+            self.join()
 
     def static_figure(self) -> go.Figure:
         fig = self._figure()
@@ -197,13 +192,8 @@ class ShardingBoard:
                 self._status(tr("running <b>{label}</b> on {n} ranks", label=html.escape(label),
                                 n=spec.world_size))
                 self._current = run = launch(spec)
-                last = 0.0
                 try:
-                    for record in run:
-                        self.records[label].append(record)
-                        if time.monotonic() - last >= UPDATE_INTERVAL_S:
-                            self._draw()
-                            last = time.monotonic()
+                    self.follow(run, self._draw, on_record=self.records[label].append)
                 except RunFailed as exc:
                     if not self._stop.is_set():
                         self.error = exc
@@ -220,7 +210,6 @@ class ShardingBoard:
             self._status(tr("failed: {error}", error=html.escape(repr(exc))))
         finally:
             self._current = None
-            self.run_button.disabled, self.stop_button.disabled = False, True
 
     def _status(self, text: str) -> None:
         self.status.value = text

@@ -318,3 +318,24 @@ def test_a_comparison_draws_with_the_live_view():
     assert ideal["dash"] == "dash" and ideal["x"] == [1, 2] and ideal["y"] == [1, 2]
     assert measured["x"] == [1, 2] and measured["y"] == [1.0, 1.5]
     assert "1.50" in comparison.table.value
+
+
+# ---- one follower for every widget that starts and follows runs -------------------------------
+
+def test_the_panel_and_the_board_share_one_follower():
+    from gpututor.ui.follow import Follower
+    from gpututor.ui.sharding import ShardingBoard
+    assert isinstance(RunPanel(TINY), Follower) and isinstance(ShardingBoard({"ddp": TINY}), Follower)
+
+
+def test_follow_draws_at_the_first_ready_record_then_by_interval():
+    from gpututor.ui.follow import Follower
+    seen, draws = [], []
+    records = [{"step": s} for s in range(5)]
+    Follower.follow(iter(records), lambda: draws.append(len(seen)), ready=lambda: len(seen) >= 2,
+                    on_record=seen.append, interval=1e9)   # no redraw by time: only the ready one
+    assert seen == records and draws == [2]
+    draws.clear(), seen.clear()
+    Follower.follow(iter(records), lambda: draws.append(len(seen)), on_record=seen.append,
+                    interval=0.0)                          # every record redraws
+    assert draws == [1, 2, 3, 4, 5]
