@@ -35,8 +35,8 @@ import nbformat
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 from common import report   # noqa: E402
-from jupyterlab_browser import (CHROMIUM, CHROMIUM_ARGS, NOTEBOOK, LabServer,  # noqa: E402
-                                kernel_idle, run_all_cells)
+from jupyterlab_browser import (NOTEBOOK, LabServer, launch_chromium,  # noqa: E402
+                                open_notebook, run_all_cells)
 SPEEDUPS = re.compile(r"speedup ([0-9.]+)× \(the panels above, each with its live view: ([0-9.]+)×\)")
 
 SETUP = """\
@@ -177,13 +177,8 @@ def lesson_00(base: Path) -> dict:
     try:
         server.start()
         with sync_playwright() as pw:
-            context = pw.chromium.launch_persistent_context(
-                user_data_dir=str(base / "chromium" / "profile"), executable_path=str(CHROMIUM),
-                headless=True, viewport={"width": 1400, "height": 1000},
-                env={**server.env, "HOME": str(base / "chromium")}, args=CHROMIUM_ARGS)
-            page = context.pages[0] if context.pages else context.new_page()
-            page.goto(f"{server.url}/lab/tree/{server.notebook.as_posix()}?reset&token={server.token}")
-            kernel_idle(page, timeout_ms=120_000)
+            context, page = launch_chromium(pw, server, base / "chromium")
+            open_notebook(page, server)
             timings: dict = {}
             cells = run_all_cells(page, timings)
             text = cells.filter(has_text="without_view(spec)").locator(".jp-OutputArea").inner_text()
@@ -214,13 +209,8 @@ def main() -> None:
     try:
         server.start()
         with sync_playwright() as pw:
-            context = pw.chromium.launch_persistent_context(
-                user_data_dir=str(tmp / "chromium" / "profile"), executable_path=str(CHROMIUM),
-                headless=True, viewport={"width": 1400, "height": 1000},
-                env={**server.env, "HOME": str(tmp / "chromium")}, args=CHROMIUM_ARGS)
-            page = context.pages[0] if context.pages else context.new_page()
-            page.goto(f"{server.url}/lab/tree/{notebook.name}?reset&token={server.token}")
-            kernel_idle(page, timeout_ms=120_000)
+            context, page = launch_chromium(pw, server, tmp / "chromium")
+            open_notebook(page, server)
             cdp = context.new_cdp_session(page)
             cdp.send("Performance.enable")
             if args.profile:

@@ -125,6 +125,22 @@ class LabServer:
         self.log.close()
 
 
+def launch_chromium(pw, server: LabServer, home: Path):
+    """Debian's Chromium, headless, with its own profile and HOME under ``home``; returns the
+    Playwright context and its page."""
+    context = pw.chromium.launch_persistent_context(
+        user_data_dir=str(home / "profile"), executable_path=str(CHROMIUM), headless=True,
+        viewport={"width": 1400, "height": 1000}, env={**server.env, "HOME": str(home)},
+        args=CHROMIUM_ARGS)
+    return context, (context.pages[0] if context.pages else context.new_page())
+
+
+def open_notebook(page, server: LabServer) -> None:
+    """Open the server's notebook and wait until its kernel is Idle (before "Run All Cells")."""
+    page.goto(f"{server.url}/lab/tree/{server.notebook.as_posix()}?reset&token={server.token}")
+    kernel_idle(page, timeout_ms=120_000)
+
+
 def kernel_idle(page, timeout_ms: float) -> None:
     page.locator("#jp-main-statusbar").get_by_text("Idle").first.wait_for(timeout=timeout_ms)
 

@@ -27,8 +27,8 @@ import time
 from pathlib import Path
 
 import pytest
-from jupyterlab_browser import (CHROMIUM, CHROMIUM_ARGS, NOTEBOOK, ROOT, LabServer, kernel_idle,
-                                run_all_cells)
+from jupyterlab_browser import (CHROMIUM, NOTEBOOK, ROOT, LabServer, launch_chromium,
+                                open_notebook, run_all_cells)
 
 PANEL_CELL = "panel = RunPanel(spec)"   # the code cell whose output is the first panel
 LONG_RUN_STEPS = 100_000                # long enough that only Stop can end it
@@ -99,14 +99,8 @@ def _in_browser(tmp_path: Path, notebook: Path, drive) -> dict:
     try:
         timings["server_up_s"] = server.start()
         with sync_playwright() as pw:
-            browser_home = tmp_path / "chromium"
-            context = pw.chromium.launch_persistent_context(
-                user_data_dir=str(browser_home / "profile"), executable_path=str(CHROMIUM),
-                headless=True, viewport={"width": 1400, "height": 1000},
-                env={**server.env, "HOME": str(browser_home)},
-                args=CHROMIUM_ARGS)
+            context, page = launch_chromium(pw, server, tmp_path / "chromium")
             try:
-                page = context.pages[0] if context.pages else context.new_page()
                 page.on("console", lambda msg: console.append(f"{msg.type}: {msg.text}"))
                 page.on("pageerror", lambda exc: console.append(f"pageerror: {exc}"))
                 drive(page, server, timings)
@@ -148,8 +142,7 @@ def test_a_chinese_lesson_in_a_real_browser(tmp_path: Path):
         pytest.skip("no CJK font for Chinese (apt-get install fonts-noto-cjk; .ci/run does this)")
 
     def drive(page, server, timings):
-        page.goto(f"{server.url}/lab/tree/{server.notebook.as_posix()}?reset&token={server.token}")
-        kernel_idle(page, timeout_ms=120_000)
+        open_notebook(page, server)
         cell = run_all_cells(page, timings).filter(has_text=PANEL_CELL)
         assert cell.count() == 1, f"expected one cell with {PANEL_CELL!r}, found {cell.count()}"
         cell.scroll_into_view_if_needed()
@@ -168,9 +161,8 @@ def test_a_chinese_lesson_in_a_real_browser(tmp_path: Path):
 
 def _drive_lesson(page, server: LabServer, timings: dict) -> None:
     started = time.monotonic()
-    page.goto(f"{server.url}/lab/tree/{server.notebook.as_posix()}?reset&token={server.token}")
     # "Run All Cells" before the kernel is Idle opens a "Select Kernel" dialog and runs nothing.
-    kernel_idle(page, timeout_ms=120_000)
+    open_notebook(page, server)
     timings["page_to_kernel_idle_s"] = round(time.monotonic() - started, 2)
 
     code_cells = run_all_cells(page, timings)
