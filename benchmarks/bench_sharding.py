@@ -15,7 +15,7 @@ import statistics
 
 from common import interleave, ratio, report
 from gpututor import RunSpec, launch
-from gpututor.ui.sharding import ORDER, STAGE, comm_rows, memory_rows
+from gpututor.ui.sharding import ORDER, comm_rows, memory_rows, zero_stage
 
 
 def main() -> None:
@@ -34,7 +34,7 @@ def main() -> None:
     memory = {}
     for row in memory_rows(summaries):
         memory[row["label"]] = {
-            "stage": STAGE[row["strategy"]],
+            "stage": zero_stage(row["strategy"]),
             "measured_state_bytes": row["measured_state"],
             "formula_state_bytes": row["formula_total"],
             "state_gap_bytes": row["state_gap"],

@@ -1,8 +1,9 @@
 """gpututor: learn to train on one device and on many, with live, measured runs.
 
 The package's rooms, imports flowing one way (docs/architecture.md draws them):
-``ui``, ``lessons`` → ``runtime`` → ``parallel``, ``precision``, ``compression`` → ``measure``
-→ ``config``, ``models``, ``data``; ``plan`` stands beside them.
+``ui``, ``lessons`` → ``runtime`` → ``plan`` (which reads what each strategy says of itself)
+→ ``parallel``, ``precision``, ``compression`` → ``measure`` → ``models``, ``data`` → the
+ground floor: ``config``, ``catalog``, ``formulas``, ``hardware`` → ``checks``.
 
 ``import gpututor`` itself imports no torch: in a Jupyter kernel it first starts the ranks'
 forkserver (runtime/warm.py), which then imports torch on another core while this process does

@@ -131,4 +131,5 @@ def tiled_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
     return TiledAttention.apply(q, k, v, block)
 
 
-ATTENTION = {"naive": naive_attention, "tiled": tiled_attention, "sdpa": sdpa_attention}
+# every way of computing attention here; the GPT trains with those of config.ATTENTION
+ATTENTION_KERNELS = {"naive": naive_attention, "tiled": tiled_attention, "sdpa": sdpa_attention}

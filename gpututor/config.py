@@ -1,6 +1,6 @@
 """What a run is: :class:`RunSpec` and the model sizes it names, checked field by field.
 
-This module is the bottom of the package: it imports nothing else of gpututor. It checks every
+This module is near the bottom of the package: it imports only :mod:`gpututor.checks`. It checks every
 field on its own (type, range, choice, combinations of fields). What depends on the strategy
 (its name, its options, how the batch splits over its ranks) is checked by
 :func:`gpututor.parallel.check_spec`, which :func:`gpututor.launch` calls before any process
@@ -13,6 +13,8 @@ import math
 import os
 from dataclasses import dataclass, field
 from typing import Optional
+
+from . import checks
 
 PRECISIONS = ("fp32", "bf16", "fp16")
 OPTIMIZERS = ("adamw", "sgd")
@@ -29,7 +31,7 @@ BYTE_UNITS = {"B": 1, "KB": 10**3, "MB": 10**6, "GB": 10**9, "KIB": 2**10, "MIB"
 def torch_dtype(precision: str):
     """The ``torch.dtype`` of a precision name (``"fp32"``, ``"bf16"``, ``"fp16"``)."""
     import torch
-    _choice("precision", precision, PRECISIONS)
+    checks.choice("precision", precision, PRECISIONS)
     return {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}[precision]
 
 
@@ -104,9 +106,31 @@ class Fault:
         return f"{self.rank}:{self.step}" + (":hang" if self.hang else "")
 
 
+# RunSpec's fields by what they say (RunSpec.section(name) gives one section's values; a test
+# checks that every field is in exactly one)
+SECTIONS = {
+    "what": ("model", "model_size", "corpus", "seq_len", "batch_size", "steps", "lr",
+             "optimizer", "seed", "attention", "capacity_factor"),          # what to train
+    "how": ("strategy", "world_size", "mesh", "options", "precision", "grad_accum",
+            "activation_checkpointing"),                                   # how to split it
+    "where": ("device", "ranks_per_node", "threads_per_rank", "device_memory", "peak_flops",
+              "timeout"),                                                  # on what machine
+    "harness": ("warmup_steps", "inject_fault", "checkpoint_every", "checkpoint_dir", "resume",
+                "save_state"),        # what the harness around the loop does and records
+}
+
+
 @dataclass(frozen=True)
 class RunSpec:
     """One training run. Every field is checked by :meth:`validate` (called on construction).
+
+    The fields come in four sections (:data:`SECTIONS`, :meth:`section`): **what** to train
+    (model, data, steps, optimizer), **how** to split it over ranks (strategy, world size, grid,
+    precision), **where** it runs (device, ranks per node, memory cap, peak FLOP/s) and the
+    **harness**'s hooks (warm-up steps left out of throughput, fault injection, checkpoints).
+    ``validate`` checks values only; what this machine can do (a GPU per rank, fp16) is checked
+    where the ranks start (``gpututor.runtime.guard.check_machine``), so a spec for another
+    machine can be written here.
 
     ``batch_size`` is the *global* batch: all data-parallel ranks together, so one process and
     N ranks train on the same samples.
@@ -209,6 +233,11 @@ class RunSpec:
         """A copy with some fields changed (validated again)."""
         return dataclasses.replace(self, **changes)
 
+    def section(self, name: str) -> dict:
+        """The fields of section ``name`` ("what", "how", "where", "harness") and their values."""
+        checks.choice("section", name, SECTIONS)
+        return {f: getattr(self, f) for f in SECTIONS[name]}
+
     def option(self, name: str, default=None):
         return dict(self.options).get(name, default)
 
@@ -216,36 +245,36 @@ class RunSpec:
     def validate(self) -> None:
         """Check every field on its own; ``ValueError`` names the field, the value and what is
         allowed. (The strategy's own checks: :func:`gpututor.parallel.check_spec`.)"""
-        _choice("model", self.model, tuple(MODEL_SIZES))
+        checks.choice("model", self.model, tuple(MODEL_SIZES))
         if self.model_size is not None:
-            _choice("model_size", self.model_size, tuple(MODEL_SIZES[self.model]))
+            checks.choice("model_size", self.model_size, tuple(MODEL_SIZES[self.model]))
         if not isinstance(self.strategy, str) or not self.strategy:
             raise ValueError(f"strategy={self.strategy!r} is invalid: allowed is the name of a "
                              "strategy (see gpututor.parallel.STRATEGIES)")
-        _int("world_size", self.world_size, 1, 256)
-        _choice("precision", self.precision, PRECISIONS)
-        _int("batch_size", self.batch_size, 1, 1 << 20)
-        _int("seq_len", self.seq_len, 2, MAX_SEQ_LEN)
-        _int("steps", self.steps, 1, 1_000_000)
+        checks.integer("world_size", self.world_size, 1, 256)
+        checks.choice("precision", self.precision, PRECISIONS)
+        checks.integer("batch_size", self.batch_size, 1, 1 << 20)
+        checks.integer("seq_len", self.seq_len, 2, MAX_SEQ_LEN)
+        checks.integer("steps", self.steps, 1, 1_000_000)
         if not isinstance(self.lr, (int, float)) or isinstance(self.lr, bool) or \
                 not math.isfinite(self.lr) or not 0 < self.lr <= 10:
             raise ValueError(f"lr={self.lr!r} is invalid: allowed is a number in (0, 10]")
-        _choice("optimizer", self.optimizer, OPTIMIZERS)
-        _choice("attention", self.attention, ATTENTION)
-        _choice("corpus", self.corpus, tuple(CORPORA))
-        _int("seed", self.seed, 0, 2**31 - 1)
-        _choice("device", self.device, DEVICES)
-        _int("threads_per_rank", self.threads_per_rank, 1, 256)
-        _int("grad_accum", self.grad_accum, 1, 1024)
+        checks.choice("optimizer", self.optimizer, OPTIMIZERS)
+        checks.choice("attention", self.attention, ATTENTION)
+        checks.choice("corpus", self.corpus, tuple(CORPORA))
+        checks.integer("seed", self.seed, 0, 2**31 - 1)
+        checks.choice("device", self.device, DEVICES)
+        checks.integer("threads_per_rank", self.threads_per_rank, 1, 256)
+        checks.integer("grad_accum", self.grad_accum, 1, 1024)
         if not isinstance(self.activation_checkpointing, bool):
             raise ValueError(f"activation_checkpointing={self.activation_checkpointing!r} is "
                              "invalid: allowed is True or False")
         if not isinstance(self.timeout, (int, float)) or isinstance(self.timeout, bool) or \
                 not math.isfinite(self.timeout) or not 1 <= self.timeout <= 3600:
             raise ValueError(f"timeout={self.timeout!r} is invalid: allowed is seconds in [1, 3600]")
-        _int("warmup_steps", self.warmup_steps, 0, 1000)
+        checks.integer("warmup_steps", self.warmup_steps, 0, 1000)
         if self.ranks_per_node is not None:
-            _int("ranks_per_node", self.ranks_per_node, 1, self.world_size)
+            checks.integer("ranks_per_node", self.ranks_per_node, 1, self.world_size)
         if not isinstance(self.options, tuple) or not all(
                 isinstance(p, tuple) and len(p) == 2 and isinstance(p[0], str) for p in self.options):
             raise ValueError(f"options={self.options!r} is invalid: allowed is a tuple of "
@@ -274,20 +303,8 @@ class RunSpec:
             raise ValueError(f"inject_fault={self.inject_fault!r} is invalid: rank {fault.rank} "
                              f"does not exist with world_size={self.world_size} "
                              f"(allowed ranks 0..{self.world_size - 1})")
-        if self.device == "cuda":
-            import torch
-            if not torch.cuda.is_available():
-                raise ValueError("device='cuda' is invalid here: no CUDA device is visible; "
-                                 "allowed on this machine: 'auto' or 'cpu'")
-            if torch.cuda.device_count() < self.local_ranks:
-                raise ValueError(f"world_size={self.world_size} is invalid with device='cuda': "
-                                 f"this machine has {torch.cuda.device_count()} GPU(s) and NCCL "
-                                 f"needs one per rank ({self.local_ranks} here); allowed: at most "
-                                 f"{torch.cuda.device_count()} ranks per machine, or device="
-                                 "'auto'/'cpu'")
-        if self.precision == "fp16" and self.resolved_device() != "cuda":
-            raise ValueError("precision='fp16' is invalid on CPU: fp16 is a GPU format; "
-                             "allowed here: 'fp32' or 'bf16'")
+        # what the machine can do (a GPU per rank, fp16) is not a value of the spec: checked
+        # where the ranks start (gpututor.runtime.guard.check_machine)
 
     def _validate_moe(self) -> None:
         if self.capacity_factor is not None:
@@ -304,7 +321,7 @@ class RunSpec:
                              "is False (recomputing a MoE block would count its tokens twice)")
 
     def _validate_checkpointing(self) -> None:
-        _int("checkpoint_every", self.checkpoint_every, 0, 1_000_000)
+        checks.integer("checkpoint_every", self.checkpoint_every, 0, 1_000_000)
         if self.checkpoint_every and not self.checkpoint_dir:
             raise ValueError(f"checkpoint_dir={self.checkpoint_dir!r} is invalid with "
                              f"checkpoint_every={self.checkpoint_every}: allowed is a folder path")
@@ -362,14 +379,3 @@ def parse_mesh(mesh) -> Optional[tuple]:
     if not ok:
         raise ValueError(f"mesh={mesh!r} is invalid: {allowed}")
     return tuple(sorted(pairs, key=lambda p: MESH_DIMS.index(p[0])))
-
-
-def _choice(name: str, value, allowed: tuple) -> None:
-    if value not in allowed:
-        raise ValueError(f"{name}={value!r} is invalid: allowed values are "
-                         + ", ".join(repr(a) for a in allowed))
-
-
-def _int(name: str, value, low: int, high: int) -> None:
-    if not isinstance(value, int) or isinstance(value, bool) or not low <= value <= high:
-        raise ValueError(f"{name}={value!r} is invalid: allowed is an integer in [{low}, {high}]")

@@ -17,6 +17,7 @@ from typing import Iterator
 import numpy as np
 import torch
 
+from . import checks
 from .config import CORPORA
 
 TRAIN_FRACTION = 0.9
@@ -71,9 +72,14 @@ def load_corpus(corpus: str = "en") -> tuple[CharTokenizer, torch.Tensor]:
     """Read corpus ``corpus`` ("en" or "zh", ``config.CORPORA``) once per process; return its
     tokenizer (one id per distinct character, in code-point order) and all token ids (int64).
     Any Unicode text works: the characters are read as UTF-8."""
-    if corpus not in CORPORA:
-        raise ValueError(f"corpus={corpus!r} is invalid: allowed are " + ", ".join(map(repr, CORPORA)))
+    checks.choice("corpus", corpus, CORPORA)
     return _read_corpus(corpus)   # one cache entry per corpus, however the caller names it
+
+
+def vocab_size(corpus: str = "en") -> int:
+    """How many distinct characters corpus ``corpus`` has: the vocabulary of a model trained on
+    it (the one home of this number; ``models.config_of`` gives a spec's model its corpus's)."""
+    return load_corpus(corpus)[0].vocab_size
 
 
 @lru_cache(maxsize=4)

@@ -21,8 +21,10 @@ from functools import partial
 
 from torch.utils.checkpoint import CheckpointPolicy, checkpoint, create_selective_checkpoint_contexts
 
+from . import checks
 from .config import GPTConfig, MLPConfig
-from .data import load_corpus
+from .data import vocab_size
+from .formulas import RECOMPUTE
 from .moe import MoELayer
 
 
@@ -90,8 +92,7 @@ class GPT(nn.Module):
         self.cfg = cfg
         self.activation_checkpointing = activation_checkpointing
         recompute = recompute or ("full" if activation_checkpointing else "none")
-        if recompute not in RECOMPUTE:
-            raise ValueError(f"recompute={recompute!r} is invalid: allowed are {', '.join(RECOMPUTE)}")
+        checks.choice("recompute", recompute, RECOMPUTE)
         self.recompute = recompute
         self.tok_emb = nn.Embedding(cfg.vocab_size, cfg.d_model)
         self.pos_emb = nn.Embedding(cfg.block_size, cfg.d_model)
@@ -117,7 +118,6 @@ class GPT(nn.Module):
         return self.head(self.ln_f(x))
 
 
-RECOMPUTE = ("none", "full", "selective")
 MATMULS = {torch.ops.aten.mm.default, torch.ops.aten.addmm.default, torch.ops.aten.bmm.default}
 
 
@@ -184,16 +184,21 @@ def model_config(spec, vocab_size: int):
     return dataclasses.replace(spec.model_config, vocab_size=vocab_size, **extra)
 
 
+def config_of(spec):
+    """:func:`model_config` of ``spec`` with its own corpus's vocabulary: the one way to get the
+    shape a run of ``spec`` trains (``vocab_size`` of ``spec.corpus``, never another corpus's)."""
+    return model_config(spec, vocab_size(spec.corpus))
+
+
 def build_model(spec, meta: bool = False, recompute: str | None = None) -> nn.Module:
     """The exact ``nn.Module`` a run of ``spec`` trains, built on CPU from ``spec.seed``.
 
     ``meta=True`` builds it on the ``meta`` device: every shape, no memory, no values. A
     strategy that keeps only part of the model then makes just that part
     (``gpututor.parallel.meta.materialize``), with the values it would have had here.
-    ``recompute`` picks the GPT's recomputation policy (see :data:`RECOMPUTE`; default: the
+    ``recompute`` picks the GPT's recomputation policy (``gpututor.formulas.RECOMPUTE``; default: the
     spec's ``activation_checkpointing``)."""
-    tokenizer, _ = load_corpus(spec.corpus)
-    cfg = model_config(spec, tokenizer.vocab_size)
+    cfg = config_of(spec)
     with torch.device("meta") if meta else nullcontext():
         if spec.model == "gpt":
             return GPT(cfg, activation_checkpointing=spec.activation_checkpointing,

@@ -12,6 +12,7 @@ import torch.nn.functional as F
 from gpututor import RunSpec, batches, build_model
 from gpututor.moe import auxiliary_loss
 from gpututor.parallel import check_spec
+from gpututor.runtime.guard import check_machine
 
 
 # Equivalence tests train with plain SGD (momentum, no normalisation) at a large learning rate: a
@@ -29,7 +30,9 @@ def tiny_spec(**changes) -> RunSpec:
     base = dict(model="gpt", model_size="tiny", strategy="ddp", world_size=2,
                 batch_size=8, seq_len=32, steps=4, timeout=20.0)
     base.update(changes)
-    return check_spec(RunSpec(**base))   # the strategy's checks too, as launch() runs them
+    spec = check_spec(RunSpec(**base))   # the strategy's checks too, as launch() runs them,
+    check_machine(spec)                  # and what this machine can do
+    return spec
 
 
 def reference_run(spec):

@@ -1,12 +1,14 @@
 """Every RunSpec field rejects bad values before anything starts, naming field, value, allowed.
 
 Field checks run when a RunSpec is made; the strategy's checks (its name, its options, how the
-batch splits) run in ``check_spec``, which ``launch()`` calls before any process starts.
+batch splits) run in ``check_spec``, and what this machine can do (a GPU per rank, fp16) in
+``check_machine``: ``launch()`` calls both before any process starts.
 """
 import pytest
 
 from gpututor import RunSpec, launch
 from gpututor.parallel import check_spec
+from gpututor.runtime.guard import check_machine
 
 BAD_VALUES = [
     ("model", "resnet"), ("model", None),
@@ -40,7 +42,7 @@ def test_bad_value_names_field_value_and_allowed(field, value):
     if field == "precision" and value == "fp16" and torch.cuda.is_available():
         pytest.skip("fp16 is allowed with CUDA")
     with pytest.raises(ValueError) as err:
-        check_spec(RunSpec(**{"world_size": 2, "strategy": "ddp", field: value}))
+        check_machine(check_spec(RunSpec(**{"world_size": 2, "strategy": "ddp", field: value})))
     message = str(err.value)
     assert field in message and "allowed" in message
     if value not in ("", None) and field != "options":
@@ -75,3 +77,15 @@ def test_defaults_are_valid_and_replace_revalidates():
 def test_launch_rejects_unknown_start_method():
     with pytest.raises(ValueError, match="start_method='fork'"):
         launch(RunSpec(strategy="single", world_size=1, steps=1), start_method="fork")
+
+
+def test_every_field_is_in_exactly_one_section():
+    import dataclasses
+    from gpututor.config import SECTIONS
+    listed = [f for fields in SECTIONS.values() for f in fields]
+    assert sorted(listed) == sorted(f.name for f in dataclasses.fields(RunSpec))
+    assert len(listed) == len(set(listed))
+    spec = RunSpec(world_size=4, strategy="ddp", inject_fault="1:2")
+    assert spec.section("how")["world_size"] == 4 and spec.section("harness")["inject_fault"] == "1:2"
+    with pytest.raises(ValueError, match="section='when' is invalid: allowed values are 'what'"):
+        spec.section("when")

@@ -188,7 +188,7 @@ def test_the_chinese_corpus_is_utf8_text_the_tokenizer_round_trips():
     assert len(ids) == len(text) and int(ids.max()) == tokenizer.vocab_size - 1
     assert tokenizer.decode(ids[:200]) == text[:200]
     assert tokenizer.encode("床前明月光") == [tokenizer.chars.index(c) for c in "床前明月光"]
-    with pytest.raises(ValueError, match="corpus='fr' is invalid: allowed are 'en', 'zh'"):
+    with pytest.raises(ValueError, match="corpus='fr' is invalid: allowed values are 'en', 'zh'"):
         load_corpus("fr")
 
 

@@ -58,16 +58,14 @@ def build_student(spec, student_shape=None) -> nn.Module:
     """``spec``'s model, or a GPT of ``student_shape`` (built from ``spec.seed`` the same way)."""
     import dataclasses
 
-    from ..data import load_corpus
-    from ..models import GPT, build_model, model_config
+    from ..models import GPT, build_model, config_of
 
     check_student_shape(student_shape)
     if student_shape is None:
         return build_model(spec)
     if spec.model != "gpt":
         raise ValueError(f"model={spec.model!r} is invalid with a student_shape: allowed is 'gpt'")
-    tokenizer, _ = load_corpus(spec.corpus)
-    cfg = dataclasses.replace(model_config(spec, tokenizer.vocab_size), **dict(student_shape))
+    cfg = dataclasses.replace(config_of(spec), **dict(student_shape))
     if cfg.d_model % cfg.n_head:
         raise ValueError(f"student_shape={student_shape!r} is invalid: d_model={cfg.d_model} is "
                          f"not a multiple of n_head={cfg.n_head}")

@@ -16,7 +16,6 @@
 from __future__ import annotations
 
 import copy
-import math
 import time
 import warnings
 from dataclasses import dataclass
@@ -26,13 +25,8 @@ import torch.nn as nn
 import torch.nn.functional as F
 from torch.nn.utils import prune
 
+from .. import checks
 from ..models import MLP
-
-
-def _check_sparsity(sparsity) -> None:
-    number = isinstance(sparsity, (int, float)) and not isinstance(sparsity, bool)
-    if not (number and math.isfinite(sparsity) and 0 <= sparsity < 1):
-        raise ValueError(f"sparsity={sparsity!r} is invalid: allowed is a fraction in [0, 1)")
 
 
 def prunable_linears(model: nn.Module) -> list[tuple[str, nn.Linear]]:
@@ -47,7 +41,7 @@ def prunable_linears(model: nn.Module) -> list[tuple[str, nn.Linear]]:
 
 def magnitude_mask(weight: torch.Tensor, sparsity: float) -> torch.Tensor:
     """Boolean mask keeping all but the ``round(sparsity · n)`` entries of smallest ``|w|``."""
-    _check_sparsity(sparsity)
+    checks.fraction("sparsity", sparsity, allow_zero=True, allow_one=False)
     n_prune = round(sparsity * weight.numel())
     mask = torch.ones(weight.numel(), dtype=torch.bool, device=weight.device)
     if n_prune:
@@ -67,7 +61,7 @@ def prune_magnitude_scratch(model: nn.Module, sparsity: float) -> nn.Module:
 
 def prune_magnitude(model: nn.Module, sparsity: float) -> nn.Module:
     """A copy pruned with ``torch.nn.utils.prune.l1_unstructured`` (masks kept for fine-tuning)."""
-    _check_sparsity(sparsity)
+    checks.fraction("sparsity", sparsity, allow_zero=True, allow_one=False)
     model = copy.deepcopy(model)
     for _, linear in prunable_linears(model):
         prune.l1_unstructured(linear, "weight", amount=sparsity)
@@ -101,7 +95,7 @@ def mask_neurons(model: nn.Module, sparsity: float) -> nn.Module:
     The production API's answer: same function as :func:`shrink_mlps`, but the matrices keep
     their shape (and their cost).
     """
-    _check_sparsity(sparsity)
+    checks.fraction("sparsity", sparsity, allow_zero=True, allow_one=False)
     model = copy.deepcopy(model)
     for mlp in (m for m in model.modules() if isinstance(m, MLP)):
         prune.ln_structured(mlp.proj, "weight", amount=sparsity, n=2, dim=1)
@@ -111,7 +105,7 @@ def mask_neurons(model: nn.Module, sparsity: float) -> nn.Module:
 def shrink_mlps(model: nn.Module, sparsity: float) -> nn.Module:
     """A copy whose MLPs keep only their strongest ``1 - sparsity`` hidden neurons (smaller
     matrices): the neurons :func:`mask_neurons` keeps, sliced out of ``fc`` and ``proj``."""
-    _check_sparsity(sparsity)
+    checks.fraction("sparsity", sparsity, allow_zero=True, allow_one=False)
     model = copy.deepcopy(model)
     for mlp in (m for m in model.modules() if isinstance(m, MLP)):
         hidden = mlp.fc.out_features

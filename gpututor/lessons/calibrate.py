@@ -4,7 +4,7 @@
    the yardstick "peak" of a CPU, whose datasheet peak we do not know) on one rank alone and on
    every rank at once (ranks that share a CPU slow each other down), and the collectives between
    ranks (``runtime.bench.run_comm_benchmark``), fitting latency α and bandwidth β per collective to
-   the ring formulas of ``plan/time.py``.
+   the ring formulas of ``gpututor.formulas``.
 2. :func:`predict_run` predicts one run of a :class:`~gpututor.RunSpec`, before it runs: peak
    memory and activations from ``plan.as_built.tiny_gpt_memory`` (the tiny GPT as built, held as its
    strategy holds it); step time = (fixed cost + FLOPs / (matmul rate x efficiency)) x the
@@ -20,33 +20,22 @@ them blocking (DDP's one bucket of a small model starts only when backward is do
 """
 from __future__ import annotations
 
-import dataclasses
-import math
 import statistics
 from dataclasses import dataclass
 
-from ..config import MODEL_SIZES
-from ..data import load_corpus
-from ..measure.flops import training_flops_per_token
-from ..models import build_model
+from ..formulas import block_params, training_flops_per_token
+from ..models import build_model, config_of
 from ..parallel import STRATEGIES, check_spec, get_strategy
-from ..plan.as_built import AS_BUILT, tiny_gpt_memory
+from ..plan.as_built import as_built, tiny_gpt_memory
 from ..plan.layouts import transformer_of
 from ..plan.memory import per_device_memory
 from ..runtime.launcher import RunFailed, launch
 from .machine import Machine, measure_machine, ranks_available
 
 MB = 1e6
-ORDER = ("single", "dp-naive", "dp-bucketed", "ddp", "zero1", "zero2", "zero3", "fsdp", "tp",
-         "tp-dtensor", "pp", "pp-torch")
 
 
 # ---- predictions ---------------------------------------------------------------------------------
-
-def _config(spec):
-    cfg = MODEL_SIZES["gpt"][spec.resolved_model_size]
-    return dataclasses.replace(cfg, vocab_size=load_corpus()[0].vocab_size)
-
 
 def step_flops(spec) -> float:
     """The busiest rank's FLOPs in one step (matmuls; ``6·N + 12·L·s·h`` per token shared out).
@@ -56,74 +45,55 @@ def step_flops(spec) -> float:
     share, plus the head, which the last stage runs). Activation checkpointing runs the blocks'
     forward again: 4/3 of their work.
     """
-    cfg, s = _config(spec), spec.seq_len
-    layout = AS_BUILT[spec.strategy]
+    cfg, s = config_of(spec), spec.seq_len
+    layout = _described(spec).memory_layout
     n = spec.world_size
     dp = get_strategy(spec.strategy).data_parallel_size(spec)
     tp = n if layout.tensor_parallel else 1
     tokens = spec.batch_size * s / dp
-    # the one formula, for the blocks' matmul weights (12·d² each) and for the tied head
-    blocks = training_flops_per_token(12 * cfg.d_model ** 2 * cfg.n_layer, cfg.n_layer, s,
-                                      cfg.d_model)
+    # the one formula, for the blocks' matmul weights (12·d² each) and for the tied head;
+    # checkpointing recomputes the blocks (not the head): "full" recomputation for them
+    blocks = training_flops_per_token(
+        block_params(cfg.d_model) * cfg.n_layer, cfg.n_layer, s, cfg.d_model,
+        recompute="full" if spec.activation_checkpointing else "none")
     head = training_flops_per_token(cfg.vocab_size * cfg.d_model)
-    if spec.activation_checkpointing:
-        blocks *= 4 / 3
     if layout.pipeline:
         per, extra = divmod(cfg.n_layer, n)
         return tokens * (blocks * (per + (extra > 0)) / cfg.n_layer + head)
     return tokens * (blocks / tp + head)
 
 
+def _described(spec):
+    """``spec``'s strategy, if it says how it holds the model (``Strategy.memory_layout``);
+    ``ValueError`` naming the strategies that do, else."""
+    known = as_built()
+    if spec.strategy not in known:
+        raise ValueError(f"strategy={spec.strategy!r} is invalid for a prediction: allowed are "
+                         "registered strategies that describe how they hold the model "
+                         "(Strategy.memory_layout): " + ", ".join(known))
+    return known[spec.strategy]
+
+
 def collectives(spec) -> list[tuple[str, float]]:
-    """The collectives one rank runs in a step of ``spec``, as (op, bytes of the full buffer)."""
-    cfg, layout, n = _config(spec), AS_BUILT[spec.strategy], spec.world_size
-    if n == 1:
-        return []
-    h, L = cfg.d_model, cfg.n_layer
-    model = build_model(spec)
-    sizes = [4 * p.numel() for p in model.parameters()]
-    total = sum(sizes)
-    units = [4 * sum(p.numel() for p in b.parameters()) for b in model.blocks]
-    units.append(total - sum(units))
-    padded = [math.ceil(u / 4 / n) * n * 4 for u in units]
-    name = spec.strategy
-    if name == "dp-naive":
-        return [("all_reduce", b) for b in sizes]
-    if name in ("dp-bucketed", "ddp"):
-        cap = spec.option("bucket_cap_mb", 1.0 if name == "dp-bucketed" else 25) * 2 ** 20
-        count = max(1, math.ceil(total / cap))
-        return [("all_reduce", total / count)] * count
-    if layout.shard in (1, 2):
-        return [op for u in padded for op in (("reduce_scatter", u), ("all_gather", u))]
-    if layout.shard == 3:
-        root_gathers = 1 if name == "fsdp" else 2     # FSDP2 keeps the root gathered
-        ops = [op for u in padded[:-1] for op in
-               (("all_gather", u), ("all_gather", u), ("reduce_scatter", u))]
-        return ops + [("all_gather", padded[-1])] * root_gathers + \
-            [("reduce_scatter", padded[-1])]
-    if layout.tensor_parallel:
-        act = 4 * spec.batch_size * spec.seq_len * h
-        return [("all_reduce", act)] * (4 * L)
-    if layout.pipeline:
-        m = spec.option("microbatches", 4)
-        act = 4 * spec.batch_size // m * spec.seq_len * h
-        return [("broadcast", act)] * (2 * m)
-    return []
+    """The collectives one rank runs in a step of ``spec``, as (op, bytes of the full buffer):
+    what its strategy says (``Strategy.step_collectives``)."""
+    ops = get_strategy(spec.strategy).step_collectives(spec, build_model(spec))
+    if ops is None:
+        raise ValueError(f"strategy={spec.strategy!r} is invalid for a prediction: it does not "
+                         "say which collectives a step runs (Strategy.step_collectives)")
+    return ops
 
 
 def predict_run(spec, machine: Machine) -> dict:
     """Predicted peak memory, activations and step time of ``spec`` (rank 0), before it runs."""
-    if spec.strategy not in AS_BUILT or spec.strategy not in STRATEGIES:
-        raise ValueError(f"strategy={spec.strategy!r} is invalid for a prediction: allowed are "
-                         "registered strategies with a layout in plan.as_built.AS_BUILT: "
-                         + ", ".join(s for s in AS_BUILT if s in STRATEGIES))
+    strategy = _described(spec)
     if spec.model != "gpt" or spec.precision != "fp32" or spec.grad_accum != 1:
         raise ValueError("spec is invalid for a prediction: allowed is model='gpt', "
                          "precision='fp32', grad_accum=1 (the tiny GPT as built, in fp32); got "
                          f"model={spec.model!r}, precision={spec.precision!r}, "
                          f"grad_accum={spec.grad_accum}")
-    cfg, layout = _config(spec), AS_BUILT[spec.strategy]
-    m = spec.option("microbatches", 4)
+    cfg, layout = config_of(spec), strategy.memory_layout
+    m = strategy.option(spec, "microbatches") or 1    # micro-batches of a pipeline (else 1)
     memory = tiny_gpt_memory(cfg, spec.batch_size, spec.seq_len, spec.strategy, spec.world_size,
                              spec.activation_checkpointing,
                              "sgd" if spec.optimizer == "sgd" else "adamw", m)
@@ -144,17 +114,19 @@ def predict_run(spec, machine: Machine) -> dict:
 
 def _general_formula(spec, cfg) -> float:
     """What the general planner says: model states + Korthikanti activations (fp32, no dropout)."""
-    layout, n = AS_BUILT[spec.strategy], spec.world_size
-    dp = get_strategy(spec.strategy).data_parallel_size(spec)
+    strategy = _described(spec)
+    layout, n = strategy.memory_layout, spec.world_size
+    dp = strategy.data_parallel_size(spec)
     tp = n if layout.tensor_parallel else 1
     pp = n if layout.pipeline else 1
     model = transformer_of(spec)
     if cfg.n_layer % pp:
         return float("nan")
-    micro = spec.batch_size // dp // (spec.option("microbatches", 4) if pp > 1 else 1)
-    return per_device_memory(model, micro, layout.shard, dp, tp, pp, "fp32", "adam",
+    m = strategy.option(spec, "microbatches") or 1
+    micro = spec.batch_size // dp // (m if pp > 1 else 1)
+    return per_device_memory(model, micro, strategy.zero_stage, dp, tp, pp, "fp32", "adam",
                              "full" if spec.activation_checkpointing else "none",
-                             dropout=False, microbatches=spec.option("microbatches", 4))["total"]
+                             dropout=False, microbatches=m)["total"]
 
 
 # ---- predicted vs measured -----------------------------------------------------------------------
@@ -172,7 +144,7 @@ def calibration_specs(base, strategies=None, world_size: int = 2) -> list[tuple[
     each of 2 data-parallel ranks computes), then activation checkpointing, then each strategy
     on ``world_size`` ranks. Where a strategy cannot run this spec (or is not registered, or
     has no memory layout), the second item is the reason why."""
-    names = strategies or [s for s in ORDER if s in STRATEGIES]
+    names = strategies or list(as_built())
     single = base.replace(strategy="single", world_size=1)
     out = [("single (reference)", single),
            ("single, half batch (ref.)", single.replace(batch_size=base.batch_size // 2)),
@@ -184,9 +156,9 @@ def calibration_specs(base, strategies=None, world_size: int = 2) -> list[tuple[
         if available < world_size:
             out.append((name, f"needs {world_size} CUDA devices, this machine has {available}"))
             continue
-        if name not in STRATEGIES or name not in AS_BUILT:
+        if name not in STRATEGIES or name not in as_built():
             out.append((name, "not registered" if name not in STRATEGIES
-                        else "no layout in plan.as_built.AS_BUILT"))
+                        else "it does not say how it holds the model (Strategy.memory_layout)"))
             continue
         try:
             out.append((name, check_spec(base.replace(strategy=name, world_size=world_size))))
@@ -281,7 +253,7 @@ def _row(label, spec, predicted, summary, fitted: bool) -> dict:
             "measured_step_s": summary["step_time_s"],
             "step_error": err(predicted["step_time_s"], summary["step_time_s"]),
             "predicted_comm_s": predicted["comm_s"], "measured_comm_s": summary["comm_s"],
-            "fitted": fitted, "note": AS_BUILT[spec.strategy].note}
+            "fitted": fitted, "note": get_strategy(spec.strategy).memory_layout.note}
 
 
 def _line(row: dict) -> str:

@@ -1,5 +1,5 @@
 """This machine measured for the planner: matmul rate per rank (alone and with every rank busy)
-and each collective's latency α and bandwidth β, fitted to the ring formulas of ``plan/time.py``.
+and each collective's latency α and bandwidth β, fitted to the ring formulas of ``gpututor.formulas``.
 """
 from __future__ import annotations
 
@@ -9,13 +9,12 @@ from dataclasses import dataclass, field
 import torch
 import torch.distributed as dist
 
+from ..formulas import collective_seconds, ring_steps
 from ..measure.matmul import measure_matmul_flops
 from ..runtime.bench import run_comm_benchmark
 from ..runtime.launcher import launch
 
 COMM_OPS = ("all_reduce", "all_gather", "reduce_scatter", "broadcast")
-STEPS = {"all_reduce": lambda n: 2 * (n - 1), "all_gather": lambda n: n - 1,
-         "reduce_scatter": lambda n: n - 1, "broadcast": lambda n: 1}
 
 
 @dataclass
@@ -42,11 +41,8 @@ class Machine:
 
     def collective_seconds(self, op: str, nbytes: float) -> float:
         """Ring-model time of one ``op`` on a buffer of ``nbytes`` over this machine's ranks."""
-        n = self.world_size
         alpha, beta = self.comm[op]
-        if op == "broadcast":
-            return alpha + nbytes / beta
-        return STEPS[op](n) * (alpha + nbytes / (n * beta))
+        return collective_seconds(op, nbytes, self.world_size, beta, alpha)
 
 
 def fit_alpha_beta(rows: list[dict], op: str, world_size: int) -> tuple[float, float]:
@@ -60,7 +56,7 @@ def fit_alpha_beta(rows: list[dict], op: str, world_size: int) -> tuple[float, f
         raise ValueError(f"op={op!r} is invalid for a fit: it needs at least 2 measured sizes, "
                          f"got {len(pts)}")
     n = world_size
-    k, per = (1, 1) if op == "broadcast" else (STEPS[op](n), n)
+    k, per = (1, 1) if op == "broadcast" else (ring_steps(op, n), n)
     # t/k = α + x·(1/β) with x = S/per; weighted least squares with weights 1/t²
     xs, ys, ws = [s / per for s, _ in pts], [t / k for _, t in pts], [1 / t ** 2 for _, t in pts]
     sw = sum(ws)

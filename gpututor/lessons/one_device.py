@@ -12,11 +12,13 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
+from .. import checks
 from ..config import MODEL_SIZES
 from ..data import batches
+from ..formulas import RECOMPUTE
 from ..measure.capacity import CapacityGuard, DeviceOutOfMemory
 from ..measure.memory import LiveBytesProbe
-from ..models import RECOMPUTE, build_model, count_parameters
+from ..models import build_model, count_parameters
 from ..precision.adam8bit import Adam8bit, state_bytes_per_param
 from ..precision.offload import OffloadedAdam
 
@@ -67,7 +69,9 @@ def adam_fp32_vs_8bit(spec, lr: float | None = None) -> dict:
 
 # ---- before and after: the levers together ---------------------------------------------------
 
-OPTIMIZERS = {"adam": torch.optim.Adam, "adam8bit": Adam8bit}
+# the lever "where the optimizer state is kept": fp32 Adam, or its 8-bit blocks (not
+# RunSpec.optimizer's choices: these are one device's ways to hold the same Adam)
+ADAM_STATE = {"adam": torch.optim.Adam, "adam8bit": Adam8bit}
 
 
 @dataclass(frozen=True)
@@ -76,7 +80,7 @@ class Levers:
     name: str
     attention: str = "naive"       # "naive" | "sdpa"
     optimizer: str = "adam"        # "adam" (fp32 state) | "adam8bit"
-    recompute: str = "none"        # see models.RECOMPUTE
+    recompute: str = "none"        # see gpututor.formulas.RECOMPUTE
     compile: bool = False          # torch.compile the model (the optimizer step stays eager)
 
 
@@ -91,7 +95,8 @@ BEFORE_AND_AFTER = (
 def _setup(spec, levers: Levers):
     spec = spec.replace(attention=levers.attention)
     model = build_model(spec, recompute=levers.recompute)
-    optimizer = OPTIMIZERS[levers.optimizer](model.parameters(), lr=spec.lr)
+    checks.choice("optimizer", levers.optimizer, ADAM_STATE)
+    optimizer = ADAM_STATE[levers.optimizer](model.parameters(), lr=spec.lr)
     return model, optimizer, (torch.compile(model) if levers.compile else model)
 
 

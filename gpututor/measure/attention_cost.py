@@ -1,6 +1,6 @@
 """What each way of computing attention costs on this machine, against the sequence length.
 
-For every length and way (``gpututor.attention.ATTENTION``): the time of one forward and backward
+For every length and way (``gpututor.attention.ATTENTION_KERNELS``): the time of one forward and backward
 (the fastest of a few, interleaved), and, from the live-tensor probe, the bytes the forward left
 alive for backward and the peak over the whole step (inputs not counted). Naive attention keeps
 the ``T × T`` probabilities of every head, so its bytes grow with ``T²``; the tiled one keeps the
@@ -12,7 +12,8 @@ import time
 
 import torch
 
-from ..attention import ATTENTION
+from .. import checks
+from ..attention import ATTENTION_KERNELS
 from .memory import LiveBytesProbe
 
 
@@ -21,16 +22,15 @@ def attention_costs(lengths, ways=("naive", "tiled", "sdpa"), batch: int = 1, he
     """One row per (length, way): ``seconds`` (forward + backward, fastest of ``repeats``),
     ``saved_bytes`` (what forward left for backward) and ``peak_bytes``."""
     for way in ways:
-        if way not in ATTENTION:
-            raise ValueError(f"way={way!r} is invalid: allowed are {', '.join(ATTENTION)}")
+        checks.choice("way", way, ATTENTION_KERNELS)
     rows = []
     for T in lengths:
         gen = torch.Generator().manual_seed(T)
         q, k, v = (torch.randn(batch, heads, T, head_dim, generator=gen, requires_grad=True)
                    for _ in range(3))
         grad = torch.randn(batch, heads, T, head_dim, generator=gen)
-        call = {w: (lambda w=w: ATTENTION[w](q, k, v, block=block) if w == "tiled"
-                    else ATTENTION[w](q, k, v)) for w in ways}
+        call = {w: (lambda w=w: ATTENTION_KERNELS[w](q, k, v, block=block) if w == "tiled"
+                    else ATTENTION_KERNELS[w](q, k, v)) for w in ways}
         best = {w: float("inf") for w in ways}
         for _ in range(repeats):            # interleaved: drift on a shared machine hits all alike
             for w in ways:

@@ -1,15 +1,11 @@
-"""Collectives: their bus factors, and a benchmark task that times them over a sweep of sizes.
+"""Collectives: a benchmark task that times them over a sweep of sizes.
 
 Bandwidths follow the definitions of NVIDIA's nccl-tests (doc/PERFORMANCE.md):
 ``algbw = S / t`` where S is the data size of the operation (the full buffer: for all-gather
 the gathered output, for reduce-scatter the input), and ``busbw = algbw × factor``, the rate
-each link must sustain with the best (ring) algorithm, comparable to the hardware's peak:
-
-    all_reduce      2(n-1)/n        reduce_scatter   (n-1)/n
-    all_gather      (n-1)/n         broadcast        1
-
-The ring lower bound on time for an all-reduce of S bytes over links of bandwidth B is
-``2(n-1)/n · S / B`` (Patarasuk & Yuan 2009, "Bandwidth optimal all-reduce algorithms").
+each link must sustain with the best (ring) algorithm, comparable to the hardware's peak; the
+factor is ``gpututor.formulas.bus_factor`` (all-reduce ``2(n-1)/n``, all-gather and
+reduce-scatter ``(n-1)/n``, broadcast 1: Patarasuk & Yuan 2009).
 """
 from __future__ import annotations
 
@@ -20,20 +16,14 @@ from dataclasses import dataclass
 import torch
 import torch.distributed as dist
 
+from ..formulas import bus_factor
+
 # torch >= 2.12 renamed the tensor forms; keep working on the older releases users have.
 all_gather_into_tensor = getattr(dist, "all_gather_single", None) or dist.all_gather_into_tensor
 reduce_scatter_tensor = getattr(dist, "reduce_scatter_single", None) or dist.reduce_scatter_tensor
 
 OPS = ("all_reduce", "all_gather", "reduce_scatter", "broadcast")
 DEFAULT_SIZES = tuple(2 ** k for k in range(10, 25, 2))   # 1 KiB .. 16 MiB
-
-
-def bus_factor(op: str, world_size: int) -> float:
-    """What each rank sends over its link with the ring algorithm, per byte of data size S."""
-    n = world_size
-    return {"all_reduce": 2 * (n - 1) / n, "all_gather": (n - 1) / n,
-            "reduce_scatter": (n - 1) / n, "broadcast": 1.0,
-            "send": 1.0}[op]  # point to point: the data crosses one link once
 
 
 def _collective(op: str, nbytes: int, world: int, device):

@@ -1,15 +1,14 @@
-"""FLOPs: the one formula for a transformer's training FLOPs, and device peaks for MFU.
+"""FLOPs of the models this package builds, and device peaks for MFU.
 
 Counted FLOPs come from PyTorch's ``FlopCounterMode`` in the worker; this module holds what
 the counts are compared with:
 
-- :func:`training_flops_per_token`, the formula (Kaplan et al. 2020, Table 1; PaLM, Chowdhery
-  et al. 2022, Appendix B): forward ``2·N + 2·2·L·s·d`` per token (``N`` the weights that take
-  part in matmuls, attention's ``Q·Kᵀ`` and ``scores·V`` over the full ``s×s`` square), training
-  3× the forward. The planner uses the same function for models it never builds.
-- :func:`model_flops_per_token`: that formula for a model this package built.
+- :func:`model_flops_per_token`: the one formula (``gpututor.formulas.training_flops_per_token``,
+  ``6·N + 12·L·s·h`` per token: Kaplan et al. 2020, Table 1; PaLM, Chowdhery et al. 2022,
+  Appendix B) for a model this package built, ``N`` its weights that take part in matmuls
+  (:func:`matmul_parameters`). The planner calls the same formula for models it never builds.
 - :func:`device_peak_flops`: the datasheet peak of the device a rank runs on, from the one
-  table of devices (:mod:`gpututor.plan.catalog`), matched by exact name; None on a CPU or an
+  table of devices (:mod:`gpututor.catalog`), matched by exact name; None on a CPU or an
   unknown GPU (MFU is then not measured, never 0).
 """
 from __future__ import annotations
@@ -17,28 +16,9 @@ from __future__ import annotations
 import torch
 import torch.nn as nn
 
+from ..catalog import gpu_for_cuda_name
+from ..formulas import attention_flops_per_token, training_flops_per_token
 from ..moe import moe_layers
-from ..plan.catalog import gpu_for_cuda_name
-
-RECOMPUTE = ("none", "selective", "full")
-
-
-def training_flops_per_token(matmul_params: float, n_layer: int = 0, seq_len: int = 0,
-                             d_model: int = 0, recompute: str = "none") -> float:
-    """FLOPs per trained token: ``6·N + 12·L·s·d`` (``6·N`` alone for a model without attention).
-
-    ``recompute`` counts work that runs but is not the model's: ``"full"`` runs the forward a
-    second time (``8·N + 16·L·s·d``, the four passes of Narayanan et al. 2021); ``"selective"``
-    re-runs attention's scores only (``+ 4·L·s·d``, Korthikanti et al. 2022). MFU uses
-    ``"none"`` (the model's FLOPs), whatever the run recomputes (PaLM, Appendix B).
-    """
-    if recompute not in RECOMPUTE:
-        raise ValueError(f"recompute={recompute!r} is invalid: allowed values are "
-                         + ", ".join(repr(r) for r in RECOMPUTE))
-    attention = 2 * 2 * n_layer * seq_len * d_model      # forward, per token
-    passes = 4 if recompute == "full" else 3
-    extra = attention if recompute == "selective" else 0
-    return passes * (2 * matmul_params + attention) + extra
 
 
 def uncounted_attention_flops(cfg, tokens: int, seq_len: int, device: torch.device) -> int:
@@ -48,7 +28,7 @@ def uncounted_attention_flops(cfg, tokens: int, seq_len: int, device: torch.devi
     products, forward and backward) added, as naive attention's matmuls are counted. Elsewhere 0."""
     if getattr(cfg, "attention", "naive") != "sdpa" or device.type != "cpu":
         return 0
-    return 3 * 2 * 2 * cfg.n_layer * seq_len * cfg.d_model * tokens
+    return 3 * attention_flops_per_token(cfg.n_layer, seq_len, cfg.d_model) * tokens
 
 
 def matmul_parameters(model: nn.Module) -> int:

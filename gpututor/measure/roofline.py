@@ -30,9 +30,10 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from .. import checks
+from ..catalog import get_gpu
 from ..config import torch_dtype
 from ..models import MLP, build_model
-from ..plan.catalog import get_gpu
 from .matmul import matmul_flops
 from .timing import synchronize
 
@@ -53,23 +54,23 @@ LINEAR_ROLES = {"attn.qkv": "attention qkv", "attn.proj": "attention out proj",
 
 def attainable(intensity: float, peak: float, bandwidth: float) -> float:
     """The roof at ``intensity`` FLOP/byte: ``min(peak, bandwidth × intensity)`` FLOP/s."""
-    _check_number("intensity", intensity, allow_zero=True)
-    _check_number("peak", peak)
-    _check_number("bandwidth", bandwidth)
+    checks.positive("intensity", intensity, allow_zero=True)
+    checks.positive("peak", peak)
+    checks.positive("bandwidth", bandwidth)
     return min(peak, bandwidth * intensity)
 
 
 def ridge(peak: float, bandwidth: float) -> float:
     """The intensity (FLOP/byte) where the memory roof meets the compute roof."""
-    _check_number("peak", peak)
-    _check_number("bandwidth", bandwidth)
+    checks.positive("peak", peak)
+    checks.positive("bandwidth", bandwidth)
     return peak / bandwidth
 
 
 def bound(intensity: float, peak: float, bandwidth: float) -> str:
     """``"memory-bound"`` left of the ridge, ``"compute-bound"`` at it or right of it (at the
     ridge both roofs are equal: the operator could just reach peak)."""
-    _check_number("intensity", intensity, allow_zero=True)
+    checks.positive("intensity", intensity, allow_zero=True)
     return "compute-bound" if intensity >= ridge(peak, bandwidth) else "memory-bound"
 
 
@@ -83,9 +84,9 @@ def memory_bandwidth(device="cpu", threads: int = 1, nbytes: int = 64_000_000,
     last-level cache, or this measures the cache. One thread rarely fills a CPU's memory bus.
     """
     device = _check_device(device)
-    _check_int("threads", threads, 1)
-    _check_int("nbytes", nbytes, 4096)
-    _check_number("min_time_s", min_time_s)
+    checks.integer("threads", threads, 1)
+    checks.integer("nbytes", nbytes, 4096)
+    checks.positive("min_time_s", min_time_s)
     src = torch.randn(nbytes // 4, device=device)
     dst = torch.empty_like(src)
     moved = 2 * src.numel() * src.element_size()
@@ -97,12 +98,12 @@ def peak_matmul_flops(device="cpu", threads: int = 1, size: int = 512,
     """The compute roof as measured here: FLOP/s of a ``size``×``size`` matmul
     (:func:`gpututor.measure.matmul.matmul_flops`). A real peak is higher: this is the best we saw."""
     device = _check_device(device)
-    _check_int("threads", threads, 1)
-    _check_int("size", size, 1)
+    checks.integer("threads", threads, 1)
+    checks.integer("size", size, 1)
     if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
         raise ValueError(f"dtype={dtype!r} is invalid: allowed is a floating torch.dtype, "
                          "e.g. torch.float32 or torch.bfloat16")
-    _check_number("min_time_s", min_time_s)
+    checks.positive("min_time_s", min_time_s)
     return matmul_flops([(size, size, size)], dtype, device, threads, min_time_s)
 
 
@@ -116,9 +117,9 @@ def operator_costs(spec, threads: int = 1, repeats: int = 3, min_time_s: float =
     ``flops_per_s``. The micro-batch is ``spec.batch_size // spec.grad_accum`` sequences of
     ``spec.seq_len`` tokens, in ``spec.precision``, on ``spec.resolved_device()``.
     """
-    _check_int("threads", threads, 1)
-    _check_int("repeats", repeats, 1)
-    _check_number("min_time_s", min_time_s)
+    checks.integer("threads", threads, 1)
+    checks.integer("repeats", repeats, 1)
+    checks.positive("min_time_s", min_time_s)
     device, dtype = torch.device(spec.resolved_device()), torch_dtype(spec.precision)
     model = build_model(spec).to(device=device, dtype=dtype)
     rows = []
@@ -135,7 +136,7 @@ def operator_costs(spec, threads: int = 1, repeats: int = 3, min_time_s: float =
 def catalog_roofs(names: Iterable[str] = ("A100-80GB", "H100-80GB"), precision: str = "bf16"
                   ) -> list[dict]:
     """Datasheet roofs (dense peak at ``precision``, memory bandwidth, ridge) from
-    :mod:`gpututor.plan.catalog`; a name it does not hold raises ValueError listing those it does."""
+    :mod:`gpututor.catalog`; a name it does not hold raises ValueError listing those it does."""
     names = (names,) if isinstance(names, str) else tuple(names)
     roofs = []
     for name in names:
@@ -234,16 +235,3 @@ def _check_device(device) -> torch.device:
         raise ValueError(f"device={device!r} is invalid: allowed is 'cpu'"
                          + (" or 'cuda'" if torch.cuda.is_available() else " (no GPU here)"))
     return parsed
-
-
-def _check_int(name: str, value, low: int) -> None:
-    if not isinstance(value, int) or isinstance(value, bool) or value < low:
-        raise ValueError(f"{name}={value!r} is invalid: allowed is an integer >= {low}")
-
-
-def _check_number(name: str, value, allow_zero: bool = False) -> None:
-    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and \
-        math.isfinite(value) and (value >= 0 if allow_zero else value > 0)
-    if not ok:
-        raise ValueError(f"{name}={value!r} is invalid: allowed is a finite number "
-                         + (">= 0" if allow_zero else "> 0"))

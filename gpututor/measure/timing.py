@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from .collectives import bus_factor
+from ..formulas import bus_factor
 
 
 def synchronize(device: torch.device) -> None:

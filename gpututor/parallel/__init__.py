@@ -19,6 +19,8 @@ from __future__ import annotations
 
 import math
 
+from .. import checks
+
 from .base import Strategy
 from .composed import Composed
 from .context_parallel import ContextParallel, ContextParallelLayout
@@ -42,17 +44,18 @@ STRATEGIES: dict[str, Strategy] = {s.name: s for s in (
     ContextParallel(),                                                # context parallel
     ExpertParallel(),                                                 # mixture of experts
     # lesson 09: layouts on a rank grid (RunSpec.mesh), outermost part first
-    Composed(DataParallelDDP(), TensorParallel(),
+    Composed(DataParallelDDP(), TensorParallel(), planned=True,
              description="DDP over dp x Megatron tensor parallel over tp"),
     Composed(NaiveDataParallel(), TensorParallel(),
              description="from scratch: all-reduce over dp x Megatron tensor parallel over tp"),
     Composed(FullyShardedFSDP2(), TensorParallelDTensor(), name="fsdp+tp",   # TP as DTensor:
+             planned=True,
              description="PyTorch's 2-D layout: DTensor TP on mesh['tp'], FSDP2 on mesh['dp']"),
-    Composed(DataParallelDDP(), PipelineParallel(),
+    Composed(DataParallelDDP(), PipelineParallel(), planned=True,
              description="DDP over dp x pipeline (GPipe/1F1B from scratch) over pp"),
     Composed(NaiveDataParallel(), PipelineParallel(),
              description="from scratch: all-reduce over dp x pipeline over pp"),
-    Composed(DataParallelDDP(), TensorParallel(), PipelineParallel(),
+    Composed(DataParallelDDP(), TensorParallel(), PipelineParallel(), planned=True,
              description="3-D: DDP over dp x Megatron TP over tp x pipeline over pp"),
     ContextParallelLayout(DataParallelDDP(), ContextParallel(),
                           description="DDP over dp x context parallel (ring attention) over cp"),
@@ -62,9 +65,7 @@ STRATEGIES: dict[str, Strategy] = {s.name: s for s in (
 
 def get_strategy(name: str) -> Strategy:
     """The registered strategy called ``name``; ``ValueError`` lists the names there are."""
-    if name not in STRATEGIES:
-        raise ValueError(f"strategy={name!r} is invalid: allowed values are "
-                         + ", ".join(repr(s) for s in STRATEGIES))
+    checks.choice("strategy", name, STRATEGIES)
     return STRATEGIES[name]
 
 

@@ -1,25 +1,54 @@
-"""The strategy interface: what the worker asks of every way of training.
+"""The strategy interface: what the worker asks of every way of training, and what a strategy
+says about itself to the rest of the package.
 
 A strategy says how many ranks split the batch, wraps the model (and builds its optimizer), and
-runs one training step. The worker, the launcher, the metrics and the widgets only talk to this
-interface, so a new strategy is one new module registered in ``gpututor.parallel`` (``__init__.py``).
+runs one training step. It also *describes* itself: what it shards (:attr:`Strategy.zero_stage`,
+:attr:`Strategy.shards`), its options with their checks and defaults, how it holds the tiny GPT
+(:attr:`Strategy.memory_layout`, a :class:`MemoryLayout` the planner's as-built prediction
+reads), the collectives one step runs (:meth:`Strategy.step_collectives`, which the calibration
+prices), whether the planner proposes it (:attr:`Strategy.planned`), and the precisions and
+grid dims it supports. The worker, the launcher, the metrics, the planner, the calibration and
+the widgets only read this interface, so a new strategy is one new module registered in
+``gpututor.parallel`` (``__init__.py``): nothing else changes.
 """
 from __future__ import annotations
 
 from contextlib import nullcontext
 
+from dataclasses import dataclass
+
 import torch
 import torch.distributed as dist
 import torch.nn.functional as F
 
+from .. import checks
+from ..config import PRECISIONS, torch_dtype
 from ..moe import auxiliary_loss, expert_load
 from .mesh import RankGrid
 
 
 def check_option(name: str, value, ok, allowed: str) -> None:
     """Raise the project's standard ``ValueError`` unless ``ok(value)``."""
-    if not ok(value):
-        raise ValueError(f"option {name}={value!r} is invalid: allowed is {allowed}")
+    checks.where(f"option {name}", value, ok, allowed)
+
+
+STATES = ("optimizer", "grads", "params")   # what ZeRO stage 1, 2, 3 shards, in that order
+
+
+@dataclass(frozen=True)
+class MemoryLayout:
+    """How a strategy, as implemented here, holds the tiny GPT on a rank: what
+    ``gpututor.plan.as_built`` needs, beyond the ZeRO stage, to predict the bytes the worker's
+    memory probe measures."""
+
+    grad_buffers: bool = False    # gradients live in flat buffers kept between steps (zero1)
+    bucket_copy: bool = False     # a persistent second copy of the gradients (DDP's buckets)
+    gathered_blocks: int = 0      # ZeRO-3/FSDP: full blocks alive at the backward peak
+    gathered_root: bool = False   # ... and the root unit (embeddings, final norm)
+    per_tensor_state: bool = True  # one AdamW step counter per parameter tensor (else per shard)
+    tensor_parallel: bool = False  # Megatron layers: big matrices split over the ranks
+    pipeline: bool = False        # consecutive blocks per rank, 1F1B micro-batches
+    note: str = ""
 
 
 class Strategy:
@@ -29,6 +58,14 @@ class Strategy:
     parts: tuple = ()    # a composed layout's strategies, outermost first (see composed.py)
     options: dict = {}   # option name -> validity check, for RunSpec.options
     allowed: dict = {}   # option name -> what is allowed, in words (for the error message)
+    defaults: dict = {}  # option name -> the value used when the spec does not set it
+    # ---- what it is, for the planner, the calibration and the widgets -------------------------
+    zero_stage = 0       # over its data-parallel ranks: 0 whole copies; 1 shards the optimizer
+    #                      state, 2 the gradients too, 3 the parameters too (Rajbhandari et al.
+    #                      2020, section 5); a strategy that splits layers (tp, pp) keeps 0
+    memory_layout = None   # a MemoryLayout: how it holds the tiny GPT (None: no prediction)
+    planned = False      # the planner proposes it (plan.layouts), in registry order
+    precisions = PRECISIONS  # the precisions it trains in
     supports_checkpoint = True  # full_state_dict / optimizer state are whole on every rank
     builds_on_meta = False      # True: wrap() gets the model on "meta" and keeps only its part,
     #                             which gpututor.parallel.meta.materialize then makes
@@ -36,12 +73,32 @@ class Strategy:
     #                             communication fields are None ("not measured"), never 0
     needs_model = None          # the model it can train, if only one (expert parallel: "moe")
 
+    @property
+    def shards(self) -> tuple:
+        """What it splits over its data-parallel ranks: a prefix of :data:`STATES`."""
+        return STATES[:self.zero_stage]
+
+    def option(self, spec, name: str):
+        """The value of option ``name`` for ``spec``: the spec's, else this strategy's default."""
+        return spec.option(name, self.defaults.get(name))
+
+    def step_collectives(self, spec, model) -> list | None:
+        """The collectives one rank runs in one optimizer step of ``spec`` on ``model`` (the
+        model as :func:`gpututor.models.build_model` makes it, fp32): a list of ``(op, bytes of
+        the full buffer)``, ``op`` one of ``gpututor.formulas.COLLECTIVES``. One rank runs
+        none; None means the strategy does not say (the calibration then leaves it out)."""
+        return [] if spec.world_size == 1 else None
+
     # ---- checked before launch ---------------------------------------------------------------
     def validate(self, spec) -> None:
         """Raise ``ValueError`` naming the field if ``spec`` cannot run with this strategy."""
         for name, value in spec.options:
             if name in self.options:
                 check_option(name, value, self.options[name], self.allowed.get(name, "?"))
+        if spec.precision not in self.precisions:
+            raise ValueError(f"precision={spec.precision!r} is invalid for strategy="
+                             f"{self.name!r}: allowed values are "
+                             + ", ".join(repr(p) for p in self.precisions))
 
     def dims(self) -> tuple:
         """The grid dims this strategy uses (a composed layout: those of all its parts)."""
@@ -54,6 +111,10 @@ class Strategy:
     def data_parallel_rank(self, rank: int, spec) -> int:
         """Which slice of the global batch ``rank`` trains on: its index along ``dp``."""
         return RankGrid.of(spec, self.dim).index(rank, "dp")
+
+    def check_device(self, spec, device: str) -> None:
+        """Raise ``ValueError`` if this strategy cannot run ``spec`` on ``device`` ("cuda" or
+        "cpu"): checked where the ranks start, not when the spec is made."""
 
     # ---- in each rank ------------------------------------------------------------------------
     def wrap(self, model: torch.nn.Module, ctx) -> torch.nn.Module:
@@ -149,8 +210,7 @@ def autocast_for(precision: str, device: torch.device):
     """``torch.autocast`` to bf16/fp16 on ``device``, or nothing for fp32."""
     if precision == "fp32":
         return nullcontext()
-    dtype = torch.bfloat16 if precision == "bf16" else torch.float16
-    return torch.autocast(device.type, dtype=dtype)
+    return torch.autocast(device.type, dtype=torch_dtype(precision))
 
 
 def _grad_scaler(ctx):

@@ -32,7 +32,8 @@ class Composed(Strategy):
 
     supports_checkpoint = False   # each rank holds a slice: no single-file checkpoint here yet
 
-    def __init__(self, *parts: Strategy, name: str | None = None, description: str = ""):
+    def __init__(self, *parts: Strategy, name: str | None = None, description: str = "",
+                 planned: bool = False):
         self.builds_on_meta = any(p.builds_on_meta for p in parts if p.dim != "dp")
         dims = [p.dim for p in parts]
         if len(set(dims)) != len(dims):
@@ -44,10 +45,20 @@ class Composed(Strategy):
         self.part = {p.dim: p for p in parts}
         self.options = {k: v for p in parts for k, v in p.options.items()}
         self.allowed = {k: v for p in parts for k, v in p.allowed.items()}
+        self.defaults = {k: v for p in parts for k, v in p.defaults.items()}
+        self.planned = planned
+        # what its data-parallel part shards (0 without one); precisions all parts train in
+        self.zero_stage = self.part["dp"].zero_stage if "dp" in self.part else 0
+        self.precisions = tuple(x for x in parts[0].precisions
+                                if all(x in p.precisions for p in parts))
 
     @property
     def meters_comm(self) -> bool:   # read in a rank: fsdp's answer imports torch's FSDP
         return all(p.meters_comm for p in self.parts)   # one unmetered part: not measured
+
+    def check_device(self, spec, device: str) -> None:
+        for part in self.parts:
+            part.check_device(spec, device)
 
     @property
     def data_part(self) -> Strategy | None:

@@ -19,6 +19,8 @@ from dataclasses import dataclass
 
 import torch
 
+from ..formulas import ring_allreduce_seconds
+
 
 @dataclass(frozen=True)
 class EmulatedLink:
@@ -33,10 +35,9 @@ class EmulatedLink:
         return cls(float(gbps) * 1e9, float(spec.option("link_latency_us", 10.0)) * 1e-6)
 
     def allreduce_seconds(self, nbytes: int, world: int) -> float:
-        """Ring all-reduce time: n-1 reduce-scatter steps and n-1 all-gather steps."""
-        if world <= 1:
-            return 0.0
-        return 2 * (world - 1) * (self.latency + nbytes / (world * self.bandwidth))
+        """Ring all-reduce time: n-1 reduce-scatter steps and n-1 all-gather steps
+        (``gpututor.formulas.ring_allreduce_seconds``)."""
+        return ring_allreduce_seconds(nbytes, world, self.bandwidth, self.latency)
 
     def delay_allreduce(self, nbytes: int, world: int, meter) -> None:
         """Sleep as long as the emulated link needs for this all-reduce; record the addition."""

@@ -1,12 +1,13 @@
 """One process, one device: the training loop every other strategy is compared with."""
 from __future__ import annotations
 
-from .base import Strategy
+from .base import MemoryLayout, Strategy
 
 
 class Single(Strategy):
     name = "single"
     description = "one process trains on the whole batch"
+    memory_layout = MemoryLayout(note="one process: the reference")
 
     def validate(self, spec) -> None:
         if spec.world_size != 1:

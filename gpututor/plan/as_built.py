@@ -2,51 +2,23 @@
 
 The general formulas in ``memory.py`` describe a transformer in the abstract; this module
 counts what *our* implementation (fp32, no dropout, attention that keeps its full T x T scores)
-keeps on a rank, predicting what the worker's live-tensor probe measures (:data:`AS_BUILT`: one :class:`Layout` per
-strategy), so the lessons can predict a run's bytes before it runs and then measure them.
+keeps on a rank, predicting what the worker's live-tensor probe measures, so the lessons can
+predict a run's bytes before it runs and then measure them. What it needs to know about a
+strategy, the strategy says itself: its ZeRO stage and its ``memory_layout``
+(``gpututor.parallel.base.MemoryLayout``); :func:`as_built` lists those that say it.
 ``tests/plan/test_plan.py`` checks the prediction against the memory probe.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-
-from .catalog import _check_choice
-
-
-@dataclass(frozen=True)
-class Layout:
-    """How a strategy of :mod:`gpututor.parallel`, as implemented, holds the tiny GPT on a rank."""
-
-    shard: int = 0                # ZeRO stage over the ranks (0: whole copies)
-    grad_buffers: bool = False    # gradients live in flat buffers kept between steps (zero1)
-    bucket_copy: bool = False     # a persistent second copy of the gradients (DDP's buckets)
-    gathered_blocks: int = 0      # ZeRO-3/FSDP: full blocks alive at the backward peak
-    gathered_root: bool = False   # ... and the root unit (embeddings, final norm)
-    per_tensor_state: bool = True  # one AdamW step counter per parameter tensor (else per shard)
-    tensor_parallel: bool = False  # Megatron layers: big matrices split over the ranks
-    pipeline: bool = False        # consecutive blocks per rank, 1F1B micro-batches
-    note: str = ""
+from .. import checks
+from ..formulas import block_params, optimizer_state_bytes
 
 
-AS_BUILT = {
-    "single": Layout(note="one process: the reference"),
-    "dp-naive": Layout(note="all-reduces gradients in place after backward"),
-    "dp-bucketed": Layout(note="buckets in flight during backward are left out"),
-    "ddp": Layout(bucket_copy=True, note="DDP's buckets are a second copy of the gradients "
-                                         "(gradient_as_bucket_view=False, PyTorch's default)"),
-    "zero1": Layout(1, grad_buffers=True, per_tensor_state=False,
-                    note="full gradients in flat buffers; optimizer state 1/N"),
-    "zero2": Layout(2, per_tensor_state=False,
-                    note="a unit's full gradient lives until its reduce-scatter"),
-    "zero3": Layout(3, gathered_blocks=1, gathered_root=True, per_tensor_state=False,
-                    note="the top block and the root gathered at the backward peak"),
-    "fsdp": Layout(3, gathered_blocks=2, gathered_root=True,
-                   note="FSDP2 keeps the root unsharded and prefetches the next block"),
-    "tp": Layout(tensor_parallel=True, note="Megatron split of attention and MLP; rest replicated"),
-    "tp-dtensor": Layout(tensor_parallel=True, note="same split through DTensor"),
-    "pp": Layout(pipeline=True, note="1F1B: stage s keeps min(p - s, m) micro-batches"),
-    "pp-torch": Layout(pipeline=True, note="1F1B: stage s keeps min(p - s, m) micro-batches"),
-}
+def as_built() -> dict:
+    """Name -> strategy, for every registered strategy that says how it holds the tiny GPT
+    (``Strategy.memory_layout``), in registry order: the ones this module can predict."""
+    from ..parallel import STRATEGIES
+    return {name: s for name, s in STRATEGIES.items() if s.memory_layout is not None}
 
 
 def tiny_gpt_activation_layer(cfg, batch: int, seq_len: int, tp: int = 1) -> int:
@@ -86,14 +58,15 @@ def tiny_gpt_memory(cfg, batch: int, seq_len: int, strategy: str = "single",
     plus the gradients computed so far (tied head/embedding and the MLP output projection). The
     other candidate, the optimizer step (all gradients, no activations), is checked too.
     """
-    _check_choice("strategy", strategy, tuple(AS_BUILT))
-    layout = AS_BUILT[strategy]
+    known = as_built()
+    checks.choice("strategy", strategy, known)
+    layout, stage = known[strategy].memory_layout, known[strategy].zero_stage
     n, L, h, V = world_size, cfg.n_layer, cfg.d_model, cfg.vocab_size
-    block = 12 * h * h + 13 * h                      # one block's parameters (weights + biases)
+    block = block_params(h, biases=True)             # one block's parameters (weights + biases)
     root = V * h + cfg.block_size * h + 2 * h         # embeddings + final norm (head is tied)
     N = L * block + root
     n_tensors = 12 * L + 4
-    state = 4 if optimizer == "sgd" else 8            # momentum, or Adam m and v (fp32)
+    state = optimizer_state_bytes(optimizer)          # momentum, or Adam m and v (fp32)
     dp = 1 if (layout.tensor_parallel or layout.pipeline) else n
     b = batch // dp
     if layout.pipeline:
@@ -103,14 +76,14 @@ def tiny_gpt_memory(cfg, batch: int, seq_len: int, strategy: str = "single",
     act_layer = tiny_gpt_activation_layer(cfg, b, seq_len, tp)
     bsh4 = 4 * b * seq_len * h
     if tp > 1:  # the blocks' big matrices are split; embeddings, norms, row biases replicated
-        split = 12 * h * h + 3 * h + 4 * h            # qkv (w, b), proj w, fc (w, b), proj w
+        split = block_params(h) + 3 * h + 4 * h       # every weight; qkv and fc biases
         N = N - L * split + L * split / tp
-    shard = N / n if layout.shard else N
-    params = 4 * (shard if layout.shard >= 3 else N)
+    shard = N / n if stage else N
+    params = 4 * (shard if stage >= 3 else N)
     tensors = n_tensors if layout.per_tensor_state else L + 1
     steps = 4 * tensors * (optimizer != "sgd")        # AdamW's step counters, 4 bytes each
-    optimizer_bytes = state * (shard if layout.shard >= 1 else N) + steps
-    grads_kept = 4 * (shard if layout.shard >= 2 else N)
+    optimizer_bytes = state * (shard if stage >= 1 else N) + steps
+    grads_kept = 4 * (shard if stage >= 2 else N)
     resident = params + mask + optimizer_bytes
     if layout.grad_buffers:
         resident += 4 * N
@@ -123,7 +96,7 @@ def tiny_gpt_memory(cfg, batch: int, seq_len: int, strategy: str = "single",
     # grads of the tied head and of this block's MLP output projection, just computed (zero1
     # adds them into its buffers, but each exists on its own first)
     current = 4 * (V * h + 4 * h * h / tp + h)
-    done = 0 if layout.grad_buffers else 4 * block * (1 / n if layout.shard >= 2 else 1)
+    done = 0 if layout.grad_buffers else 4 * block * (1 / n if stage >= 2 else 1)
     if tp > 1:
         done = 4 * (block - split + split / tp)
     backward_peak = 0
@@ -153,13 +126,13 @@ def _tiny_gpt_pipeline(cfg, batch: int, seq_len: int, stages: int, checkpointing
     L, h, V = cfg.n_layer, cfg.d_model, cfg.vocab_size
     per, extra = divmod(L, stages)
     layers = per + (extra > 0)
-    N = layers * (12 * h * h + 13 * h) + V * h + cfg.block_size * h
+    N = layers * block_params(h, biases=True) + V * h + cfg.block_size * h
     micro = batch // m
     in_flight = min(stages, m)
     bsh4 = 4 * micro * seq_len * h
     act_layer = tiny_gpt_activation_layer(cfg, micro, seq_len)
     per_micro = (layers * act_layer if not checkpointing else layers * bsh4) + bsh4
-    params, optimizer_bytes = 4 * N, state * N + 4 * (12 * layers + 2)
+    params, optimizer_bytes = 4 * N, state * N + 4 * (12 * layers + 2)   # + step counters
     resident = params + layers * cfg.block_size ** 2 + optimizer_bytes
     extra_layer = 0 if not checkpointing else act_layer - bsh4   # the recomputed block
     peak = resident + in_flight * per_micro + extra_layer + 4 * N + 5 * bsh4 + bsh4 \

@@ -18,11 +18,11 @@ import argparse
 import json
 import sys
 
+from .. import catalog, checks
 from ..config import MODEL_SIZES, RunSpec, parse_bytes
-from . import catalog
+from ..formulas import RECOMPUTE
 from .layouts import HEADROOM, pick_layout, predict_layouts, transformer_of
-from .memory import CONVENTIONS, PRECISIONS, PRESETS, RECOMPUTE, Transformer, \
-    transformer_for_params
+from .memory import CONVENTIONS, PRECISIONS, PRESETS, Transformer, transformer_for_params
 from .recommend import DEFAULT_COMM_EFFICIENCY, DEFAULT_MFU, Config, estimate, recommend
 
 
@@ -87,10 +87,10 @@ def model_from_args(args) -> Transformer:
                          "--tiny-gpt SIZE")
     seq = args.seq_len
     if getattr(args, "tiny_gpt", None) is not None:
-        catalog._check_choice("tiny_gpt", args.tiny_gpt, tuple(MODEL_SIZES["gpt"]))
+        checks.choice("tiny_gpt", args.tiny_gpt, tuple(MODEL_SIZES["gpt"]))
         return transformer_of(RunSpec(model="gpt", model_size=args.tiny_gpt, seq_len=seq or 64))
     if args.model is not None:
-        catalog._check_choice("model", args.model, tuple(PRESETS))
+        checks.choice("model", args.model, tuple(PRESETS))
         model = PRESETS[args.model]
         return model if seq is None else Transformer(model.n_layer, model.d_model, model.n_head,
                                                      model.vocab_size, seq, model.params,
@@ -120,7 +120,7 @@ def run(args) -> int:
                       tokens_per_step=args.tokens_per_step, mfu=args.mfu,
                       price_per_hour=args.price)
         if args.recommend:
-            catalog._check_positive("gpus", args.gpus)
+            checks.positive("gpus", args.gpus)
             counts = [2 ** k for k in range(20) if 2 ** k <= args.gpus]
             result = recommend(model, tokens, gpus=(gpu.name,), counts=counts,
                                links=(link,), budget=args.budget,

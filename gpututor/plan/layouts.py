@@ -17,24 +17,25 @@ from __future__ import annotations
 import math
 from itertools import product
 
-from ..data import load_corpus
+from ..models import config_of
 from .memory import Transformer, per_device_memory
 
-# layout -> (its grid dims, the ZeRO stage of its dp dim), simplest first. The names are those
-# of gpututor.parallel.STRATEGIES (a test checks the dims against the registry).
-LAYOUTS = {
-    "ddp": (("dp",), 0), "fsdp": (("dp",), 3), "tp": (("tp",), 0), "pp": (("pp",), 0),
-    "ddp+tp": (("dp", "tp"), 0), "fsdp+tp": (("dp", "tp"), 3), "ddp+pp": (("dp", "pp"), 0),
-    "ddp+tp+pp": (("dp", "tp", "pp"), 0),
-}
+def layouts() -> dict:
+    """Layout -> (its grid dims, the ZeRO stage of its dp dim), simplest first: every strategy
+    of ``gpututor.parallel.STRATEGIES`` that says the planner may propose it
+    (``Strategy.planned``), in registry order, read from the strategy itself."""
+    from ..parallel import STRATEGIES
+    return {name: (s.dims(), s.zero_stage) for name, s in STRATEGIES.items() if s.planned}
+
+
 HEADROOM = 0.8   # what a formula may fill of the capacity: temporaries are not in it
 
 
 def transformer_of(spec) -> Transformer:
     """The shape of ``spec``'s GPT (the corpus's vocabulary, ``spec.seq_len``), for the formulas."""
-    cfg = spec.model_config
-    return Transformer(cfg.n_layer, cfg.d_model, cfg.n_head, load_corpus(spec.corpus)[0].vocab_size,
-                       spec.seq_len, name=f"tiny GPT {spec.resolved_model_size}")
+    cfg = config_of(spec)
+    return Transformer(cfg.n_layer, cfg.d_model, cfg.n_head, cfg.vocab_size, spec.seq_len,
+                       name=f"tiny GPT {spec.resolved_model_size}")
 
 
 def grids(world_size: int, dims: tuple) -> list[dict]:
@@ -48,7 +49,7 @@ def predict(model: Transformer, global_batch: int, name: str, mesh: dict,
             microbatches: int = 2) -> dict:
     """Per-rank bytes (``params``, ``grads``, ``optimizer``, ``activations``, ``total``) of
     layout ``name`` on the grid ``mesh``, for the lessons' runs (fp32, AdamW, no dropout)."""
-    dims, zero_stage = LAYOUTS[name]
+    dims, zero_stage = layouts()[name]
     dp, tp, pp = (mesh.get(d, 1) for d in ("dp", "tp", "pp"))
     m = microbatches if pp > 1 else 1
     return per_device_memory(model, micro_batch=max(1, global_batch // (dp * m)),
@@ -61,7 +62,7 @@ def predict_layouts(model: Transformer, global_batch: int, world_size: int,
     """One row per layout and grid of ``world_size`` ranks that the model can be cut into:
     ``layout``, ``mesh``, the predicted bytes, and ``fits`` (None without a capacity)."""
     rows = []
-    for name, (dims, _) in LAYOUTS.items():
+    for name, (dims, _) in layouts().items():
         for mesh in grids(world_size, dims):
             try:
                 bytes_ = predict(model, global_batch, name, mesh, microbatches)

@@ -14,11 +14,12 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from .. import checks
 from ..config import PRECISIONS
-from ..measure.flops import RECOMPUTE
-from .catalog import _check_choice
+from ..formulas import (OPTIMIZER_STATE_BYTES, RECOMPUTE, block_params, bytes_per_value,
+                        gpt_params)
 
-OPTIMIZERS = ("adam", "adamw", "sgd")   # the planner's names ("adam" as the ZeRO paper counts it)
+OPTIMIZERS = tuple(OPTIMIZER_STATE_BYTES)   # the planner's names ("adam" as the ZeRO paper counts it)
 ZERO_STAGES = (0, 1, 2, 3)
 
 
@@ -26,17 +27,6 @@ ZERO_STAGES = (0, 1, 2, 3)
 
 def _divisors(n: int) -> list[int]:
     return [d for d in range(1, n + 1) if n % d == 0]
-
-
-def _check_degree(name: str, value) -> None:
-    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-        raise ValueError(f"{name}={value!r} is invalid: allowed is a positive integer")
-
-
-def _check_number(name: str, value) -> None:
-    if not isinstance(value, (int, float)) or isinstance(value, bool) or not math.isfinite(value) \
-            or value <= 0:
-        raise ValueError(f"{name}={value!r} is invalid: allowed is a positive number")
 
 
 # ---- 1. model states -----------------------------------------------------------------------------
@@ -83,10 +73,10 @@ def bytes_per_param(precision: str = "bf16", optimizer: str = "adam",
     instead of two. ``convention`` picks any entry of :data:`CONVENTIONS` by name instead.
     """
     if convention is not None:
-        _check_choice("convention", convention, tuple(CONVENTIONS))
+        checks.choice("convention", convention, tuple(CONVENTIONS))
         return CONVENTIONS[convention]
-    _check_choice("precision", precision, PRECISIONS)
-    _check_choice("optimizer", optimizer, OPTIMIZERS)
+    checks.choice("precision", precision, PRECISIONS)
+    checks.choice("optimizer", optimizer, OPTIMIZERS)
     kind = "sgd" if optimizer == "sgd" else "adam"
     name = {("fp32", "adam"): "fp32-adamw", ("fp32", "sgd"): "fp32-sgd",
             ("mixed", "adam"): "mixed-adam", ("mixed", "sgd"): "mixed-sgd"}
@@ -110,10 +100,10 @@ def model_state_bytes(n_params: float, precision: str = "bf16", optimizer: str =
     as in Megatron Core's MoE and torchtitan); each expert is then replicated, and ZeRO-sharded,
     over the ``dp/ep`` ranks that hold it, while the dense part is sharded over all ``dp``.
     """
-    _check_number("n_params", n_params)
-    _check_choice("zero_stage", zero_stage, ZERO_STAGES)
+    checks.positive("n_params", n_params)
+    checks.choice("zero_stage", zero_stage, ZERO_STAGES)
     for name, value in (("dp", dp), ("tp", tp), ("pp", pp), ("ep", ep)):
-        _check_degree(name, value)
+        checks.integer(name, value)
     if not 0 <= expert_params < n_params:
         raise ValueError(f"expert_params={expert_params!r} is invalid: allowed is 0 <= "
                          f"expert_params < n_params={n_params:g}")
@@ -153,25 +143,23 @@ class Transformer:
 
     def __post_init__(self):
         for field in ("n_layer", "d_model", "n_head", "vocab_size", "seq_len"):
-            value = getattr(self, field)
-            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-                raise ValueError(f"{field}={value!r} is invalid: allowed is a positive integer")
+            checks.integer(field, getattr(self, field))
         if self.d_model % self.n_head:
             raise ValueError(f"n_head={self.n_head} is invalid with d_model={self.d_model}: "
                              "allowed is a divisor of d_model")
         if self.params is not None:
-            _check_number("params", self.params)
+            checks.positive("params", self.params)
 
     @property
     def n_params(self) -> float:
         if self.params is not None:
             return self.params
-        return 12 * self.n_layer * self.d_model ** 2 + self.vocab_size * self.d_model
+        return gpt_params(self.n_layer, self.d_model, self.vocab_size)
 
     @property
     def layer_params(self) -> float:
         """One block's parameters, ``12·h²`` (attention 4·h², MLP 8·h²; biases left out)."""
-        return 12 * self.d_model ** 2
+        return block_params(self.d_model)
 
 
 PRESETS = {t.name: t for t in (
@@ -196,8 +184,9 @@ def transformer_for_params(n_params: float, seq_len: int = 2048, vocab_size: int
     ``N ≈ 12·L·(128·L)²``. Heads of 128 dimensions. Use a preset or :class:`Transformer` to
     give the real shape instead.
     """
-    _check_number("n_params", n_params)
-    layers = max(1, round((n_params / (12 * 128 ** 2)) ** (1 / 3)))
+    checks.positive("n_params", n_params)
+    layers = max(1, round((n_params / block_params(128)) ** (1 / 3)))
+    # gpt_params solved for h: N = 12·L·h² + V·h, with V·h taken at h = 128
     d_model = max(128, 128 * round(math.sqrt(max(n_params - vocab_size * 128 * layers, 1)
                                              / (12 * layers)) / 128))
     return Transformer(layers, d_model, d_model // 128, vocab_size, seq_len, float(n_params),
@@ -238,10 +227,10 @@ def activation_bytes_per_layer(seq_len: int, micro_batch: int, d_model: int, n_h
     its s/cp tokens, and the scores of its s/cp queries against all s keys, so every term is
     divided by cp (ring attention, Liu et al. 2023; Megatron Core's context parallelism).
     """
-    _check_choice("recompute", recompute, RECOMPUTE)
+    checks.choice("recompute", recompute, RECOMPUTE)
     for name, value in (("seq_len", seq_len), ("micro_batch", micro_batch),
                         ("d_model", d_model), ("n_head", n_head), ("tp", tp), ("cp", cp)):
-        _check_degree(name, value)
+        checks.integer(name, value)
     sbh = seq_len * micro_batch * d_model
     e, mask = bytes_per_value, 1 if dropout else 0
     split = tp if sequence_parallel else 1                      # what only SP divides
@@ -263,14 +252,14 @@ def activation_bytes(model: Transformer, micro_batch: int = 1, tp: int = 1, pp: 
     with ``L/pp`` layers: ``L`` layers' worth when m >= pp. Without pipelining the output layer
     adds its input and the logits for the loss, ``4·s·b·h/t·(1 + V/h)`` in fp32 (their eq. 5).
     """
-    _check_choice("precision", precision, PRECISIONS)
-    _check_degree("pp", pp)
+    checks.choice("precision", precision, PRECISIONS)
+    checks.integer("pp", pp)
     if model.n_layer % pp:
         raise ValueError(f"pp={pp} is invalid for {model.n_layer} layers: allowed is a divisor of "
                          f"n_layer ({', '.join(str(d) for d in _divisors(model.n_layer))})")
-    e = 4 if precision == "fp32" else 2
+    e = bytes_per_value(precision)
     m = microbatches if microbatches is not None else pp
-    _check_degree("microbatches", m)
+    checks.integer("microbatches", m)
     per_layer = activation_bytes_per_layer(model.seq_len, micro_batch, model.d_model,
                                            model.n_head, tp, sequence_parallel, recompute, e,
                                            dropout, cp)

@@ -15,10 +15,10 @@ import itertools
 import math
 from dataclasses import dataclass, field
 
-from . import catalog
-from .catalog import GB, _check_choice, _check_positive, currency, money, price_text
-from .memory import (PRECISIONS, RECOMPUTE, ZERO_STAGES, Transformer, bytes_per_param,
-                     per_device_memory)
+from .. import catalog, checks
+from ..catalog import GB, currency, money, price_text
+from ..formulas import RECOMPUTE, bytes_per_value
+from .memory import PRECISIONS, ZERO_STAGES, Transformer, bytes_per_param, per_device_memory
 from .time import DAY, run_cost, step_time
 
 CATEGORIES = ("params", "grads", "optimizer", "activations", "total")
@@ -52,8 +52,8 @@ class Config:
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
                 raise ValueError(f"{name}={value!r} is invalid: allowed is a positive integer")
-        _check_choice("zero_stage", self.zero_stage, ZERO_STAGES)
-        _check_choice("recompute", self.recompute, RECOMPUTE)
+        checks.choice("zero_stage", self.zero_stage, ZERO_STAGES)
+        checks.choice("recompute", self.recompute, RECOMPUTE)
         if self.count % (self.tp * self.pp):
             raise ValueError(f"count={self.count} is invalid with tp={self.tp} and pp={self.pp}: "
                              f"the GPUs must split into data-parallel groups of tp x pp = "
@@ -137,9 +137,9 @@ def estimate(model: Transformer, tokens: float, config: Config, precision: str =
     sizes). A configuration that is possible but does not fit in memory is *not* an error: the
     estimate has ``fits=False`` and its ``reasons`` say what is too big and what would help.
     """
-    _check_positive("tokens", tokens)
-    _check_positive("tokens_per_step", tokens_per_step)
-    _check_choice("precision", precision, PRECISIONS)
+    checks.positive("tokens", tokens)
+    checks.positive("tokens_per_step", tokens_per_step)
+    checks.choice("precision", precision, PRECISIONS)
     gpu = catalog.get_gpu(config.gpu)
     peak = gpu.peak(precision)
     if model.n_layer % config.pp:
@@ -157,7 +157,7 @@ def estimate(model: Transformer, tokens: float, config: Config, precision: str =
     b = bytes_per_param(precision, optimizer, convention)
     step = step_time(model, tokens_per_step, config.count, peak, mfu, config.dp, config.tp,
                      config.pp, config.zero_stage, config.micro_batch, config.recompute,
-                     grad_bytes=b.grads, activation_bytes=4 if precision == "fp32" else 2,
+                     grad_bytes=b.grads, activation_bytes=bytes_per_value(precision),
                      dp_link=dp_link, tp_link=intra, pp_link=pp_link,
                      comm_efficiency=comm_efficiency, overlap=overlap)
     steps = math.ceil(tokens / tokens_per_step)
@@ -243,9 +243,9 @@ def recommend(model: Transformer, tokens: float, gpus=("H100-80GB",), counts=Non
     those that meet the deadline and budget first, then by cost (time if no price), then time.
     """
     if budget is not None:
-        _check_positive("budget", budget)
+        checks.positive("budget", budget)
     if deadline_days is not None:
-        _check_positive("deadline_days", deadline_days)
+        checks.positive("deadline_days", deadline_days)
     counts = counts or [2 ** k for k in range(int(math.log2(max_gpus)) + 1)]
     best, rejected = {}, {}
     for gpu_name in gpus:

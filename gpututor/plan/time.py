@@ -3,13 +3,12 @@
 - **Compute**: training FLOPs per token ``6·N + 12·L·s·h`` (PaLM, Chowdhery et al. 2022,
   Appendix B: 6N for the weights, forward + backward, and attention's Q·Kᵀ and scores·V),
   divided by what a device achieves: peak x utilisation (MFU).
-- **Communication**: ring algorithms in the α-β model (Patarasuk & Yuan 2009; Thakur et al.
-  2005): an all-reduce of S bytes over n ranks takes ``2(n-1)·(α + S/(n·β))``; all-gather and
-  reduce-scatter half of that. What compute cannot hide is *exposed*.
+- **Communication**: ring algorithms in the α-β model (``gpututor.formulas.collective_seconds``:
+  an all-reduce of S bytes over n ranks takes ``2(n-1)·(α + S/(n·β))``; all-gather and
+  reduce-scatter half of that). What compute cannot hide is *exposed*.
 - **Pipeline bubble**: with p stages and m micro-batches, GPipe and 1F1B idle ``(p-1)/m`` of the
-  ideal compute time (Narayanan et al. 2021, section 2.2): :func:`bubble_to_compute_ratio`. The
-  same idle time as a share of the whole step is ``(p-1)/(m+p-1)``, the *bubble fraction* a
-  pipeline run measures (``gpututor.parallel.pipeline.timeline``).
+  ideal compute time (``gpututor.formulas.bubble_to_compute_ratio``, derived there from the
+  *bubble fraction* ``(p-1)/(m+p-1)`` that a pipeline run measures).
 - **Totals**: steps = tokens / tokens per step; cost = hours x GPUs x price per GPU-hour.
 
 Every function here is a formula: no measurement. ``calibrate.py`` checks them against runs.
@@ -18,9 +17,11 @@ from __future__ import annotations
 
 import math
 
-from ..measure.flops import training_flops_per_token as _formula
-from .catalog import _check_choice, _check_positive
-from .memory import RECOMPUTE, Transformer
+from .. import checks
+from ..formulas import (attention_flops_per_token, bubble_to_compute_ratio, collective_seconds,
+                        ring_allreduce_seconds)
+from ..formulas import training_flops_per_token as _formula
+from .memory import Transformer
 
 DAY = 86400.0
 
@@ -35,21 +36,20 @@ def training_flops_per_token(model: Transformer, recompute: str = "none") -> flo
     end-to-end estimate is ``8·T·P / (n·X)``); selective recomputation re-runs only attention's
     scores (``+ 4·L·s·h``, Korthikanti et al. 2022).
     """
-    _check_choice("recompute", recompute, RECOMPUTE)
     return _formula(model.n_params, model.n_layer, model.seq_len, model.d_model, recompute)
 
 
 def training_flops(n_params: float, tokens: float) -> float:
     """The rule of thumb ``C ≈ 6·N·D`` (Kaplan et al. 2020, section 2.1): e.g. GPT-3 175B on
     300B tokens ≈ 3.14e23 FLOPs (Brown et al. 2020, Table D.1)."""
-    _check_positive("n_params", n_params)
-    _check_positive("tokens", tokens)
+    checks.positive("n_params", n_params)
+    checks.positive("tokens", tokens)
     return 6 * n_params * tokens
 
 
 def compute_seconds(flops: float, peak_flops: float, mfu: float) -> float:
     """Seconds for ``flops`` on one device that reaches ``mfu`` x its peak."""
-    _check_fraction("mfu", mfu)
+    checks.fraction("mfu", mfu)
     return flops / (peak_flops * mfu)
 
 
@@ -60,35 +60,23 @@ def run_seconds(n_params: float, tokens: float, n_gpus: int, flops_per_gpu: floa
     Narayanan et al. 2021, section 5.1: GPT-3 (P = 175B) on T = 300B tokens with n = 1024 A100s
     at X = 140 TFLOP/s each and k = 8 takes about 34 days.
     """
-    _check_positive("flops_per_gpu", flops_per_gpu)
-    _check_positive("n_gpus", n_gpus)
+    checks.positive("flops_per_gpu", flops_per_gpu)
+    checks.positive("n_gpus", n_gpus)
     return flops_per_param_token * tokens * n_params / (n_gpus * flops_per_gpu)
 
 
 # ---- communication -------------------------------------------------------------------------------
 
-def ring_allreduce_seconds(nbytes: float, n: int, bandwidth: float, latency: float = 0.0
-                           ) -> float:
-    """Ring all-reduce: ``2(n-1)`` steps, each sending ``S/n`` bytes (Patarasuk & Yuan 2009)."""
-    if n <= 1 or nbytes <= 0:
-        return 0.0
-    return 2 * (n - 1) * (latency + nbytes / (n * bandwidth))
-
-
 def ring_allgather_seconds(nbytes: float, n: int, bandwidth: float, latency: float = 0.0
                            ) -> float:
     """Ring all-gather (or reduce-scatter) of a full buffer of ``nbytes``: ``n-1`` steps."""
-    if n <= 1 or nbytes <= 0:
-        return 0.0
-    return (n - 1) * (latency + nbytes / (n * bandwidth))
+    return collective_seconds("all_gather", nbytes, n, bandwidth, latency)
 
 
 def all_to_all_seconds(nbytes: float, n: int, bandwidth: float, latency: float = 0.0) -> float:
     """All-to-all of ``nbytes`` per rank over ``n`` ranks, pairwise exchange: ``n-1`` rounds,
     each sending ``1/n`` of the buffer to one peer: ``(n-1)·(α + S/(n·β))`` (Thakur et al. 2005)."""
-    if n <= 1:
-        return 0.0
-    return (n - 1) * (latency + nbytes / (n * bandwidth))
+    return collective_seconds("all_to_all", nbytes, n, bandwidth, latency)
 
 
 def ring_attention_seconds(micro_batch: int, seq_len: int, d_model: int, cp: int,
@@ -105,20 +93,8 @@ def ring_attention_seconds(micro_batch: int, seq_len: int, d_model: int, cp: int
 
 def exposed_seconds(comm_s: float, window_s: float, overlap: float = 1.0) -> float:
     """Communication left over when ``overlap`` x ``window_s`` of compute can hide it."""
-    _check_fraction("overlap", overlap, allow_zero=True)
+    checks.fraction("overlap", overlap, allow_zero=True)
     return max(0.0, comm_s - overlap * window_s)
-
-
-# ---- pipeline ------------------------------------------------------------------------------------
-
-def bubble_to_compute_ratio(stages: int, microbatches: int) -> float:
-    """Pipeline idle time over the ideal compute time, ``(p-1)/m`` (GPipe; 1F1B the same:
-    Narayanan et al. 2021). Not the measured bubble *fraction* of a step, ``(p-1)/(m+p-1)``."""
-    if not isinstance(stages, int) or stages < 1:
-        raise ValueError(f"stages={stages!r} is invalid: allowed is a positive integer")
-    if not isinstance(microbatches, int) or microbatches < 1:
-        raise ValueError(f"microbatches={microbatches!r} is invalid: allowed is a positive integer")
-    return (stages - 1) / microbatches
 
 
 # ---- one step of a configuration -----------------------------------------------------------------
@@ -153,11 +129,11 @@ def step_time(model: Transformer, tokens_per_step: float, n_gpus: int, peak_flop
       of the routed tokens (``top_k·b·s·h`` values) per layer and micro-batch, dispatch and
       combine in forward and in backward (Lepikhin et al. 2021, GShard); not overlapped.
 
-    Links are :class:`~gpututor.plan.catalog.Link`; ``comm_efficiency`` is the fraction of their
+    Links are :class:`~gpututor.catalog.Link`; ``comm_efficiency`` is the fraction of their
     bandwidth a collective reaches (an assumption: measure yours with ``gpututor bench comm``).
     """
-    _check_fraction("mfu", mfu)
-    _check_fraction("comm_efficiency", comm_efficiency)
+    checks.fraction("mfu", mfu)
+    checks.fraction("comm_efficiency", comm_efficiency)
     global_batch = max(1, round(tokens_per_step / model.seq_len))
     m = max(1, math.ceil(global_batch / (dp * micro_batch)))            # micro-batches per GPU
     flops = training_flops_per_token(model, recompute) * tokens_per_step / n_gpus
@@ -191,7 +167,8 @@ def step_time(model: Transformer, tokens_per_step: float, n_gpus: int, peak_flop
         cp_comm = model.n_layer / pp * m * ring_attention_seconds(
             micro_batch, model.seq_len, model.d_model // tp, cp, bw(cp_link), cp_link.latency,
             activation_bytes)
-        attention_share = 12 * model.n_layer * model.seq_len * model.d_model / \
+        attention_share = 3 * attention_flops_per_token(model.n_layer, model.seq_len,
+                                                        model.d_model) / \
             training_flops_per_token(model, recompute)
         cp_exposed = exposed_seconds(cp_comm, compute * attention_share, overlap)
     ep_comm = 0.0
@@ -211,11 +188,3 @@ def run_cost(total_s: float, n_gpus: int, price_per_gpu_hour: float | None) -> f
     if price_per_gpu_hour is None:
         return None
     return total_s / 3600 * n_gpus * price_per_gpu_hour
-
-
-def _check_fraction(name: str, value, allow_zero: bool = False) -> None:
-    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and \
-        (0 <= value <= 1 if allow_zero else 0 < value <= 1)
-    if not ok:
-        raise ValueError(f"{name}={value!r} is invalid: allowed is a fraction in "
-                         + ("[0, 1]" if allow_zero else "(0, 1]"))

@@ -12,15 +12,14 @@ from typing import Iterable
 import torch
 import torch.nn.functional as F
 
+from .. import checks
 from ..config import PRECISIONS, torch_dtype
 
 DTYPES = {name: torch_dtype(name) for name in PRECISIONS}
 
 
 def _dtype(name: str) -> torch.dtype:
-    if name not in DTYPES:
-        raise ValueError(f"dtype={name!r} is invalid: allowed values are "
-                         + ", ".join(repr(d) for d in DTYPES))
+    checks.choice("dtype", name, DTYPES)
     return DTYPES[name]
 
 

@@ -7,10 +7,11 @@ gradient overflowed (inf/nan) the step is skipped and the scale halved; after
 """
 from __future__ import annotations
 
-import math
 from typing import Iterable
 
 import torch
+
+from .. import checks
 
 
 class DynamicLossScaler:
@@ -24,9 +25,9 @@ class DynamicLossScaler:
 
     def __init__(self, init_scale: float = 2.0**16, growth_factor: float = 2.0,
                  backoff_factor: float = 0.5, growth_interval: int = 2000):
-        _check("init_scale", init_scale, lambda v: v > 0, "a finite number > 0")
-        _check("growth_factor", growth_factor, lambda v: v > 1, "a finite number > 1")
-        _check("backoff_factor", backoff_factor, lambda v: 0 < v < 1, "a number in (0, 1)")
+        checks.number_where("init_scale", init_scale, lambda v: v > 0, "a finite number > 0")
+        checks.number_where("growth_factor", growth_factor, lambda v: v > 1, "a finite number > 1")
+        checks.number_where("backoff_factor", backoff_factor, lambda v: 0 < v < 1, "a number in (0, 1)")
         if not isinstance(growth_interval, int) or isinstance(growth_interval, bool) \
                 or growth_interval < 1:
             raise ValueError(f"growth_interval={growth_interval!r} is invalid: allowed is an "
@@ -60,12 +61,6 @@ class DynamicLossScaler:
         if self.clean_steps == self.growth_interval:
             self.scale *= self.growth_factor
             self.clean_steps = 0
-
-
-def _check(name: str, value, ok, allowed: str) -> None:
-    number = isinstance(value, (int, float)) and not isinstance(value, bool)
-    if not (number and math.isfinite(value) and ok(value)):
-        raise ValueError(f"{name}={value!r} is invalid: allowed is {allowed}")
 
 
 def replay_scalers(gradients: Iterable[float], **scaler_args) -> list[dict]:

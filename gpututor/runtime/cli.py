@@ -15,8 +15,9 @@ import sys
 import time
 
 from ..config import PRECISIONS, RunSpec, parse_mesh
-from ..parallel import check_spec
+from ..parallel import STRATEGIES, check_spec
 from ..plan import command as plan_command
+from .guard import check_machine
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -28,7 +29,7 @@ def build_parser() -> argparse.ArgumentParser:
         flag, default=defaults[flag[2:].replace("-", "_")].default, **kw)
     add("--model", help="gpt (tiny GPT), moe (its mixture of experts) or mlp")
     add("--model-size", help="tiny|small|medium|large for gpt; small|large for mlp")
-    add("--strategy", help="single, ddp, ...")
+    add("--strategy", help="one of " + ", ".join(STRATEGIES))
     run.add_argument("--world-size", type=int, default=None,
                      help="number of ranks (default: 2, or torchrun's WORLD_SIZE under torchrun)")
     add("--precision", help="|".join(PRECISIONS))
@@ -138,6 +139,7 @@ def main(argv: list[str] | None = None) -> int:
             (mesh_world_size(args.mesh) or 2)   # 0 is a value (refused), not "unset"
         spec = spec_from_args(args, world)
         check_writable(args.json)
+        check_machine(spec)   # what this machine can do, before anything starts
         if args.dry_run:
             return _dry_run(spec, args)
     except ValueError as exc:
@@ -197,6 +199,7 @@ def _run_torchrun(args) -> int:
                          f"torchrun started WORLD_SIZE={world} ranks (omit --world-size)")
     spec = spec_from_args(args, world).replace(
         ranks_per_node=int(os.environ.get("LOCAL_WORLD_SIZE", world)))
+    check_machine(spec)   # this node: a GPU for each of its LOCAL_WORLD_SIZE ranks, fp16
     device = rank_device(spec, local_rank)
     init_process_group(spec, rank, world, device)
     records = []

@@ -7,6 +7,11 @@
   A notebook kernel has no main script, so nothing is checked there.
 - :func:`warn_if_oversubscribed`: more CPU ranks than usable cores is allowed (the lessons do it
   on purpose), but times then measure ranks taking turns: said once, as a warning.
+- :func:`check_machine`: what this machine can do for the spec (``device="cuda"`` needs a GPU
+  per local rank; fp16 needs a GPU; a strategy's own device checks). A ``RunSpec`` checks only
+  its values, so a spec for another machine (a cluster's, under torchrun) can be built here;
+  the machine is checked where the ranks start: by ``launch()`` and by the command line, in each
+  torchrun process for the ranks of its own node.
 """
 from __future__ import annotations
 
@@ -16,6 +21,33 @@ import sys
 import warnings
 
 from ..hardware import usable_cpu_cores
+
+
+def check_machine(spec, gpus: int | None = None) -> str:
+    """The device ``spec``'s ranks on this machine train on ("cuda" or "cpu"), after checking
+    that this machine can run them; ``ValueError`` names the field, the value and what is
+    allowed here. ``gpus``: the GPUs visible (default: ask torch)."""
+    from ..parallel import STRATEGIES
+    if gpus is None:
+        import torch
+        gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    if spec.device == "cuda":
+        if gpus == 0:
+            raise ValueError("device='cuda' is invalid here: no CUDA device is visible; "
+                             "allowed on this machine: 'auto' or 'cpu'")
+        if gpus < spec.local_ranks:
+            raise ValueError(f"world_size={spec.world_size} is invalid with device='cuda': "
+                             f"this machine has {gpus} GPU(s) and NCCL needs one per rank "
+                             f"({spec.local_ranks} here); allowed: at most {gpus} ranks per "
+                             "machine, or device='auto'/'cpu'")
+    device = spec.resolved_device()
+    if spec.precision == "fp16" and device != "cuda":
+        raise ValueError("precision='fp16' is invalid on CPU: fp16 is a GPU format; "
+                         "allowed here: 'fp32' or 'bf16'")
+    strategy = STRATEGIES.get(spec.strategy)   # (a task run may name none of them)
+    if strategy is not None:
+        strategy.check_device(spec, device)
+    return device
 
 
 def check_main_guard() -> None:

@@ -26,7 +26,7 @@ import psutil
 
 from . import warm as _warm
 from ..parallel import check_spec
-from .guard import check_main_guard, warn_if_oversubscribed
+from .guard import check_machine, check_main_guard, warn_if_oversubscribed
 from .rank_output import STACK_SIGNAL, main_thread_stack
 from .summary import summarize
 
@@ -71,6 +71,7 @@ def launch(spec, start_method: str = "forkserver", task=None) -> "Run":
     spec.validate()
     if task is None:
         check_spec(spec)   # the strategy's own checks: before any process starts
+    check_machine(spec)    # what this machine can do: a GPU per rank, fp16
     if start_method not in ("forkserver", "spawn"):
         raise ValueError(f"start_method={start_method!r} is invalid: allowed values are "
                          "'forkserver', 'spawn' (plain fork is unsafe in a kernel)")

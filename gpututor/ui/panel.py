@@ -29,6 +29,7 @@ from ..config import DEVICES, MODEL_SIZES, OPTIMIZERS, PRECISIONS, RunSpec
 from ..i18n import tr
 from ..measure.memory import CATEGORIES as MEMORY_CATEGORIES
 from ..parallel import STRATEGIES, check_spec
+from ..runtime.guard import check_machine
 from ..runtime.launcher import Run, RunFailed, launch, warm_up
 from .comparison import Comparison
 from .follow import UPDATE_INTERVAL_S, Follower
@@ -121,9 +122,12 @@ class RunPanel(Follower):
         warm_up()  # import torch in the forkserver now, so the first Run starts at once
 
     def spec_from_controls(self) -> RunSpec:
-        """The spec the controls describe; ``ValueError`` (naming the field) if a value is bad."""
+        """The spec the controls describe; ``ValueError`` (naming the field) if a value is bad
+        or this machine cannot run it (fp16 on a CPU, more CUDA ranks than GPUs)."""
         values = {name: (None if w.value == "" else w.value) for name, w in self.controls.items()}
-        return check_spec(self.spec.replace(**values))
+        spec = check_spec(self.spec.replace(**values))
+        check_machine(spec)
+        return spec
 
     def run(self, wait: bool = False) -> Run | None:
         """Start the controls' spec in the background and return at once (the Run button).

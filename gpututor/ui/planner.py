@@ -15,7 +15,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from ..i18n import tr
-from ..plan import catalog
+from .. import catalog, checks
 from ..plan.memory import transformer_for_params
 from ..plan.recommend import Recommendation, recommend
 
@@ -63,9 +63,7 @@ class PlannerWidget:
                  deadline_days: float = 30, price_per_hour: float | None = None,
                  seq_len: int = 2048):
         gpu_entry = catalog.get_gpu(gpu)
-        if count not in COUNTS:
-            raise ValueError(f"count={count!r} is invalid: allowed values are "
-                             + ", ".join(map(str, COUNTS)))
+        checks.choice("count", count, COUNTS)
         price, _ = catalog.price_of(gpu_entry, price_per_hour)
         log = lambda desc, value, lo, hi, fmt: W.FloatLogSlider(
             value=value, base=10, min=lo, max=hi, step=0.05, description=tr(desc),

@@ -12,6 +12,7 @@ import plotly.graph_objects as go
 import torch
 from plotly.subplots import make_subplots
 
+from ..formulas import bus_factor
 from ..i18n import tr
 from ..precision.formats import smallest_subnormal
 
@@ -125,7 +126,7 @@ def collective_times(rows: list[dict], world_size: int,
     if allreduce:
         best = max(r["busbw"] for r in allreduce)
         sizes = [r["bytes"] for r in allreduce]
-        factor = 2 * (world_size - 1) / world_size
+        factor = bus_factor("all_reduce", world_size)
         fig.add_scatter(x=sizes, y=[factor * s / best * 1e6 for s in sizes], mode="lines",
                         line=dict(dash="dash", color="gray"),
                         name=tr("ring lower bound at {bandwidth:.2f} GB/s bus bandwidth",

@@ -22,6 +22,7 @@ from plotly.subplots import make_subplots
 
 from ..i18n import tr
 from ..measure.memory import CATEGORIES as MEMORY_CATEGORIES
+from ..parallel import get_strategy
 from ..plan.memory import model_state_bytes
 from ..runtime.launcher import RunFailed, launch
 from .follow import Follower
@@ -29,10 +30,13 @@ from .live_figure import LiveFigure
 from .series import global_loss, memory_by_rank
 
 MB = 1e6
-ORDER = ("ddp", "zero1", "zero2", "zero3", "fsdp")
-# what each strategy shards: 0 = nothing (data parallel), then the ZeRO stage
-STAGE = {"single": 0, "dp-naive": 0, "dp-bucketed": 0, "ddp": 0,
-         "zero1": 1, "zero2": 2, "zero3": 3, "fsdp": 3}
+ORDER = ("ddp", "zero1", "zero2", "zero3", "fsdp")   # lesson 03's runs, replicas first
+
+
+def zero_stage(strategy: str) -> int:
+    """What ``strategy`` shards over its ranks, as it says itself (``Strategy.zero_stage``):
+    0 nothing (data parallel), else its ZeRO stage."""
+    return get_strategy(strategy).zero_stage
 
 
 
@@ -45,7 +49,7 @@ def memory_rows(summaries: dict[str, dict], rank: int = 0,
     for label, s in summaries.items():
         measured = {c: s["mem_by_category"][c][rank] or 0 for c in MEMORY_CATEGORIES}
         state = measured["params"] + measured["grads"] + measured["optimizer"]
-        formula = model_state_bytes(s["params"], zero_stage=STAGE[s["strategy"]],
+        formula = model_state_bytes(s["params"], zero_stage=zero_stage(s["strategy"]),
                                     dp=s["world_size"], convention=convention)
         rows.append({"label": label, "strategy": s["strategy"], "world_size": s["world_size"],
                      **{f"measured_{c}": v for c, v in measured.items()},
@@ -247,7 +251,7 @@ class ShardingBoard(Follower):
         records, spec = self.records.get(label), self.runs[label]
         if not records:
             return None
-        return model_state_bytes(records[0]["params"], zero_stage=STAGE.get(spec.strategy, 0),
+        return model_state_bytes(records[0]["params"], zero_stage=zero_stage(spec.strategy),
                                  dp=spec.world_size, convention=self.convention)["total"] / MB
 
     def _fill(self, fig: go.Figure) -> None:

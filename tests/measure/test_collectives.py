@@ -5,7 +5,7 @@ import sys
 
 import pytest
 
-from gpututor.measure.collectives import bus_factor
+from gpututor.formulas import bus_factor
 
 
 @pytest.mark.parametrize("op,n,factor", [

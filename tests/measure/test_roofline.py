@@ -11,7 +11,7 @@ from torch.utils.flop_counter import FlopCounterMode
 from gpututor import RunSpec, build_model
 from gpututor.measure.roofline import (FLOPS_PER_ELEMENT, attainable, bound, catalog_roofs,
                                        memory_bandwidth, operator_costs, peak_matmul_flops, ridge)
-from gpututor.plan.catalog import GPUS
+from gpututor.catalog import GPUS
 from gpututor.ui.roofline import roofline_figure
 
 SPEC = RunSpec(model="gpt", model_size="tiny", batch_size=2, seq_len=16, world_size=1,

@@ -7,7 +7,7 @@ from torch.distributed.fsdp import FSDPModule
 from gpututor import launch
 from gpututor.parallel.sharding.flat import FlatShard
 from gpututor.plan.memory import model_state_bytes
-from gpututor.ui.sharding import STAGE, comm_rows, memory_rows
+from gpututor.ui.sharding import comm_rows, memory_rows, zero_stage
 from conftest import SGD, assert_equals_one_process, tiny_spec
 
 SHARDED = ("zero1", "zero2", "zero3", "fsdp")
@@ -35,7 +35,7 @@ def test_each_rank_holds_what_the_formula_says(runs, name):
     """Parameters, gradients, optimizer state per rank: the formula within 1 % (padding of
     the shards and AdamW's 4-byte step counters are the difference)."""
     summary = runs[name]
-    formula = model_state_bytes(summary["params"], zero_stage=STAGE[name], dp=2,
+    formula = model_state_bytes(summary["params"], zero_stage=zero_stage(name), dp=2,
                                 convention="fp32-adamw")
     for category in ("params", "grads", "optimizer"):
         for measured in summary["mem_by_category"][category]:

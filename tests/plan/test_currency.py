@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from gpututor.plan import catalog
+from gpututor import catalog
 from gpututor.plan.memory import transformer_for_params
 from gpututor.plan.recommend import recommend
 

@@ -4,12 +4,15 @@ import pytest
 
 from gpututor import RunSpec, launch
 from gpututor.parallel import STRATEGIES
-from gpututor.plan.layouts import LAYOUTS, grids, pick_layout, predict_layouts, transformer_of
+from gpututor.plan.layouts import grids, layouts, pick_layout, predict_layouts, transformer_of
 
 
-def test_layouts_are_the_registrys():
-    for name, (dims, _) in LAYOUTS.items():
-        assert set(STRATEGIES[name].dims()) == set(dims), name
+def test_layouts_are_the_registrys_planned_strategies_simplest_first():
+    assert list(layouts()) == ["ddp", "fsdp", "tp", "pp", "ddp+tp", "fsdp+tp", "ddp+pp",
+                               "ddp+tp+pp"]
+    for name, (dims, zero_stage) in layouts().items():
+        assert STRATEGIES[name].dims() == dims and STRATEGIES[name].zero_stage == zero_stage
+    assert layouts()["fsdp+tp"][1] == 3 and layouts()["ddp+tp"][1] == 0   # the dp part's stage
 
 
 def test_grids_of_a_world_size():
@@ -48,11 +51,20 @@ def test_cli_plan_layouts():
     import subprocess
     import sys
     from pathlib import Path
+
+    from gpututor.plan.layouts import HEADROOM
+    # a capacity between what ddp and fsdp are predicted to need (what each may fill is
+    # HEADROOM of it): ddp does not fit, fsdp does, so the simplest that fits is fsdp
+    spec = RunSpec(model="gpt", model_size="medium", batch_size=8, seq_len=64)
+    need = {r["layout"]: r["total"] / HEADROOM
+            for r in predict_layouts(transformer_of(spec), 8, 4)}
+    assert need["fsdp"] < need["ddp"]
+    capacity = int((need["fsdp"] + need["ddp"]) / 2)
     out = subprocess.run([sys.executable, "-m", "gpututor", "plan", "--layouts", "--tiny-gpt",
                           "medium", "--world-size", "4", "--batch-size", "8", "--seq-len", "64",
-                          "--device-memory", "47MB", "--json", "-"],
+                          "--device-memory", str(capacity), "--json", "-"],
                          cwd=Path(__file__).resolve().parents[2], capture_output=True,
                          text=True, timeout=60, check=True).stdout
     answer = json.loads(out)
-    assert answer["device_memory"] == 47_000_000 and answer["pick"]["layout"] == "fsdp"
+    assert answer["device_memory"] == capacity and answer["pick"]["layout"] == "fsdp"
     assert {r["layout"] for r in answer["layouts"]} >= {"ddp", "fsdp", "ddp+tp", "ddp+pp"}

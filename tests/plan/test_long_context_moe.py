@@ -4,7 +4,7 @@ from __future__ import annotations
 import pytest
 from torch.testing import assert_close
 
-from gpututor.plan.catalog import get_link
+from gpututor.catalog import get_link
 from gpututor.plan.memory import (Transformer, activation_bytes, activation_bytes_per_layer,
                                   model_state_bytes, per_device_memory)
 from gpututor.plan.time import all_to_all_seconds, ring_attention_seconds, step_time

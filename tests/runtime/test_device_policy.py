@@ -6,6 +6,8 @@ import pytest
 import torch
 
 from gpututor import RunSpec
+from gpututor.runtime.cli import main as cli_main
+from gpututor.runtime.guard import check_machine
 
 
 @pytest.fixture
@@ -64,3 +66,41 @@ def test_a_speedup_across_kinds_of_device_is_refused_and_said(gpus):
     comparison.add({**common, "device": "cpu", "world_size": 2, "strategy": "ddp", "tokens_per_s": 150.0})
     assert comparison.rows()[1]["speedup"] is None
     assert "the 1-rank run ran on cuda:0, this one on cpu" in comparison.explain()
+
+
+def test_a_spec_for_another_machine_is_built_without_asking_this_one(monkeypatch):
+    """A RunSpec checks values only: eight CUDA ranks in fp16, four per node, can be written on a
+    laptop without a GPU (for a cluster's torchrun); the machine is checked where ranks start."""
+    def probe():
+        raise AssertionError("RunSpec asked this machine for its GPUs")
+    monkeypatch.setattr(torch.cuda, "is_available", probe)
+    monkeypatch.setattr(torch.cuda, "device_count", probe)
+    spec = RunSpec(model="gpt", model_size="tiny", strategy="ddp", world_size=8, device="cuda",
+                   precision="fp16", ranks_per_node=4, batch_size=16)
+    assert spec.local_ranks == 4
+
+
+def test_the_machine_is_checked_where_ranks_start():
+    spec = RunSpec(model="gpt", model_size="tiny", strategy="ddp", world_size=8, device="cuda",
+                   precision="fp16", ranks_per_node=4, batch_size=16)
+    assert check_machine(spec, gpus=4) == "cuda"          # each node: 4 ranks on its 4 GPUs
+    with pytest.raises(ValueError, match=r"world_size=8 is invalid with device='cuda': this "
+                                         r"machine has 2 GPU\(s\).*\(4 here\)"):
+        check_machine(spec, gpus=2)
+    with pytest.raises(ValueError, match="device='cuda' is invalid here: no CUDA device"):
+        check_machine(spec, gpus=0)
+    with pytest.raises(ValueError, match="precision='fp16' is invalid on CPU"):
+        check_machine(spec.replace(device="cpu"), gpus=0)
+    with pytest.raises(ValueError, match="mixed_precision='fp16' is invalid on CPU"):
+        check_machine(spec.replace(strategy="fsdp", precision="fp32", device="cpu",
+                                   options=(("mixed_precision", "fp16"),)), gpus=0)
+
+
+def test_launch_and_the_command_line_check_the_machine(capsys, monkeypatch):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)   # this machine: no GPU
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 0)
+    from gpututor import launch
+    with pytest.raises(ValueError, match="precision='fp16' is invalid on CPU"):
+        launch(RunSpec(model="gpt", model_size="tiny", precision="fp16", batch_size=8))
+    assert cli_main(["run", "--model-size", "tiny", "--precision", "fp16", "--steps", "1"]) == 2
+    assert "precision='fp16' is invalid on CPU" in capsys.readouterr().err

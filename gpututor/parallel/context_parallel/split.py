@@ -21,13 +21,14 @@ from __future__ import annotations
 
 import torch
 
+from ... import checks
+
 SPLITS = ("zigzag", "contiguous")
 
 
 def check_split(seq_len: int, n: int, split: str) -> None:
     """``ValueError`` unless a sequence of ``seq_len`` tokens splits ``split``-wise over n ranks."""
-    if split not in SPLITS:
-        raise ValueError(f"split={split!r} is invalid: allowed are {', '.join(map(repr, SPLITS))}")
+    checks.choice("split", split, SPLITS)
     pieces = 2 * n if split == "zigzag" else n
     if seq_len % pieces:
         raise ValueError(f"seq_len={seq_len} is invalid for a {split} split over {n} ranks: "

@@ -30,8 +30,9 @@ import torch.distributed as dist
 from torch.distributed.algorithms.ddp_comm_hooks import default_hooks, powerSGD_hook
 from torch.nn.parallel import DistributedDataParallel as DDP
 
-from ..base import Strategy
+from ..base import MemoryLayout, Strategy
 from ..link import LINK_ALLOWED, LINK_OPTIONS
+from .scratch import bucketed_all_reduces
 from ...measure.timing import DeviceMark
 from ..mesh import dim_group
 
@@ -50,12 +51,22 @@ class DataParallelDDP(Strategy):
     allowed = {"bucket_cap_mb": "a number of MiB in (0, 1024]",
                "comm_hook": "one of " + ", ".join(COMM_HOOKS),
                "powersgd_rank": "an integer in [1, 64]", **LINK_ALLOWED}
+    defaults = {"bucket_cap_mb": 25, "comm_hook": "none", "powersgd_rank": 1}   # DDP's 25 MiB
+    memory_layout = MemoryLayout(bucket_copy=True,
+                                 note="DDP's buckets are a second copy of the gradients "
+                                      "(gradient_as_bucket_view=False, PyTorch's default)")
+    planned = True
+
+    def step_collectives(self, spec, model):
+        if spec.world_size == 1:
+            return []
+        return bucketed_all_reduces(model, self.option(spec, "bucket_cap_mb"))
 
     def wrap(self, model, ctx):
         spec = ctx.spec
         device_ids = [ctx.device.index] if ctx.device.type == "cuda" else None
         dp = dim_group(ctx, "dp")
-        ddp = DDP(model, device_ids=device_ids, bucket_cap_mb=spec.option("bucket_cap_mb", 25),
+        ddp = DDP(model, device_ids=device_ids, bucket_cap_mb=self.option(spec, "bucket_cap_mb"),
                   process_group=dp.group, **sync_buffers_kwargs(model))
         hook_state = _HookState(ctx.comm, spec, ctx.link, dp)
         ddp.register_comm_hook(hook_state, _timed_hook)

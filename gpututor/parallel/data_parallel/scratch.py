@@ -16,6 +16,7 @@ late layers overlaps backward of early layers. At the end we only wait for what 
 """
 from __future__ import annotations
 
+import math
 import time
 from contextlib import contextmanager
 
@@ -23,7 +24,7 @@ import torch
 import torch.distributed as dist
 import torch.nn as nn
 
-from ..base import Strategy
+from ..base import MemoryLayout, Strategy
 from ..link import LINK_ALLOWED, LINK_OPTIONS
 from ..mesh import DimGroup, dim_group
 
@@ -53,10 +54,24 @@ def allreduce_gradients(model: nn.Module, meter, link=None, dp: DimGroup | None 
         meter.exposed_s += seconds  # nothing overlaps: every second of it is waited for
 
 
+def bucketed_all_reduces(model, bucket_cap_mb: float) -> list:
+    """A step's all-reduces when the gradients go in buckets of at most ``bucket_cap_mb`` MiB:
+    ``ceil(S / cap)`` of them, each of ``S / count`` bytes (``S`` all gradients' bytes)."""
+    total = sum(p.numel() * p.element_size() for p in model.parameters())
+    count = max(1, math.ceil(total / (bucket_cap_mb * 2 ** 20)))
+    return [("all_reduce", total / count)] * count
+
+
 class NaiveDataParallel(Strategy):
     name = "dp-naive"
     description = "from scratch: one all-reduce per gradient after backward"
     options, allowed = LINK_OPTIONS, LINK_ALLOWED
+    memory_layout = MemoryLayout(note="all-reduces gradients in place after backward")
+
+    def step_collectives(self, spec, model):
+        if spec.world_size == 1:
+            return []
+        return [("all_reduce", p.numel() * p.element_size()) for p in model.parameters()]
 
     def wrap(self, model, ctx):
         broadcast_parameters(model, dim_group(ctx, "dp"))
@@ -147,11 +162,18 @@ class BucketedDataParallel(Strategy):
     options = {"bucket_cap_mb": lambda v: isinstance(v, (int, float)) and 0 < v <= 1024,
                **LINK_OPTIONS}
     allowed = {"bucket_cap_mb": "a number of MiB in (0, 1024]", **LINK_ALLOWED}
+    defaults = {"bucket_cap_mb": 1.0}
+    memory_layout = MemoryLayout(note="buckets in flight during backward are left out")
+
+    def step_collectives(self, spec, model):
+        if spec.world_size == 1:
+            return []
+        return bucketed_all_reduces(model, self.option(spec, "bucket_cap_mb"))
 
     def wrap(self, model, ctx):
         dp = dim_group(ctx, "dp")
         broadcast_parameters(model, dp)
-        return GradientBuckets(model, ctx.comm, float(ctx.spec.option("bucket_cap_mb", 1.0)),
+        return GradientBuckets(model, ctx.comm, float(self.option(ctx.spec, "bucket_cap_mb")),
                                ctx.link, dp)
 
     def no_sync(self, model):

@@ -204,6 +204,7 @@ class PipelineParallel(PipelineStrategy):
     name = "pp"
     description = "from scratch: stages, send/recv, schedules naive / GPipe / 1F1B / interleaved"
     options, allowed = pipeline_options(SCHEDULES)
+    planned = True
 
     def wrap(self, model, ctx):
         stage = self.cut(model, ctx)

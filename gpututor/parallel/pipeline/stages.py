@@ -21,7 +21,7 @@ import torch.nn as nn
 from torch.utils.checkpoint import checkpoint
 
 from ...models import GPT
-from ..base import Strategy
+from ..base import MemoryLayout, Strategy
 from ..mesh import DimGroup, RankGrid, degree_of, dim_group
 from ..meta import is_meta
 
@@ -232,9 +232,6 @@ def check_pipeline(spec, strategy: str) -> None:
         raise ValueError(f"{named} is invalid for strategy={strategy!r} "
                          f"with model_size={spec.resolved_model_size!r}: each stage needs at "
                          f"least one of its {n_layer} blocks (allowed: 1 to {n_layer})")
-    if spec.precision == "fp16":
-        raise ValueError(f"precision='fp16' is invalid for strategy={strategy!r}: loss scaling "
-                         "across stages is not implemented; allowed: 'fp32' or 'bf16'")
     if spec.option("schedule") == "naive" and spec.option("microbatches", 1) != 1:
         raise ValueError(f"option microbatches={spec.option('microbatches')!r} is invalid with "
                          "schedule='naive' (it runs the whole batch at once): allowed is 1; "
@@ -285,6 +282,21 @@ class PipelineStrategy(Strategy):
     dim = "pp"
     supports_checkpoint = False  # each rank holds its stage: no single-file checkpoint here yet
     builds_on_meta = True        # each rank makes only its own stage (parallel/meta.py)
+    defaults = {"schedule": DEFAULT_SCHEDULE, "microbatches": DEFAULT_MICROBATCHES}
+    precisions = ("fp32", "bf16")   # fp16 would need loss scaling across stages: not built
+    memory_layout = MemoryLayout(pipeline=True,
+                                 note="1F1B: stage s keeps min(p - s, m) micro-batches")
+
+    def step_collectives(self, spec, model):
+        """Per micro-batch and model chunk, its activations (``b/m·s·h`` values) sent forward
+        to the next stage and their gradient sent back (priced as a broadcast: one message of
+        the whole buffer)."""
+        if spec.world_size == 1:
+            return []
+        m, cfg = microbatches(spec), model.cfg
+        batch = spec.batch_size // self.data_parallel_size(spec)
+        act = batch // m * spec.seq_len * cfg.d_model * next(model.parameters()).element_size()
+        return [("broadcast", act)] * (2 * m * virtual_stages(spec))
 
     def validate(self, spec) -> None:
         super().validate(spec)

@@ -25,17 +25,11 @@ from contextlib import contextmanager
 import torch
 import torch.distributed as dist
 
+from ...formulas import theoretical_bubble_fraction  # noqa: F401 (the theory to compare with)
 from ...measure.timing import synchronize
 from ..mesh import dim_group
 
 PHASES = {"F": "forward", "B": "backward", "W": "backward"}
-
-
-def theoretical_bubble_fraction(stages: int, microbatches: int, virtual_stages: int = 1) -> float:
-    """Share of the step each stage is idle, GPipe and 1F1B with equal stages and free
-    communication: (p-1)/(m+p-1) (Huang et al. 2019; Narayanan et al. 2021). Interleaved
-    1F1B with v chunks per rank fills and drains v times faster: (p-1)/(v·m+p-1)."""
-    return (stages - 1) / (virtual_stages * microbatches + stages - 1)
 
 
 def measured_bubble_fraction(spans: list[tuple[float, float, float]]) -> float:

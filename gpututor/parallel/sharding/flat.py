@@ -29,6 +29,13 @@ def unit_parameters(model: nn.Module) -> list[list[nn.Parameter]]:
     return [group for group in groups if group]
 
 
+def padded_unit_bytes(model: nn.Module, world_size: int) -> list[int]:
+    """Bytes of each unit's flat vector (blocks, then the root) padded to ``world_size`` equal
+    slices: what one all-gather or reduce-scatter of that unit moves (its full buffer)."""
+    return [-(-sum(p.numel() for p in group) // world_size) * world_size * group[0].element_size()
+            for group in unit_parameters(model)]
+
+
 class FlatShard:
     """A unit's parameters as one flat vector cut into N equal slices; this rank owns one."""
 

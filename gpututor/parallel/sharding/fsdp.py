@@ -44,9 +44,9 @@ import torch
 
 from ...config import torch_dtype
 from ...measure.timing import CollectiveTimer
-from ..base import Strategy
+from ..base import MemoryLayout, Strategy
 from ..mesh import degree_of, device_mesh
-from .flat import sharding_units
+from .flat import padded_unit_bytes, sharding_units
 
 MIXED_PRECISION = {"none": None, "bf16": torch_dtype("bf16"), "fp16": torch_dtype("fp16")}
 
@@ -62,16 +62,33 @@ class FullyShardedFSDP2(Strategy):
                "hsdp_replicas": "an integer >= 1 that divides the dp degree"}
     supports_checkpoint = False  # sharded state: no single-file checkpoint here yet
     builds_on_meta = True        # sharded on meta, then each rank makes only its shards
+    zero_stage = 3
+    memory_layout = MemoryLayout(gathered_blocks=2, gathered_root=True,
+                                 note="FSDP2 keeps the root unsharded and prefetches the next "
+                                      "block")
+    planned = True
+
+    def step_collectives(self, spec, model):
+        """Each block gathered for forward and again for backward, its gradients
+        reduce-scattered; the root gathered once (FSDP2 keeps the root unsharded after forward)."""
+        if spec.world_size == 1:
+            return []
+        *blocks, root = padded_unit_bytes(model, self.data_parallel_size(spec))
+        return [op for u in blocks for op in
+                (("all_gather", u), ("all_gather", u), ("reduce_scatter", u))] + \
+            [("all_gather", root), ("reduce_scatter", root)]
 
     @property
     def meters_comm(self) -> bool:
         return hasattr(_fsdp().FSDPModule, "set_custom_all_gather")   # torch >= 2.9: metered
 
-    def validate(self, spec) -> None:
-        super().validate(spec)
-        if spec.option("mixed_precision") == "fp16" and spec.resolved_device() != "cuda":
+    def check_device(self, spec, device: str) -> None:
+        if spec.option("mixed_precision") == "fp16" and device != "cuda":
             raise ValueError("option mixed_precision='fp16' is invalid on CPU: fp16 is a GPU "
                              "format; allowed here: 'none' or 'bf16'")
+
+    def validate(self, spec) -> None:
+        super().validate(spec)
         replicas = spec.option("hsdp_replicas", 1)
         if replicas > 1:
             dp, named = degree_of(spec, "dp")

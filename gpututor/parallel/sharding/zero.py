@@ -33,9 +33,9 @@ from functools import partial
 import torch
 import torch.nn as nn
 
-from ..base import Strategy
+from ..base import MemoryLayout, Strategy
 from ..data_parallel.scratch import broadcast_parameters
-from .flat import FlatShard, all_gather, reduce_scatter_mean, unit_parameters
+from .flat import FlatShard, all_gather, padded_unit_bytes, reduce_scatter_mean, unit_parameters
 from .zero3 import ZeRO3
 
 
@@ -141,17 +141,30 @@ class ZeRO2(ZeRO1):
 # ---- the strategies ---------------------------------------------------------------------------
 
 class _ZeRO(Strategy):
-    stage, wrapper = 0, None
+    zero_stage, wrapper = 0, None
     supports_checkpoint = False  # the optimizer state is sharded: no single-file checkpoint yet
+
+    def step_collectives(self, spec, model):
+        """Stages 1 and 2: each unit's gradients reduce-scattered, its parameters all-gathered
+        after the step. Stage 3: each block gathered for forward and again for backward and
+        its gradients reduce-scattered; the root gathered twice too (Rajbhandari et al. 2020,
+        section 7: 1.5x data parallel's volume)."""
+        if spec.world_size == 1:
+            return []
+        units = padded_unit_bytes(model, self.data_parallel_size(spec))
+        if self.zero_stage < 3:
+            return [op for u in units for op in (("reduce_scatter", u), ("all_gather", u))]
+        return [op for u in units for op in
+                (("all_gather", u), ("all_gather", u), ("reduce_scatter", u))]
 
     def validate(self, spec) -> None:
         super().validate(spec)
-        if spec.activation_checkpointing and self.stage == 3:
+        if spec.activation_checkpointing and self.zero_stage == 3:
             raise ValueError(f"activation_checkpointing=True is invalid with strategy="
                              f"{self.name!r}: allowed is False (use strategy='fsdp')")
 
     def wrap(self, model, ctx):
-        if self.stage < 3:   # (zero3 gets the model on meta: nothing to broadcast yet)
+        if self.zero_stage < 3:   # (zero3 gets the model on meta: nothing to broadcast yet)
             broadcast_parameters(model)  # all ranks start equal (same seed; this makes sure)
         return self.wrapper(model, ctx)
 
@@ -162,7 +175,7 @@ class _ZeRO(Strategy):
     def train_step(self, model, optimizer, micro_batches, ctx) -> float:
         model.start_step()
         loss = super().train_step(model, optimizer, micro_batches, ctx)
-        if self.stage < 3:
+        if self.zero_stage < 3:
             with ctx.phase("gather"):
                 model.all_gather_parameters()
         return loss
@@ -171,22 +184,28 @@ class _ZeRO(Strategy):
         model.finish_gradients()
 
     def full_state_dict(self, model) -> dict:
-        if self.stage < 3:  # parameters are whole on every rank after each step
+        if self.zero_stage < 3:  # parameters are whole on every rank after each step
             return {k: v.clone() for k, v in model.module.state_dict().items()}
         return model.full_state_dict()
 
 
 class ZeROStage1(_ZeRO):
-    name, stage, wrapper = "zero1", 1, ZeRO1
+    name, zero_stage, wrapper = "zero1", 1, ZeRO1
     description = "ZeRO-1 from scratch: optimizer state sharded, parameters all-gathered"
+    memory_layout = MemoryLayout(grad_buffers=True, per_tensor_state=False,
+                                 note="full gradients in flat buffers; optimizer state 1/N")
 
 
 class ZeROStage2(_ZeRO):
-    name, stage, wrapper = "zero2", 2, ZeRO2
+    name, zero_stage, wrapper = "zero2", 2, ZeRO2
     description = "ZeRO-2 from scratch: optimizer state and gradients sharded"
+    memory_layout = MemoryLayout(per_tensor_state=False,
+                                 note="a unit's full gradient lives until its reduce-scatter")
 
 
 class ZeROStage3(_ZeRO):
-    name, stage, wrapper = "zero3", 3, ZeRO3
+    name, zero_stage, wrapper = "zero3", 3, ZeRO3
     builds_on_meta = True   # each rank makes only its slices
     description = "ZeRO-3 from scratch: parameters sharded too, gathered block by block"
+    memory_layout = MemoryLayout(gathered_blocks=1, gathered_root=True, per_tensor_state=False,
+                                 note="the top block and the root gathered at the backward peak")

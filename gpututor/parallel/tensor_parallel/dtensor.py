@@ -31,9 +31,9 @@ import torch
 import torch.nn as nn
 
 from ...models import GPT, CausalSelfAttention, causal_attention
-from ..base import Strategy
+from ..base import MemoryLayout, Strategy
 from ..mesh import device_mesh
-from .megatron import check_degree
+from .megatron import check_degree, tensor_parallel_collectives
 
 
 class SplitQKVAttention(nn.Module):
@@ -76,6 +76,10 @@ class TensorParallelDTensor(Strategy):
     description = "torch DTensor parallelize_module: ColwiseParallel/RowwiseParallel plan"
     supports_checkpoint = False
     meters_comm = False     # DTensor's collectives run inside torch, unmetered
+    memory_layout = MemoryLayout(tensor_parallel=True, note="same split through DTensor")
+
+    def step_collectives(self, spec, model):
+        return tensor_parallel_collectives(self, spec, model)
 
     def validate(self, spec) -> None:
         super().validate(spec)

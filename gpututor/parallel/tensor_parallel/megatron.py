@@ -38,7 +38,7 @@ import torch.nn.functional as F
 from ...measure.collectives import all_gather_into_tensor, reduce_scatter_tensor
 from ...measure.timing import CollectiveTimer
 from ...models import MLP, CausalSelfAttention, causal_attention
-from ..base import Strategy
+from ..base import MemoryLayout, Strategy
 from ..link import LINK_ALLOWED, LINK_OPTIONS
 from ..mesh import degree_of, dim_group
 from .sequence import sequence_parallelize, sync_sequence_parallel_gradients
@@ -297,6 +297,18 @@ def check_degree(spec, strategy: str) -> None:
                 f"over the ranks (allowed tp degrees: {', '.join(map(str, allowed))})")
 
 
+def tensor_parallel_collectives(strategy, spec, model) -> list:
+    """Four all-reduces of the activations per block and step: two in forward (after attention
+    and after the MLP), two in backward (Shoeybi et al. 2019, section 3, Figure 4); each of a
+    rank's ``b·s·h`` values, ``b`` its data-parallel share of the batch."""
+    if spec.world_size == 1:
+        return []
+    cfg = model.cfg
+    batch = spec.batch_size // strategy.data_parallel_size(spec)
+    act = batch * spec.seq_len * cfg.d_model * next(model.parameters()).element_size()
+    return [("all_reduce", act)] * (4 * cfg.n_layer)
+
+
 class TensorParallel(Strategy):
     name = "tp"
     dim = "tp"
@@ -306,6 +318,12 @@ class TensorParallel(Strategy):
     options = {**LINK_OPTIONS, "sequence_parallel": lambda v: isinstance(v, bool)}
     allowed = {**LINK_ALLOWED, "sequence_parallel": "True or False"}
     supports_checkpoint = False  # each rank holds a slice: no single-file checkpoint here yet
+    memory_layout = MemoryLayout(tensor_parallel=True,
+                                 note="Megatron split of attention and MLP; rest replicated")
+    planned = True
+
+    def step_collectives(self, spec, model):
+        return tensor_parallel_collectives(self, spec, model)
 
     def validate(self, spec) -> None:
         super().validate(spec)

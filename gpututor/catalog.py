@@ -3,7 +3,7 @@
 Every number carries its source. Peaks are *dense* (no structured sparsity): NVIDIA's
 datasheets print the sparse figure for Ampere and later with a footnote, so we halve it and say
 so. Link bandwidths are per GPU and per direction (what one rank can send while it receives as
-much), the quantity the ring formulas in ``time.py`` need.
+much), the quantity the ring formulas of ``gpututor.formulas`` need.
 
 Latencies (α) are not datasheet values: they are an assumed order of magnitude for one message
 of a collective; measure yours with ``python -m gpututor bench comm`` and pass it in.
@@ -16,6 +16,8 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 from typing import Optional
+
+from . import checks
 
 GB = 1e9     # the planner's unit, as in the ZeRO paper and datasheets: 10^9 bytes
 TFLOPS = 1e12
@@ -38,7 +40,7 @@ class GPU:
 
     def peak(self, precision: str) -> float:
         """Dense peak FLOP/s for ``precision``; ValueError if this GPU has no such format."""
-        _check_choice("precision", precision, tuple(self.peak_flops))
+        checks.choice("precision", precision, tuple(self.peak_flops))
         value = self.peak_flops[precision]
         if value is None:
             supported = [p for p, v in self.peak_flops.items() if v]
@@ -153,11 +155,11 @@ def set_currency(currency: str, per_usd: Optional[float] = None, source: str = "
     """Show prices and costs in ``currency`` (in this process). ``per_usd``: its units per US
     dollar (with ``source``), to convert the US-dollar example prices; without it, only prices
     you give in ``currency`` (:func:`set_price`, ``price_per_hour=``) are known."""
-    _check_choice("currency", currency, tuple(CURRENCY_SYMBOLS))
+    checks.choice("currency", currency, tuple(CURRENCY_SYMBOLS))
     if currency == "USD":
         per_usd, source = 1.0, "US dollars: no conversion"
     elif per_usd is not None:
-        _check_positive("per_usd", per_usd)
+        checks.positive("per_usd", per_usd)
     _money.update(currency=currency, per_usd=per_usd, rate_source=source)
 
 
@@ -192,7 +194,7 @@ def get_gpu(name_or_gpu) -> GPU:
     """A catalogue entry by name (a :class:`GPU` passes through); ValueError names the choices."""
     if isinstance(name_or_gpu, GPU):
         return name_or_gpu
-    _check_choice("gpu", name_or_gpu, tuple(GPUS))
+    checks.choice("gpu", name_or_gpu, tuple(GPUS))
     return GPUS[name_or_gpu]
 
 
@@ -206,7 +208,7 @@ def get_link(name_or_link) -> Link:
     """A link by name (a :class:`Link` passes through); ValueError names the choices."""
     if isinstance(name_or_link, Link):
         return name_or_link
-    _check_choice("link", name_or_link, tuple(LINKS))
+    checks.choice("link", name_or_link, tuple(LINKS))
     return LINKS[name_or_link]
 
 
@@ -215,7 +217,7 @@ def price_of(gpu: GPU, price_per_hour: Optional[float] = None) -> tuple[Optional
     current currency), the GPU's own, an example (US dollars, converted if a rate is set), or
     None with the reason."""
     if price_per_hour is not None:
-        _check_positive("price_per_hour", price_per_hour, allow_zero=True)
+        checks.positive("price_per_hour", price_per_hour, allow_zero=True)
         return float(price_per_hour), "given"
     if gpu.price_per_hour is not None:
         return _convert(gpu.price_per_hour, gpu.price_currency, gpu.price_source or "set for this GPU")
@@ -230,21 +232,21 @@ def add_gpu(name: str, memory_gb: float, peak_tflops: dict, memory_bandwidth_gbs
     """Add (or replace) a device in :data:`GPUS`; ``peak_tflops``: precision -> dense TFLOP/s."""
     if not isinstance(name, str) or not name:
         raise ValueError(f"name={name!r} is invalid: allowed is a non-empty string")
-    _check_positive("memory_gb", memory_gb)
-    _check_positive("memory_bandwidth_gbs", memory_bandwidth_gbs)
+    checks.positive("memory_gb", memory_gb)
+    checks.positive("memory_bandwidth_gbs", memory_bandwidth_gbs)
     if not isinstance(peak_tflops, dict) or not peak_tflops:
         raise ValueError(f"peak_tflops={peak_tflops!r} is invalid: allowed is a dict like "
                          "{'bf16': 312, 'fp32': 19.5}")
     peaks = {"fp32": None, "bf16": None, "fp16": None}
     for precision, value in peak_tflops.items():
-        _check_choice("peak_tflops key", precision, tuple(peaks))
+        checks.choice("peak_tflops key", precision, tuple(peaks))
         if value is not None:
-            _check_positive(f"peak_tflops[{precision!r}]", value)
+            checks.positive(f"peak_tflops[{precision!r}]", value)
             peaks[precision] = value * TFLOPS
     for link in links:
-        _check_choice("links", link, tuple(LINKS))
+        checks.choice("links", link, tuple(LINKS))
     if price_per_hour is not None:
-        _check_positive("price_per_hour", price_per_hour, allow_zero=True)
+        checks.positive("price_per_hour", price_per_hour, allow_zero=True)
     gpu = GPU(name, memory_gb * GB, peaks, memory_bandwidth_gbs * GB, tuple(links), source,
               price_per_hour, "given" if price_per_hour is not None else "")
     GPUS[name] = gpu
@@ -256,8 +258,8 @@ def add_link(name: str, bandwidth_gbs: float, latency_us: float = 10.0, source: 
     """Add (or replace) an interconnect: GB/s per GPU per direction, latency per message in µs."""
     if not isinstance(name, str) or not name:
         raise ValueError(f"name={name!r} is invalid: allowed is a non-empty string")
-    _check_positive("bandwidth_gbs", bandwidth_gbs)
-    _check_positive("latency_us", latency_us, allow_zero=True)
+    checks.positive("bandwidth_gbs", bandwidth_gbs)
+    checks.positive("latency_us", latency_us, allow_zero=True)
     link = Link(name, bandwidth_gbs * GB, latency_us * 1e-6, source)
     LINKS[name] = link
     return link
@@ -266,22 +268,8 @@ def add_link(name: str, bandwidth_gbs: float, latency_us: float = 10.0, source: 
 def set_price(gpu: str, price_per_hour: float, source: str = "given") -> GPU:
     """Set the price per GPU-hour, in the current currency (:func:`set_currency`), that the
     planner uses for ``gpu`` (in this process)."""
-    _check_positive("price_per_hour", price_per_hour, allow_zero=True)
+    checks.positive("price_per_hour", price_per_hour, allow_zero=True)
     updated = dataclasses.replace(get_gpu(gpu), price_per_hour=float(price_per_hour),
                                   price_source=source, price_currency=currency())
     GPUS[updated.name] = updated
     return updated
-
-
-def _check_choice(name: str, value, allowed: tuple) -> None:
-    if value not in allowed:
-        raise ValueError(f"{name}={value!r} is invalid: allowed values are "
-                         + ", ".join(repr(a) for a in allowed))
-
-
-def _check_positive(name: str, value, allow_zero: bool = False) -> None:
-    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and value == value \
-        and value != float("inf") and (value >= 0 if allow_zero else value > 0)
-    if not ok:
-        raise ValueError(f"{name}={value!r} is invalid: allowed is a finite number "
-                         + (">= 0" if allow_zero else "> 0"))

@@ -1,0 +1,144 @@
+"""The formulas the package shares, each written once: parameters, FLOPs, bytes, collectives,
+the pipeline bubble; and the named lists they take (recomputation policies, bytes per value).
+
+Ground floor: nothing of gpututor but :mod:`gpututor.checks`, and no torch, so the worker's
+meters, the planner, the emulated link, the calibration and the plots call the same function
+(``tests/test_one_home.py`` fails when one of these formulas is written out anywhere else).
+
+Symbols: ``N`` parameters, ``L`` layers, ``h`` width (``d_model``), ``s`` sequence length,
+``n`` ranks, ``S`` bytes, ``α`` latency per message, ``β`` bandwidth per rank per direction.
+"""
+from __future__ import annotations
+
+from . import checks
+
+# ---- named lists ---------------------------------------------------------------------------------
+
+RECOMPUTE = ("none", "selective", "full")     # activation recomputation policies
+BYTES_PER_VALUE = {"fp32": 4, "bf16": 2, "fp16": 2}   # bytes of one number in each precision
+# fp32 optimizer state per parameter: Adam keeps its momentum and variance (2 x 4 bytes, "adam"
+# as the ZeRO paper counts it, "adamw" as PyTorch names it); SGD with momentum keeps one buffer
+OPTIMIZER_STATE_BYTES = {"adam": 8, "adamw": 8, "sgd": 4}
+COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter", "broadcast", "all_to_all", "send")
+
+
+def bytes_per_value(precision: str) -> int:
+    """4 for fp32, 2 for bf16 and fp16."""
+    checks.choice("precision", precision, BYTES_PER_VALUE)
+    return BYTES_PER_VALUE[precision]
+
+
+def optimizer_state_bytes(optimizer: str) -> int:
+    """fp32 bytes of optimizer state per parameter: 8 for Adam/AdamW, 4 for SGD with momentum."""
+    checks.choice("optimizer", optimizer, OPTIMIZER_STATE_BYTES)
+    return OPTIMIZER_STATE_BYTES[optimizer]
+
+
+# ---- parameters ----------------------------------------------------------------------------------
+
+def block_params(d_model: int, biases: bool = False) -> int:
+    """One GPT block's parameters: ``12·h²`` weights (attention's Q, K, V and output projection
+    4·h², the MLP's two 4h-wide matrices 8·h²: Kaplan et al. 2020, Table 1); with ``biases``
+    also ``13·h`` (Q, K, V and projection biases 4·h, the MLP's 4·h + h, two layer norms 4·h)."""
+    return 12 * d_model * d_model + (13 * d_model if biases else 0)
+
+
+def gpt_params(n_layer: int, d_model: int, vocab_size: int) -> int:
+    """``12·L·h² + V·h``: the blocks' weights and a tied embedding (Kaplan et al. 2020)."""
+    return n_layer * block_params(d_model) + vocab_size * d_model
+
+
+# ---- FLOPs ---------------------------------------------------------------------------------------
+
+def attention_flops_per_token(n_layer: int, seq_len: int, d_model: int) -> float:
+    """Forward FLOPs per token of attention's two products, ``Q·Kᵀ`` and ``scores·V``, over the
+    full ``s×s`` square: ``2·2·L·s·h`` (PaLM, Chowdhery et al. 2022, Appendix B)."""
+    return 2 * 2 * n_layer * seq_len * d_model
+
+
+def training_flops_per_token(matmul_params: float, n_layer: int = 0, seq_len: int = 0,
+                             d_model: int = 0, recompute: str = "none") -> float:
+    """FLOPs per trained token: ``6·N + 12·L·s·h`` (``6·N`` alone without attention).
+
+    The forward is ``2·N`` (Kaplan et al. 2020, Table 1) plus attention's ``4·L·s·h``; training
+    is 3 x the forward (backward twice the forward). ``recompute`` counts work that runs but is
+    not the model's: ``"full"`` runs the forward a second time (``8·N + 16·L·s·h``, the four
+    passes of Narayanan et al. 2021, section 5.1, so 4/3 of the work); ``"selective"`` re-runs
+    attention's scores only (``+ 4·L·s·h``, Korthikanti et al. 2022, section 5). MFU uses
+    ``"none"`` (the model's FLOPs), whatever the run recomputes (PaLM, Appendix B).
+    """
+    checks.choice("recompute", recompute, RECOMPUTE)
+    attention = attention_flops_per_token(n_layer, seq_len, d_model)
+    passes = 4 if recompute == "full" else 3
+    extra = attention if recompute == "selective" else 0
+    return passes * (2 * matmul_params + attention) + extra
+
+
+# ---- collectives in the α-β model ----------------------------------------------------------------
+
+def ring_steps(op: str, n: int) -> int:
+    """Messages each rank sends one after another: a ring all-reduce ``2(n-1)`` (reduce-scatter,
+    then all-gather: Patarasuk & Yuan 2009), all-gather and reduce-scatter ``n-1``, an
+    all-to-all by pairwise exchange ``n-1`` (Thakur et al. 2005), a broadcast or send 1."""
+    checks.choice("op", op, COLLECTIVES)
+    if op == "all_reduce":
+        return 2 * (n - 1)
+    if op in ("all_gather", "reduce_scatter", "all_to_all"):
+        return n - 1
+    return 1
+
+
+def bus_factor(op: str, n: int) -> float:
+    """Bytes each rank puts on its link per byte of the buffer ``S``, with the ring algorithms:
+    all-reduce ``2(n-1)/n``, all-gather and reduce-scatter ``(n-1)/n``, broadcast and send 1
+    (the buffer crosses one link once)."""
+    if op in ("broadcast", "send"):
+        return 1.0
+    return ring_steps(op, n) / n
+
+
+def collective_seconds(op: str, nbytes: float, n: int, bandwidth: float, latency: float = 0.0
+                       ) -> float:
+    """α-β time of one ``op`` on a buffer of ``nbytes`` over ``n`` ranks: ``k·(α + S/(n·β))``
+    with ``k`` :func:`ring_steps` (each step sends ``S/n``); a broadcast or send ``α + S/β``.
+    Nothing to do (0 s) on one rank or for an empty buffer."""
+    if n <= 1 or nbytes <= 0:
+        return 0.0
+    if op in ("broadcast", "send"):
+        return latency + nbytes / bandwidth
+    return ring_steps(op, n) * (latency + nbytes / (n * bandwidth))
+
+
+def ring_allreduce_seconds(nbytes: float, n: int, bandwidth: float, latency: float = 0.0
+                           ) -> float:
+    """Ring all-reduce: ``2(n-1)·(α + S/(n·β))`` (Patarasuk & Yuan 2009)."""
+    return collective_seconds("all_reduce", nbytes, n, bandwidth, latency)
+
+
+# ---- the pipeline bubble -------------------------------------------------------------------------
+
+def _bubble_slots(stages: int, microbatches: int, virtual_stages: int = 1) -> tuple[int, int]:
+    """(idle, busy) of one stage in one step, in units of one chunk's forward + backward: it
+    waits ``p-1`` of them while the pipeline fills and drains, and works ``v·m``."""
+    checks.integer("stages", stages)
+    checks.integer("microbatches", microbatches)
+    checks.integer("virtual_stages", virtual_stages)
+    return stages - 1, virtual_stages * microbatches
+
+
+def theoretical_bubble_fraction(stages: int, microbatches: int, virtual_stages: int = 1) -> float:
+    """The share of a step each stage is idle, GPipe and 1F1B with equal stages and free
+    communication: ``(p-1)/(m+p-1)`` (Huang et al. 2019; Narayanan et al. 2021, section 2.2).
+    Interleaved 1F1B with ``v`` chunks per rank: ``(p-1)/(v·m+p-1)``. This is the quantity a
+    pipeline run measures (``parallel.pipeline.timeline.measured_bubble_fraction``)."""
+    idle, busy = _bubble_slots(stages, microbatches, virtual_stages)
+    return idle / (busy + idle)
+
+
+def bubble_to_compute_ratio(stages: int, microbatches: int, virtual_stages: int = 1) -> float:
+    """The same idle time over the ideal compute time instead of the whole step: ``(p-1)/m``
+    (Narayanan et al. 2021, section 2.2), i.e. ``f/(1-f)`` for the fraction ``f`` of
+    :func:`theoretical_bubble_fraction`.
+    The planner adds this times the compute to a step."""
+    idle, busy = _bubble_slots(stages, microbatches, virtual_stages)
+    return idle / busy
