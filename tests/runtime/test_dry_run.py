@@ -8,7 +8,8 @@ import json
 
 import pytest
 
-from gpututor import RunSpec, launch
+from gpututor import RunSpec, build_model, launch
+from gpututor.models import count_parameters
 from gpututor.parallel import STRATEGIES, small_model
 from gpututor.plan.memory import model_state_bytes
 from gpututor.runtime.cli import main
@@ -53,7 +54,7 @@ def test_an_8_rank_fsdp_layout_matches_the_planner_formula():
     spec = RunSpec(model="gpt", model_size="small", strategy="fsdp", world_size=8,
                    batch_size=16, seq_len=32)
     rows = dry_run(spec)
-    n_params = 838_400   # the small GPT
+    n_params = count_parameters(build_model(spec))   # the small GPT's, as the ranks build it
     formula = model_state_bytes(n_params, "fp32", "adam", zero_stage=3, dp=8)
     for r in rows:
         for c in ("params", "grads", "optimizer", "total"):

@@ -74,19 +74,3 @@ def test_interrupt_during_wait_stops_ranks_and_keeps_signal_handlers(interruptib
         run.wait()
     assert run.status == "stopped" and not wait_no_ranks(5)
     assert {s: signal.getsignal(s) for s in watched} == before
-
-
-def test_twenty_launches_leave_nothing_behind():
-    launch(tiny_spec(steps=1)).wait()   # warm the forkserver, which lives on by design
-    me = psutil.Process()
-    fds, threads = me.num_fds(), me.num_threads()
-    sockets = len(me.net_connections(kind="inet"))
-    for _ in range(20):
-        launch(tiny_spec(steps=1, world_size=2)).wait()
-    assert not wait_no_ranks(5)
-    assert me.num_fds() <= fds, "file descriptors leaked"
-    assert len(me.net_connections(kind="inet")) <= sockets, "sockets leaked"
-    deadline = time.monotonic() + 5
-    while me.num_threads() > threads and time.monotonic() < deadline:
-        time.sleep(0.1)
-    assert me.num_threads() <= threads, "threads leaked"
