@@ -60,52 +60,103 @@ def check_answer(answer, expected: float | None, what: str, rel_tol: float = 0.0
 
 # ---- lesson 02: a ring all-reduce, run in real ranks ------------------------------------------
 
-BUILT_IN_COLLECTIVES = ("all_reduce", "reduce", "broadcast", "all_gather", "reduce_scatter",
-                        "all_gather_into_tensor", "reduce_scatter_tensor", "all_to_all")
+# every collective a rank could reach, by the method of the process group (what dist.all_reduce
+# and friends call, however they were imported), of its backend object, or by torch's op
+# namespaces (the functional collectives); only point-to-point send and recv stay
+GROUP_COLLECTIVES = ("allreduce", "allreduce_coalesced", "allgather", "allgather_coalesced",
+                     "allgather_into_tensor_coalesced", "all_gather_single",
+                     "all_gather_single_coalesced", "_allgather_base", "alltoall", "alltoall_base",
+                     "all_to_all_single", "barrier", "monitored_barrier", "broadcast", "gather",
+                     "reduce", "reduce_scatter", "reduce_scatter_single",
+                     "reduce_scatter_single_coalesced", "reduce_scatter_tensor_coalesced",
+                     "_reduce_scatter_base", "scatter")
+OP_COLLECTIVES = {"_c10d_functional": ("all_reduce", "all_reduce_", "all_reduce_coalesced",
+                                       "all_reduce_coalesced_", "all_gather_into_tensor",
+                                       "all_gather_into_tensor_coalesced",
+                                       "all_gather_into_tensor_out",
+                                       "reduce_scatter_tensor", "reduce_scatter_tensor_coalesced",
+                                       "all_to_all_single", "broadcast", "broadcast_"),
+                  "c10d": ("allreduce_", "allreduce_coalesced_", "allgather_",
+                           "allgather_coalesced_", "allgather_into_tensor_coalesced_",
+                           "_allgather_base_", "alltoall_", "alltoall_base_", "barrier",
+                           "broadcast_", "gather_", "reduce_", "reduce_scatter_",
+                           "_reduce_scatter_base_", "reduce_scatter_tensor_coalesced_",
+                           "scatter_", "monitored_barrier_")}
+
+
+class OnlyPointToPoint:
+    """While active, every built-in collective raises, however it is reached: a function of
+    ``torch.distributed`` (bound before or after), ``distributed_c10d``, the group object's own
+    methods, its backend's, or torch's op namespaces (functional collectives). The names tried
+    are in ``used``. ``dist.send``/``recv``/``isend``/``irecv`` keep working."""
+
+    def __init__(self):
+        self.used: list[str] = []
+        self.saved: list[tuple[object, str, object]] = []
+
+    def _refuse(self, name: str):
+        def call(*args, **kwargs):
+            self.used.append(name)
+            raise RuntimeError(f"the built-in collective {name} is not allowed here: build it "
+                               "from dist.isend / dist.recv")
+        return call
+
+    def __enter__(self):
+        group = dist.group.WORLD
+        classes = {type(group)}
+        backend = getattr(group, "_get_backend", None)
+        if backend is not None:
+            classes.add(type(backend(torch.device("cpu"))))
+        for cls in classes:
+            for name in GROUP_COLLECTIVES:
+                owner = next((c for c in cls.__mro__ if name in vars(c)), None)
+                if owner is not None:
+                    self.saved.append((owner, name, vars(owner)[name]))
+                    setattr(owner, name, self._refuse(name))
+        for space, names in OP_COLLECTIVES.items():
+            namespace = getattr(torch.ops, space)
+            for name in names:
+                if hasattr(namespace, name):
+                    self.saved.append((namespace, name, getattr(namespace, name)))
+                    setattr(namespace, name, self._refuse(f"torch.ops.{space}.{name}"))
+        return self
+
+    def __exit__(self, *exc):
+        for owner, name, original in reversed(self.saved):
+            setattr(owner, name, original)
+        self.saved.clear()
+        return False
 
 
 @dataclass(frozen=True)
 class AllReduceCheck:
     """In every rank: the candidate and ``dist.all_reduce`` on the same tensors, compared. While
-    the candidate runs, the built-in collectives raise: the exercise is to build it from
-    point-to-point messages."""
+    the candidate runs, every built-in collective refuses (:class:`OnlyPointToPoint`): the
+    exercise is to build it from point-to-point messages. The sizes are at least one element
+    per rank and not all multiples of the world size, so ``torch.chunk`` and
+    ``torch.tensor_split`` solutions both work and uneven pieces are tried."""
 
     candidate: Callable
 
     def __call__(self, spec, rank, world, device, emit):
-        for step, numel in enumerate((1, 5, world * 3 + 1, 1000)):
+        for step, numel in enumerate((world, world * 3 + 1, 1000)):
             gen = torch.Generator().manual_seed(1000 * rank + step)
             x = torch.randn(numel, generator=gen)
             expected = x.clone()
             dist.all_reduce(expected)
-            used = []
-            saved = {name: getattr(dist, name) for name in BUILT_IN_COLLECTIVES
-                     if hasattr(dist, name)}
-
-            def refuse(name):
-                def call(*args, **kwargs):
-                    used.append(name)
-                    raise RuntimeError(f"dist.{name} is not allowed here: use isend/recv")
-                return call
-
             given = x.clone()
-            try:
-                for name in saved:
-                    setattr(dist, name, refuse(name))
+            with OnlyPointToPoint() as guard:
                 try:
                     got = self.candidate(given, rank, world)
                 except RuntimeError:
-                    if not used:
+                    if not guard.used:
                         raise
                     got = None
-            finally:
-                for name, fn in saved.items():
-                    setattr(dist, name, fn)
-            if used:
+            if guard.used:
                 emit({"step": step, "numel": numel, "max_error": float("inf"),
-                      "built_in": used[0]})
+                      "built_in": guard.used[0]})
                 return   # the other ranks stop too: they would wait for this one
-            error = float((got - expected).abs().max()) if got is not None and \
+            error = float((got - expected).abs().max()) if isinstance(got, torch.Tensor) and \
                 got.shape == expected.shape else float("inf")
             in_place = float((given - expected).abs().max()) <= 1e-4
             emit({"step": step, "numel": numel, "max_error": error, "in_place": in_place})
@@ -128,8 +179,8 @@ def check_allreduce(candidate, world_sizes: tuple = (3, 4)) -> None:
                                  + str(failure).splitlines()[0]) from None
         built_in = [r["built_in"] for r in records if "built_in" in r]
         if built_in:
-            raise AssertionError(f"your function called dist.{built_in[0]}: build the sum from "
-                                 "dist.isend / dist.recv only")
+            raise AssertionError(f"your function called the built-in collective {built_in[0]}: "
+                                 "build the sum from dist.isend / dist.recv only")
         worst = max(records, key=lambda r: r["max_error"])
         if worst["max_error"] <= 1e-4 and not all(r["in_place"] for r in records):
             raise AssertionError("your function returned the sum but left the tensor it was given "

@@ -16,6 +16,7 @@ import pytest
 import torch
 import torch.distributed as dist
 import torch.nn.functional as F
+from torch.distributed import all_reduce as imported_before   # bound before any check
 
 from gpututor import RunSpec
 from gpututor.lessons.exercises import (check_allreduce, check_answer, check_fits, check_group,
@@ -125,8 +126,107 @@ def test_allreduce_checker_rejects_the_built_in_collective():
         return tensor
 
     rejected(check_allreduce, via_library,
-             match="your function called dist.all_reduce: build the sum from dist.isend / "
-                   "dist.recv only")
+             match="your function called the built-in collective allreduce: build the sum from "
+                   "dist.isend / dist.recv only")
+
+
+def _ways_round_the_guard() -> dict:
+    """Candidates that reach a built-in collective some other way than ``dist.all_reduce``.
+    Defined inside a function, so that they travel to the ranks by value (cloudpickle)."""
+    def import_made_before(tensor, rank, world):
+        imported_before(tensor)
+        return tensor
+
+    def distributed_c10d(tensor, rank, world):
+        torch.distributed.distributed_c10d.all_reduce(tensor)
+        return tensor
+
+    def the_group_object(tensor, rank, world):
+        dist.group.WORLD.allreduce([tensor]).wait()
+        return tensor
+
+    def the_backend_object(tensor, rank, world):
+        dist.group.WORLD._get_backend(tensor.device).allreduce([tensor]).wait()
+        return tensor
+
+    def a_functional_collective(tensor, rank, world):
+        import torch.distributed._functional_collectives as funcol
+        tensor.copy_(funcol.all_reduce(tensor, "sum", dist.group.WORLD).wait())
+        return tensor
+
+    def all_gather_then_add(tensor, rank, world):
+        every = [torch.empty_like(tensor) for _ in range(world)]
+        dist.all_gather(every, tensor)
+        tensor.copy_(sum(every))
+        return tensor
+
+    def catching_the_refusal(tensor, rank, world):
+        try:
+            dist.all_reduce(tensor)
+        except RuntimeError:
+            pass
+        return tensor
+
+    return {f.__name__: f for f in (import_made_before, distributed_c10d, the_group_object,
+                                    the_backend_object, a_functional_collective,
+                                    all_gather_then_add, catching_the_refusal)}
+
+
+@pytest.mark.parametrize("way", list(_ways_round_the_guard()))
+def test_no_way_round_the_guard_reaches_a_built_in_collective(way):
+    rejected(check_allreduce, _ways_round_the_guard()[way], world_sizes=(3,),
+             match="your function called the built-in collective .*: build the sum from "
+                   "dist.isend / dist.recv only")
+
+
+def test_a_ring_cut_with_torch_chunk_is_right_too(capsys):
+    """``torch.chunk`` gives fewer pieces than ranks for some sizes (1 element on 3 ranks): the
+    checker's sizes give every rank a piece, so this natural solution passes."""
+    def with_chunk(tensor, rank, world):
+        chunks = list(tensor.view(-1).chunk(world))
+        assert len(chunks) == world, f"{tensor.numel()} elements gave {len(chunks)} chunks"
+        right, left = (rank + 1) % world, (rank - 1) % world
+        for phase in ("reduce-scatter", "all-gather"):
+            for step in range(world - 1):
+                shift = 0 if phase == "reduce-scatter" else 1
+                s, r = (rank - step + shift) % world, (rank - step - 1 + shift) % world
+                incoming = torch.empty_like(chunks[r])
+                req = dist.isend(chunks[s].contiguous(), right)
+                dist.recv(incoming, left)
+                req.wait()
+                if phase == "reduce-scatter":
+                    chunks[r] += incoming
+                else:
+                    chunks[r].copy_(incoming)
+        return tensor
+
+    check_allreduce(with_chunk)
+    assert "Correct: equals dist.all_reduce on 3 and 4 ranks" in capsys.readouterr().out
+
+
+def test_a_ring_with_batch_isend_irecv_is_right_too(capsys):
+    """The lesson offers ``dist.batch_isend_irecv`` (a send and a receive posted together): the
+    guard lets it through."""
+    def batched(tensor, rank, world):
+        chunks = list(tensor.view(-1).tensor_split(world))
+        right, left = (rank + 1) % world, (rank - 1) % world
+        for phase in ("reduce-scatter", "all-gather"):
+            for step in range(world - 1):
+                shift = 0 if phase == "reduce-scatter" else 1
+                s, r = (rank - step + shift) % world, (rank - step - 1 + shift) % world
+                incoming = torch.empty_like(chunks[r])
+                ops = [dist.P2POp(dist.isend, chunks[s].contiguous(), right),
+                       dist.P2POp(dist.irecv, incoming, left)]
+                for req in dist.batch_isend_irecv(ops):
+                    req.wait()
+                if phase == "reduce-scatter":
+                    chunks[r] += incoming
+                else:
+                    chunks[r].copy_(incoming)
+        return tensor
+
+    check_allreduce(batched)
+    assert "Correct: equals dist.all_reduce on 3 and 4 ranks" in capsys.readouterr().out
 
 
 def test_allreduce_checker_rejects_a_ring_that_sends_the_wrong_way():
