@@ -238,3 +238,42 @@ def _save_artifacts(page, folder: Path, server: LabServer, console: list, timing
     (folder / "timings.json").write_text(json.dumps(timings, indent=2))
     if server.log_path.exists():
         shutil.copy(server.log_path, folder / "server.log")
+
+
+def test_the_gantt_and_expert_load_views_draw_in_a_real_browser(tmp_path: Path):
+    """Lesson 05's live Gantt chart (spans in rows) and lesson 11's expert load (bars and two
+    line charts) drawn by the LiveFigure's canvases, not plotly.js: each chart reports what it
+    drew (``data-points``: spans, bars or points)."""
+    import nbformat
+    lesson = nbformat.read(NOTEBOOK, as_version=4)
+    nb = nbformat.v4.new_notebook(metadata=lesson.metadata)
+    nb.cells = [nbformat.v4.new_code_cell(source) for source in (
+        "from gpututor.ui.live_figure import LiveFigure\n"
+        "from gpututor.ui.moe import expert_load_figure\n"
+        "from gpututor.ui.pipeline import gantt",
+        "events = {0: [('F', 0, 0.000, 0.010), ('F', 1, 0.010, 0.020), ('B', 0, 0.030, 0.050)],\n"
+        "          1: [('F', 0, 0.010, 0.020), ('B', 0, 0.020, 0.030), ('F', 1, 0.030, 0.040)]}\n"
+        "spans = LiveFigure()\n"
+        "spans.show(gantt(events, 'Step 3', 0.25))\n"
+        "spans",
+        "records = [{'step': s, 'expert_tokens': [[5 + s, 3, 4, 4]], 'expert_dropped': [[s, 0, 0, 0]],\n"
+        "            'comm_bytes': 1e6 * s} for s in range(4)]\n"
+        "load = LiveFigure()\n"
+        "load.show(expert_load_figure(records))\n"
+        "load")]
+    path = tmp_path / "views.ipynb"
+    nbformat.write(nb, path)
+
+    def drive(page, server, timings):
+        open_notebook(page, server)
+        run_all_cells(page, timings)
+        views = page.locator(".gpututor-live")
+        views.nth(1).wait_for(timeout=60_000)
+        drawn = [views.nth(i).evaluate(
+            "v => [...v.querySelectorAll('canvas')].map(c => Number(c.dataset.points))")
+            for i in range(views.count())]
+        assert drawn[0] == [6], f"the Gantt chart drew {drawn[0]} spans, not the 6 given"
+        assert drawn[1] == [4, 4, 4], f"the expert load drew {drawn[1]}: 4 bars, 4 and 4 points"
+        page.screenshot(path=str(tmp_path / "views.png"), full_page=True)
+
+    print("views timings:", json.dumps(_in_browser(tmp_path, path, drive)))

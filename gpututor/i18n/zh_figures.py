@@ -116,7 +116,6 @@ FIGURES = {
         "第 {layer} 层，第 {step} 步：{slots} 个槽位中丢弃了 {dropped} 个，"
         "最忙的专家是平均负载的 {ratio:.2f} 倍",
     "slots per expert (latest step)": "每个专家的槽位（最新一步）",
-    "per step": "逐步变化",
     "kept": "保留",
     "dropped (over capacity)": "丢弃（超出容量）",
     "busiest / mean": "最忙 / 平均",

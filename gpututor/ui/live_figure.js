@@ -1,7 +1,8 @@
 // The front end of gpututor.ui.live_figure.LiveFigure: line and stacked-bar charts drawn on
 // canvases, a few kilobytes of JavaScript instead of plotly.js (about 5 MB, parsed and laid out
-// for every new FigureWidget). Each chart is {title, xlabel, kind: "lines" | "bars",
-// categories (bars), series: [{name, x, y}]}; null values are "not measured": no point, no bar.
+// for every new FigureWidget). Each chart is {title, xlabel, kind: "lines" | "bars" | "spans",
+// categories (bars), rows (spans), series: [{name, x, y}] or, for spans (a Gantt chart),
+// [{name, color, row, start, length, label}]}; null values are "not measured": nothing drawn.
 // The figure is redrawn when the kernel changes "charts"; the time spent drawing is sent back in
 // "draw_ms" (150 ms after the last redraw) so the kernel can say what the view cost.
 
@@ -109,6 +110,47 @@ function drawBars(ctx, chart) {
   return totals.length;
 }
 
+function drawSpans(ctx, chart) {
+  const rows = chart.rows || [], n = Math.max(rows.length, 1), lo_hi = [];
+  chart.series.forEach(s => s.start.forEach((b, i) => {
+    const l = s.length[i];
+    if (Number.isFinite(b) && Number.isFinite(l)) { lo_hi.push(b, b + l); }
+  }));
+  if (!lo_hi.length) { return 0; }
+  const lo = Math.min(...lo_hi), hi = Math.max(...lo_hi);
+  const w = WIDTH - PAD.left - PAD.right, h = HEIGHT - PAD.top - PAD.bottom, rowH = h / n;
+  const X = x => PAD.left + (hi > lo ? (x - lo) / (hi - lo) : 0.5) * w;
+  ctx.font = "11px sans-serif"; ctx.fillStyle = "#444"; ctx.strokeStyle = "#e5e5e5";
+  ctx.lineWidth = 1; ctx.textAlign = "center"; ctx.textBaseline = "top";
+  for (const t of niceTicks(lo, hi, 6, false)) {
+    ctx.beginPath(); ctx.moveTo(X(t), PAD.top); ctx.lineTo(X(t), PAD.top + h); ctx.stroke();
+    ctx.fillText(label(t), X(t), PAD.top + h + 6);
+  }
+  ctx.textAlign = "right"; ctx.textBaseline = "middle";
+  rows.forEach((r, i) => ctx.fillText(r, PAD.left - 6, PAD.top + rowH * (i + 0.5)));
+  ctx.strokeStyle = "#999";
+  ctx.beginPath(); ctx.moveTo(PAD.left, PAD.top); ctx.lineTo(PAD.left, PAD.top + h);
+  ctx.lineTo(PAD.left + w, PAD.top + h); ctx.stroke();
+  let count = 0;
+  chart.series.forEach((s, k) => {
+    const color = s.color || COLORS[k % COLORS.length];
+    s.row.forEach((r, i) => {
+      const b = s.start[i], l = s.length[i], row = rows.indexOf(r);
+      if (row < 0 || !Number.isFinite(b) || !Number.isFinite(l)) { return; }
+      const x0 = X(b), x1 = X(b + l), y0 = PAD.top + rowH * (row + 0.15);
+      ctx.fillStyle = color;
+      ctx.fillRect(x0, y0, Math.max(1, x1 - x0 - 1), rowH * 0.7);   // 1 px apart
+      const text = (s.label || [])[i];
+      if (text && x1 - x0 > 12) {   // the micro-batch, inside its bar where it fits
+        ctx.fillStyle = "#fff"; ctx.textAlign = "center"; ctx.textBaseline = "middle";
+        ctx.fillText(text, (x0 + x1) / 2, y0 + rowH * 0.35);
+      }
+      count += 1;
+    });
+  });
+  return count;
+}
+
 function cell(root) {
   const box = document.createElement("div");
   const title = document.createElement("div");
@@ -167,13 +209,17 @@ function render({ model, el }) {
           const item = document.createElement("span");
           const swatch = document.createElement("span");
           swatch.style.cssText = `display:inline-block;width:10px;height:10px;margin-right:4px;` +
-            `background:${COLORS[k % COLORS.length]}`;
+            `background:${s.color || COLORS[k % COLORS.length]}`;
           item.append(swatch, s.name);
           return item;
         }));
       }
-      const drawn = chart.kind === "bars" ? drawBars(ctx, chart) : drawLines(ctx, chart);
-      if (i === 0) { points = chart.series.length ? finite(chart.series[0].y).length : 0; }
+      const drawn = chart.kind === "bars" ? drawBars(ctx, chart)
+        : chart.kind === "spans" ? drawSpans(ctx, chart) : drawLines(ctx, chart);
+      if (i === 0) {
+        points = chart.kind === "spans" ? drawn
+          : chart.series.length ? finite(chart.series[0].y).length : 0;
+      }
       c.canvas.dataset.points = String(drawn);
     });
     root.dataset.points = String(points);     // what the browser tests read: points of chart 0

@@ -1,12 +1,12 @@
 """Figures of lesson 11: how a mixture of experts spreads its tokens, drawn while a run trains."""
 from __future__ import annotations
 
-import time
-
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from ..i18n import tr
+from .follow import UPDATE_INTERVAL_S, Follower
+from .live_figure import LiveFigure
 
 
 def imbalance(kept: list[int], dropped: list[int]) -> float:
@@ -16,9 +16,10 @@ def imbalance(kept: list[int], dropped: list[int]) -> float:
 
 
 def expert_load_figure(records: list[dict], layer: int = 0, fig=None) -> go.Figure:
-    """Left: slots kept and dropped per expert of ``layer`` at the latest step; right, per step:
+    """Left: slots kept and dropped per expert of ``layer`` at the latest step; then, per step,
     the busiest expert's load over the mean, and the MB rank 0 sent (expert parallel's
-    all-to-alls; 0 on one rank). ``records``: rank 0's, in step order."""
+    all-to-alls; 0 on one rank). ``records``: rank 0's, in step order. ``fig``: a figure made
+    here before, updated in place (the live view's)."""
     last = records[-1]
     kept, dropped = last["expert_tokens"][layer], last["expert_dropped"][layer]
     experts = [tr("expert {expert}", expert=e) for e in range(len(kept))]
@@ -29,21 +30,20 @@ def expert_load_figure(records: list[dict], layer: int = 0, fig=None) -> go.Figu
                "x{ratio:.2f} the mean", layer=layer, step=last["step"], dropped=sum(dropped),
                slots=sum(kept) + sum(dropped), ratio=ratios[-1])
     if fig is None or not fig.data:
-        fig = fig if fig is not None else go.FigureWidget()
-        grid = make_subplots(rows=1, cols=2, subplot_titles=(tr("slots per expert (latest step)"),
-                                                             tr("per step")),
-                             specs=[[{}, {"secondary_y": True}]])
+        fig = fig if fig is not None else go.Figure()
+        grid = make_subplots(rows=1, cols=3, subplot_titles=(
+            tr("slots per expert (latest step)"), tr("busiest / mean"),
+            tr("MB sent by rank 0")))
         fig.update_layout(grid.layout)
         fig.add_bar(x=experts, y=kept, name=tr("kept"), xaxis="x", yaxis="y")
         fig.add_bar(x=experts, y=dropped, name=tr("dropped (over capacity)"), xaxis="x", yaxis="y")
         fig.add_scatter(x=steps, y=ratios, name=tr("busiest / mean"), mode="lines+markers",
                         xaxis="x2", yaxis="y2")
         fig.add_scatter(x=steps, y=sent, name=tr("MB sent by rank 0"), mode="lines+markers",
-                        xaxis="x2", yaxis="y3")
-        fig.update_layout(barmode="stack", height=380, template="plotly_white",
-                          xaxis2_title=tr("step"), yaxis2_title=tr("busiest / mean"),
-                          yaxis3=dict(title=tr("MB sent"), overlaying="y2", side="right",
-                                      anchor="x2"))
+                        xaxis="x3", yaxis="y3")
+        fig.update_layout(barmode="stack", height=360, template="plotly_white",
+                          xaxis2_title=tr("step"), xaxis3_title=tr("step"),
+                          yaxis3_title=tr("MB sent"))
     with fig.batch_update():
         fig.data[0].y, fig.data[1].y = kept, dropped
         fig.data[2].x, fig.data[2].y = steps, ratios
@@ -52,20 +52,24 @@ def expert_load_figure(records: list[dict], layer: int = 0, fig=None) -> go.Figu
     return fig
 
 
-def live_expert_load(run, layer: int = 0, every_s: float = 0.3) -> dict:
-    """Show :func:`expert_load_figure` of rank 0, redrawn while ``run`` trains; return the
-    run's summary when it ends (the figure ends on the last step)."""
+def live_expert_load(run, layer: int = 0, every_s: float = UPDATE_INTERVAL_S) -> dict:
+    """Show :func:`expert_load_figure` of rank 0, redrawn while ``run`` trains (its first step at
+    once, then at most every ``every_s`` seconds: ``Follower.follow``); return the run's summary
+    when it ends (the figure ends on the last step)."""
     from IPython.display import display
 
-    fig, mine, last = go.FigureWidget(), [], 0.0
-    display(fig)
-    for record in run:
+    fig, view, mine = go.Figure(), LiveFigure(), []
+    display(view)
+
+    def on_record(record):
         if record.get("rank") == 0 and record.get("expert_tokens") is not None:
             mine.append(record)
-            if time.monotonic() - last > every_s:
-                expert_load_figure(mine, layer, fig)
-                last = time.monotonic()
+
+    def draw():
+        if mine:
+            view.show(expert_load_figure(mine, layer, fig))
+
+    Follower.follow(run, draw, ready=lambda: bool(mine), on_record=on_record, interval=every_s)
     summary = run.wait()
-    if mine:
-        expert_load_figure(mine, layer, fig)
+    draw()
     return summary

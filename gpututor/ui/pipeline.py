@@ -5,12 +5,12 @@ The records come from :class:`gpututor.parallel.pipeline.timeline.StageTimeline`
 """
 from __future__ import annotations
 
-import time
-
 import plotly.graph_objects as go
 
 from ..i18n import tr
 from ..parallel.pipeline.timeline import step_events, step_stages, theoretical_bubble_fraction
+from .follow import UPDATE_INTERVAL_S, Follower
+from .live_figure import LiveFigure
 
 COLORS = {"F": "#4c78a8", "B": "#f58518", "W": "#54a24b"}
 NAMES = {"F": "forward", "B": "backward", "W": "weight gradient (zero bubble)"}   # shown via tr()
@@ -40,7 +40,7 @@ def gantt(events: dict[int, list], title: str = "Measured pipeline timeline",
                           micro_batch=m) for _, m, _, _, v in rows],
             marker_opacity=[1.0 if v == rank else 0.55 for rank, *_, v in rows],
             name=tr(NAMES[kind])))
-    if len(fig.data) == len(traces):   # a figure made here before: update it (a live FigureWidget)
+    if len(fig.data) == len(traces):   # a figure made here before: update it (the live chart's)
         with fig.batch_update():
             for trace, values in zip(fig.data, traces):
                 trace.update(values)
@@ -65,20 +65,35 @@ def _title(title: str, bubble: float | None) -> str:
     return tr("{title}: bubble {bubble:.0%} of the stage time", title=tr(title), bubble=bubble)
 
 
-def live_gantt(run, every_s: float = 0.3) -> dict:
-    """Show a Gantt chart of the latest complete step, redrawn while ``run`` trains; return the
-    run's summary when it ends."""
+def live_gantt(run, every_s: float = UPDATE_INTERVAL_S) -> dict:
+    """Show a Gantt chart of the latest complete step, redrawn while ``run`` trains (the first
+    complete step at once, then at most every ``every_s`` seconds: ``Follower.follow``); return
+    the run's summary when it ends. The chart is a plain ``go.Figure`` drawn by a
+    :class:`~gpututor.ui.live_figure.LiveFigure` (canvases, not plotly.js: the view costs the
+    ranks next to nothing)."""
     from IPython.display import display
 
-    spec, fig, shown, last = run.spec, go.FigureWidget(), -1, 0.0
-    display(fig)
-    for record in run:
+    spec, fig, view = run.spec, go.Figure(), LiveFigure()
+    state = {"shown": -1, "newest": None}   # the step drawn; the newest complete step
+    display(view)
+
+    def on_record(record):
         step = record["step"]
-        events = step_events(run.records, step)
-        if len(events) == spec.world_size and step > shown and time.monotonic() - last > every_s:
-            gantt(events, tr("Step {step}", step=step), record.get("bubble_fraction"), fig=fig,
-                  stages=step_stages(run.records, step))
-            shown, last = step, time.monotonic()
+        if step > state["shown"] and len(step_events(run.records, step)) == spec.world_size:
+            state["newest"] = record
+
+    def draw():
+        record = state["newest"]
+        if record is None or record["step"] <= state["shown"]:
+            return
+        step = record["step"]
+        gantt(step_events(run.records, step), tr("Step {step}", step=step),
+              record.get("bubble_fraction"), fig=fig, stages=step_stages(run.records, step))
+        view.show(fig)
+        state["shown"] = step
+
+    Follower.follow(run, draw, ready=lambda: state["newest"] is not None,
+                    on_record=on_record, interval=every_s)
     summary = run.wait()
     final = summary["steps"] - 1 + summary["first_step"]
     events = step_events(run.records, final)
@@ -86,6 +101,7 @@ def live_gantt(run, every_s: float = 0.3) -> dict:
         bubble = next(r.get("bubble_fraction") for r in run.records if r["step"] == final)
         gantt(events, tr("Step {step} (last)", step=final), bubble, fig=fig,
               stages=step_stages(run.records, final))
+        view.show(fig)
     return summary
 
 
