@@ -125,6 +125,21 @@ class LabServer:
         self.log.close()
 
 
+def cjk_font() -> str | None:
+    """The font family fontconfig gives Simplified Chinese, if it is a CJK font."""
+    try:
+        family = subprocess.run(["fc-match", "-f", "%{family}", ":lang=zh-cn"], capture_output=True,
+                                text=True, timeout=10).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return family if "CJK" in family or "WenQuanYi" in family else None
+
+
+def browser_can_run() -> bool:
+    """Debian's Chromium is here (Playwright is in the test extra): tests/test_browser.py runs."""
+    return os.access(CHROMIUM, os.X_OK)
+
+
 def launch_chromium(pw, server: LabServer, home: Path):
     """Debian's Chromium, headless, with its own profile and HOME under ``home``; returns the
     Playwright context and its page."""
@@ -164,5 +179,8 @@ def run_all_cells(page, timings: dict):
         assert time.monotonic() < deadline, f"the notebook did not finish running: {texts}"
         page.wait_for_timeout(250)
     kernel_idle(page, timeout_ms=60_000)
+    # once more, now that all ran: the last cell's traceback may be drawn after its prompt
+    page.wait_for_timeout(500)
+    assert errors.count() == 0, f"a cell raised: {errors.first.inner_text()[:2000]}"
     timings["run_all_cells_s"] = round(time.monotonic() - run_all, 2)
     return code_cells

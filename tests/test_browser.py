@@ -22,12 +22,11 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import subprocess
 import time
 from pathlib import Path
 
 import pytest
-from jupyterlab_browser import (CHROMIUM, NOTEBOOK, ROOT, LabServer, launch_chromium,
+from jupyterlab_browser import (CHROMIUM, NOTEBOOK, ROOT, LabServer, cjk_font, launch_chromium,
                                 open_notebook, run_all_cells)
 
 PANEL_CELL = "panel = RunPanel(spec)"   # the code cell whose output is the first panel
@@ -119,25 +118,28 @@ def _in_browser(tmp_path: Path, notebook: Path, drive) -> dict:
     return timings
 
 
+def with_exercises(notebook: Path, folder: Path) -> Path:
+    """A copy of ``notebook`` with each exercise's published solution and a wrong answer added
+    after its checker cell (``tests/test_exercises.py``'s augmented copy). Lesson 00 runs here
+    that way, and not again under nbval: it executes once per language, and its checkers are
+    proven in the browser (a wrong answer accepted raises, which fails Run All Cells)."""
+    import nbformat
+    from test_exercises import WRONG, augmented
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / notebook.name
+    nbformat.write(augmented(nbformat.read(notebook, as_version=4), WRONG[notebook.stem]), path)
+    return path
+
+
 def test_lesson_00_in_a_real_browser(tmp_path: Path):
-    timings = _in_browser(tmp_path, NOTEBOOK, _drive_lesson)
+    timings = _in_browser(tmp_path, with_exercises(NOTEBOOK, tmp_path / "lesson"), _drive_lesson)
     print("browser test timings:", json.dumps(timings))
-
-
-def _cjk_font() -> str | None:
-    """The font family fontconfig gives Simplified Chinese, if it is a CJK font."""
-    try:
-        family = subprocess.run(["fc-match", "-f", "%{family}", ":lang=zh-cn"], capture_output=True,
-                                text=True, timeout=10).stdout
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    return family if "CJK" in family or "WenQuanYi" in family else None
 
 
 def test_a_chinese_lesson_in_a_real_browser(tmp_path: Path):
     """notebooks/zh/00 runs in the browser, and its panel's labels are Chinese, drawn with a CJK
     font (not boxes: .ci/run installs Debian's fonts-noto-cjk)."""
-    font = _cjk_font()
+    font = cjk_font()
     if font is None:
         pytest.skip("no CJK font for Chinese (apt-get install fonts-noto-cjk; .ci/run does this)")
 
@@ -155,7 +157,8 @@ def test_a_chinese_lesson_in_a_real_browser(tmp_path: Path):
         assert "损失（各进程平均）" in titles, f"the plot's titles: {titles}"
         page.screenshot(path=str(tmp_path / "zh_panel.png"), full_page=False)
 
-    timings = _in_browser(tmp_path, ROOT / "notebooks" / "zh" / NOTEBOOK.name, drive)
+    timings = _in_browser(tmp_path, with_exercises(ROOT / "notebooks" / "zh" / NOTEBOOK.name,
+                                                   tmp_path / "lesson"), drive)
     print(f"zh browser test ({font}) timings:", json.dumps(timings))
 
 
@@ -277,3 +280,23 @@ def test_the_gantt_and_expert_load_views_draw_in_a_real_browser(tmp_path: Path):
         page.screenshot(path=str(tmp_path / "views.png"), full_page=True)
 
     print("views timings:", json.dumps(_in_browser(tmp_path, path, drive)))
+
+
+def test_run_all_cells_fails_when_a_cell_raises(tmp_path: Path):
+    """What proves lesson 00's checkers in the browser: a wrong answer accepted raises, and Run
+    All Cells must then fail, also when the raising cell is the last one (its traceback can be
+    drawn after its prompt shows the count)."""
+    import nbformat
+    lesson = nbformat.read(NOTEBOOK, as_version=4)
+    nb = nbformat.v4.new_notebook(metadata=lesson.metadata)
+    nb.cells = [nbformat.v4.new_code_cell("print('fine')"), nbformat.v4.new_code_cell(
+        "raise RuntimeError('my_answer: the checker accepted a wrong answer')")]
+    path = tmp_path / "raises.ipynb"
+    nbformat.write(nb, path)
+
+    def drive(page, server, timings):
+        open_notebook(page, server)
+        with pytest.raises(AssertionError, match=r"(?s)a cell raised: .*the checker accepted"):
+            run_all_cells(page, timings)
+
+    _in_browser(tmp_path, path, drive)

@@ -2,7 +2,8 @@
 
 That every lesson runs top to bottom under nbval is tested in ``tests/test_exercises.py``: one
 nbval run per notebook (a fresh kernel, ``--nbval-lax``), of a copy with each exercise's
-solution and a wrong answer added, so each notebook executes once in CI.
+solution and a wrong answer added. Lesson 00 (English and Chinese) runs that copy in a real
+browser instead, where ``tests/test_browser.py`` can run: each notebook executes once in CI.
 
 To strip outputs and widget state before committing:
 ``python tests/test_notebooks.py --strip notebooks/*.ipynb``
