@@ -69,6 +69,11 @@ def launch(spec, start_method: str = "forkserver", task=None) -> "Run":
     records. A task run uses only the spec's world size, device, threads, timeout and seed.
     """
     spec.validate()
+    if spec.ranks_per_node not in (None, spec.world_size):
+        raise ValueError(f"ranks_per_node={spec.ranks_per_node} is invalid with launch(): it "
+                         f"starts all world_size={spec.world_size} ranks on this machine (two of "
+                         f"them would share a GPU); allowed: None or {spec.world_size} "
+                         "(ranks_per_node describes a torchrun node)")
     if task is None:
         check_spec(spec)   # the strategy's own checks: before any process starts
     check_machine(spec)    # what this machine can do: a GPU per rank, fp16

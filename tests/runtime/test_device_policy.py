@@ -104,3 +104,53 @@ def test_launch_and_the_command_line_check_the_machine(capsys, monkeypatch):
         launch(RunSpec(model="gpt", model_size="tiny", precision="fp16", batch_size=8))
     assert cli_main(["run", "--model-size", "tiny", "--precision", "fp16", "--steps", "1"]) == 2
     assert "precision='fp16' is invalid on CPU" in capsys.readouterr().err
+
+
+class _Reached(Exception):
+    """The torchrun rank got past every check to the process group."""
+
+
+@pytest.mark.parametrize("gpus,reaches", [(8, True), (4, False)])
+def test_a_torchrun_rank_of_a_two_node_job_counts_its_own_node(monkeypatch, capsys, gpus,
+                                                                reaches):
+    """2 nodes x 8 GPUs: each process checks the 8 ranks of its own node, not all 16 (the spec
+    used to be checked before ranks_per_node was set); fp16 with device='auto' is a GPU run."""
+    from gpututor.runtime import worker
+    monkeypatch.setenv("RANK", "9")
+    monkeypatch.setenv("WORLD_SIZE", "16")
+    monkeypatch.setenv("LOCAL_RANK", "1")
+    monkeypatch.setenv("LOCAL_WORLD_SIZE", "8")
+    monkeypatch.setenv("MASTER_ADDR", "127.0.0.1")
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: gpus)
+
+    def reached(spec, rank, world, device, store=None):
+        assert (spec.local_ranks, rank, world, device) == (8, 9, 16, torch.device("cuda", 1))
+        raise _Reached
+    monkeypatch.setattr(worker, "init_process_group", reached)
+    argv = ["run", "--model-size", "tiny", "--precision", "fp16", "--batch-size", "16"]
+    if reaches:
+        with pytest.raises(_Reached):
+            cli_main(argv)
+    else:   # 4 GPUs for 8 ranks: "auto" would fall back to CPU; asked for CUDA, it is refused
+        assert cli_main(argv + ["--device", "cuda"]) == 2
+        assert "this machine has 4 GPU(s) and NCCL needs one per rank (8 here)" in \
+            capsys.readouterr().err
+
+
+def test_launch_refuses_ranks_per_node_that_would_share_a_gpu():
+    from gpututor import launch
+    spec = RunSpec(model="gpt", model_size="tiny", world_size=4, ranks_per_node=2, batch_size=8)
+    with pytest.raises(ValueError, match=r"ranks_per_node=2 is invalid with launch\(\): it "
+                                         r"starts all world_size=4 ranks on this machine"):
+        launch(spec)
+
+
+def test_fp16_with_dtensor_tensor_parallel_is_refused_before_it_starts():
+    from gpututor.parallel import check_spec
+    for name, mesh in (("tp-dtensor", None), ("fsdp+tp", {"dp": 2, "tp": 2})):
+        spec = RunSpec(model="gpt", model_size="tiny", strategy=name, world_size=4 if mesh else 2,
+                       mesh=mesh, precision="fp16", device="cuda", batch_size=8)
+        with pytest.raises(ValueError, match=r"precision='fp16' is invalid for strategy="
+                                             r"'tp-dtensor': allowed values are 'fp32', 'bf16'"):
+            check_spec(spec)

@@ -77,6 +77,9 @@ class TensorParallelDTensor(Strategy):
     supports_checkpoint = False
     meters_comm = False     # DTensor's collectives run inside torch, unmetered
     memory_layout = MemoryLayout(tensor_parallel=True, note="same split through DTensor")
+    # fp16 would need GradScaler.unscale_ over a mix of DTensors (the split Linears) and plain
+    # tensors (the rest), which it refuses ("mixed torch.Tensor and DTensor"): not offered
+    precisions = ("fp32", "bf16")
 
     def step_collectives(self, spec, model):
         return tensor_parallel_collectives(self, spec, model)
