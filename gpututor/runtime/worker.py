@@ -20,6 +20,7 @@ import torch
 import torch.distributed as dist
 from torch.utils.flop_counter import FlopCounterMode
 
+from ..hardware import usable_cpu_cores
 from ..data import batches, load_corpus
 from ..measure.capacity import (CapacityGuard, PhaseTracker, check_setup, from_cuda_oom,
                                 limit_cuda_memory)
@@ -65,12 +66,20 @@ def init_process_group(spec, rank: int, world_size: int, device: torch.device, s
                             timeout=timedelta(seconds=spec.timeout), **kwargs)
 
 
+def rank_threads(spec, device: torch.device) -> int:
+    """CPU threads for one rank: ``threads_per_rank`` for a CPU rank (1 by default: CPU ranks
+    share the cores); a GPU rank gets its share of this machine's usable cores, so 8 ranks on
+    16 cores start 8 x 2 threads, not 8 x 16."""
+    if device.type == "cpu":
+        return spec.threads_per_rank
+    return max(1, usable_cpu_cores() // spec.local_ranks)
+
+
 def train(spec, rank: int, world_size: int, device: torch.device,
           emit: Callable[[dict], None], start_time: float | None = None) -> None:
     """Train ``spec`` as ``rank`` of ``world_size``, emitting one record per step."""
     start_time = start_time or time.time()
-    if device.type == "cpu":
-        torch.set_num_threads(spec.threads_per_rank)
+    torch.set_num_threads(rank_threads(spec, device))
     strategy = get_strategy(spec.strategy)
     grid = RankGrid.of(spec, strategy.dims()[0])   # which ranks share which group
     ctx = StepContext(spec, rank, world_size, device, link=EmulatedLink.from_spec(spec),
@@ -273,8 +282,7 @@ def rank_main(payload: bytes, rank: int, world_size: int, store_path: str, queue
         if task is None:
             train(spec, rank, world_size, device, emit=emit, start_time=start_time)
         else:
-            if device.type == "cpu":  # a task gets the same one-thread-per-rank rule as training
-                torch.set_num_threads(spec.threads_per_rank)
+            torch.set_num_threads(rank_threads(spec, device))   # as training does
             task(spec, rank, world_size, device, emit)
         sys.stdout.flush(), sys.stderr.flush()
         queue.put(("done", rank, None))

@@ -141,3 +141,26 @@ def test_hsdp_shards_within_groups_and_equals_one_process(tmp_path):
     assert params(hsdp) == pytest.approx(2 * params(fsdp), rel=0.05)
     with pytest.raises(ValueError, match="hsdp_replicas=3 is invalid"):
         tiny_spec(strategy="fsdp", world_size=4, options=(("hsdp_replicas", 3),))
+
+
+def test_zeros_collective_timer_starts_after_the_queued_compute(monkeypatch):
+    """On a GPU the compute queued before a collective must finish before its timer starts,
+    or ZeRO's communication time includes it: the order is synchronize, start the clock, the
+    collective, synchronize, stop (a fake clock and device stand for CUDA's)."""
+    import torch.distributed as dist
+    from gpututor.measure.timing import CommMeter
+    from gpututor.parallel.sharding import flat
+
+    events = []
+    clock = iter(range(100))
+    monkeypatch.setattr(dist, "get_world_size", lambda group=None: 2)
+    monkeypatch.setattr(flat.time, "perf_counter", lambda: events.append("clock") or next(clock))
+    monkeypatch.setattr(flat, "synchronize", lambda device: events.append("synchronize"))
+    monkeypatch.setattr(flat, "all_gather_into_tensor", lambda out, inp: events.append("gather"))
+    monkeypatch.setattr(flat, "reduce_scatter_tensor", lambda out, inp: events.append("scatter"))
+    meter = CommMeter()
+    flat.all_gather(torch.zeros(4), meter)
+    flat.reduce_scatter_mean(torch.zeros(8), meter)
+    assert events == ["synchronize", "clock", "gather", "synchronize", "clock",
+                      "synchronize", "clock", "scatter", "synchronize", "clock"]
+    assert meter.busy_s == 2   # each timed from after the first synchronize: 1 tick each

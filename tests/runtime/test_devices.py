@@ -38,3 +38,17 @@ def test_each_local_rank_gets_its_own_gpu(monkeypatch):
     spec = RunSpec(model="gpt", model_size="tiny", strategy="ddp", world_size=4)
     assert spec.resolved_device() == "cuda"
     assert [worker.rank_device(spec, r) for r in range(4)] == [torch.device("cuda", r) for r in range(4)]
+
+
+def test_a_gpu_rank_takes_its_share_of_the_cores_and_a_cpu_rank_its_threads(monkeypatch):
+    """8 CUDA ranks on 16 cores: 2 threads each, not 16 each (torch's default); a CPU rank keeps
+    threads_per_rank (1: CPU ranks share the cores)."""
+    monkeypatch.setattr(worker, "usable_cpu_cores", lambda: 16)
+    spec = RunSpec(model="gpt", model_size="tiny", strategy="ddp", world_size=8, batch_size=8,
+                   device="cuda")
+    assert worker.rank_threads(spec, torch.device("cuda", 3)) == 2
+    assert worker.rank_threads(spec.replace(world_size=16, ranks_per_node=8),
+                               torch.device("cuda", 0)) == 2          # per node, under torchrun
+    assert worker.rank_threads(spec.replace(world_size=32, batch_size=32),
+                               torch.device("cuda", 0)) == 1          # never 0
+    assert worker.rank_threads(spec.replace(device="cpu"), torch.device("cpu")) == 1

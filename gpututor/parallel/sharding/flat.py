@@ -78,6 +78,7 @@ def all_gather(shard: torch.Tensor, meter, out: torch.Tensor | None = None) -> t
     """Every rank's ``shard`` end to end, in rank order (blocking, timed, counted)."""
     world = dist.get_world_size()
     full = out if out is not None else shard.new_empty(shard.numel() * world)
+    synchronize(shard.device)   # on a GPU: the compute queued before is not the collective's
     start = time.perf_counter()
     all_gather_into_tensor(full, shard)
     synchronize(shard.device)
@@ -89,6 +90,7 @@ def reduce_scatter_mean(full: torch.Tensor, meter) -> torch.Tensor:
     """This rank's slice of the average of ``full`` over all ranks (blocking, timed, counted)."""
     world = dist.get_world_size()
     mine = full.new_empty(full.numel() // world)
+    synchronize(full.device)    # the backward that made ``full`` finishes first, untimed
     start = time.perf_counter()
     reduce_scatter_tensor(mine, full)    # sum over ranks, each rank receives its slice
     synchronize(full.device)
