@@ -115,6 +115,15 @@ def ring_allreduce_seconds(nbytes: float, n: int, bandwidth: float, latency: flo
     return collective_seconds("all_reduce", nbytes, n, bandwidth, latency)
 
 
+def ring_attention_shifts(cp: int) -> int:
+    """Messages of one key/value block (``2·b·(s/cp)·h`` values) each rank sends per layer and
+    step in ring attention (Liu et al. 2023), as ``parallel/context_parallel`` runs it: forward
+    passes the K/V blocks ``cp-1`` times; backward passes them ``cp-1`` times again, and their
+    gradients ``cp`` times, back to the rank that owns them: ``3·cp - 2`` (0 on one rank)."""
+    checks.integer("cp", cp)
+    return 0 if cp == 1 else 3 * cp - 2
+
+
 # ---- the pipeline bubble -------------------------------------------------------------------------
 
 def _bubble_slots(stages: int, microbatches: int, virtual_stages: int = 1) -> tuple[int, int]:

@@ -291,7 +291,7 @@ def per_device_memory(model: Transformer, micro_batch: int = 1, zero_stage: int 
                          f"the heads ({', '.join(str(d) for d in _divisors(model.n_head))})")
     out = model_state_bytes(model.n_params, precision, optimizer, zero_stage, dp * cp, tp, pp,
                             convention, expert_params, ep)
-    if zero_stage == 3 and dp > 1:
+    if zero_stage == 3 and dp * cp > 1:   # sharded over dp·cp ranks: two layers gathered
         out["params"] += 2 * model.layer_params / tp * bytes_per_param(
             precision, optimizer, convention).params
     out["activations"] = activation_bytes(model, micro_batch, tp, pp, sequence_parallel,

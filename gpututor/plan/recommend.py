@@ -16,7 +16,7 @@ import math
 from dataclasses import dataclass, field
 
 from .. import catalog, checks
-from ..catalog import GB, currency, money, price_text
+from ..catalog import CURRENCY_SYMBOLS, GB, currency, money, price_text
 from ..formulas import RECOMPUTE, bytes_per_value
 from .memory import PRECISIONS, ZERO_STAGES, Transformer, bytes_per_param, per_device_memory
 from .time import DAY, run_cost, step_time
@@ -167,11 +167,14 @@ def estimate(model: Transformer, tokens: float, config: Config, precision: str =
     link_bound = config.count > 1 and comm >= 0.5 * step["step_s"]
     est = Estimate(config, memory, usable, fits, step, steps, total,
                    run_cost(total, config.count, price), price, price_source, link_bound)
-    est.reasons = _reasons(est, model, gpu, dp_link)
+    est.reasons = _reasons(est, model, gpu, {"tensor-parallel": intra, "pipeline": pp_link,
+                                             "data-parallel": dp_link})
     return est
 
 
-def _reasons(est: Estimate, model: Transformer, gpu, dp_link) -> list[str]:
+def _reasons(est: Estimate, model: Transformer, gpu, links: dict) -> list[str]:
+    """Why the estimate is what it is, in words; ``links``: the link each kind of traffic
+    crosses ("tensor-parallel", "pipeline", "data-parallel")."""
     m, c, s = est.memory, est.config, est.step
     gb = lambda x: f"{x / GB:,.1f} GB"
     out = [f"per GPU: parameters {gb(m['params'])}, gradients {gb(m['grads'])}, optimizer "
@@ -191,9 +194,13 @@ def _reasons(est: Estimate, model: Transformer, gpu, dp_link) -> list[str]:
     out.append(f"step: compute {compute:.3g} s, waiting on links {comm:.3g} s"
                + (f", pipeline bubble {s['bubble_s']:.3g} s" if s["bubble_s"] else "")
                + f"; {est.steps:,} steps = {est.days:,.1f} days")
-    if est.link_bound:
-        out.append(f"link-bound: {comm / s['step_s']:.0%} of each step waits on {dp_link.name} "
-                   "communication; more GPUs would not help much, a faster link would")
+    if est.link_bound:   # name the link of the largest part of the wait
+        waits = {"tensor-parallel": s["tp_comm_s"], "pipeline": s["pp_comm_s"],
+                 "data-parallel": s["dp_exposed_s"]}
+        kind = max(waits, key=waits.get)
+        out.append(f"link-bound: {comm / s['step_s']:.0%} of each step waits on communication, "
+                   f"most of it {kind} traffic over {links[kind].name}; more GPUs would not help "
+                   "much, a faster link would")
     if est.cost is not None:
         out.append(f"cost: {money(est.cost)} at {price_text(est.price_per_hour)}/GPU-hour "
                    f"({est.price_source})")
@@ -220,7 +227,8 @@ class Recommendation:
 
     def table(self, top: int = 10) -> str:
         """The best ``top`` configurations as plain text, one line each."""
-        lines = [f"{'#':>2}  {'configuration':<72} {'GB/GPU':>7} {'days':>8} {'cost $':>10}  ok"]
+        cost_label = f"cost {CURRENCY_SYMBOLS[currency()]}"   # the currency set_currency chose
+        lines = [f"{'#':>2}  {'configuration':<72} {'GB/GPU':>7} {'days':>8} {cost_label:>10}  ok"]
         for i, e in enumerate(self.ranked[:top], 1):
             cost = f"{e.cost:,.0f}" if e.cost is not None else "n/a"
             lines.append(f"{i:>2}  {e.config.label:<72} {e.memory['total'] / GB:7.1f} "

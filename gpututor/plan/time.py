@@ -19,7 +19,7 @@ import math
 
 from .. import checks
 from ..formulas import (attention_flops_per_token, bubble_to_compute_ratio, collective_seconds,
-                        ring_allreduce_seconds)
+                        ring_allreduce_seconds, ring_attention_shifts)
 from ..formulas import training_flops_per_token as _formula
 from .memory import Transformer
 
@@ -83,12 +83,12 @@ def ring_attention_seconds(micro_batch: int, seq_len: int, d_model: int, cp: int
                            bandwidth: float, latency: float = 0.0, value_bytes: float = 2
                            ) -> float:
     """One layer's ring-attention traffic, forward and backward, per rank (Liu et al. 2023):
-    forward passes K and V blocks (``2·b·(s/cp)·h`` values) ``cp-1`` times around the ring;
-    backward passes K and V again with their gradients, twice the values, ``cp-1`` times."""
+    :func:`gpututor.formulas.ring_attention_shifts` messages of a K+V block (``2·b·(s/cp)·h``
+    values), one after another: the count the implementation sends (its test meters it)."""
     if cp <= 1:
         return 0.0
     block = 2 * micro_batch * seq_len / cp * d_model * value_bytes
-    return 3 * (cp - 1) * (latency + block / bandwidth)
+    return ring_attention_shifts(cp) * (latency + block / bandwidth)
 
 
 def exposed_seconds(comm_s: float, window_s: float, overlap: float = 1.0) -> float:

@@ -50,6 +50,9 @@ def _ring_attention_task(spec, rank, world, device, emit):
             # forward: n-1 shifts of the k/v block; backward: n-1 again, and n of their gradients
             block = 2 * B * H * (T // world) * D * local[0].element_size()
             assert meter.calls == 3 * world - 2 and meter.bytes == (3 * world - 2) * block
+            # the planner prices the same count: one formula for both
+            from gpututor.formulas import ring_attention_shifts
+            assert ring_attention_shifts(world) == meter.calls
     emit({"step": 0, **diffs})
 
 

@@ -38,6 +38,8 @@ def test_a_given_rate_converts_the_examples_and_says_where_it_comes_from():
     rec = recommend(transformer_for_params(125e6), 2.5e9, gpus=("H100-80GB",), counts=(1, 8))
     best = rec.ranked[0]
     assert best.cost == pytest.approx(best.total_s / 3600 * best.config.count * price)
+    header = rec.table().splitlines()[0]   # the cost column is in the currency set, not "$"
+    assert "cost ¥" in header and "$" not in header
     assert any(r.startswith("cost: ¥") for r in best.reasons)
     assert best.to_dict()["cost"]["currency"] == "CNY"
 

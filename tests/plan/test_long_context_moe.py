@@ -46,7 +46,8 @@ def test_all_to_all_and_ring_attention_times():
     assert all_to_all_seconds(4e9, 1, 1e9) == 0.0
     # b=1, s=4096, h=1024, cp=4, 2-byte values: a K+V block is 2·1024·1024·2 = 4 MiB-ish
     block = 2 * 1 * 4096 / 4 * 1024 * 2
-    assert ring_attention_seconds(1, 4096, 1024, 4, 1e9, 1e-5) == pytest.approx(3 * 3 * (1e-5 + block / 1e9))
+    # 3·4 - 2 = 10 messages: 3 K/V shifts forward, 3 backward, 4 of their gradients home
+    assert ring_attention_seconds(1, 4096, 1024, 4, 1e9, 1e-5) == pytest.approx(10 * (1e-5 + block / 1e9))
     assert ring_attention_seconds(1, 4096, 1024, 1, 1e9) == 0.0
 
 
@@ -61,3 +62,16 @@ def test_step_time_reports_cp_and_ep_communication():
     assert_close(cp["compute_s"], plain["compute_s"] / 2)
     ep = step_time(n_gpus=2, ep=2, **base)
     assert ep["ep_comm_s"] > 0 and ep["step_s"] == pytest.approx(plain["step_s"] + ep["ep_comm_s"])
+
+
+def test_zero3_gathers_two_layers_whenever_it_shards_also_over_cp_alone():
+    """ZeRO-3 over dp·cp ranks holds two unsharded layers (the one computing and the one
+    prefetched), also with dp = 1 and cp = 2 (the planner left them out there)."""
+    from gpututor.plan.memory import (PRESETS, bytes_per_param, model_state_bytes,
+                                      per_device_memory)
+    model = PRESETS["7b"]
+    got = per_device_memory(model, zero_stage=3, dp=1, cp=2)["params"]
+    sharded = model_state_bytes(model.n_params, zero_stage=3, dp=2)["params"]
+    assert got == pytest.approx(sharded + 2 * model.layer_params * bytes_per_param().params)
+    assert per_device_memory(model, zero_stage=3, dp=1, cp=1)["params"] == \
+        pytest.approx(model_state_bytes(model.n_params, zero_stage=3, dp=1)["params"])
