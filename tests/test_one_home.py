@@ -28,6 +28,8 @@ HOMES = {
     "attention FLOPs": (r"2 \* 2 \* [\w.]+ \* [\w.]+ \* [\w.]+", "formulas.py"),
     # the bubble, (p-1)/(m+p-1) and (p-1)/m
     "pipeline bubble": (r"return stages - 1, |\((?:stages|p|pp) - 1\) /", "formulas.py"),
+    # ring attention's messages of a K/V block per layer and step, 3·cp - 2
+    "ring attention messages": (r"3 \* [\w.]+ - 2\b|3 \* \([\w.]+ - 1\)", "formulas.py"),
     # bytes per value and per optimizer state
     "bytes per value": (r'"fp32": 4, "bf16": 2|4 if [\w.]*precision == .fp32. else 2',
                         "formulas.py"),

@@ -136,11 +136,18 @@ def estimate(model: Transformer, tokens: float, config: Config, precision: str =
     Raises ``ValueError`` for impossible input (unknown GPU, degrees that do not divide, negative
     sizes). A configuration that is possible but does not fit in memory is *not* an error: the
     estimate has ``fits=False`` and its ``reasons`` say what is too big and what would help.
+
+    A GPU without bf16 (V100, T4: no bf16 units, see the catalogue's sources) asked for bf16 is
+    planned in fp16 instead, which needs loss scaling (Micikevicius et al. 2018) and keeps the
+    same bytes per value; the first reason says so.
     """
     checks.positive("tokens", tokens)
     checks.positive("tokens_per_step", tokens_per_step)
     checks.choice("precision", precision, PRECISIONS)
     gpu = catalog.get_gpu(config.gpu)
+    fallback = precision == "bf16" and not gpu.peak_flops.get("bf16")
+    if fallback:
+        precision = "fp16"
     peak = gpu.peak(precision)
     if model.n_layer % config.pp:
         raise ValueError(f"pp={config.pp} is invalid for a model of {model.n_layer} layers: "
@@ -169,6 +176,10 @@ def estimate(model: Transformer, tokens: float, config: Config, precision: str =
                    run_cost(total, config.count, price), price, price_source, link_bound)
     est.reasons = _reasons(est, model, gpu, {"tensor-parallel": intra, "pipeline": pp_link,
                                              "data-parallel": dp_link})
+    if fallback:
+        est.reasons.insert(0, f"precision: {gpu.name} has no bf16, so this plans fp16 with loss "
+                              "scaling (the same 2 bytes per value; fp16's narrow range needs a "
+                              "loss scaler, lesson 06)")
     return est
 
 

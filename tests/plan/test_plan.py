@@ -355,3 +355,17 @@ def test_calibrate_predicts_then_measures():
     assert all(abs(r["peak_error"]) < 0.10 for r in cal.rows)
     assert ("no-such-strategy", "not registered") in cal.skipped
     assert "skipped no-such-strategy" in calibration_table(cal)
+
+
+def test_a_gpu_without_bf16_is_planned_in_fp16_and_says_so():
+    """V100 and T4 have no bf16: asked for the default bf16, the planner plans fp16 with loss
+    scaling (at their fp16 tensor peak) instead of raising, and the first reason says so."""
+    model = transformer_for_params(1.3e9, seq_len=2048)
+    v100 = estimate(model, 26e9, Config("V100-32GB", 8, "nvlink2", zero_stage=1))
+    assert v100.reasons[0].startswith("precision: V100-32GB has no bf16, so this plans fp16")
+    assert v100.step["flops_per_gpu"] / v100.step["compute_s"] == pytest.approx(
+        catalog.get_gpu("V100-32GB").peak("fp16") * 0.4)    # fp16's peak at the default MFU
+    a100 = estimate(model, 26e9, Config("A100-80GB", 8, "nvlink3", zero_stage=1))
+    assert not a100.reasons[0].startswith("precision:")
+    rec = recommend(model, 26e9, gpus=("V100-32GB", "A100-80GB"), counts=(8,))
+    assert {e.config.gpu for e in rec.ranked} == {"V100-32GB", "A100-80GB"}
