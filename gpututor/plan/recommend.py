@@ -125,6 +125,13 @@ class Estimate:
         }
 
 
+def planned_precision(gpu, precision: str = "bf16") -> str:
+    """The precision a plan for ``gpu`` uses when asked for ``precision``: fp16 (with loss
+    scaling) in place of bf16 on a GPU without bf16 units (V100, T4), else ``precision``."""
+    checks.choice("precision", precision, PRECISIONS)
+    return "fp16" if precision == "bf16" and not gpu.peak_flops.get("bf16") else precision
+
+
 def estimate(model: Transformer, tokens: float, config: Config, precision: str = "bf16",
              optimizer: str = "adam", tokens_per_step: float = 2 ** 20,
              mfu: float = DEFAULT_MFU, comm_efficiency: float = DEFAULT_COMM_EFFICIENCY,
@@ -143,11 +150,9 @@ def estimate(model: Transformer, tokens: float, config: Config, precision: str =
     """
     checks.positive("tokens", tokens)
     checks.positive("tokens_per_step", tokens_per_step)
-    checks.choice("precision", precision, PRECISIONS)
     gpu = catalog.get_gpu(config.gpu)
-    fallback = precision == "bf16" and not gpu.peak_flops.get("bf16")
-    if fallback:
-        precision = "fp16"
+    planned = planned_precision(gpu, precision)
+    fallback, precision = planned != precision, planned
     peak = gpu.peak(precision)
     if model.n_layer % config.pp:
         raise ValueError(f"pp={config.pp} is invalid for a model of {model.n_layer} layers: "

@@ -17,7 +17,7 @@ from plotly.subplots import make_subplots
 from ..i18n import tr
 from .. import catalog, checks
 from ..plan.memory import transformer_for_params
-from ..plan.recommend import Recommendation, recommend
+from ..plan.recommend import Recommendation, planned_precision, recommend
 
 GB = 1e9
 MB = 1e6
@@ -110,7 +110,7 @@ class PlannerWidget:
         counts = [c for c in COUNTS if c <= self.count.value]
         price = self.price.value if self.price.value > 0 else None
         gpu = catalog.get_gpu(self.gpu.value)
-        precision = "bf16" if gpu.peak_flops["bf16"] else "fp16"   # V100, T4: no bf16 units
+        precision = planned_precision(gpu)   # V100, T4: fp16 with loss scaling (no bf16 units)
         try:
             rec = recommend(model, self.tokens.value, gpus=(gpu.name,), counts=counts,
                             links=(self.link.value,), budget=self.budget.value,
