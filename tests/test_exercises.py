@@ -123,8 +123,10 @@ WRONG = {
     },
     "11_mixture_of_experts": {
         "my_capacity": "my_capacity = math.ceil(1.25 * 16 * 64 / 4)      # forgot top_k",
-        "my_dropped_share": 'my_dropped_share = sum(recs[0]["expert_dropped"][0]) / sum(recs[0]["expert_tokens"][0])   # over the kept only',
-        "my_uniform_loss": "my_uniform_loss = 1 / 4                  # the uniform probability, not the loss",
+        "my_dropped_share": 'my_dropped_share = sum(sum(r["expert_dropped"][0]) for r in recs) / sum(sum(r["expert_tokens"][0]) for r in recs)   # over the kept only',
+        "my_balancing_loss": ("def my_balancing_loss(probs, experts):   # no n_expert in front\n"
+                              "    f = torch.bincount(experts.flatten(), minlength=probs.shape[1]).float() / experts.numel()\n"
+                              "    return (f * probs.mean(dim=0)).sum()"),
     },
     "09_composing_parallelisms": {
         "my_tp_group": "my_tp_group = [5, 6]                 # neighbours by rank number",

@@ -68,5 +68,28 @@ CHECKS = {
     # 11 mixture of experts
     "slots per expert": "每个专家的槽位数",
     "dropped share, layer 0, step 0": "被丢弃的比例（第 0 层，第 0 步）",
-    "balancing loss when uniform": "路由均匀时的负载均衡损失",
+    "dropped share of layer 0": "第 0 层被丢弃的槽位比例",
+    "{what}: {answer} is not what the formula gives. Try again.": "{what}：{answer} 不是公式给出的值。请再试一次。",
+    "Correct. {what}: {number} (the formula gives {expected})": "正确。{what}：{number}（公式给出 {expected}）",
+    "dropped share: there are no records yet (did section 3's run finish?): nothing to compare "
+    "your answer with.": "被丢弃的比例：还没有记录（第 3 节的运行结束了吗？），无从比较你的答案。",
+    "dropped share: this run dropped no slot of layer {layer}, so any 0 would pass; run section 3 "
+    "again with a smaller capacity_factor (e.g. 0.8) and answer for that run.":
+        "被丢弃的比例：这次运行在第 {layer} 层没有丢弃任何槽位，任何 0 都能通过；请用更小的 "
+        "capacity_factor（例如 0.8）重新运行第 3 节，并针对那次运行作答。",
+    "balancing loss: not answered yet. Define your function and pass it in.":
+        "负载均衡损失：尚未作答。请定义你的函数并把它传进来。",
+    "balancing loss: for {shape} your function returned {got!r}, not a one-number tensor.":
+        "负载均衡损失：在 {shape} 的情况下，你的函数返回了 {got!r}，而不是只含一个数的张量。",
+    "balancing loss: for {shape} your loss is {got:.6g}, not the reference's value. Check what "
+    "f_e and P_e average over, and the factor in front.":
+        "负载均衡损失：在 {shape} 的情况下，你的损失是 {got:.6g}，与参考值不同。检查 f_e 和 P_e "
+        "各自是对什么求平均的，以及前面的系数。",
+    "balancing loss: for {shape} the value is right but its gradient to the router probabilities "
+    "is not: the loss must reach the router through P_e (f_e only counts choices).":
+        "负载均衡损失：在 {shape} 的情况下，数值正确，但它对路由概率的梯度不对：损失必须通过 P_e "
+        "传到路由器（f_e 只是在数选择的次数）。",
+    "Correct: your balancing loss equals gpututor.moe.load_balancing_loss, value and gradient, on "
+    "three routings.": "正确：你的负载均衡损失在三种路由上与 gpututor.moe.load_balancing_loss 一致，"
+                       "数值和梯度都一致。",
 }

@@ -1,5 +1,6 @@
-"""Every exercise checker of the lessons. Each accepts the published solution and rejects a
-plausible wrong answer (``tests/test_exercises.py`` runs both); ``...`` means "not answered yet".
+"""The lessons' exercise checkers (lesson 11's are in ``moe_exercises.py``). Each accepts the
+published solution and rejects a plausible wrong answer (``tests/test_exercises.py`` runs
+both); ``...`` means "not answered yet".
 
 Checkers that need real ranks (:func:`check_allreduce`, :func:`check_row_parallel`) send the
 learner's function to the ranks inside a small task object, by value (cloudpickle), so a
@@ -40,8 +41,10 @@ def as_number(value) -> float | None:
     return None
 
 
-def check_answer(answer, expected: float | None, what: str, rel_tol: float = 0.02) -> None:
-    """A number the learner read off this notebook's own run (within ``rel_tol``)."""
+def check_answer(answer, expected: float | None, what: str, rel_tol: float = 0.02,
+                 source: str = "measured") -> None:
+    """A number the learner read off this notebook's own run (within ``rel_tol``), or, with
+    ``source="formula"``, one a formula gives: the messages say which."""
     if answer is ...:
         print(tr("{what}: not answered yet. Replace ... with your answer and run the cell again.",
                  what=tr(what)))
@@ -52,10 +55,13 @@ def check_answer(answer, expected: float | None, what: str, rel_tol: float = 0.0
                                 what=tr(what)))
     number = as_number(answer)
     if number is None or not math.isclose(number, expected, rel_tol=rel_tol):
-        raise AssertionError(tr("{what}: {answer} is not what this notebook measured. Try again.",
-                                what=tr(what), answer=repr(answer)))
-    print(tr("Correct. {what}: {number} (measured: {expected})", what=tr(what),
-             number=f"{number:,.4g}", expected=f"{expected:,.4g}"))
+        wrong = ("{what}: {answer} is not what this notebook measured. Try again."
+                 if source == "measured" else
+                 "{what}: {answer} is not what the formula gives. Try again.")
+        raise AssertionError(tr(wrong, what=tr(what), answer=repr(answer)))
+    right = "Correct. {what}: {number} (measured: {expected})" if source == "measured" \
+        else "Correct. {what}: {number} (the formula gives {expected})"
+    print(tr(right, what=tr(what), number=f"{number:,.4g}", expected=f"{expected:,.4g}"))
 
 
 # ---- lesson 02: a ring all-reduce, run in real ranks ------------------------------------------

@@ -439,3 +439,68 @@ def test_online_softmax_checker_accepts_the_update_and_rejects_the_classic_mista
 
     rejected(check_online_softmax, forgot_to_return_acc,
              match=r"your update failed with key blocks of 23: ValueError: not enough values")
+
+
+# ---- lesson 11: capacity, dropped share, the balancing loss -----------------------------------
+
+def test_capacity_checker_takes_the_runs_spec_and_rejects_the_classic_mistakes(capsys):
+    from gpututor.lessons.moe_exercises import check_capacity
+    base = RunSpec(model="moe", model_size="small", batch_size=16, seq_len=64)   # lesson 11's
+    check_capacity(published("11_mixture_of_experts", "my_capacity"), base)
+    assert "Correct. slots per expert: 640 (the formula gives 640)" in capsys.readouterr().out
+    for mistake in (math.ceil(1.25 * 16 * 64 / 4),       # forgot top_k
+                    16 * 64 * 2 // 4,                    # forgot the capacity factor
+                    math.ceil(1.25 * 64 * 2 / 4)):       # one sequence, not the batch
+        rejected(check_capacity, mistake, base, match=f"{mistake} is not what the formula gives")
+    check_capacity(..., base)
+    assert "not answered yet" in capsys.readouterr().out
+
+
+def _moe_records(dropped_per_step):
+    return [{"step": s, "expert_tokens": [[300, 250, 260, 214 - d]],
+             "expert_dropped": [[d, 0, 0, 0]]} for s, d in enumerate(dropped_per_step)]
+
+
+def test_dropped_share_checker_counts_every_step_and_refuses_a_run_that_dropped_nothing(capsys):
+    from gpututor.lessons.moe_exercises import check_dropped_share
+    recs = _moe_records([0, 12, 30, 4])         # step 0 dropped nothing: a 0 there proves nothing
+    check_dropped_share(published("11_mixture_of_experts", "my_dropped_share", recs=recs), recs)
+    assert "Correct. dropped share of layer 0" in capsys.readouterr().out
+    wrong = {"step 0 only": 0.0,
+             "over the kept slots only": 46 / sum(sum(r["expert_tokens"][0]) for r in recs),
+             "a count, not a share": 46}
+    for mistake, answer in wrong.items():
+        rejected(check_dropped_share, answer, recs, match="is not what this notebook measured")
+    with pytest.raises(AssertionError, match="this run dropped no slot of layer 0, so any 0 "
+                                             "would pass"):
+        check_dropped_share(0.0, _moe_records([0, 0, 0]))
+
+
+def test_balancing_loss_checker_runs_the_function_and_rejects_the_classic_mistakes(capsys):
+    from gpututor.lessons.moe_exercises import check_balancing_loss
+    check_balancing_loss(published("11_mixture_of_experts", "my_balancing_loss"))
+    assert "Correct: your balancing loss equals" in capsys.readouterr().out
+
+    def share(experts, n):
+        return torch.bincount(experts.flatten(), minlength=n).float() / experts.numel()
+
+    def no_factor(probs, experts):
+        return (share(experts, probs.shape[1]) * probs.mean(dim=0)).sum()
+
+    def first_choice_only(probs, experts):   # f over tokens' first experts, not all slots
+        n = probs.shape[1]
+        return n * (share(experts[:, :1], n) * probs.mean(dim=0)).sum()
+
+    def f_times_f(probs, experts):           # the value at uniform routing, but no gradient
+        n = probs.shape[1]
+        f = share(experts, n)
+        return n * (f * f).sum() + 0 * probs.sum()
+
+    def detached(probs, experts):            # the right number, cut off from the router
+        n = probs.shape[1]
+        return n * (share(experts, n) * probs.detach().mean(dim=0)).sum()
+
+    for candidate in (no_factor, first_choice_only, f_times_f):
+        rejected(check_balancing_loss, candidate, match="not the reference's value")
+    rejected(check_balancing_loss, detached, match="the value is right but its gradient")
+    rejected(check_balancing_loss, lambda probs, experts: 1.0, match="not a one-number tensor")
