@@ -89,6 +89,9 @@ WRONG = {
                                " / (len(events) * (max(e for evs in events.values() for *_, e in evs)"
                                " - min(s for evs in events.values() for _, _, s, _ in evs)))"
                                "   # the busy share, not the idle share"),
+        "my_1f1b_order": ("def my_1f1b_order(stage, stages, microbatches):   # GPipe's order\n"
+                          "    return [('F', i) for i in range(microbatches)] + "
+                          "[('B', i) for i in range(microbatches)]"),
     },
     "06_mixed_precision": {
         "my_update": textwrap.dedent('''\

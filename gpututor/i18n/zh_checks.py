@@ -69,6 +69,23 @@ CHECKS = {
     "slots per expert": "每个专家的槽位数",
     "dropped share, layer 0, step 0": "被丢弃的比例（第 0 层，第 0 步）",
     "dropped share of layer 0": "第 0 层被丢弃的槽位比例",
+    # 05 pipeline parallel: the 1F1B order
+    "1F1B order: not answered yet. Define your function and pass it in.":
+        "1F1B 顺序：尚未作答。请定义你的函数并把它传进来。",
+    "1F1B order: your function ran the package's 1F1B schedule: write the order yourself.":
+        "1F1B 顺序：你的函数运行了本软件包自己的 1F1B 调度：请自己写出这个顺序。",
+    "1F1B order: stage {stage} of {stages} with m={m} must run each micro-batch's forward and "
+    "backward exactly once ({count} operations); yours runs {got_count}.":
+        "1F1B 顺序：{stages} 个阶段中的阶段 {stage} 在 m={m} 时，每个微批次的前向和反向必须各运行恰好一次"
+        "（共 {count} 个操作）；你的函数运行了 {got_count} 个。",
+    "1F1B order: stage {stage} of {stages} with m={m} runs the right operations, but from "
+    "position {position} on in another order. How many forwards does a stage run before its first "
+    "backward?":
+        "1F1B 顺序：{stages} 个阶段中的阶段 {stage} 在 m={m} 时运行的操作是对的，但从第 {position} 个位置起"
+        "顺序不同。一个阶段在第一次反向之前要运行多少次前向？",
+    "Correct: your order is 1F1B's for every stage of 2, 3 and 4-stage pipelines, also with fewer "
+    "micro-batches than stages.":
+        "正确：对 2、3、4 个阶段的流水线的每个阶段，你的顺序都与 1F1B 一致，微批次比阶段少时也一致。",
     "{what}: {answer} is not what the formula gives. Try again.": "{what}：{answer} 不是公式给出的值。请再试一次。",
     "Correct. {what}: {number} (the formula gives {expected})": "正确。{what}：{number}（公式给出 {expected}）",
     "dropped share: there are no records yet (did section 3's run finish?): nothing to compare "

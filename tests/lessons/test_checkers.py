@@ -504,3 +504,73 @@ def test_balancing_loss_checker_runs_the_function_and_rejects_the_classic_mistak
         rejected(check_balancing_loss, candidate, match="not the reference's value")
     rejected(check_balancing_loss, detached, match="the value is right but its gradient")
     rejected(check_balancing_loss, lambda probs, experts: 1.0, match="not a one-number tensor")
+
+
+# ---- lesson 05: the bubble's formula, a measured bubble, the 1F1B order -----------------------
+
+def test_bubble_checkers_derive_what_they_expect_and_reject_the_classic_mistakes(capsys):
+    from gpututor.lessons.pipeline_exercises import check_bubble, check_fewest_microbatches
+    check_bubble(published("05_pipeline_parallel", "my_bubble"), 2, 8)
+    assert "(the formula gives 0.1111)" in capsys.readouterr().out
+    for mistake in ((2 - 1) / 8, 1 / 2, 8 / 9):    # the ratio, m=1's fraction, the busy share
+        rejected(check_bubble, mistake, 2, 8, match="is not what the formula gives")
+    check_fewest_microbatches(published("05_pipeline_parallel", "my_microbatches"), 4, 0.1)
+    assert "(the formula gives 27)" in capsys.readouterr().out
+    for mistake in (30, 26, 28):                   # (p-1)/m <= 0.1; one short; one more
+        rejected(check_fewest_microbatches, mistake, 4, 0.1, match="is not what the formula")
+
+
+def test_measured_bubble_checker_reads_the_runs_own_record():
+    from gpututor.lessons.pipeline_exercises import check_measured_bubble
+
+    class FakeRun:   # what the checker reads of sweep[8]: rank 0's records, the last one's bubble
+        records = [{"rank": 0, "step": s, "bubble_fraction": 0.2 + s / 100} for s in range(5)] + \
+            [{"rank": 1, "step": 4, "bubble_fraction": 0.9}]
+    check_measured_bubble(0.24, {8: FakeRun()})
+    for mistake in (0.2, 0.9, 0.76):               # the first step; rank 1's; the busy share
+        rejected(check_measured_bubble, mistake, {8: FakeRun()}, match="is not what this notebook")
+    rejected(check_measured_bubble, 0.24, {}, match="has not measured it yet")
+
+
+def test_1f1b_order_checker_runs_the_function_and_rejects_the_classic_mistakes(capsys):
+    from gpututor.lessons.pipeline_exercises import check_1f1b_order, reference_1f1b_order
+    check_1f1b_order(published("05_pipeline_parallel", "my_1f1b_order"))
+    assert "Correct: your order is 1F1B's" in capsys.readouterr().out
+
+    def gpipe(stage, stages, m):
+        return [("F", i) for i in range(m)] + [("B", i) for i in range(m)]
+
+    def warmup_p_minus_s(stage, stages, m):       # one forward too many before the first backward
+        w = min(stages - stage, m)
+        return [("F", i) for i in range(w)] + [op for i in range(m - w)
+                                               for op in (("F", w + i), ("B", i))] + \
+            [("B", i) for i in range(m - w, m)]
+
+    def uncapped_warmup(stage, stages, m):        # forgets m < p: forwards that do not exist
+        w = stages - stage - 1
+        return [("F", i) for i in range(w)] + [op for i in range(m - w)
+                                               for op in (("F", w + i), ("B", i))] + \
+            [("B", i) for i in range(max(0, m - w), m)]
+
+    rejected(check_1f1b_order, gpipe, match="runs the right operations, but from position")
+    rejected(check_1f1b_order, warmup_p_minus_s, match="runs the right operations, but from")
+    rejected(check_1f1b_order, uncapped_warmup, match="exactly once")
+
+    def calls_the_package(stage, stages, m):      # the schedule it is asked to write
+        return reference_1f1b_order(stage, stages, m)
+
+    from gpututor.parallel.pipeline.schedules import one_f_one_b as imported_before
+
+    def runs_the_schedule(stage, stages, m):
+        class Recorder:
+            index, count, order = stage, stages, []
+            forward = lambda self, i: self.order.append(("F", i))
+            backward = lambda self, i: self.order.append(("B", i))
+        r = Recorder()
+        imported_before(r, m)
+        return r.order
+
+    for candidate in (calls_the_package, runs_the_schedule):
+        rejected(check_1f1b_order, candidate, match="ran the package's 1F1B schedule")
+    assert reference_1f1b_order(0, 2, 3) == [("F", 0), ("F", 1), ("B", 0), ("F", 2), ("B", 1),
+                                             ("B", 2)]   # the reference is restored afterwards

@@ -1,0 +1,125 @@
+"""Lesson 05's exercise checkers: each takes the learner's answer and the lesson's own objects
+(the numbers of the question, the sweep of runs) and derives what it expects, so the notebook
+shows only the call. ``...`` means "not answered yet".
+
+- :func:`check_bubble`, :func:`check_fewest_microbatches`: the bubble formula
+  (``gpututor.formulas.theoretical_bubble_fraction``) for given stages and micro-batches.
+- :func:`check_measured_bubble`: a run's last step's bubble, as its ranks recorded it.
+- :func:`check_1f1b_order`: the learner's 1F1B order for one stage, against the order the
+  package's schedule (``parallel.pipeline.schedules.one_f_one_b``) runs, for stages and
+  micro-batch counts the learner does not choose.
+"""
+from __future__ import annotations
+
+from typing import Callable
+
+from ..formulas import theoretical_bubble_fraction
+from ..i18n import tr
+from ..parallel.pipeline.schedules import one_f_one_b
+from .exercises import check_answer
+
+
+def check_bubble(answer, stages: int, microbatches: int) -> None:
+    """The share of a step each of ``stages`` stages is idle with ``microbatches``, by theory."""
+    check_answer(answer, theoretical_bubble_fraction(stages, microbatches),
+                 f"bubble for p={stages}, m={microbatches}", rel_tol=0.001, source="formula")
+
+
+def check_fewest_microbatches(answer, stages: int, bubble: float) -> None:
+    """The fewest micro-batches whose theoretical bubble on ``stages`` stages is at most
+    ``bubble``."""
+    fewest = next(m for m in range(1, 100_000)
+                  if theoretical_bubble_fraction(stages, m) <= bubble + 1e-12)
+    check_answer(answer, fewest, f"fewest micro-batches for a bubble <= {bubble * 100:g} % on "
+                                 f"{stages} stages", rel_tol=0, source="formula")
+
+
+def check_measured_bubble(answer, sweep: dict, microbatches: int = 8) -> None:
+    """The bubble fraction of the last step of ``sweep[microbatches]``, as rank 0 recorded it
+    (the stages measure it together at the end of every step)."""
+    run = sweep.get(microbatches)
+    records = [r for r in (run.records if run is not None else []) if r.get("rank") == 0]
+    recorded = records[-1].get("bubble_fraction") if records else None
+    check_answer(answer, recorded, f"measured bubble of the m={microbatches} run's last step",
+                 rel_tol=0.01)
+
+
+class _Recorder:
+    """Stands for a stage: records the order in which a schedule calls forward and backward."""
+
+    def __init__(self, index: int, count: int):
+        self.index, self.count, self.order = index, count, []
+
+    def forward(self, i: int) -> None:
+        self.order.append(("F", i))
+
+    def backward(self, i: int) -> None:
+        self.order.append(("B", i))
+
+
+def reference_1f1b_order(stage: int, stages: int, microbatches: int) -> list[tuple[str, int]]:
+    """The order stage ``stage`` of ``stages`` runs its forwards and backwards in the package's
+    1F1B schedule with ``microbatches`` micro-batches."""
+    worker = _Recorder(stage, stages)
+    one_f_one_b(worker, microbatches)
+    return worker.order
+
+
+def _refuse(*args, **kwargs):
+    raise RuntimeError("gpututor_reference_schedule_called")
+
+
+class _ReferenceRefused:
+    """While active, the package's schedule (and this module's reference) raise, however the
+    learner reached them (a name imported before included): their code objects are swapped."""
+
+    def __init__(self, *functions):
+        self.functions, self.saved = functions, []
+
+    def __enter__(self):
+        self.saved = [f.__code__ for f in self.functions]
+        for f in self.functions:
+            f.__code__ = _refuse.__code__
+        return self
+
+    def __exit__(self, *exc):
+        for f, code in zip(self.functions, self.saved):
+            f.__code__ = code
+        return False
+
+
+def check_1f1b_order(candidate: Callable) -> None:
+    """Run ``candidate(stage, stages, microbatches)`` (a list of ``("F", i)`` / ``("B", i)``)
+    for every stage of four pipelines, fewer micro-batches than stages among them, against
+    :func:`reference_1f1b_order`; say where the first difference is, not what the answer is."""
+    if candidate is ...:
+        print(tr("1F1B order: not answered yet. Define your function and pass it in."))
+        return
+    cases = [(stages, m, stage) for stages, m in ((2, 4), (4, 8), (4, 2), (3, 5))
+             for stage in range(stages)]
+    expected = {case: reference_1f1b_order(case[2], case[0], case[1]) for case in cases}
+    for stages, m, stage in cases:
+        want = expected[stages, m, stage]
+        try:
+            with _ReferenceRefused(one_f_one_b, reference_1f1b_order):
+                got = [tuple(op) for op in candidate(stage, stages, m)]
+        except RuntimeError as exc:
+            if "gpututor_reference_schedule_called" not in str(exc):
+                raise
+            raise AssertionError(tr("1F1B order: your function ran the package's 1F1B schedule: "
+                                    "write the order yourself.")) from None
+        if got == want:
+            continue
+        if sorted(got) != sorted(want):
+            raise AssertionError(tr(
+                "1F1B order: stage {stage} of {stages} with m={m} must run each micro-batch's "
+                "forward and backward exactly once ({count} operations); yours runs "
+                "{got_count}.", stage=stage, stages=stages, m=m, count=len(want),
+                got_count=len(got)))
+        first = next(i for i, (a, b) in enumerate(zip(got, want)) if a != b)
+        raise AssertionError(tr(
+            "1F1B order: stage {stage} of {stages} with m={m} runs the right operations, but "
+            "from position {position} on in another order. How many forwards does a stage run "
+            "before its first backward?", stage=stage, stages=stages, m=m, position=first))
+    print(tr("Correct: your order is 1F1B's for every stage of 2, 3 and 4-stage pipelines, also "
+             "with fewer micro-batches than stages."))
