@@ -75,9 +75,14 @@ CHECKS = {
     "1F1B order: your function ran the package's 1F1B schedule: write the order yourself.":
         "1F1B 顺序：你的函数运行了本软件包自己的 1F1B 调度：请自己写出这个顺序。",
     "1F1B order: stage {stage} of {stages} with m={m} must run each micro-batch's forward and "
-    "backward exactly once ({count} operations); yours runs {got_count}.":
-        "1F1B 顺序：{stages} 个阶段中的阶段 {stage} 在 m={m} 时，每个微批次的前向和反向必须各运行恰好一次"
-        "（共 {count} 个操作）；你的函数运行了 {got_count} 个。",
+    "backward exactly once, {count} operations; yours runs other operations ({got_count} of them).":
+        "1F1B 顺序：{stages} 个阶段中的阶段 {stage} 在 m={m} 时，每个微批次的前向和反向必须各运行恰好一次，"
+        "共 {count} 个操作；你的函数运行的是别的操作（共 {got_count} 个）。",
+    "1F1B order: for stage {stage} of {stages} with m={m} your function did not return a list of "
+    "(kind, micro-batch) pairs: {error}":
+        "1F1B 顺序：对 {stages} 个阶段中的阶段 {stage}、m={m}，你的函数返回的不是由 (种类, 微批次) 对组成的列表：{error}",
+    "balancing loss: your function called gpututor.moe.load_balancing_loss: write the loss "
+    "yourself.": "负载均衡损失：你的函数调用了 gpututor.moe.load_balancing_loss：请自己写出这个损失。",
     "1F1B order: stage {stage} of {stages} with m={m} runs the right operations, but from "
     "position {position} on in another order. How many forwards does a stage run before its first "
     "backward?":

@@ -19,6 +19,7 @@ import torch
 from ..i18n import tr
 from ..moe import expert_capacity, load_balancing_loss, route
 from .exercises import check_answer
+from .guards import RefusedWhileRunning, called_the_reference
 
 
 def check_capacity(answer, spec) -> None:
@@ -68,18 +69,27 @@ def check_balancing_loss(candidate: Callable) -> None:
         expected = load_balancing_loss(probs, fraction)
         (want,) = torch.autograd.grad(expected, probs)
         mine = probs.detach().clone().requires_grad_()
-        got = candidate(mine, experts)
+        try:
+            with RefusedWhileRunning(load_balancing_loss):
+                got = candidate(mine, experts)
+        except Exception as exc:   # noqa: BLE001 - said to the learner
+            if called_the_reference(exc):
+                raise AssertionError(tr("balancing loss: your function called "
+                                        "gpututor.moe.load_balancing_loss: write the loss "
+                                        "yourself.")) from None
+            raise
         shape = f"{tokens} tokens, {n_expert} experts, top-{top_k}"
         if not isinstance(got, torch.Tensor) or got.numel() != 1:
             raise AssertionError(tr("balancing loss: for {shape} your function returned {got!r}, "
                                     "not a one-number tensor.", shape=shape, got=type(got)))
-        if not torch.allclose(got.detach().reshape(()), expected.detach(), rtol=1e-5, atol=1e-7):
+        value = got.detach().reshape(()).to(expected.dtype)   # a float64 answer is fine too
+        if not torch.allclose(value, expected.detach(), rtol=1e-5, atol=1e-7):
             raise AssertionError(tr("balancing loss: for {shape} your loss is {got:.6g}, not the "
                                     "reference's value. Check what f_e and P_e average over, and "
                                     "the factor in front.", shape=shape, got=float(got.detach().sum())))
         grad = torch.autograd.grad(got.reshape(()), mine, allow_unused=True)[0] \
             if got.requires_grad else None
-        if grad is None or not torch.allclose(grad, want, rtol=1e-5, atol=1e-7):
+        if grad is None or not torch.allclose(grad.to(want.dtype), want, rtol=1e-5, atol=1e-7):
             raise AssertionError(tr("balancing loss: for {shape} the value is right but its "
                                     "gradient to the router probabilities is not: the loss "
                                     "must reach the router through P_e (f_e only counts "

@@ -505,6 +505,17 @@ def test_balancing_loss_checker_runs_the_function_and_rejects_the_classic_mistak
     rejected(check_balancing_loss, detached, match="the value is right but its gradient")
     rejected(check_balancing_loss, lambda probs, experts: 1.0, match="not a one-number tensor")
 
+    from gpututor.moe import load_balancing_loss as imported_before
+
+    def calls_the_built_in(probs, experts):   # the function the exercise asks for
+        return imported_before(probs, share(experts, probs.shape[1]))
+    rejected(check_balancing_loss, calls_the_built_in, match="called gpututor.moe.load_balancing")
+
+    def in_float64(probs, experts):           # right, in another dtype: passes
+        n = probs.shape[1]
+        return n * (share(experts, n).double() * probs.double().mean(dim=0)).sum()
+    check_balancing_loss(in_float64)
+
 
 # ---- lesson 05: the bubble's formula, a measured bubble, the 1F1B order -----------------------
 
@@ -527,7 +538,7 @@ def test_measured_bubble_checker_reads_the_runs_own_record():
         records = [{"rank": 0, "step": s, "bubble_fraction": 0.2 + s / 100} for s in range(5)] + \
             [{"rank": 1, "step": 4, "bubble_fraction": 0.9}]
     check_measured_bubble(0.24, {8: FakeRun()})
-    for mistake in (0.2, 0.9, 0.76):               # the first step; rank 1's; the busy share
+    for mistake in (0.2, 0.9, 0.76, 0.2401):       # the first step; rank 1's; busy share; 4e-4 off
         rejected(check_measured_bubble, mistake, {8: FakeRun()}, match="is not what this notebook")
     rejected(check_measured_bubble, 0.24, {}, match="has not measured it yet")
 
@@ -554,7 +565,8 @@ def test_1f1b_order_checker_runs_the_function_and_rejects_the_classic_mistakes(c
 
     rejected(check_1f1b_order, gpipe, match="runs the right operations, but from position")
     rejected(check_1f1b_order, warmup_p_minus_s, match="runs the right operations, but from")
-    rejected(check_1f1b_order, uncapped_warmup, match="exactly once")
+    rejected(check_1f1b_order, uncapped_warmup, match="exactly once, .* yours runs other")
+    rejected(check_1f1b_order, lambda stage, stages, m: None, match="did not return a list")
 
     def calls_the_package(stage, stages, m):      # the schedule it is asked to write
         return reference_1f1b_order(stage, stages, m)
