@@ -20,15 +20,16 @@ from .exercises import check_answer
 from .guards import RefusedWhileRunning, called_the_reference
 
 
-def check_bubble(answer, stages: int, microbatches: int) -> None:
-    """The share of a step each of ``stages`` stages is idle with ``microbatches``, by theory."""
+def check_bubble(answer, stages: int = 2, microbatches: int = 8) -> None:
+    """The share of a step each of ``stages`` stages is idle with ``microbatches``, by theory
+    (the defaults: lesson 05's exercise 1)."""
     check_answer(answer, theoretical_bubble_fraction(stages, microbatches),
                  f"bubble for p={stages}, m={microbatches}", rel_tol=0.001, source="formula")
 
 
-def check_fewest_microbatches(answer, stages: int, bubble: float) -> None:
+def check_fewest_microbatches(answer, stages: int = 4, bubble: float = 0.1) -> None:
     """The fewest micro-batches whose theoretical bubble on ``stages`` stages is at most
-    ``bubble``."""
+    ``bubble`` (the defaults: lesson 05's exercise 2)."""
     fewest = next(m for m in range(1, 100_000)
                   if theoretical_bubble_fraction(stages, m) <= bubble + 1e-12)
     check_answer(answer, fewest, f"fewest micro-batches for a bubble <= {bubble * 100:g} % on "
