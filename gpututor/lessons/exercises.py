@@ -23,6 +23,7 @@ from ..i18n import tr
 from ..parallel.tensor_parallel.megatron import TensorParallelGroup, owned_indices
 from ..plan.memory import model_state_bytes
 from ..runtime.launcher import RunFailed, launch
+from .guards import OnlyPointToPoint
 
 
 def as_number(value) -> float | None:
@@ -65,74 +66,6 @@ def check_answer(answer, expected: float | None, what: str, rel_tol: float = 0.0
 
 
 # ---- lesson 02: a ring all-reduce, run in real ranks ------------------------------------------
-
-# every collective a rank could reach, by the method of the process group (what dist.all_reduce
-# and friends call, however they were imported), of its backend object, or by torch's op
-# namespaces (the functional collectives); only point-to-point send and recv stay
-GROUP_COLLECTIVES = ("allreduce", "allreduce_coalesced", "allgather", "allgather_coalesced",
-                     "allgather_into_tensor_coalesced", "all_gather_single",
-                     "all_gather_single_coalesced", "_allgather_base", "alltoall", "alltoall_base",
-                     "all_to_all_single", "barrier", "monitored_barrier", "broadcast", "gather",
-                     "reduce", "reduce_scatter", "reduce_scatter_single",
-                     "reduce_scatter_single_coalesced", "reduce_scatter_tensor_coalesced",
-                     "_reduce_scatter_base", "scatter")
-OP_COLLECTIVES = {"_c10d_functional": ("all_reduce", "all_reduce_", "all_reduce_coalesced",
-                                       "all_reduce_coalesced_", "all_gather_into_tensor",
-                                       "all_gather_into_tensor_coalesced",
-                                       "all_gather_into_tensor_out",
-                                       "reduce_scatter_tensor", "reduce_scatter_tensor_coalesced",
-                                       "all_to_all_single", "broadcast", "broadcast_"),
-                  "c10d": ("allreduce_", "allreduce_coalesced_", "allgather_",
-                           "allgather_coalesced_", "allgather_into_tensor_coalesced_",
-                           "_allgather_base_", "alltoall_", "alltoall_base_", "barrier",
-                           "broadcast_", "gather_", "reduce_", "reduce_scatter_",
-                           "_reduce_scatter_base_", "reduce_scatter_tensor_coalesced_",
-                           "scatter_", "monitored_barrier_")}
-
-
-class OnlyPointToPoint:
-    """While active, every built-in collective raises, however it is reached: a function of
-    ``torch.distributed`` (bound before or after), ``distributed_c10d``, the group object's own
-    methods, its backend's, or torch's op namespaces (functional collectives). The names tried
-    are in ``used``. ``dist.send``/``recv``/``isend``/``irecv`` keep working."""
-
-    def __init__(self):
-        self.used: list[str] = []
-        self.saved: list[tuple[object, str, object]] = []
-
-    def _refuse(self, name: str):
-        def call(*args, **kwargs):
-            self.used.append(name)
-            raise RuntimeError(f"the built-in collective {name} is not allowed here: build it "
-                               "from dist.isend / dist.recv")
-        return call
-
-    def __enter__(self):
-        group = dist.group.WORLD
-        classes = {type(group)}
-        backend = getattr(group, "_get_backend", None)
-        if backend is not None:
-            classes.add(type(backend(torch.device("cpu"))))
-        for cls in classes:
-            for name in GROUP_COLLECTIVES:
-                owner = next((c for c in cls.__mro__ if name in vars(c)), None)
-                if owner is not None:
-                    self.saved.append((owner, name, vars(owner)[name]))
-                    setattr(owner, name, self._refuse(name))
-        for space, names in OP_COLLECTIVES.items():
-            namespace = getattr(torch.ops, space)
-            for name in names:
-                if hasattr(namespace, name):
-                    self.saved.append((namespace, name, getattr(namespace, name)))
-                    setattr(namespace, name, self._refuse(f"torch.ops.{space}.{name}"))
-        return self
-
-    def __exit__(self, *exc):
-        for owner, name, original in reversed(self.saved):
-            setattr(owner, name, original)
-        self.saved.clear()
-        return False
-
 
 @dataclass(frozen=True)
 class AllReduceCheck:
