@@ -12,6 +12,7 @@ The probe costs time (a Python call per op), so the worker runs it on one step o
 """
 from __future__ import annotations
 
+import gc
 import sys
 import weakref
 from typing import Iterable
@@ -99,6 +100,10 @@ class LiveBytesProbe(TorchDispatchMode):
 
     def set_phase(self, phase: str) -> None:
         if self.phase == "forward" and phase != "forward":
+            # Tensors in unreachable reference cycles wait for Python's cycle collector, which
+            # runs when it likes: collect now, so what is counted is what backward can reach
+            # (otherwise the same run reads differently from one try to the next).
+            gc.collect()
             self.forward_end = self.live["forward"]
         self.phase = phase
 
