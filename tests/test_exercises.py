@@ -111,11 +111,14 @@ WRONG = {
                           " if isinstance(m, torch.nn.Linear))   # forgot the scales"),
     },
     "08_choosing_hardware": {
-        "my_bytes_per_param": "my_bytes_per_param = 12              # optimizer state only",
-        "my_smallest_count": "my_smallest_count = 15               # 70e9 * 16 / 80e9, without the 10 % reserve",
-        "my_cluster": "my_cluster = rec7.smallest.config.count + 1",
+        "my_bytes_per_param": "my_bytes_per_param = (2 + 2 + 12) / 8    # as if ZeRO-2 sharded the weights too",
+        "my_smallest_count": "my_smallest_count = 8                # 70e9 * 16 / 141e9, without the 10 % reserve",
+        "my_days": "my_days = rec7.smallest.days * 0.30 / 0.40   # upside down",
         "my_measured_error": ('my_measured_error = (ddp_row["formula_peak"] - ddp_row["measured_peak"])'
                               ' / ddp_row["formula_peak"]   # divided by the prediction'),
+        "my_state_bytes": ("def my_state_bytes(n_params, per_param, zero_stage, dp):   # every stage shards all\n"
+                           "    total = per_param.params + per_param.grads + per_param.optimizer\n"
+                           "    return n_params * total / (dp if zero_stage else 1)"),
     },
     "10_long_context": {
         "my_pairs": "my_pairs = 64 * 65 // 2 // 2              # half of all pairs: the zig-zag share",
@@ -123,6 +126,8 @@ WRONG = {
         "my_cp_bytes": ("my_cp_bytes = build_model(long).cfg.n_layer * 4 * 2 * long.batch_size"
                         " * (long.seq_len // 2) * build_model(long).cfg.d_model * 4"
                         "   # forgot the gradients' all-reduce"),
+        "my_merge": ("def my_merge(out_a, lse_a, out_b, lse_b):   # a plain average of the two\n"
+                     "    return (out_a + out_b) / 2, torch.logaddexp(lse_a, lse_b)"),
     },
     "11_mixture_of_experts": {
         "my_capacity": "my_capacity = math.ceil(1.25 * 16 * 64 / 4)      # forgot top_k",

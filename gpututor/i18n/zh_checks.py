@@ -55,9 +55,27 @@ CHECKS = {
     "parameters removed": "移除的参数个数",
     "bytes of int8 weights and scales": "int8 权重与缩放因子的字节数",
     # 08 choosing hardware
-    "smallest GPU count": "最少的 GPU 数",
-    "GPUs in the smallest cluster": "最小集群中的 GPU 数",
     "relative error of the formula's peak for DDP": "DDP 的公式峰值的相对误差",
+    "bytes per parameter per GPU, ZeRO-2 on 8 GPUs": "8 张 GPU 上用 ZeRO-2 时每张 GPU 每个参数的字节数",
+    "fewest H200-141GB for the states with ZeRO-3": "用 ZeRO-3 放下模型状态所需的最少 H200-141GB 数",
+    "days of the smallest cluster at 30% MFU": "MFU 为 30% 时最小集群所需的天数",
+    "Correct. {what}: None, no count fits": "正确。{what}：None，多少张都放不下",
+    "model-state bytes: not answered yet. Define your function and pass it in.":
+        "模型状态字节数：尚未作答。请定义你的函数并把它传进来。",
+    "model-state bytes: your function called the planner's model_state_bytes: write the formula "
+    "yourself.": "模型状态字节数：你的函数调用了规划器的 model_state_bytes：请自己写出这个公式。",
+    "ZeRO stage {stage} on {dp} GPUs, {n:g} parameters, {p:g}+{g:g}+{o:g} bytes per parameter "
+    "({name})": "ZeRO 阶段 {stage}，{dp} 张 GPU，{n:g} 个参数，每个参数 {p:g}+{g:g}+{o:g} 字节（{name}）",
+    "model-state bytes [{case}]: your function returned {got}, not a number of bytes.":
+        "模型状态字节数 [{case}]：你的函数返回了 {got}，而不是一个字节数。",
+    "model-state bytes [{case}]: your bytes per GPU are not the formula's. Which of weights, "
+    "gradients and optimizer state does stage {stage} divide over the GPUs?":
+        "模型状态字节数 [{case}]：你算出的每张 GPU 字节数与公式不符。阶段 {stage} 把权重、梯度和优化器状态中的"
+        "哪些切分到各张 GPU 上？",
+    "Correct: your bytes per GPU equal the planner's model_state_bytes for ZeRO stages 0 to 3, in "
+    "{cases} cases with {conventions} conventions.":
+        "正确：在 {conventions} 种约定的 {cases} 个情形中，你算出的每张 GPU 字节数都与规划器的 "
+        "model_state_bytes 一致，ZeRO 阶段 0 到 3 都对。",
     # 09 composing parallelisms
     "parameter bytes of ddp+tp's rank 0 beyond half the model": "ddp+tp 的进程 0 超出半个模型的参数字节数",
     "layouts predicted to fit 3/4 of the capacity": "预计放得进 3/4 容量的布局",
@@ -65,6 +83,37 @@ CHECKS = {
     "visible pairs of rank 0, contiguous split": "连续切分下进程 0 的可见 query-key 对数",
     "activations, one process / a cp=2 rank": "激活值之比：单进程 / cp=2 的一个进程",
     "bytes sent per step by cp=2": "cp=2 每步发送的字节数",
+    "merge: not answered yet. Define your function and pass it in.":
+        "合并：尚未作答。请定义你的函数并把它传进来。",
+    "merge: your function called the package's merge (ring attention's own): write the merge "
+    "yourself.": "合并：你的函数调用了本软件包的 merge（环形注意力自己的合并）：请自己写出这个合并。",
+    "merge [{case}]: your function failed: {error}": "合并 [{case}]：你的函数出错了：{error}",
+    "merge [{case}]: your merge gives inf or nan.": "合并 [{case}]：你的合并得出了 inf 或 nan。",
+    "merge [{case}]: your merged output is not attention's over all the keys. What share of the "
+    "whole softmax does each block's partial output stand for?":
+        "合并 [{case}]：你合并出的输出不等于对所有键计算的注意力。每个块的部分输出代表整个 softmax 的多大份额？",
+    "merge [{case}]: the output is right, but your lse is not the log-sum-exp of the scores over "
+    "all the keys.": "合并 [{case}]：输出是对的，但你的 lse 不是所有键上分数的 log-sum-exp。",
+    "Correct: your merge gives attention over all the keys, output and log-sum-exp, in {cases} "
+    "cases: causal blocks a query does not see, large scores, four blocks in turn.":
+        "正确：在 {cases} 个情形中，你的合并都得出了对所有键计算的注意力，输出和 log-sum-exp 都对："
+        "包括查询看不到的因果块、很大的分数、依次合并的四个块。",
+    "A query that sees no key of a block has lse = -inf and out = 0 there: its weight must come "
+    "out 0, not nan.": "看不到某个块中任何键的查询，在该块上 lse = -inf、out = 0：它的权重必须是 0，而不是 nan。",
+    "exp of a log-sum-exp this large overflows: exponentiate only differences of log-sum-exps.":
+        "对这么大的 log-sum-exp 取 exp 会溢出：只对 log-sum-exp 之间的差取指数。",
+    "11 keys in blocks of 4 and 7, no mask": "11 个键分成 4 个和 7 个两块，无掩码",
+    "causal, the earlier half of the keys first (the first 6 queries see none of the second "
+    "block: lse_b = -inf, out_b = 0)":
+        "因果，前一半键在先（前 6 个查询看不到第二块中的任何键：lse_b = -inf，out_b = 0）",
+    "causal, the later half of the keys first (lse_a = -inf for the first 6 queries)":
+        "因果，后一半键在先（前 6 个查询的 lse_a = -inf）",
+    "causal, zig-zag blocks: chunks 0 and 3 against chunks 1 and 2":
+        "因果，锯齿形的块：第 0、3 段对第 1、2 段",
+    "large scores in float32 (log-sum-exps of a few hundred)":
+        "float32 下很大的分数（log-sum-exp 达几百）",
+    "four blocks merged in turn from out = 0, lse = -inf, as ring_forward does":
+        "从 out = 0、lse = -inf 开始依次合并四个块，与 ring_forward 的做法相同",
     # 11 mixture of experts
     "slots per expert": "每个专家的槽位数",
     "dropped share, layer 0, step 0": "被丢弃的比例（第 0 层，第 0 步）",
