@@ -95,9 +95,16 @@ CHECKS = {
     "merge [{case}]: the output is right, but your lse is not the log-sum-exp of the scores over "
     "all the keys.": "合并 [{case}]：输出是对的，但你的 lse 不是所有键上分数的 log-sum-exp。",
     "Correct: your merge gives attention over all the keys, output and log-sum-exp, in {cases} "
-    "cases: causal blocks a query does not see, large scores, four blocks in turn.":
+    "cases: causal blocks a query does not see, large scores, four blocks in turn; and as "
+    "ring_forward's merge on {world} ranks.":
         "正确：在 {cases} 个情形中，你的合并都得出了对所有键计算的注意力，输出和 log-sum-exp 都对："
-        "包括查询看不到的因果块、很大的分数、依次合并的四个块。",
+        "包括查询看不到的因果块、很大的分数、依次合并的四个块；在 {world} 个进程上作为 ring_forward "
+        "的合并也正确。",
+    "merge: as ring_forward's merge on {world} ranks your function failed: {error}":
+        "合并：在 {world} 个进程上作为 ring_forward 的合并时，你的函数出错了：{error}",
+    "merge: as ring_forward's merge on {world} ranks your function does not give causal attention "
+    "over the whole sequence.":
+        "合并：在 {world} 个进程上作为 ring_forward 的合并时，你的函数得出的不是整个序列上的因果注意力。",
     "A query that sees no key of a block has lse = -inf and out = 0 there: its weight must come "
     "out 0, not nan.": "看不到某个块中任何键的查询，在该块上 lse = -inf、out = 0：它的权重必须是 0，而不是 nan。",
     "exp of a log-sum-exp this large overflows: exponentiate only differences of log-sum-exps.":

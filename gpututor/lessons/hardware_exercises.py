@@ -70,10 +70,11 @@ def check_days_at_mfu(answer, recommendation, model, tokens: float = 140e9,
 
 def check_formula_error(answer, calibration, strategy: str = "ddp") -> None:
     """``(formula - measured) / measured`` of the peak memory of ``calibration``'s run of
-    ``strategy``, as section 1 measured it."""
+    ``strategy``, as section 1 measured it. Section 1's table shows it rounded to 0.1 %: the
+    answer is computed from the row's peaks, so only float rounding may differ."""
     row = next((r for r in calibration.rows if r["strategy"] == strategy), None)
     check_answer(answer, row["formula_error"] if row else None,
-                 f"relative error of the formula's peak for {strategy.upper()}", rel_tol=0.01)
+                 f"relative error of the formula's peak for {strategy.upper()}", rel_tol=1e-6)
 
 
 # ---- exercise 5: the model states of a ZeRO stage, as code -------------------------------------

@@ -9,18 +9,23 @@ shows only the call. ``...`` means "not answered yet".
 - :func:`check_cp_bytes`: the bytes a cp run sent per step, as its ranks counted them.
 - :func:`check_merge`: the learner's merge of two partial attention results (ring attention's
   step), against attention over all the keys at once, on queries, keys and causal masks the
-  learner does not choose; the package's own merge refuses while it runs.
+  learner does not choose; then as the merge of ``ring_forward`` in real ranks (3, zig-zag).
+  The package's own merge refuses while it runs.
 """
 from __future__ import annotations
 
 import math
+import sys
+from dataclasses import dataclass
 from typing import Callable
 
 import torch
 
+from ..config import RunSpec
 from ..i18n import tr
-from ..parallel.context_parallel import causal_work
-from ..parallel.context_parallel.ring_attention import merge, ring_forward
+from ..parallel.context_parallel import Ring, causal_work, split_positions
+from ..parallel.context_parallel.ring_attention import merge, ring_forward, visible_tile
+from ..runtime.launcher import RunFailed, launch
 from .exercises import check_answer
 from .guards import RefusedWhileRunning, called_the_reference
 
@@ -109,27 +114,78 @@ HINTS = {"-inf": "A query that sees no key of a block has lse = -inf and out = 0
                   "log-sum-exps."}
 
 
+def _as_merged(result, out_b: torch.Tensor, lse_b: torch.Tensor):
+    """``result`` if it is an ``(out, lse)`` pair of the partial results' shapes; else TypeError."""
+    if not (isinstance(result, (tuple, list)) and len(result) == 2
+            and all(isinstance(t, torch.Tensor) for t in result)):
+        raise TypeError(f"returned {type(result).__name__}, not (out, lse)")
+    out, lse = result
+    if out.shape != out_b.shape or lse.shape != lse_b.shape:
+        raise TypeError(f"returned out of shape {tuple(out.shape)} and lse of shape "
+                        f"{tuple(lse.shape)}, not out_a's {tuple(out_b.shape)} and lse_a's "
+                        f"{tuple(lse_b.shape)}")
+    return out, lse
+
+
 def _merged(candidate, parts):
+    """The candidate's merge of ``parts`` in turn: two blocks at once, more from nothing yet."""
     out, lse = torch.zeros_like(parts[0][0]), torch.full_like(parts[0][1], float("-inf"))
     if len(parts) == 2:
         (out, lse), parts = parts[0], parts[1:]
     for out_i, lse_i in parts:
-        result = candidate(out, lse, out_i, lse_i)
-        if not (isinstance(result, (tuple, list)) and len(result) == 2
-                and all(isinstance(t, torch.Tensor) for t in result)):
-            raise TypeError(f"returned {type(result).__name__}, not (out, lse)")
-        out, lse = result
-        if out.shape != out_i.shape or lse.shape != lse_i.shape:
-            raise TypeError(f"returned out of shape {tuple(out.shape)} and lse of shape "
-                            f"{tuple(lse.shape)}, not out_a's {tuple(out_i.shape)} and lse_a's "
-                            f"{tuple(lse_i.shape)}")
+        out, lse = _as_merged(candidate(out, lse, out_i, lse_i), out_i, lse_i)
     return out, lse
 
 
-def check_merge(candidate: Callable) -> None:
+@dataclass(frozen=True)
+class MergeInTheRing:
+    """In every rank: ``ring_forward`` with the candidate as its merge (the package's refuses),
+    on this rank's zig-zag positions, against causal attention over the whole sequence."""
+
+    candidate: Callable
+    seq_len: int = 24
+
+    def __call__(self, spec, rank, world, device, emit):
+        module = sys.modules[ring_forward.__module__]   # where ring_forward finds its merge
+        gen = torch.Generator().manual_seed(11)
+        q, k, v = (torch.randn(2, 3, self.seq_len, 8, generator=gen, dtype=torch.float64)
+                   for _ in range(3))
+        causal = torch.ones(self.seq_len, self.seq_len, dtype=torch.bool).tril()
+        full_out, full_lse = partial_attention(q, k, v, causal)
+        positions = split_positions(self.seq_len, world, "zigzag")
+        mine = positions[rank]
+        tiles = [visible_tile(mine, positions[(rank - s) % world]) for s in range(world)]
+        failures = []
+
+        def guarded(*partials):
+            # a merge that fails must not stop this rank: the others would wait for its blocks
+            try:
+                return _as_merged(self.candidate(*partials), partials[2], partials[3])
+            except Exception as exc:   # noqa: BLE001 - reported to the checker
+                failures.append("reference" if called_the_reference(exc)
+                                else f"{type(exc).__name__}: {exc}")
+                return partials[2], partials[3]
+
+        module.merge = guarded
+        try:
+            with RefusedWhileRunning(merge):
+                out, lse = ring_forward(q[..., mine, :], k[..., mine, :], v[..., mine, :], tiles,
+                                        Ring(rank, world), 1.0 / math.sqrt(q.shape[-1]))
+        finally:
+            module.merge = merge
+        errors = [(out - full_out[..., mine, :]).abs().max().item(),
+                  (lse - full_lse[..., mine]).abs().max().item()]
+        emit({"step": 0, "max_error": max(e if math.isfinite(e) else math.inf for e in errors),
+              "called": "reference" in failures,
+              "failure": next((f for f in failures if f != "reference"), "")})
+
+
+def check_merge(candidate: Callable, world_size: int = 3) -> None:
     """Run ``candidate(out_a, lse_a, out_b, lse_b) -> (out, lse)`` on the partial attentions of
     :data:`MERGE_CASES`; the merged output and log-sum-exp must be attention's over all the keys.
-    The package's ``merge`` (and ``ring_forward``, which calls it) refuse while it runs."""
+    Then ``ring_forward`` runs with it as its merge in ``world_size`` real ranks (zig-zag, so
+    every rank merges blocks it half sees). The package's ``merge`` refuses while it runs (and
+    ``ring_forward`` too in the first part)."""
     if candidate is ...:
         print(tr("merge: not answered yet. Define your function and pass it in."))
         return
@@ -158,6 +214,25 @@ def check_merge(candidate: Callable) -> None:
         if not torch.allclose(lse, full_lse, **close):
             raise AssertionError(tr("merge [{case}]: the output is right, but your lse is not "
                                     "the log-sum-exp of the scores over all the keys.", case=case))
+    spec = RunSpec(strategy="cp", world_size=world_size, device="cpu", timeout=30)
+    try:
+        records = launch(spec, task=MergeInTheRing(candidate)).wait()
+    except RunFailed as failure:
+        raise AssertionError(tr("merge: as ring_forward's merge on {world} ranks your function "
+                                "failed: {error}", world=world_size,
+                                error=str(failure).splitlines()[0])) from None
+    if any(r["called"] for r in records):
+        raise AssertionError(tr("merge: your function called the package's merge (ring "
+                                "attention's own): write the merge yourself."))
+    failure = next((r["failure"] for r in records if r["failure"]), "")
+    if failure:
+        raise AssertionError(tr("merge: as ring_forward's merge on {world} ranks your function "
+                                "failed: {error}", world=world_size, error=failure))
+    if not max(r["max_error"] for r in records) <= 1e-9:
+        raise AssertionError(tr("merge: as ring_forward's merge on {world} ranks your function "
+                                "does not give causal attention over the whole sequence.",
+                                world=world_size))
     print(tr("Correct: your merge gives attention over all the keys, output and log-sum-exp, in "
              "{cases} cases: causal blocks a query does not see, large scores, four blocks in "
-             "turn.", cases=len(MERGE_CASES)))
+             "turn; and as ring_forward's merge on {world} ranks.", cases=len(MERGE_CASES),
+             world=world_size))

@@ -139,3 +139,37 @@ def test_state_bytes_code_exercise_runs_the_formula_against_the_planner(capsys):
                         rel_tol=1e-3)   # the reference works again afterwards (paper: 16.6 GB)
     check_state_bytes(...)
     assert "not answered yet" in capsys.readouterr().out
+
+
+def test_formula_error_is_not_passed_by_the_tables_rounded_percent():
+    class FakeCalibration:
+        rows = [{"strategy": "ddp", "formula_error": (102.37 - 120.11) / 120.11}]
+    shown = round(FakeCalibration.rows[0]["formula_error"], 3)   # the table's "-14.8%"
+    rejected(check_formula_error, shown, FakeCalibration(), match="not what this notebook measured")
+    check_formula_error(FakeCalibration.rows[0]["formula_error"] * (1 + 1e-9), FakeCalibration())
+
+
+def test_every_message_of_the_checkers_has_its_chinese_line(capsys):
+    import ast
+    import inspect
+
+    from gpututor.i18n import ZH, set_language
+    from gpututor.lessons import hardware_exercises
+    tree = ast.parse(inspect.getsource(hardware_exercises))
+    literals = {node.args[0].value for node in ast.walk(tree) if isinstance(node, ast.Call)
+                and getattr(node.func, "id", None) == "tr" and isinstance(node.args[0], ast.Constant)}
+    assert len(literals) >= 7 and sorted(literals - set(ZH)) == []
+    set_language("zh")
+    try:   # the questions' words, made from the checkers' defaults
+        check_bytes_per_param(3.75)
+        check_smallest_count(9, PRESETS["70b"])
+        check_state_bytes(...)
+        out = capsys.readouterr().out
+        for chinese in ("8 张 GPU 上用 ZeRO-2 时每张 GPU 每个参数的字节数",
+                        "用 ZeRO-3 放下模型状态所需的最少 H200-141GB 数", "模型状态字节数：尚未作答"):
+            assert chinese in out, (chinese, out)
+        assert "MFU 为 30% 时最小集群所需的天数" == ZH["days of the smallest cluster at 30% MFU"]
+        with pytest.raises(AssertionError, match="ZeRO 阶段 1，64 张 GPU"):
+            check_state_bytes(lambda n, b, stage, dp: n * 16 / (dp if stage else 1))
+    finally:
+        set_language("en")

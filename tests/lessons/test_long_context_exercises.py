@@ -141,3 +141,52 @@ def test_merge_code_exercise_equals_attention_over_all_the_keys(capsys):
     torch.testing.assert_close(out, torch.full((2, 3), 0.5))   # restored afterwards
     check_merge(...)
     assert "not answered yet" in capsys.readouterr().out
+
+
+def test_merge_runs_as_ring_forwards_merge_in_real_ranks():
+    from gpututor.parallel.context_parallel.ring_attention import merge as imported_before
+
+    def right(out_a, lse_a, out_b, lse_b):
+        new = torch.logaddexp(lse_a, lse_b)
+        return out_a * torch.exp(lse_a - new)[..., None] + out_b * torch.exp(lse_b - new)[..., None], new
+
+    def package_inside_the_ring(out_a, lse_a, out_b, lse_b):   # head_dim 8: only in the ranks
+        if out_a.shape[-1] == 8:
+            return imported_before(out_a, lse_a, out_b, lse_b)
+        return right(out_a, lse_a, out_b, lse_b)
+
+    def wrong_inside_the_ring(out_a, lse_a, out_b, lse_b):     # right on the local cases only
+        out, new = right(out_a, lse_a, out_b, lse_b)
+        return (out * 1.01 if out_a.shape[-1] == 8 else out), new
+
+    rejected(check_merge, package_inside_the_ring, match="called the package's merge")
+    rejected(check_merge, wrong_inside_the_ring,
+             match="as ring_forward's merge on 3 ranks your function does not give causal")
+
+    def crashes_inside_the_ring(out_a, lse_a, out_b, lse_b):   # the ring must not hang on it
+        return None if out_a.shape[-1] == 8 else right(out_a, lse_a, out_b, lse_b)
+    rejected(check_merge, crashes_inside_the_ring,
+             match="on 3 ranks your function failed: TypeError: returned NoneType")
+
+
+def test_every_message_of_the_checkers_has_its_chinese_line(capsys):
+    import ast
+    import inspect
+
+    from gpututor.i18n import ZH, set_language
+    from gpututor.lessons import long_context_exercises as module
+    tree = ast.parse(inspect.getsource(module))
+    literals = {node.args[0].value for node in ast.walk(tree) if isinstance(node, ast.Call)
+                and getattr(node.func, "id", None) == "tr" and isinstance(node.args[0], ast.Constant)}
+    literals |= {name for name, _, _ in module.MERGE_CASES} | set(module.HINTS.values())
+    assert len(literals) >= 15 and sorted(literals - set(ZH)) == []
+    set_language("zh")
+    try:
+        check_visible_pairs(528)
+        check_merge(...)
+        out = capsys.readouterr().out
+        assert "连续切分下进程 0 的可见 query-key 对数" in out and "合并：尚未作答" in out
+        with pytest.raises(AssertionError, match="合并 \\[11 个键分成 4 个和 7 个两块，无掩码\\]"):
+            check_merge(lambda a, la, b, lb: ((a + b) / 2, torch.logaddexp(la, lb)))
+    finally:
+        set_language("en")
