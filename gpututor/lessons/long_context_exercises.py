@@ -72,7 +72,7 @@ def partial_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
 def _case(seed: int, queries: int, blocks: list[list[int]], causal: bool, dtype=torch.float64,
           loud: float = 1.0):
     """Queries at positions 0.. and keys cut into ``blocks`` (lists of key positions): the
-    blocks' partial results and attention over all the keys, in float64."""
+    blocks' partial results (in ``dtype``) and attention over all the keys (float64)."""
     gen = torch.Generator().manual_seed(seed)
     keys = sum(len(b) for b in blocks)
     q = torch.randn(2, 3, queries, 5, generator=gen, dtype=torch.float64) * loud
