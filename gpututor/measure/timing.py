@@ -21,6 +21,26 @@ def synchronize(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
+def seconds_per_call(call, device: torch.device, budget_s: float) -> float:
+    """Mean seconds of ``call()`` over as many calls as fit in ``budget_s`` (at least one).
+
+    The calls go in batches that double (1, 2, 4, ...), and the clock is read, after a device
+    synchronisation, only between batches: a GPU queues a batch's kernels back to back, so the
+    time is the kernels', not one synchronisation round trip per call (which makes every small
+    kernel look latency-bound). On CPU a call's work is done when it returns: the same mean."""
+    synchronize(device)
+    reps, batch, start = 0, 1, time.perf_counter()
+    while True:
+        for _ in range(batch):
+            call()
+        reps += batch
+        synchronize(device)
+        elapsed = time.perf_counter() - start
+        if elapsed >= budget_s:
+            return elapsed / reps
+        batch *= 2
+
+
 class DeviceMark:
     """A point in the device's own timeline, without waiting for the device.
 
