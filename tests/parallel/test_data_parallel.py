@@ -134,6 +134,35 @@ def test_equivalent_link_keeps_flops_per_byte_and_flops_per_message():
             2000 * real.allreduce_seconds(nbytes, 4))
 
 
+def test_the_emulated_delay_starts_when_the_cuda_all_reduce_is_done(monkeypatch):
+    """NCCL returns (and completes its futures' callbacks) when the all-reduce is queued: the
+    link synchronises the stream that waits for it before sleeping, in the blocking form and
+    in a future's callback; on CPU it does not touch CUDA."""
+    from gpututor.measure.timing import CommMeter
+    from gpututor.parallel import link as link_module
+    events = []
+
+    class Stream:
+        def synchronize(self):
+            events.append("synchronize")
+
+    monkeypatch.setattr(torch.cuda, "current_stream", lambda device=None: Stream())
+    monkeypatch.setattr(link_module.time, "sleep", lambda s: events.append("sleep"))
+    link, meter = link_module.EmulatedLink(1e9, 1e-5), CommMeter()
+    link.delay_allreduce(4096, 2, meter, torch.device("cuda", 0))
+    assert events == ["synchronize", "sleep"]
+    events.clear()
+    link.delay_allreduce(4096, 2, meter, torch.device("cpu"))
+    assert events == ["sleep"]
+    events.clear()
+    future = torch.futures.Future()
+    delayed = link.then_delay(future, 4096, 2, meter, torch.device("cuda", 1))
+    future.set_result(torch.ones(1))
+    delayed.wait()
+    assert events == ["synchronize", "sleep"]
+    assert meter.emulated_s == pytest.approx(3 * link.allreduce_seconds(4096, 2))
+
+
 @pytest.mark.parametrize("strategy", ["ddp", "dp-naive", "dp-bucketed"])
 def test_emulated_link_adds_exactly_the_modelled_delay(strategy):
     from gpututor.parallel.link import EmulatedLink

@@ -47,7 +47,8 @@ def allreduce_gradients(model: nn.Module, meter, link=None, dp: DimGroup | None 
         start = time.perf_counter()
         dist.all_reduce(p.grad, group=group)
         if link is not None:
-            link.delay_allreduce(p.grad.numel() * p.grad.element_size(), world, meter)
+            link.delay_allreduce(p.grad.numel() * p.grad.element_size(), world, meter,
+                                 p.grad.device)
         p.grad /= world
         seconds = time.perf_counter() - start
         meter.add(p.grad.numel() * p.grad.element_size(), seconds, group_size=world)
@@ -135,7 +136,7 @@ class GradientBuckets(nn.Module):
             future = dist.all_reduce(flat, group=self.group, async_op=True).get_future()
             if self.link is not None:  # emulated slow link: completes later, by the model's time
                 future = self.link.then_delay(future, flat.numel() * flat.element_size(),
-                                              self.world, self.meter)
+                                              self.world, self.meter, flat.device)
             self.in_flight.append((future, flat, params, start))
 
     def finish_gradient_sync(self) -> None:
