@@ -203,3 +203,30 @@ def test_the_cli_passes_first_gpu_to_the_spec():
     from gpututor.runtime.cli import build_parser, spec_from_args
     args = build_parser().parse_args(["run", "--first-gpu", "3", "--model-size", "tiny"])
     assert spec_from_args(args, 2).first_gpu == 3
+
+
+def test_a_rank_aborted_by_nccls_watchdog_names_the_peer_that_hung(gpus):
+    """Under NCCL a hung rank's peer is aborted by the watchdog (SIGABRT, exit -6) before the
+    silence check fires: the run names the hung rank, and says the aborted one gave up on it."""
+    import signal
+    from gpututor.runtime.launcher import Run
+    gpus(2)
+    run = Run.__new__(Run)
+    run.spec, run.status = RunSpec(model="gpt", model_size="tiny", world_size=2,
+                                   device="cuda", timeout=5), "running"
+    ended = []
+    run._end = lambda status, error=None: ended.append(error)
+    run._stack_of = lambda rank: ("", "")
+    run._fail(0, run._died(0, -signal.SIGABRT), {0: 2, 1: 2}, set())
+    message = str(ended[0])
+    assert message.startswith("rank 1 stopped answering at step 3; rank 0 gave up waiting for "
+                              "it after timeout=5 s"), message
+    assert "NCCL's watchdog" in message
+    # on CPU, or another exit code, the rank that died is the one named
+    ended.clear()
+    run._fail(0, run._died(0, 1), {0: 2, 1: 2}, set())
+    assert str(ended[0]).startswith("rank 0 failed at step 3: ProcessDied: rank 0 exited with code 1")
+    run.spec = run.spec.replace(device="cpu")
+    ended.clear()
+    run._fail(0, run._died(0, -signal.SIGABRT), {0: 2, 1: 2}, set())
+    assert str(ended[0]).startswith("rank 0 failed at step 3")
