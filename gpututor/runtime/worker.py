@@ -45,8 +45,10 @@ class InjectedFault(RuntimeError):
 
 
 def rank_device(spec, local_rank: int) -> torch.device:
+    """A CUDA rank's GPU: ``first_gpu + local_rank`` (``check_machine`` made sure it exists, one
+    per rank: NCCL refuses two ranks on one GPU)."""
     if spec.resolved_device() == "cuda":
-        return torch.device("cuda", local_rank % torch.cuda.device_count())
+        return torch.device("cuda", spec.first_gpu + local_rank)
     return torch.device("cpu")
 
 
