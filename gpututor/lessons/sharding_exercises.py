@@ -166,7 +166,9 @@ class ReduceScatterCheck:
 
     def __call__(self, spec, rank, world, device, emit):
         gen = torch.Generator().manual_seed(1000 * rank + world)
-        flats = [unit_gradient(rank, world), torch.randn(3 * world + 1, generator=gen),
+        # world² + 1 and 1001 elements: torch.chunk still gives every rank a piece (n = world·k + 1
+        # does only for k >= world - 1), and its pieces differ from tensor_split's
+        flats = [unit_gradient(rank, world), torch.randn(world * world + 1, generator=gen),
                  torch.randn(1001, generator=gen)]
         for step, flat in enumerate(flats):
             average = flat.clone()
