@@ -71,15 +71,28 @@ WRONG = {
         "my_sent_on_8": 'my_sent_on_8 = 2 * (2 - 1) / 2 * 4 * runs["single"]["params"]   # 2 ranks, not 8',
     },
     "03_sharding": {
-        "my_first_fit": "my_first_fit = 0                     # plain data parallel",
-        "my_stage": "my_stage = 3                         # fits too, but shards more than needed",
-        "my_zero3_bytes": "my_zero3_bytes = 2 * (2 - 1) / 2 * 4 * n_params   # ZeRO-2's two collectives",
+        "my_saving": "my_saving = (4 + 8) * n_params            # forgot the (N-1)/N factor",
+        "my_state_bytes": ('my_state_bytes = model_state_bytes(7.5e9, zero_stage=3, dp=64, '
+                           'convention="mixed-adam")["total"]   # fits too, but shards more than needed'),
+        "my_zero3_bytes": "my_zero3_bytes = 2 * (4 - 1) / 4 * 4 * n_params   # ZeRO-2's two collectives",
+        "my_reduce_scatter": textwrap.dedent('''\
+            def my_reduce_scatter(flat, rank, world):    # lesson 02's phase 1 as it is: piece r+1
+                pieces = list(flat.tensor_split(world))
+                right, left = (rank + 1) % world, (rank - 1) % world
+                for step in range(world - 1):
+                    send, recv = (rank - step) % world, (rank - step - 1) % world
+                    incoming = torch.empty_like(pieces[recv])
+                    request = dist.isend(pieces[send].contiguous(), right)
+                    dist.recv(incoming, left)
+                    request.wait()
+                    pieces[recv] += incoming
+                return pieces[(rank + 1) % world] / world'''),
     },
     "04_tensor_parallel": {
         "my_row_forward": textwrap.dedent('''\
             def my_row_forward(x_local, weight_local, bias, tp):   # bias added on every rank
                 return reduce_from_tensor_parallel_region(F.linear(x_local, weight_local, bias), tp)'''),
-        "my_tp_bytes": ("my_tp_bytes = 2 * n_layer * base.batch_size * base.seq_len"
+        "my_tp_bytes": ("my_tp_bytes = 2 * n_layer * 16 * base.seq_len"
                         " * build_model(base).cfg.d_model * 4   # forward only"),
     },
     "05_pipeline_parallel": {

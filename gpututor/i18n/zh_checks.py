@@ -38,11 +38,74 @@ CHECKS = {
     # 02 data parallel
     "bytes all-reduced per step": "每步全归约的字节数",
     "bytes sent per rank on 8 ranks": "8 个进程时每个进程发送的字节数",
-    # 03 sharding
-    "first strategy whose measured peak fits": "实测峰值放得下的第一个策略",
-    "bytes sent per rank per step": "每个进程每步发送的字节数",
-    # 04 tensor parallel
-    "bytes all-reduced per step by tp": "tp 每步全归约的字节数",
+    # 03 sharding (gpututor/lessons/sharding_exercises.py)
+    "model state zero2 saves on rank 0 against ddp": "与 ddp 相比，zero2 在进程 0 上省下的模型状态字节数",
+    "model state per rank of the first stage that fits": "第一个放得下的阶段下每个进程的模型状态字节数",
+    "That is stage {stage}.": "也就是阶段 {stage}。",
+    "Correct: by the formula no stage fits (even stage 3's model state and the rest exceed the "
+    "device).": "正确：按公式没有哪个阶段放得下（即使是阶段 3 的模型状态加上其余部分也超出了设备容量）。",
+    "bytes each rank sends per step under zero3 on 4 ranks": "4 个进程上 zero3 每个进程每步发送的字节数",
+    "pass the zero3 run of section 8 (four), not a {strategy} run.":
+        "请传入第 8 节的 zero3 运行（four），而不是一次 {strategy} 运行。",
+    "reduce-scatter: not answered yet. Define your function and pass it in.":
+        "归约分散：尚未作答。请定义你的函数并把它传进来。",
+    "reduce-scatter: on {world} ranks your function failed: {error}":
+        "归约分散：在 {world} 个进程上你的函数运行失败：{error}",
+    "reduce-scatter: your function called the built-in collective {name}: build it from "
+    "dist.isend / dist.recv only.":
+        "归约分散：你的函数调用了内置的集合通信 {name}：请只用 dist.isend / dist.recv 来构建它。",
+    "reduce-scatter: your function ran the package's own reduce-scatter or ring: write the "
+    "messages yourself.": "归约分散：你的函数运行了本软件包自己的归约分散或环形算法：请自己写出这些消息。",
+    "reduce-scatter: on {world} ranks, a flat vector of {numel} elements: rank {rank}'s piece is "
+    "the sum over the ranks, not their average (ZeRO averages the gradients, as data parallel "
+    "does).": "归约分散：在 {world} 个进程上、长度为 {numel} 的扁平向量：进程 {rank} 的那一份是各进程之和，"
+              "而不是平均值（ZeRO 对梯度求平均，和数据并行一样）。",
+    "reduce-scatter: on {world} ranks, a flat vector of {numel} elements: rank {rank} returned "
+    "rank {other}'s piece; rank r keeps the r-th piece (as FlatShard.my_slice).":
+        "归约分散：在 {world} 个进程上、长度为 {numel} 的扁平向量：进程 {rank} 返回的是进程 {other} 的那一份；"
+        "进程 r 保留的是第 r 份（与 FlatShard.my_slice 一样）。",
+    "reduce-scatter: on {world} ranks, a flat vector of {numel} elements: rank {rank} returned a "
+    "{type}, not a tensor (its piece of the average).":
+        "归约分散：在 {world} 个进程上、长度为 {numel} 的扁平向量：进程 {rank} 返回的是一个 {type}，"
+        "而不是张量（它那一份平均值）。",
+    "reduce-scatter: on {world} ranks, a flat vector of {numel} elements: rank {rank} returned a "
+    "tensor of shape {shape}, not its piece (the rank-th of world pieces, by tensor_split or "
+    "chunk).": "归约分散：在 {world} 个进程上、长度为 {numel} 的扁平向量：进程 {rank} 返回的张量形状为 "
+               "{shape}，不是它那一份（用 tensor_split 或 chunk 切成 world 份后的第 rank 份）。",
+    "reduce-scatter: on {world} ranks, a flat vector of {numel} elements: rank {rank}'s piece "
+    "differs from the average by {error:.3g}.":
+        "归约分散：在 {world} 个进程上、长度为 {numel} 的扁平向量：进程 {rank} 的那一份与平均值相差 {error:.3g}。",
+    "reduce-scatter: on {world} ranks, a flat vector of {numel} elements: rank {rank} sent "
+    "{sent:,} bytes, more than a reduce-scatter must: each rank needs to send only what the "
+    "others keep, (N-1)/N of the vector. Did you send whole vectors, or all-reduce and then slice?":
+        "归约分散：在 {world} 个进程上、长度为 {numel} 的扁平向量：进程 {rank} 发送了 {sent:,} 字节，"
+        "比归约分散所必需的多：每个进程只需发送其他进程保留的部分，即向量的 (N-1)/N。你是不是发送了整个向量，"
+        "或者先做全归约再切片？",
+    "Correct: each rank's piece of the average, as the package's reduce-scatter gives it, on "
+    "{worlds} ranks, from point-to-point messages only and no more bytes than a reduce-scatter "
+    "must send.": "正确：在 {worlds} 个进程上，每个进程得到的那一份平均值都与本软件包的归约分散一致，"
+                  "只用了点对点消息，发送的字节也不多于归约分散所必需的。",
+    # 04 tensor parallel (gpututor/lessons/tensor_parallel_exercises.py)
+    "bytes all-reduced per step by tp degree 4": "并行度为 4 的 tp 每步全归约的字节数",
+    "row-parallel forward: not answered yet. Define your function and pass it in.":
+        "行并行前向：尚未作答。请定义你的函数并把它传进来。",
+    "row-parallel forward: on {world} ranks your function failed: {error}":
+        "行并行前向：在 {world} 个 rank 上你的函数运行失败：{error}",
+    "row-parallel forward: your function ran the package's RowParallelLinear: write the forward "
+    "yourself.": "行并行前向：你的函数运行了本软件包的 RowParallelLinear：请自己写出前向传播。",
+    "row-parallel forward: on {world} ranks rank {rank} returned {returned}, not the layer's "
+    "output (a tensor shaped like the dense layer's).":
+        "行并行前向：在 {world} 个 rank 上，rank {rank} 返回了 {returned}，而不是该层的输出（一个与稠密层输出形状相同的张量）。",
+    "row-parallel forward: on {world} ranks, rank {rank}: the output differs from the dense "
+    "layer's by {error:.3g}.": "行并行前向：在 {world} 个 rank 上，rank {rank}：输出与稠密层的相差 {error:.3g}。",
+    "row-parallel forward: on {world} ranks, rank {rank}: the input gradient differs from the "
+    "dense layer's by {error:.3g}.":
+        "行并行前向：在 {world} 个 rank 上，rank {rank}：输入梯度与稠密层的相差 {error:.3g}。",
+    "row-parallel forward: on {world} ranks, rank {rank}: the weight gradient differs from the "
+    "dense layer's by {error:.3g}.":
+        "行并行前向：在 {world} 个 rank 上，rank {rank}：权重梯度与稠密层的相差 {error:.3g}。",
+    "Correct: on {worlds} ranks the output and the input and weight gradients equal one dense "
+    "nn.Linear.": "正确：在 {worlds} 个 rank 上，输出以及输入和权重的梯度都与一个稠密的 nn.Linear 一致。",
     # 05 pipeline parallel
     "bubble for p=2, m=8": "p=2、m=8 时的气泡占比",
     "fewest micro-batches for a bubble <= 10 % on 4 stages": "4 个阶段时使气泡 <= 10 % 的最少微批次数",

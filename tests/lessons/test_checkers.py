@@ -19,9 +19,8 @@ import torch.nn.functional as F
 from torch.distributed import all_reduce as imported_before   # bound before any check
 
 from gpututor import RunSpec
-from gpututor.lessons.exercises import (check_allreduce, check_answer, check_fits, check_group,
-                                        check_loss_scaler, check_names, check_online_softmax,
-                                        check_row_parallel, first_stage_that_fits)
+from gpututor.lessons.exercises import (check_allreduce, check_answer, check_group,
+                                        check_loss_scaler, check_names, check_online_softmax)
 from gpututor.parallel.mesh import RankGrid
 from gpututor.parallel.pipeline.timeline import theoretical_bubble_fraction
 from gpututor.parallel.tensor_parallel.megatron import reduce_from_tensor_parallel_region
@@ -255,60 +254,6 @@ def test_allreduce_checker_rejects_a_ring_that_sends_the_wrong_way():
     # on 3 ranks a rank receives a chunk of another size than the one sent (gloo aborts the
     # rank): the checker reports the crash, on 3 ranks
     rejected(check_allreduce, wrong_way, match=r"on 3 ranks your function failed: rank \d")
-
-
-# ---- check_fits (lesson 03) ----------------------------------------------------------------------
-
-def test_fits_checker_accepts_the_first_stage_and_rejects_the_classic_mistakes(capsys):
-    # lesson 03's question: 7.5 B parameters, 64 ranks, 24 GB each, 6 GB of activations
-    question = dict(n_params=7.5e9, world_size=64, device_bytes=24e9, other_bytes=6e9)
-    solution = published("03_sharding", "my_stage")
-    assert solution == first_stage_that_fits(**question) == 2
-    check_fits(solution, **question)
-    assert "Correct: stage 2 needs" in capsys.readouterr().out
-    wrong = {
-        "fits too, but shards more than needed": 3,
-        "one stage too early: the optimizer state sharded, the gradients not yet": 1,
-        "plain data parallel, as if nothing needed sharding": 0,
-        "as if no stage fitted": None,
-        "a yes/no, not a stage": True,
-    }
-    for mistake, answer in wrong.items():
-        rejected(check_fits, answer, **question,
-                 match=re.escape(f"stage {answer!r} is not the first that fits"))
-
-
-# ---- check_row_parallel (lesson 04; real ranks) -----------------------------------------------
-
-def test_row_parallel_checker_accepts_the_published_layer(capsys):
-    check_row_parallel(published("04_tensor_parallel", "my_row_forward"))
-    assert "Correct: on 2 ranks the output and the input and weight gradients" \
-        in capsys.readouterr().out
-
-
-def test_row_parallel_checker_rejects_a_layer_that_forgets_the_sum():
-    def forgets_the_sum(x_local, weight_local, bias, tp):
-        return x_local @ weight_local.T + bias
-
-    rejected(check_row_parallel, forgets_the_sum,
-             match=r"rank \d: the output differs from the dense layer's")
-
-
-def test_row_parallel_checker_rejects_a_bias_added_on_every_rank():
-    def bias_on_every_rank(x_local, weight_local, bias, tp):   # the sum adds it world times
-        return reduce_from_tensor_parallel_region(F.linear(x_local, weight_local, bias), tp)
-
-    rejected(check_row_parallel, bias_on_every_rank,
-             match=r"rank \d: the output differs from the dense layer's")
-
-
-def test_row_parallel_checker_rejects_a_sum_whose_backward_sums_again():
-    def backward_sums_too(x_local, weight_local, bias, tp):   # right output, gradients x world
-        import torch.distributed.nn.functional as dist_nn
-        return dist_nn.all_reduce(F.linear(x_local, weight_local)) + bias
-
-    rejected(check_row_parallel, backward_sums_too,
-             match=r"rank \d: the input gradient differs from the dense layer's")
 
 
 # ---- check_loss_scaler (lesson 06) ---------------------------------------------------------------
