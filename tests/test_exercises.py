@@ -150,10 +150,17 @@ WRONG = {
                               "    return (f * probs.mean(dim=0)).sum()"),
     },
     "09_composing_parallelisms": {
-        "my_tp_group": "my_tp_group = [5, 6]                 # neighbours by rank number",
-        "my_dp_group": "my_dp_group = [1, 3, 5, 7]           # every odd rank",
+        "my_pp_group": "my_pp_group = [8, 9, 10]             # neighbours by rank number",
+        "my_dp_group": "my_dp_group = list(range(1, 18, 2))  # every odd rank",
         "my_tp_extra": "my_tp_extra = 0                       # as if every parameter were split",
         "my_layouts": 'my_layouts = [r["layout"] for r in rows]   # every layout',
+        "my_groups": textwrap.dedent('''\
+            def my_groups(shape, dim):                 # the grid transposed: the first dim innermost
+                degrees = [degree for _, degree in shape]
+                axis = [name for name, _ in shape].index(dim)
+                stride = math.prod(degrees[:axis])
+                starts = [r for r in range(math.prod(degrees)) if (r // stride) % degrees[axis] == 0]
+                return [[start + i * stride for i in range(degrees[axis])] for start in starts]'''),
     },
 }
 

@@ -15,8 +15,6 @@ CHECKS = {
     "{what}: not answered yet. Replace ... with a list of names and run the cell again.":
         "{what}：尚未作答。请把 ... 换成一个名称列表，然后重新运行本单元。",
     "{what}: {answer} is not a list of names. Try again.": "{what}：{answer} 不是名称列表。请再试一次。",
-    "{what}: {given} is not it ({right} of yours are right, {missing} missing). Try again.":
-        "{what}：{given} 不对（其中 {right} 个正确，缺少 {missing} 个）。请再试一次。",
     "Correct. {what}: {names}": "正确。{what}：{names}",
     "Not answered yet: define my_update and run the cell again.": "尚未作答：请定义 my_update，然后重新运行本单元。",
 
@@ -139,9 +137,54 @@ CHECKS = {
     "{cases} cases with {conventions} conventions.":
         "正确：在 {conventions} 种约定的 {cases} 个情形中，你算出的每张 GPU 字节数都与规划器的 "
         "model_state_bytes 一致，ZeRO 阶段 0 到 3 都对。",
-    # 09 composing parallelisms
+    # 09 composing parallelisms (gpututor/lessons/composed_exercises.py)
     "parameter bytes of ddp+tp's rank 0 beyond half the model": "ddp+tp 的进程 0 超出半个模型的参数字节数",
-    "layouts predicted to fit 3/4 of the capacity": "预计放得进 3/4 容量的布局",
+    "layouts predicted to fit {share} of the capacity": "预计放得进 {share} 容量的布局",
+    "rank {rank}'s {dim} group: not answered yet. Replace ... with a list of ranks and run the "
+    "cell again.": "进程 {rank} 的 {dim} 组：尚未作答。请把 ... 换成一个进程编号列表，然后重新运行本单元。",
+    "{answer} is not a list of ranks. Try again.": "{answer} 不是进程编号的列表。请再试一次。",
+    "{answer} leaves out rank {rank} itself: a rank's group holds it too. Try again.":
+        "{answer} 漏掉了进程 {rank} 本身：一个进程所在的组也包含它自己。请再试一次。",
+    "{answer} is not rank {rank}'s {dim} group in the grid {grid}. Try again: which ranks differ "
+    "from it only in the {dim} index?":
+        "{answer} 不是网格 {grid} 中进程 {rank} 的 {dim} 组。请再试一次：哪些进程与它只在 {dim} 下标上不同？",
+    "Correct: rank {rank}'s {dim} group in the grid {grid} is {group}.":
+        "正确：网格 {grid} 中进程 {rank} 的 {dim} 组是 {group}。",
+    "{what}: {name!r} is not a layout the planner knows: its layouts are the names in section 8's "
+    "rows.": "{what}：{name!r} 不是规划器知道的布局：它的布局就是第 8 节各行中的名称。",
+    "{what}: {given} is not the set the planner predicts. Compare each layout's predicted total "
+    "(section 8) with {headroom:.0%} of {share} x the capacity.":
+        "{what}：{given} 不是规划器预测的那个集合。请把每个布局的预测总量（第 8 节）与容量的 {share} 的 "
+        "{headroom:.0%} 相比较。",
+    "groups of a grid: not answered yet. Define your function and pass it in.":
+        "网格的分组：尚未作答。请定义你的函数并把它传进来。",
+    "groups of a grid: your function used the package's RankGrid: work the groups out yourself.":
+        "网格的分组：你的函数用了本软件包的 RankGrid：请自己算出这些组。",
+    "groups of a grid: for {grid} along {dim} your function did not return a list of groups of "
+    "ranks: {error}": "网格的分组：对 {grid} 沿 {dim}，你的函数返回的不是由进程编号组组成的列表：{error}",
+    "groups of a grid: for {grid} along {dim}, every rank 0 to {last} must be in exactly one "
+    "group, and each group must hold {degree} ranks (the degree of {dim}); yours do not.":
+        "网格的分组：对 {grid} 沿 {dim}，进程 0 到 {last} 中的每一个都必须恰好属于一个组，并且每个组必须有 "
+        "{degree} 个进程（{dim} 的并行度）；你的分组不满足这一点。",
+    "groups of a grid: for {grid} along {dim}, rank {rank}'s group is not the grid's. Its group "
+    "holds the ranks that differ from it only in the {dim} index: how far apart are two ranks whose "
+    "{dim} index differs by one?":
+        "网格的分组：对 {grid} 沿 {dim}，进程 {rank} 所在的组与网格的不同。它的组由与它只在 {dim} "
+        "下标上不同的进程组成：{dim} 下标相差 1 的两个进程，编号相差多少？",
+    "groups of a grid: for {grid} along {dim} your groups hold the right ranks, but not each in "
+    "order along {dim} (member i is the rank at index i: pipeline stage i, tensor-parallel shard "
+    "i).": "网格的分组：对 {grid} 沿 {dim}，你的组包含的进程是对的，但组内不是按 {dim} 的顺序排列"
+           "（第 i 个成员是下标为 i 的进程：流水线的第 i 个阶段、张量并行的第 i 个分片）。",
+    "groups of a grid: the check in {world} real ranks failed: {error}":
+        "网格的分组：在 {world} 个真实进程中的检查失败了：{error}",
+    "groups of a grid: in {world} real ranks, rank {rank}'s {dim} group is not torch's "
+    "DeviceMesh's mesh['{dim}'].":
+        "网格的分组：在 {world} 个真实进程中，进程 {rank} 的 {dim} 组与 torch 的 DeviceMesh 的 "
+        "mesh['{dim}'] 不同。",
+    "Correct: your groups are RankGrid's along every dim of {count} grids, and on {grid} the same "
+    "as torch's DeviceMesh in {world} real ranks.":
+        "正确：在 {count} 个网格的每个维度上，你的分组都与 RankGrid 的一致；在 {grid} 上，与 torch 的 "
+        "DeviceMesh 在 {world} 个真实进程中的分组也一致。",
     # 10 long context
     "visible pairs of rank 0, contiguous split": "连续切分下进程 0 的可见 query-key 对数",
     "activations, one process / a cp=2 rank": "激活值之比：单进程 / cp=2 的一个进程",

@@ -130,41 +130,6 @@ def check_allreduce(candidate, world_sizes: tuple = (3, 4)) -> None:
           "from point-to-point messages only")
 
 
-# ---- lesson 09: groups of a rank grid ---------------------------------------------------------
-
-def check_group(answer, grid, rank: int, dim: str) -> None:
-    """"Which ranks form ``rank``'s group along ``dim`` in ``grid``?" (a list of ranks, any
-    order; ``...`` = no answer). ``grid`` is a :class:`gpututor.parallel.mesh.RankGrid`."""
-    if answer is ...:
-        print("Not answered yet. Replace ... with a list of ranks and run the cell again.")
-        return
-    expected = grid.group_of(rank, dim)
-    try:
-        given = sorted(int(r) for r in answer)
-    except (TypeError, ValueError):
-        raise AssertionError(f"{answer!r} is not a list of ranks. Try again.") from None
-    if given != sorted(expected) or isinstance(answer, (str, bytes)):
-        raise AssertionError(f"{answer!r} is not rank {rank}'s {dim} group in this grid. "
-                             "Try again: which ranks differ from it only in the "
-                             f"{dim} index?")
-    print(f"Correct: rank {rank}'s {dim} group is {expected}")
-
-
-def check_names(answer, expected, what: str) -> None:
-    """A set of names (e.g. the layouts that fit): any order, no extras, none missing."""
-    if answer is ...:
-        print(tr("{what}: not answered yet. Replace ... with a list of names and run the cell "
-                 "again.", what=tr(what)))
-        return
-    if isinstance(answer, str) or not all(isinstance(a, str) for a in answer):
-        raise AssertionError(tr("{what}: {answer} is not a list of names. Try again.",
-                                what=tr(what), answer=repr(answer)))
-    given, wanted = set(answer), set(expected)
-    if given != wanted:
-        raise AssertionError(tr("{what}: {given} is not it ({right} of yours are right, {missing} "
-                                "missing). Try again.", what=tr(what), given=repr(sorted(given)),
-                                right=len(given & wanted), missing=len(wanted - given)))
-    print(tr("Correct. {what}: {names}", what=tr(what), names=sorted(wanted)))
 
 
 # ---- lesson 06: a loss scaler's update rule ----------------------------------------------------

@@ -19,12 +19,10 @@ import torch.nn.functional as F
 from torch.distributed import all_reduce as imported_before   # bound before any check
 
 from gpututor import RunSpec
-from gpututor.lessons.exercises import (check_allreduce, check_answer, check_group,
-                                        check_loss_scaler, check_names, check_online_softmax)
-from gpututor.parallel.mesh import RankGrid
+from gpututor.lessons.exercises import (check_allreduce, check_answer, check_loss_scaler,
+                                        check_online_softmax)
 from gpututor.parallel.pipeline.timeline import theoretical_bubble_fraction
 from gpututor.parallel.tensor_parallel.megatron import reduce_from_tensor_parallel_region
-from gpututor.plan.layouts import predict_layouts, transformer_of
 from test_exercises import exercises
 
 NOTEBOOKS = Path(__file__).resolve().parents[2] / "notebooks"
@@ -282,69 +280,6 @@ def test_loss_scale_checker_accepts_the_published_rule_and_rejects_the_classic_m
     for wrong, step in ((never_backs_off, 4), (grows_one_step_late, 3),
                         (grows_on_every_clean_step, 1)):
         rejected(check_loss_scaler, wrong, stream, match=f"at step {step} your rule's scale is ")
-
-
-# ---- check_group (lesson 09) ---------------------------------------------------------------------
-
-def test_group_checker_accepts_the_groups_and_rejects_the_classic_mistakes(capsys):
-    grid3 = RankGrid((("dp", 2), ("pp", 2), ("tp", 2)))   # lesson 09's 3-D grid
-    check_group(published("09_composing_parallelisms", "my_tp_group"), grid3, rank=5, dim="tp")
-    assert "Correct: rank 5's tp group is [4, 5]" in capsys.readouterr().out
-    check_group(published("09_composing_parallelisms", "my_dp_group"), grid3, rank=5, dim="dp")
-    assert "Correct: rank 5's dp group is [1, 5]" in capsys.readouterr().out
-    wrong_tp = {
-        "neighbours by rank number": [5, 6],
-        "the dp group": [1, 5],
-        "the pp group": [5, 7],
-        "the whole pp x tp block": [4, 5, 6, 7],
-        "the rank alone": [5],
-        "the ranks as a string": "45",
-    }
-    for mistake, answer in wrong_tp.items():
-        rejected(check_group, answer, grid3, rank=5, dim="tp",
-                 match=re.escape(f"{answer!r} is not rank 5's tp group in this grid"))
-    wrong_dp = {"every odd rank": [1, 3, 5, 7], "the tp group": [4, 5]}
-    for mistake, answer in wrong_dp.items():
-        rejected(check_group, answer, grid3, rank=5, dim="dp",
-                 match=re.escape(f"{answer!r} is not rank 5's dp group in this grid"))
-    for mistake, answer in {"the rank itself, not its group": 5,
-                            "names, not ranks": ["four", "five"]}.items():
-        rejected(check_group, answer, grid3, rank=5, dim="tp",
-                 match=re.escape(f"{answer!r} is not a list of ranks"))
-    check_group(..., grid3, rank=5, dim="tp")
-    assert "Not answered yet" in capsys.readouterr().out
-
-
-# ---- check_names (lesson 09) ---------------------------------------------------------------------
-
-def test_names_checker_accepts_the_published_layouts_and_rejects_the_classic_mistakes(capsys):
-    base = RunSpec(model="gpt", model_size="medium", batch_size=8, seq_len=64)   # lesson 09's
-    shape, capacity = transformer_of(base), 47e6        # capacity: stands for the measured one
-    rows = predict_layouts(shape, base.batch_size, 4, capacity)
-    smaller = [r["layout"] for r in predict_layouts(shape, base.batch_size, 4, 0.75 * capacity)
-               if r["fits"]]                            # lesson 09's checker cell
-    solution = published("09_composing_parallelisms", "my_layouts", rows=rows, capacity=capacity)
-    what = "layouts predicted to fit 3/4 of the capacity"
-    check_names(solution, smaller, what)
-    assert f"Correct. {what}: {sorted(smaller)}" in capsys.readouterr().out
-
-    fit_full = [r["layout"] for r in rows if r["fits"]]
-    too_big = next(r["layout"] for r in rows if r["layout"] not in smaller)
-    smallest = min(rows, key=lambda r: r["total"])["layout"]
-    assert len(smaller) == 2 and len(fit_full) == 4 and smallest in smaller
-    wrong = {   # mistake: (answer, how many of its names are right, how many are missing)
-        "forgot the 3/4: the layouts that fit the whole capacity": (fit_full, 2, 0),
-        "every layout": ([r["layout"] for r in rows], 2, 0),
-        "one name too many": (smaller + [too_big], 2, 0),
-        "one name missing: only the smallest": ([smallest], 1, 1),
-    }
-    for mistake, (answer, right, missing) in wrong.items():
-        rejected(check_names, answer, smaller, what,
-                 match=re.escape(f"{what}: {sorted(set(answer))!r} is not it ({right} of yours "
-                                 f"are right, {missing} missing)"))
-    for mistake, answer in {"one name, not a list": smallest, "row numbers, not names": [1, 3]}.items():
-        rejected(check_names, answer, smaller, what,
-                 match=re.escape(f"{what}: {answer!r} is not a list of names"))
 
 
 # ---- check_online_softmax (lesson 01b) ------------------------------------------------------------
