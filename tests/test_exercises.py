@@ -43,13 +43,20 @@ CHECK_CALL = re.compile(r"^\s*(check_\w+)\(\s*([A-Za-z_]\w*)", re.M)
 WRONG = {
     "00_start_here": {
         "answer_1": "answer_1 = 32                          # forgot to split the global batch",
-        "answer_2": 'answer_2 = solo_summary["tokens_per_s"] / ddp["tokens_per_s"]   # upside down',
-        "answer_3": 'answer_3 = 4 * ddp["params"]           # one moment instead of two',
+        "my_rank_indices": ("def my_rank_indices(n, rank, world_size):   # dealt out, but no padding\n"
+                            "    return list(range(rank, n, world_size))"),
+        "answer_3": 'answer_3 = 2 * ddp["tokens_per_s"]     # doubled the 2-rank run, not the 1-rank one',
+        "answer_4": 'answer_4 = 4 * ddp["params"]           # one moment instead of two',
     },
     "01_single_device": {
         "my_optimizer_bytes": "my_optimizer_bytes = 4 * n_params   # one moment",
         "my_activation_ratio": "my_activation_ratio = 1              # as if activations did not grow",
         "my_hours": "my_hours = 1e9 * 2 * n_params / anatomy.achieved_flops / 3600   # forward only",
+        "my_flops_per_step": textwrap.dedent('''\
+            def my_flops_per_step(model, batch_size, seq_len):   # forward only
+                n = sum(m.weight.numel() for m in model.modules() if isinstance(m, nn.Linear))
+                cfg = model.cfg
+                return (2 * n + 2 * 2 * cfg.n_layer * seq_len * cfg.d_model) * batch_size * seq_len'''),
     },
     "01b_one_device": {
         "my_probs_bytes": "my_probs_bytes = 512 * 512 * 4            # one head only",

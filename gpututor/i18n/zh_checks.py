@@ -23,10 +23,59 @@ CHECKS = {
     "sequences per rank per step": "每个进程每步的序列数",
     "speedup of 2 ranks over 1": "2 个进程相对 1 个进程的加速比",
     "AdamW state bytes on rank 0": "进程 0 上 AdamW 状态的字节数",
+    "tokens/s of the data-parallel run at the ideal speedup": "理想加速比下数据并行运行的 tokens/s",
+    "{what}: {answer} is not how many gpututor.batches gives rank 0. Try again.":
+        "{what}：{answer} 不是 gpututor.batches 分给进程 0 的数量。请再试一次。",
+    "Correct. {what}: {number} (gpututor.batches gives rank 0 {expected})":
+        "正确。{what}：{number}（gpututor.batches 分给进程 0 的是 {expected}）",
+    "rank indices: not answered yet. Define your function and pass it in.":
+        "各进程的样本下标：尚未作答。请定义你的函数并把它传进来。",
+    "rank indices: your function used DistributedSampler: deal the indices out yourself.":
+        "各进程的样本下标：你的函数用了 DistributedSampler：请自己把下标分发给各进程。",
+    "rank indices: for n={n} on {world} ranks, rank {rank}, your function returned {got!r}, not a "
+    "list of whole numbers.":
+        "各进程的样本下标：n={n}、{world} 个进程时，对进程 {rank}，你的函数返回了 {got!r}，而不是整数列表。",
+    "rank indices: for n={n} on {world} ranks, rank {rank} gets {count} indices from yours; every "
+    "rank must get the same number, enough that together the ranks cover all {n} samples.":
+        "各进程的样本下标：n={n}、{world} 个进程时，你的函数给进程 {rank} {count} 个下标；每个进程必须得到"
+        "同样多的下标，而且合起来要覆盖全部 {n} 个样本。",
+    "rank indices: for n={n} on {world} ranks, rank {rank} gets the right indices in another order.":
+        "各进程的样本下标：n={n}、{world} 个进程时，进程 {rank} 得到的下标是对的，但顺序不同。",
+    "rank indices: for n={n} on {world} ranks, rank {rank} gets other indices than "
+    "DistributedSampler's, from position {position} on. Does rank r take r, r + N, r + 2N, ...? "
+    "Where do the extra ones come from when n does not divide?":
+        "各进程的样本下标：n={n}、{world} 个进程时，进程 {rank} 从第 {position} 个位置起得到的下标与 "
+        "DistributedSampler 的不同。进程 r 取的是 r、r + N、r + 2N、……吗？n 不能整除时，补上的下标从哪里来？",
+    "Correct: your indices are DistributedSampler's for every rank of {sizes}.":
+        "正确：在 {sizes} 的每个进程上，你的下标都与 DistributedSampler 的一致。",
     # 01 single device
     "AdamW state in bytes": "AdamW 状态的字节数",
     "activation ratio": "激活值之比",
     "hours for 1e9 tokens": "处理 1e9 个 token 所需的小时数",
+    "FLOPs per step: not answered yet. Define your function and pass it in.":
+        "每步 FLOPs：尚未作答。请定义你的函数并把它传进来。",
+    "FLOPs per step: your function called the package's FLOPs formula (gpututor.measure.flops or "
+    "gpututor.formulas): write it yourself.":
+        "每步 FLOPs：你的函数调用了本软件包的 FLOPs 公式（gpututor.measure.flops 或 "
+        "gpututor.formulas）：请自己写出来。",
+    "FLOPs per step: for the {size} GPT, batch {batch}, {seq} tokens per sequence, your function "
+    "returned {got!r}, not a number.":
+        "每步 FLOPs：对 {size} GPT、批大小 {batch}、每条序列 {seq} 个 token，你的函数返回了 {got!r}，"
+        "而不是一个数。",
+    "FLOPs per step: for the {size} GPT, batch {batch}, {seq} tokens per sequence, yours is more "
+    "than the formula gives. Count only the weights that take part in a matmul (the nn.Linear "
+    "layers), 6 FLOPs per weight and token, and attention's term once.":
+        "每步 FLOPs：对 {size} GPT、批大小 {batch}、每条序列 {seq} 个 token，你的结果比公式给出的多。"
+        "只数参与矩阵乘法的权重（nn.Linear 层），每个权重每个 token 6 FLOPs，注意力项只算一次。",
+    "FLOPs per step: for the {size} GPT, batch {batch}, {seq} tokens per sequence, yours is less "
+    "than the formula gives. Did you count the backward (twice the forward), attention's term, "
+    "and every token of the step?":
+        "每步 FLOPs：对 {size} GPT、批大小 {batch}、每条序列 {seq} 个 token，你的结果比公式给出的少。"
+        "反向传播（前向的两倍）、注意力项、这一步的每个 token 都算进去了吗？",
+    "Correct: your FLOPs per step equal the formula's (which FlopCounterMode counts too) for the "
+    "tiny and the medium GPT, at batch and sequence lengths other than the lesson's.":
+        "正确：对 tiny 和 medium 两个 GPT、在与本课不同的批大小和序列长度下，你的每步 FLOPs 与公式"
+        "（FlopCounterMode 数出的也是它）一致。",
     # 01b one device
     "bytes of P at T = 512": "T = 512 时 P 的字节数",
     "8-bit state bytes per parameter": "8-bit 状态下每个参数的字节数",
