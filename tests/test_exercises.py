@@ -260,6 +260,7 @@ def results_file(tmp_path_factory) -> Path:
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(NOTEBOOK_TIMEOUT_S + 60)   # the notebook's own limit bounds it, not the 300 s
 @pytest.mark.parametrize("notebook", EXECUTED, ids=lambda p: str(p.relative_to(ROOT / "notebooks")))
 def test_notebook_runs_and_its_checkers_accept_solutions_and_reject_wrong_answers(
         notebook: Path, tmp_path: Path, results_file: Path):
