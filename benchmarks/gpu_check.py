@@ -6,13 +6,18 @@ Sections, each recorded with ok / error / its figures (a failing section does no
 2. ``single_rank``: one CUDA rank trains; its step-0 loss equals a CPU run's (same seed, data).
 3. ``precision``: fp32 vs bf16 (and fp16) tokens/s and MFU, interleaved, on the largest GPT.
 4. ``strategies``: every registered strategy's default run on CUDA (2 ranks where 2 GPUs exist).
-5. ``memory``: the tracker the worker uses (``LiveBytesProbe``) vs
+5. ``capacity``: ``device_memory`` at 1.5x a run's measured peak trains, at 0.6x it fails with
+   the guard's out of memory. ``torchrun``: two torchrun "nodes" on this machine with
+   ``--device`` (a real run with 2+ GPUs or on CPU; with one GPU each node's checks and the
+   layout, ``--dry-run``).
+6. ``memory``: the tracker the worker uses (``LiveBytesProbe``) vs
    ``torch.cuda.max_memory_allocated`` on the same step, and parameter bytes vs ``torch.cuda.memory_allocated``.
-6. ``devices``: each rank's current CUDA device is its own after ``init_process_group`` (the
+7. ``devices``: each rank's current CUDA device is its own after ``init_process_group`` (the
    worker calls ``set_device`` first), and an object collective works across ranks; the
    one-GPU policy's choice in words; a dry run of an 8-rank fsdp layout (fake process group).
-7. ``lessons``: every ``notebooks/*.ipynb`` top to bottom in a fresh kernel (device "auto" = CUDA),
-   with whatever time is left.
+8. ``lessons``: lessons 00 and 01 with their exercises checked (the tests' augmented copies:
+   solutions pass, wrong answers are rejected), then every ``notebooks/*.ipynb`` top to bottom
+   in a fresh kernel (device "auto" = CUDA), with whatever time is left.
 
     benchmarks/gpu_check.sh [OUT_DIR]          # the 5-minute check on a GPU machine
     python benchmarks/gpu_check.py --device cpu --quick --no-lessons   # smoke test, no GPU
@@ -147,6 +152,69 @@ def section_strategies(cfg: dict, budget: Budget) -> dict:
     return {"ok": bool(judged) and all(r["ok"] for r in judged), "gpus": gpus, "runs": rows}
 
 
+def section_capacity(cfg: dict) -> dict:
+    """The capacity guard: a run's measured peak, then the same run with ``device_memory`` at
+    1.5x that peak (must train) and at 0.6x (must fail with the guard's out of memory)."""
+    from gpututor import RunFailed, RunSpec, launch
+
+    spec = RunSpec(strategy="single", world_size=1, device=cfg["device"], steps=3,
+                   model_size=cfg["small_model"], batch_size=cfg["batch"], timeout=30.0)
+    peak = _finish(launch(spec), cfg["run_timeout_s"])["peak_mem_bytes"][0]
+    roomy = _try_run(spec.replace(device_memory=int(1.5 * peak)), cfg["run_timeout_s"])
+    try:
+        _finish(launch(spec.replace(device_memory=int(0.6 * peak))), cfg["run_timeout_s"])
+        tight = {"failed": False, "error": None}
+    except RunFailed as exc:
+        tight = {"failed": True, "error": str(exc).splitlines()[0][:300]}
+    ok = roomy["ok"] and tight["failed"] and "ran out of memory" in (tight["error"] or "")
+    return {"ok": ok, "measured_peak_bytes": peak, "at_1.5x_peak": roomy, "at_0.6x_peak": tight}
+
+
+def section_torchrun(cfg: dict) -> dict:
+    """Two torchrun "nodes" on this machine, one rank each, started with ``--device`` (and node
+    k on GPU k with ``--first-gpu``): with 2+ GPUs a real NCCL run; with one GPU both nodes
+    would share it (NCCL refuses), so each node checks its own GPU and the job's layout with
+    ``--dry-run``; on CPU (the smoke test) a real gloo run."""
+    gpus = torch.cuda.device_count() if cfg["device"] == "cuda" else 0
+    real = cfg["device"] == "cpu" or gpus >= 2
+    port = _free_port()
+    common = ["--model-size", "tiny", "--batch-size", "8", "--steps", "3", "--timeout", "30",
+              "--device", cfg["device"], "--quiet"] + ([] if real else ["--dry-run"])
+    procs = []
+    with tempfile.TemporaryDirectory() as folder:
+        for node in range(2):
+            out = Path(folder) / f"node{node}.json"
+            command = [sys.executable, "-m", "torch.distributed.run", "--nnodes", "2",
+                       "--node-rank", str(node), "--nproc-per-node", "1", "--master-addr",
+                       "127.0.0.1", "--master-port", str(port), "-m", "gpututor", "run",
+                       *common, "--first-gpu", str(node if cfg["device"] == "cuda" and real
+                                                   else 0), "--json", str(out)]
+            procs.append((subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE,
+                                           stderr=subprocess.STDOUT, text=True), out))
+        results = []
+        for proc, out in procs:
+            try:
+                output, _ = proc.communicate(timeout=cfg["run_timeout_s"])
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                output, _ = proc.communicate()
+            results.append({"exit": proc.returncode, "tail": output[-800:],
+                            "summary": json.loads(out.read_text()) if out.exists() else None})
+    summary = results[0]["summary"] or {}
+    ok = all(r["exit"] == 0 for r in results) and (
+        summary.get("final_loss") is not None if real else bool(summary.get("dry_run")))
+    return {"ok": ok, "mode": "real run" if real else "dry run (one GPU: both nodes on it)",
+            "gpus": gpus, "nodes": [{"exit": r["exit"], "tail": r["tail"]} for r in results],
+            "final_loss": summary.get("final_loss")}
+
+
+def _free_port() -> int:
+    import socket
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
 def devices_task(spec, rank, world_size, device, emit) -> None:
     import torch.distributed as dist
     current = torch.cuda.current_device() if device.type == "cuda" else None
@@ -243,9 +311,29 @@ def section_memory(cfg: dict) -> dict:
             "params_bytes_vs_allocated": params_ratio, "tolerance": MEMORY_TOLERANCE}
 
 
+EXERCISED = ("00_start_here.ipynb", "01_single_device.ipynb")   # run with their exercises
+
+
+def exercised_copies(folder: Path) -> list[Path]:
+    """Lessons 00 and 01 as the tests run them (tests/test_exercises.py): after each checker
+    cell, the published solution (must pass) and a wrong answer (must be rejected)."""
+    import nbformat
+    sys.path.insert(0, str(ROOT / "tests"))
+    from test_exercises import WRONG, augmented
+    copies = []
+    for name in EXERCISED:
+        path = ROOT / "notebooks" / name
+        copy = folder / name.replace(".ipynb", ".exercised.ipynb")
+        nbformat.write(augmented(nbformat.read(path, as_version=4), WRONG[path.stem]), copy)
+        copies.append(copy)
+    return copies
+
+
 def section_lessons(cfg: dict, budget: Budget) -> dict:
-    """Every notebook in a fresh kernel, ``cfg["parallel_notebooks"]`` at a time (ok or not)."""
-    pending = sorted((ROOT / "notebooks").glob("*.ipynb"))
+    """Lessons 00 and 01 with their exercises checked, then every notebook as a learner gets it,
+    each in a fresh kernel, ``cfg["parallel_notebooks"]`` at a time (ok or not)."""
+    folder = Path(tempfile.mkdtemp(prefix="gpu-check-lessons-"))
+    pending = exercised_copies(folder) + sorted((ROOT / "notebooks").glob("*.ipynb"))
     rows, running = {}, {}
     while pending or running:
         while pending and len(running) < cfg["parallel_notebooks"] and budget.left() > 30:
@@ -302,9 +390,11 @@ NotebookClient(nb, timeout=int(sys.argv[3]), kernel_name="python3",
 
 
 def _start_notebook(path: Path) -> subprocess.Popen:
-    """Run a notebook with nbclient in a fresh kernel, in a session of its own."""
+    """Run a notebook with nbclient in a fresh kernel (in the lessons' folder, as they expect),
+    in a session of its own."""
     log = tempfile.TemporaryFile("w+")  # a file, not a pipe: a chatty kernel cannot block it
-    proc = subprocess.Popen([sys.executable, "-c", NOTEBOOK_RUNNER, str(path), str(path.parent),
+    proc = subprocess.Popen([sys.executable, "-c", NOTEBOOK_RUNNER, str(path),
+                             str(ROOT / "notebooks"),
                              str(NOTEBOOK_CELL_TIMEOUT_S)], stdout=log, stderr=subprocess.STDOUT,
                             text=True, start_new_session=True)
     proc.log = log
@@ -346,6 +436,25 @@ def run_section(name: str, fn, report: dict, budget: Budget, *args) -> None:
           f" ({result['seconds']} s)", flush=True)
 
 
+PASSING = {   # what "ok" means for each section, said in the report
+    "environment": "torch sees the GPU(s) and NCCL; MFU has a peak if the GPU is in the catalogue",
+    "single_rank": "one CUDA rank trains (loss falls) and its step-0 loss equals a CPU run's "
+                   "within 1e-3",
+    "precision": "fp32, bf16 and fp16 runs of the largest GPT finish with finite losses; their "
+                 "tokens/s and MFU are reported (bf16 faster than fp32 on tensor cores)",
+    "strategies": "every strategy that fits this machine's GPUs trains to a finite loss",
+    "capacity": "device_memory at 1.5x the measured peak trains; at 0.6x the guard stops the run "
+                "with \"ran out of memory\"",
+    "torchrun": "two torchrun nodes on this machine, --device cuda: both exit 0 (a real NCCL run "
+                "with 2+ GPUs, each node's checks and the layout with one GPU)",
+    "memory": "the live-tensor probe plus the allocator's non-tensor bytes is within 10 % of "
+              "max_memory_allocated; parameter bytes equal memory_allocated within 1 %",
+    "devices": "each rank's current device is its own GPU after init; an object collective works",
+    "lessons": "lessons 00 and 01 run with their exercises (solutions pass, wrong answers are "
+               "rejected), then every lesson runs top to bottom",
+}
+
+
 def markdown(report: dict) -> str:
     env = report["sections"].get("environment", {})
     gpus = ", ".join(g["name"] for g in env.get("gpus", [])) or "none"
@@ -355,10 +464,20 @@ def markdown(report: dict) -> str:
     if report["device"] != "cuda":
         lines += ["**Smoke test on CPU: not a GPU check.** It shows the script runs; the figures "
                   "below are CPU figures.", ""]
-    lines += ["| section | result | seconds |", "| --- | --- | --- |"]
+    lines += ["| section | result | seconds | passing means |", "| --- | --- | --- | --- |"]
     for name, s in report["sections"].items():
         verdict = {True: "ok", False: "FAILED", None: s.get("note", "not run")}[s["ok"]]
-        lines.append(f"| {name} | {verdict} | {s.get('seconds', '')} |")
+        lines.append(f"| {name} | {verdict} | {s.get('seconds', '')} | {PASSING.get(name, '')} |")
+    capacity = report["sections"].get("capacity", {})
+    if "measured_peak_bytes" in capacity:
+        lines += ["", "## Capacity guard", "",
+                  f"- measured peak: {capacity['measured_peak_bytes'] / 1e6:,.1f} MB",
+                  f"- at 1.5x: {'trained' if capacity['at_1.5x_peak']['ok'] else 'FAILED: ' + str(capacity['at_1.5x_peak'].get('error'))[:200]}",
+                  "- at 0.6x: " + (capacity["at_0.6x_peak"]["error"] or "did NOT fail")]
+    torchrun = report["sections"].get("torchrun", {})
+    if "nodes" in torchrun:
+        lines += ["", "## Two torchrun nodes", "", f"- {torchrun['mode']}; exit codes "
+                  f"{[n['exit'] for n in torchrun['nodes']]}; final loss {torchrun['final_loss']}"]
     precision = report["sections"].get("precision", {})
     if "by_precision" in precision:
         lines += ["", "## Precision (median of interleaved runs)", "",
@@ -436,6 +555,8 @@ def main(argv: list[str] | None = None) -> int:
     run_section("single_rank", section_single_rank, report, budget, cfg)
     run_section("precision", section_precision, report, budget, cfg)
     run_section("strategies", section_strategies, report, budget, cfg, budget)
+    run_section("capacity", section_capacity, report, budget, cfg)
+    run_section("torchrun", section_torchrun, report, budget, cfg)
     run_section("memory", section_memory, report, budget, cfg)
     run_section("devices", section_devices, report, budget, cfg)
     if not args.no_lessons:

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Check a GPU machine in at most 9 minutes: benchmarks/gpu_check.py (5 minutes at most; see it for
-# what is checked), then the GPU-marked tests (4 minutes at most: every strategy on 1, 2, 4 and 8
-# GPUs, as many as this machine has).
+# Check a GPU machine (one GPU is enough) in at most 9 minutes: benchmarks/gpu_check.py (5 minutes
+# at most; its report says for each section what passing means), then the GPU-marked tests (4
+# minutes at most: every strategy on 1, 2, 4 and 8 GPUs, as many as this machine has).
+# Smoke test without a GPU: python benchmarks/gpu_check.py --device cpu --quick --no-lessons
 #   benchmarks/gpu_check.sh [OUT_DIR] [more gpu_check.py options]
 # Writes OUT_DIR/gpu_check.json, gpu_check.md and gpu_tests.txt (default benchmarks/results/gpu_check).
 # Needs a CUDA build of torch in .venv (make TORCH=torch install) or in $PYTHON.

@@ -201,6 +201,8 @@ def _run_torchrun(args) -> int:
     spec = spec_from_args(args, world).replace(
         ranks_per_node=int(os.environ.get("LOCAL_WORLD_SIZE", world)))
     check_machine(spec)   # this node: a GPU for each of its LOCAL_WORLD_SIZE ranks, fp16
+    if args.dry_run:      # this node's checks passed; rank 0 shows the whole job's layout
+        return _dry_run(spec.replace(ranks_per_node=None), args) if rank == 0 else 0
     device = rank_device(spec, local_rank)
     init_process_group(spec, rank, world, device)
     records = []

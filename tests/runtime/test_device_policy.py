@@ -230,3 +230,26 @@ def test_a_rank_aborted_by_nccls_watchdog_names_the_peer_that_hung(gpus):
     ended.clear()
     run._fail(0, run._died(0, -signal.SIGABRT), {0: 2, 1: 2}, set())
     assert str(ended[0]).startswith("rank 0 failed at step 3")
+
+
+def test_a_torchrun_dry_run_checks_each_node_and_starts_no_process_group(monkeypatch, capsys,
+                                                                         gpus):
+    """``--dry-run`` under torchrun: every node checks its own GPUs (one rank per node here, on
+    one GPU), none joins a process group, rank 0 prints the layout (what gpu_check.sh runs as
+    two "nodes" on a one-GPU machine)."""
+    from gpututor.runtime import worker
+    for name, value in (("WORLD_SIZE", "2"), ("LOCAL_RANK", "0"), ("LOCAL_WORLD_SIZE", "1"),
+                        ("MASTER_ADDR", "127.0.0.1")):
+        monkeypatch.setenv(name, value)
+    monkeypatch.setattr(worker, "init_process_group",
+                        lambda *a, **k: pytest.fail("a dry run joined a process group"))
+    argv = ["run", "--model-size", "tiny", "--batch-size", "8", "--dry-run"]
+    gpus(1)
+    monkeypatch.setenv("RANK", "1")
+    assert cli_main(argv + ["--device", "cuda"]) == 0
+    gpus(0)
+    assert cli_main(argv + ["--device", "cuda"]) == 2          # no GPU on this node: refused
+    assert "device='cuda' is invalid here" in capsys.readouterr().err
+    monkeypatch.setenv("RANK", "0")
+    assert cli_main(argv + ["--device", "cpu"]) == 0
+    assert "rank" in capsys.readouterr().out
