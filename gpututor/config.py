@@ -113,8 +113,8 @@ SECTIONS = {
              "optimizer", "seed", "attention", "capacity_factor"),          # what to train
     "how": ("strategy", "world_size", "mesh", "options", "precision", "grad_accum",
             "activation_checkpointing"),                                   # how to split it
-    "where": ("device", "ranks_per_node", "threads_per_rank", "device_memory", "peak_flops",
-              "timeout"),                                                  # on what machine
+    "where": ("device", "first_gpu", "ranks_per_node", "threads_per_rank", "device_memory",
+              "peak_flops", "timeout"),                                                  # on what machine
     "harness": ("warmup_steps", "inject_fault", "checkpoint_every", "checkpoint_dir", "resume",
                 "save_state"),        # what the harness around the loop does and records
 }
@@ -169,6 +169,8 @@ class RunSpec:
     peak_flops: Optional[float] = None  # the device's dense peak FLOP/s at this precision, for
     #                                     MFU; None = the catalogue's, matched by exact CUDA name
     capacity_factor: Optional[float] = None  # moe: the experts' capacity factor; None = the size's
+    first_gpu: int = 0                  # on CUDA, local rank r uses GPU first_gpu + r (two runs
+    #                                     side by side on one machine, each on its own GPUs)
 
     def __post_init__(self):
         # normal forms first (frozen: set through object.__setattr__), then every check
@@ -207,11 +209,14 @@ class RunSpec:
         import torch
         ranks = ranks or self.local_ranks
         gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
+        gpus = max(0, gpus - self.first_gpu)          # the GPUs from first_gpu on
+        here = f"from GPU {self.first_gpu} on" if self.first_gpu else "here"
         if gpus == 0:
-            return "cpu", "auto: no GPU visible, every rank is a CPU process"
+            return "cpu", ("auto: no GPU visible" + (f" {here}" if self.first_gpu else "")
+                           + ", every rank is a CPU process")
         if gpus >= ranks:
-            return "cuda", f"auto: {gpus} GPU(s) here, one per rank"
-        return "cpu", (f"auto: {gpus} GPU(s) here, fewer than the {ranks} ranks (NCCL needs one "
+            return "cuda", f"auto: {gpus} GPU(s) {here}, one per rank"
+        return "cpu", (f"auto: {gpus} GPU(s) {here}, fewer than the {ranks} ranks (NCCL needs one "
                        "GPU per rank), so every rank is a CPU process")
 
     def pin_device(self, max_ranks: int) -> "RunSpec":
@@ -273,6 +278,7 @@ class RunSpec:
                 not math.isfinite(self.timeout) or not 1 <= self.timeout <= 3600:
             raise ValueError(f"timeout={self.timeout!r} is invalid: allowed is seconds in [1, 3600]")
         checks.integer("warmup_steps", self.warmup_steps, 0, 1000)
+        checks.integer("first_gpu", self.first_gpu, 0, 1023)
         if self.ranks_per_node is not None:
             checks.integer("ranks_per_node", self.ranks_per_node, 1, self.world_size)
         if not isinstance(self.options, tuple) or not all(

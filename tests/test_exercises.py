@@ -43,13 +43,20 @@ CHECK_CALL = re.compile(r"^\s*(check_\w+)\(\s*([A-Za-z_]\w*)", re.M)
 WRONG = {
     "00_start_here": {
         "answer_1": "answer_1 = 32                          # forgot to split the global batch",
-        "answer_2": 'answer_2 = solo_summary["tokens_per_s"] / ddp["tokens_per_s"]   # upside down',
-        "answer_3": 'answer_3 = 4 * ddp["params"]           # one moment instead of two',
+        "my_rank_indices": ("def my_rank_indices(n, rank, world_size):   # dealt out, but no padding\n"
+                            "    return list(range(rank, n, world_size))"),
+        "answer_3": 'answer_3 = 2 * ddp["tokens_per_s"]     # doubled the 2-rank run, not the 1-rank one',
+        "answer_4": 'answer_4 = 4 * ddp["params"]           # one moment instead of two',
     },
     "01_single_device": {
         "my_optimizer_bytes": "my_optimizer_bytes = 4 * n_params   # one moment",
         "my_activation_ratio": "my_activation_ratio = 1              # as if activations did not grow",
         "my_hours": "my_hours = 1e9 * 2 * n_params / anatomy.achieved_flops / 3600   # forward only",
+        "my_flops_per_step": textwrap.dedent('''\
+            def my_flops_per_step(model, batch_size, seq_len):   # forward only
+                n = sum(m.weight.numel() for m in model.modules() if isinstance(m, nn.Linear))
+                cfg = model.cfg
+                return (2 * n + 2 * 2 * cfg.n_layer * seq_len * cfg.d_model) * batch_size * seq_len'''),
     },
     "01b_one_device": {
         "my_probs_bytes": "my_probs_bytes = 512 * 512 * 4            # one head only",
@@ -71,15 +78,28 @@ WRONG = {
         "my_sent_on_8": 'my_sent_on_8 = 2 * (2 - 1) / 2 * 4 * runs["single"]["params"]   # 2 ranks, not 8',
     },
     "03_sharding": {
-        "my_first_fit": "my_first_fit = 0                     # plain data parallel",
-        "my_stage": "my_stage = 3                         # fits too, but shards more than needed",
-        "my_zero3_bytes": "my_zero3_bytes = 2 * (2 - 1) / 2 * 4 * n_params   # ZeRO-2's two collectives",
+        "my_saving": "my_saving = (4 + 8) * n_params            # forgot the (N-1)/N factor",
+        "my_state_bytes": ('my_state_bytes = model_state_bytes(7.5e9, zero_stage=3, dp=64, '
+                           'convention="mixed-adam")["total"]   # fits too, but shards more than needed'),
+        "my_zero3_bytes": "my_zero3_bytes = 2 * (4 - 1) / 4 * 4 * n_params   # ZeRO-2's two collectives",
+        "my_reduce_scatter": textwrap.dedent('''\
+            def my_reduce_scatter(flat, rank, world):    # lesson 02's phase 1 as it is: piece r+1
+                pieces = list(flat.tensor_split(world))
+                right, left = (rank + 1) % world, (rank - 1) % world
+                for step in range(world - 1):
+                    send, recv = (rank - step) % world, (rank - step - 1) % world
+                    incoming = torch.empty_like(pieces[recv])
+                    request = dist.isend(pieces[send].contiguous(), right)
+                    dist.recv(incoming, left)
+                    request.wait()
+                    pieces[recv] += incoming
+                return pieces[(rank + 1) % world] / world'''),
     },
     "04_tensor_parallel": {
         "my_row_forward": textwrap.dedent('''\
             def my_row_forward(x_local, weight_local, bias, tp):   # bias added on every rank
                 return reduce_from_tensor_parallel_region(F.linear(x_local, weight_local, bias), tp)'''),
-        "my_tp_bytes": ("my_tp_bytes = 2 * n_layer * base.batch_size * base.seq_len"
+        "my_tp_bytes": ("my_tp_bytes = 2 * n_layer * 16 * base.seq_len"
                         " * build_model(base).cfg.d_model * 4   # forward only"),
     },
     "05_pipeline_parallel": {
@@ -111,11 +131,14 @@ WRONG = {
                           " if isinstance(m, torch.nn.Linear))   # forgot the scales"),
     },
     "08_choosing_hardware": {
-        "my_bytes_per_param": "my_bytes_per_param = 12              # optimizer state only",
-        "my_smallest_count": "my_smallest_count = 15               # 70e9 * 16 / 80e9, without the 10 % reserve",
-        "my_cluster": "my_cluster = rec7.smallest.config.count + 1",
+        "my_bytes_per_param": "my_bytes_per_param = (2 + 2 + 12) / 8    # as if ZeRO-2 sharded the weights too",
+        "my_smallest_count": "my_smallest_count = 8                # 70e9 * 16 / 141e9, without the 10 % reserve",
+        "my_days": "my_days = rec7.smallest.days * 0.30 / 0.40   # upside down",
         "my_measured_error": ('my_measured_error = (ddp_row["formula_peak"] - ddp_row["measured_peak"])'
                               ' / ddp_row["formula_peak"]   # divided by the prediction'),
+        "my_state_bytes": ("def my_state_bytes(n_params, per_param, zero_stage, dp):   # every stage shards all\n"
+                           "    total = per_param.params + per_param.grads + per_param.optimizer\n"
+                           "    return n_params * total / (dp if zero_stage else 1)"),
     },
     "10_long_context": {
         "my_pairs": "my_pairs = 64 * 65 // 2 // 2              # half of all pairs: the zig-zag share",
@@ -123,6 +146,8 @@ WRONG = {
         "my_cp_bytes": ("my_cp_bytes = build_model(long).cfg.n_layer * 4 * 2 * long.batch_size"
                         " * (long.seq_len // 2) * build_model(long).cfg.d_model * 4"
                         "   # forgot the gradients' all-reduce"),
+        "my_merge": ("def my_merge(out_a, lse_a, out_b, lse_b):   # a plain average of the two\n"
+                     "    return (out_a + out_b) / 2, torch.logaddexp(lse_a, lse_b)"),
     },
     "11_mixture_of_experts": {
         "my_capacity": "my_capacity = math.ceil(1.25 * 16 * 64 / 4)      # forgot top_k",
@@ -132,10 +157,17 @@ WRONG = {
                               "    return (f * probs.mean(dim=0)).sum()"),
     },
     "09_composing_parallelisms": {
-        "my_tp_group": "my_tp_group = [5, 6]                 # neighbours by rank number",
-        "my_dp_group": "my_dp_group = [1, 3, 5, 7]           # every odd rank",
+        "my_pp_group": "my_pp_group = [8, 9, 10]             # neighbours by rank number",
+        "my_dp_group": "my_dp_group = list(range(1, 18, 2))  # every odd rank",
         "my_tp_extra": "my_tp_extra = 0                       # as if every parameter were split",
         "my_layouts": 'my_layouts = [r["layout"] for r in rows]   # every layout',
+        "my_groups": textwrap.dedent('''\
+            def my_groups(shape, dim):                 # the grid transposed: the first dim innermost
+                degrees = [degree for _, degree in shape]
+                axis = [name for name, _ in shape].index(dim)
+                stride = math.prod(degrees[:axis])
+                starts = [r for r in range(math.prod(degrees)) if (r // stride) % degrees[axis] == 0]
+                return [[start + i * stride for i in range(degrees[axis])] for start in starts]'''),
     },
 }
 

@@ -224,9 +224,10 @@ def test_the_titles_and_questions_of_the_english_notebooks_have_translations():
                 next(kw.value for kw in call.keywords if kw.arg == "what")
             assert isinstance(what, ast.Constant), f"{notebook}: {ast.unparse(call)}"
             questions.add((notebook, what.value))
-    # the walk found them (lessons 05 and 11 moved their questions into their checkers, which
-    # test_the_lesson_checkers_speak_chinese_in_a_chinese_kernel covers)
-    assert len(titles) >= 10 and len(questions) >= 20
+    # the walk found the titles; the lessons' questions moved into their checkers (issue 26),
+    # whose Chinese lines each checker module's tests and
+    # test_the_lesson_checkers_speak_chinese_in_a_chinese_kernel cover: any left here count too
+    assert len(titles) >= 10
     assert [t for t in titles | questions | said if t[1] not in ZH] == []
 
 

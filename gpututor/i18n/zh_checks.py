@@ -15,8 +15,6 @@ CHECKS = {
     "{what}: not answered yet. Replace ... with a list of names and run the cell again.":
         "{what}：尚未作答。请把 ... 换成一个名称列表，然后重新运行本单元。",
     "{what}: {answer} is not a list of names. Try again.": "{what}：{answer} 不是名称列表。请再试一次。",
-    "{what}: {given} is not it ({right} of yours are right, {missing} missing). Try again.":
-        "{what}：{given} 不对（其中 {right} 个正确，缺少 {missing} 个）。请再试一次。",
     "Correct. {what}: {names}": "正确。{what}：{names}",
     "Not answered yet: define my_update and run the cell again.": "尚未作答：请定义 my_update，然后重新运行本单元。",
 
@@ -25,10 +23,59 @@ CHECKS = {
     "sequences per rank per step": "每个进程每步的序列数",
     "speedup of 2 ranks over 1": "2 个进程相对 1 个进程的加速比",
     "AdamW state bytes on rank 0": "进程 0 上 AdamW 状态的字节数",
+    "tokens/s of the data-parallel run at the ideal speedup": "理想加速比下数据并行运行的 tokens/s",
+    "{what}: {answer} is not how many gpututor.batches gives rank 0. Try again.":
+        "{what}：{answer} 不是 gpututor.batches 分给进程 0 的数量。请再试一次。",
+    "Correct. {what}: {number} (gpututor.batches gives rank 0 {expected})":
+        "正确。{what}：{number}（gpututor.batches 分给进程 0 的是 {expected}）",
+    "rank indices: not answered yet. Define your function and pass it in.":
+        "各进程的样本下标：尚未作答。请定义你的函数并把它传进来。",
+    "rank indices: your function used DistributedSampler: deal the indices out yourself.":
+        "各进程的样本下标：你的函数用了 DistributedSampler：请自己把下标分发给各进程。",
+    "rank indices: for n={n} on {world} ranks, rank {rank}, your function returned {got!r}, not a "
+    "list of whole numbers.":
+        "各进程的样本下标：n={n}、{world} 个进程时，对进程 {rank}，你的函数返回了 {got!r}，而不是整数列表。",
+    "rank indices: for n={n} on {world} ranks, rank {rank} gets {count} indices from yours; every "
+    "rank must get the same number, enough that together the ranks cover all {n} samples.":
+        "各进程的样本下标：n={n}、{world} 个进程时，你的函数给进程 {rank} {count} 个下标；每个进程必须得到"
+        "同样多的下标，而且合起来要覆盖全部 {n} 个样本。",
+    "rank indices: for n={n} on {world} ranks, rank {rank} gets the right indices in another order.":
+        "各进程的样本下标：n={n}、{world} 个进程时，进程 {rank} 得到的下标是对的，但顺序不同。",
+    "rank indices: for n={n} on {world} ranks, rank {rank} gets other indices than "
+    "DistributedSampler's, from position {position} on. Does rank r take r, r + N, r + 2N, ...? "
+    "Where do the extra ones come from when n does not divide?":
+        "各进程的样本下标：n={n}、{world} 个进程时，进程 {rank} 从第 {position} 个位置起得到的下标与 "
+        "DistributedSampler 的不同。进程 r 取的是 r、r + N、r + 2N、……吗？n 不能整除时，补上的下标从哪里来？",
+    "Correct: your indices are DistributedSampler's for every rank of {sizes}.":
+        "正确：在 {sizes} 的每个进程上，你的下标都与 DistributedSampler 的一致。",
     # 01 single device
     "AdamW state in bytes": "AdamW 状态的字节数",
     "activation ratio": "激活值之比",
     "hours for 1e9 tokens": "处理 1e9 个 token 所需的小时数",
+    "FLOPs per step: not answered yet. Define your function and pass it in.":
+        "每步 FLOPs：尚未作答。请定义你的函数并把它传进来。",
+    "FLOPs per step: your function called the package's FLOPs formula (gpututor.measure.flops or "
+    "gpututor.formulas): write it yourself.":
+        "每步 FLOPs：你的函数调用了本软件包的 FLOPs 公式（gpututor.measure.flops 或 "
+        "gpututor.formulas）：请自己写出来。",
+    "FLOPs per step: for the {size} GPT, batch {batch}, {seq} tokens per sequence, your function "
+    "returned {got!r}, not a number.":
+        "每步 FLOPs：对 {size} GPT、批大小 {batch}、每条序列 {seq} 个 token，你的函数返回了 {got!r}，"
+        "而不是一个数。",
+    "FLOPs per step: for the {size} GPT, batch {batch}, {seq} tokens per sequence, yours is more "
+    "than the formula gives. Count only the weights that take part in a matmul (the nn.Linear "
+    "layers), 6 FLOPs per weight and token, and attention's term once.":
+        "每步 FLOPs：对 {size} GPT、批大小 {batch}、每条序列 {seq} 个 token，你的结果比公式给出的多。"
+        "只数参与矩阵乘法的权重（nn.Linear 层），每个权重每个 token 6 FLOPs，注意力项只算一次。",
+    "FLOPs per step: for the {size} GPT, batch {batch}, {seq} tokens per sequence, yours is less "
+    "than the formula gives. Did you count the backward (twice the forward), attention's term, "
+    "and every token of the step?":
+        "每步 FLOPs：对 {size} GPT、批大小 {batch}、每条序列 {seq} 个 token，你的结果比公式给出的少。"
+        "反向传播（前向的两倍）、注意力项、这一步的每个 token 都算进去了吗？",
+    "Correct: your FLOPs per step equal the formula's (which FlopCounterMode counts too) for the "
+    "tiny and the medium GPT, at batch and sequence lengths other than the lesson's.":
+        "正确：对 tiny 和 medium 两个 GPT、在与本课不同的批大小和序列长度下，你的每步 FLOPs 与公式"
+        "（FlopCounterMode 数出的也是它）一致。",
     # 01b one device
     "bytes of P at T = 512": "T = 512 时 P 的字节数",
     "8-bit state bytes per parameter": "8-bit 状态下每个参数的字节数",
@@ -84,11 +131,74 @@ CHECKS = {
     "{sizes} and {last}": "{sizes} 和 {last}",
     "Correct: equals dist.all_reduce on {sizes} ranks, from point-to-point messages only":
         "正确：在 {sizes} 个进程上与 dist.all_reduce 相同，且只用了点对点消息",
-    # 03 sharding
-    "first strategy whose measured peak fits": "实测峰值放得下的第一个策略",
-    "bytes sent per rank per step": "每个进程每步发送的字节数",
-    # 04 tensor parallel
-    "bytes all-reduced per step by tp": "tp 每步全归约的字节数",
+    # 03 sharding (gpututor/lessons/sharding_exercises.py)
+    "model state zero2 saves on rank 0 against ddp": "与 ddp 相比，zero2 在进程 0 上省下的模型状态字节数",
+    "model state per rank of the first stage that fits": "第一个放得下的阶段下每个进程的模型状态字节数",
+    "That is stage {stage}.": "也就是阶段 {stage}。",
+    "Correct: by the formula no stage fits (even stage 3's model state and the rest exceed the "
+    "device).": "正确：按公式没有哪个阶段放得下（即使是阶段 3 的模型状态加上其余部分也超出了设备容量）。",
+    "bytes each rank sends per step under zero3 on 4 ranks": "4 个进程上 zero3 每个进程每步发送的字节数",
+    "pass the zero3 run of section 8 (four), not a {strategy} run.":
+        "请传入第 8 节的 zero3 运行（four），而不是一次 {strategy} 运行。",
+    "reduce-scatter: not answered yet. Define your function and pass it in.":
+        "归约分散：尚未作答。请定义你的函数并把它传进来。",
+    "reduce-scatter: on {world} ranks your function failed: {error}":
+        "归约分散：在 {world} 个进程上你的函数运行失败：{error}",
+    "reduce-scatter: your function called the built-in collective {name}: build it from "
+    "dist.isend / dist.recv only.":
+        "归约分散：你的函数调用了内置的集合通信 {name}：请只用 dist.isend / dist.recv 来构建它。",
+    "reduce-scatter: your function ran the package's own reduce-scatter or ring: write the "
+    "messages yourself.": "归约分散：你的函数运行了本软件包自己的归约分散或环形算法：请自己写出这些消息。",
+    "reduce-scatter: on {world} ranks, a flat vector of {numel} elements: rank {rank}'s piece is "
+    "the sum over the ranks, not their average (ZeRO averages the gradients, as data parallel "
+    "does).": "归约分散：在 {world} 个进程上、长度为 {numel} 的扁平向量：进程 {rank} 的那一份是各进程之和，"
+              "而不是平均值（ZeRO 对梯度求平均，和数据并行一样）。",
+    "reduce-scatter: on {world} ranks, a flat vector of {numel} elements: rank {rank} returned "
+    "rank {other}'s piece; rank r keeps the r-th piece (as FlatShard.my_slice).":
+        "归约分散：在 {world} 个进程上、长度为 {numel} 的扁平向量：进程 {rank} 返回的是进程 {other} 的那一份；"
+        "进程 r 保留的是第 r 份（与 FlatShard.my_slice 一样）。",
+    "reduce-scatter: on {world} ranks, a flat vector of {numel} elements: rank {rank} returned a "
+    "{type}, not a tensor (its piece of the average).":
+        "归约分散：在 {world} 个进程上、长度为 {numel} 的扁平向量：进程 {rank} 返回的是一个 {type}，"
+        "而不是张量（它那一份平均值）。",
+    "reduce-scatter: on {world} ranks, a flat vector of {numel} elements: rank {rank} returned a "
+    "tensor of shape {shape}, not its piece (the rank-th of world pieces, by tensor_split or "
+    "chunk).": "归约分散：在 {world} 个进程上、长度为 {numel} 的扁平向量：进程 {rank} 返回的张量形状为 "
+               "{shape}，不是它那一份（用 tensor_split 或 chunk 切成 world 份后的第 rank 份）。",
+    "reduce-scatter: on {world} ranks, a flat vector of {numel} elements: rank {rank}'s piece "
+    "differs from the average by {error:.3g}.":
+        "归约分散：在 {world} 个进程上、长度为 {numel} 的扁平向量：进程 {rank} 的那一份与平均值相差 {error:.3g}。",
+    "reduce-scatter: on {world} ranks, a flat vector of {numel} elements: rank {rank} sent "
+    "{sent:,} bytes, more than a reduce-scatter must: each rank needs to send only what the "
+    "others keep, (N-1)/N of the vector. Did you send whole vectors, or all-reduce and then slice?":
+        "归约分散：在 {world} 个进程上、长度为 {numel} 的扁平向量：进程 {rank} 发送了 {sent:,} 字节，"
+        "比归约分散所必需的多：每个进程只需发送其他进程保留的部分，即向量的 (N-1)/N。你是不是发送了整个向量，"
+        "或者先做全归约再切片？",
+    "Correct: each rank's piece of the average, as the package's reduce-scatter gives it, on "
+    "{worlds} ranks, from point-to-point messages only and no more bytes than a reduce-scatter "
+    "must send.": "正确：在 {worlds} 个进程上，每个进程得到的那一份平均值都与本软件包的归约分散一致，"
+                  "只用了点对点消息，发送的字节也不多于归约分散所必需的。",
+    # 04 tensor parallel (gpututor/lessons/tensor_parallel_exercises.py)
+    "bytes all-reduced per step by tp degree 4": "并行度为 4 的 tp 每步全归约的字节数",
+    "row-parallel forward: not answered yet. Define your function and pass it in.":
+        "行并行前向：尚未作答。请定义你的函数并把它传进来。",
+    "row-parallel forward: on {world} ranks your function failed: {error}":
+        "行并行前向：在 {world} 个 rank 上你的函数运行失败：{error}",
+    "row-parallel forward: your function ran the package's RowParallelLinear: write the forward "
+    "yourself.": "行并行前向：你的函数运行了本软件包的 RowParallelLinear：请自己写出前向传播。",
+    "row-parallel forward: on {world} ranks rank {rank} returned {returned}, not the layer's "
+    "output (a tensor shaped like the dense layer's).":
+        "行并行前向：在 {world} 个 rank 上，rank {rank} 返回了 {returned}，而不是该层的输出（一个与稠密层输出形状相同的张量）。",
+    "row-parallel forward: on {world} ranks, rank {rank}: the output differs from the dense "
+    "layer's by {error:.3g}.": "行并行前向：在 {world} 个 rank 上，rank {rank}：输出与稠密层的相差 {error:.3g}。",
+    "row-parallel forward: on {world} ranks, rank {rank}: the input gradient differs from the "
+    "dense layer's by {error:.3g}.":
+        "行并行前向：在 {world} 个 rank 上，rank {rank}：输入梯度与稠密层的相差 {error:.3g}。",
+    "row-parallel forward: on {world} ranks, rank {rank}: the weight gradient differs from the "
+    "dense layer's by {error:.3g}.":
+        "行并行前向：在 {world} 个 rank 上，rank {rank}：权重梯度与稠密层的相差 {error:.3g}。",
+    "Correct: on {worlds} ranks the output and the input and weight gradients equal one dense "
+    "nn.Linear.": "正确：在 {worlds} 个 rank 上，输出以及输入和权重的梯度都与一个稠密的 nn.Linear 一致。",
     # 05 pipeline parallel
     "bubble for p=2, m=8": "p=2、m=8 时的气泡占比",
     "fewest micro-batches for a bubble <= 10 % on 4 stages": "4 个阶段时使气泡 <= 10 % 的最少微批次数",
@@ -101,16 +211,117 @@ CHECKS = {
     "parameters removed": "移除的参数个数",
     "bytes of int8 weights and scales": "int8 权重与缩放因子的字节数",
     # 08 choosing hardware
-    "smallest GPU count": "最少的 GPU 数",
-    "GPUs in the smallest cluster": "最小集群中的 GPU 数",
     "relative error of the formula's peak for DDP": "DDP 的公式峰值的相对误差",
-    # 09 composing parallelisms
+    "bytes per parameter per GPU, ZeRO-2 on 8 GPUs": "8 张 GPU 上用 ZeRO-2 时每张 GPU 每个参数的字节数",
+    "fewest H200-141GB for the states with ZeRO-3": "用 ZeRO-3 放下模型状态所需的最少 H200-141GB 数",
+    "days of the smallest cluster at 30% MFU": "MFU 为 30% 时最小集群所需的天数",
+    "Correct. {what}: None, no count fits": "正确。{what}：None，多少张都放不下",
+    "model-state bytes: not answered yet. Define your function and pass it in.":
+        "模型状态字节数：尚未作答。请定义你的函数并把它传进来。",
+    "model-state bytes: your function called the planner's model_state_bytes: write the formula "
+    "yourself.": "模型状态字节数：你的函数调用了规划器的 model_state_bytes：请自己写出这个公式。",
+    "ZeRO stage {stage} on {dp} GPUs, {n:g} parameters, {p:g}+{g:g}+{o:g} bytes per parameter "
+    "({name})": "ZeRO 阶段 {stage}，{dp} 张 GPU，{n:g} 个参数，每个参数 {p:g}+{g:g}+{o:g} 字节（{name}）",
+    "model-state bytes [{case}]: your function returned {got}, not a number of bytes.":
+        "模型状态字节数 [{case}]：你的函数返回了 {got}，而不是一个字节数。",
+    "model-state bytes [{case}]: your bytes per GPU are not the formula's. Which of weights, "
+    "gradients and optimizer state does stage {stage} divide over the GPUs?":
+        "模型状态字节数 [{case}]：你算出的每张 GPU 字节数与公式不符。阶段 {stage} 把权重、梯度和优化器状态中的"
+        "哪些切分到各张 GPU 上？",
+    "Correct: your bytes per GPU equal the planner's model_state_bytes for ZeRO stages 0 to 3, in "
+    "{cases} cases with {conventions} conventions.":
+        "正确：在 {conventions} 种约定的 {cases} 个情形中，你算出的每张 GPU 字节数都与规划器的 "
+        "model_state_bytes 一致，ZeRO 阶段 0 到 3 都对。",
+    # 09 composing parallelisms (gpututor/lessons/composed_exercises.py)
     "parameter bytes of ddp+tp's rank 0 beyond half the model": "ddp+tp 的进程 0 超出半个模型的参数字节数",
-    "layouts predicted to fit 3/4 of the capacity": "预计放得进 3/4 容量的布局",
+    "layouts predicted to fit {share} of the capacity": "预计放得进 {share} 容量的布局",
+    "rank {rank}'s {dim} group: not answered yet. Replace ... with a list of ranks and run the "
+    "cell again.": "进程 {rank} 的 {dim} 组：尚未作答。请把 ... 换成一个进程编号列表，然后重新运行本单元。",
+    "{answer} is not a list of ranks. Try again.": "{answer} 不是进程编号的列表。请再试一次。",
+    "{answer} leaves out rank {rank} itself: a rank's group holds it too. Try again.":
+        "{answer} 漏掉了进程 {rank} 本身：一个进程所在的组也包含它自己。请再试一次。",
+    "{answer} is not rank {rank}'s {dim} group in the grid {grid}. Try again: which ranks differ "
+    "from it only in the {dim} index?":
+        "{answer} 不是网格 {grid} 中进程 {rank} 的 {dim} 组。请再试一次：哪些进程与它只在 {dim} 下标上不同？",
+    "Correct: rank {rank}'s {dim} group in the grid {grid} is {group}.":
+        "正确：网格 {grid} 中进程 {rank} 的 {dim} 组是 {group}。",
+    "{what}: {name!r} is not a layout the planner knows: its layouts are the names in section 8's "
+    "rows.": "{what}：{name!r} 不是规划器知道的布局：它的布局就是第 8 节各行中的名称。",
+    "{what}: {given} is not the set the planner predicts. Compare each layout's predicted total "
+    "(section 8) with {headroom:.0%} of {share} x the capacity.":
+        "{what}：{given} 不是规划器预测的那个集合。请把每个布局的预测总量（第 8 节）与容量的 {share} 的 "
+        "{headroom:.0%} 相比较。",
+    "groups of a grid: not answered yet. Define your function and pass it in.":
+        "网格的分组：尚未作答。请定义你的函数并把它传进来。",
+    "groups of a grid: your function used the package's RankGrid: work the groups out yourself.":
+        "网格的分组：你的函数用了本软件包的 RankGrid：请自己算出这些组。",
+    "groups of a grid: for {grid} along {dim} your function did not return a list of groups of "
+    "ranks: {error}": "网格的分组：对 {grid} 沿 {dim}，你的函数返回的不是由进程编号组组成的列表：{error}",
+    "groups of a grid: for {grid} along {dim}, every rank 0 to {last} must be in exactly one "
+    "group, and each group must hold {degree} ranks (the degree of {dim}); yours do not.":
+        "网格的分组：对 {grid} 沿 {dim}，进程 0 到 {last} 中的每一个都必须恰好属于一个组，并且每个组必须有 "
+        "{degree} 个进程（{dim} 的并行度）；你的分组不满足这一点。",
+    "groups of a grid: for {grid} along {dim}, rank {rank}'s group is not the grid's. Its group "
+    "holds the ranks that differ from it only in the {dim} index: how far apart are two ranks whose "
+    "{dim} index differs by one?":
+        "网格的分组：对 {grid} 沿 {dim}，进程 {rank} 所在的组与网格的不同。它的组由与它只在 {dim} "
+        "下标上不同的进程组成：{dim} 下标相差 1 的两个进程，编号相差多少？",
+    "groups of a grid: for {grid} along {dim} your groups hold the right ranks, but not each in "
+    "order along {dim} (member i is the rank at index i: pipeline stage i, tensor-parallel shard "
+    "i).": "网格的分组：对 {grid} 沿 {dim}，你的组包含的进程是对的，但组内不是按 {dim} 的顺序排列"
+           "（第 i 个成员是下标为 i 的进程：流水线的第 i 个阶段、张量并行的第 i 个分片）。",
+    "groups of a grid: the check in {world} real ranks failed: {error}":
+        "网格的分组：在 {world} 个真实进程中的检查失败了：{error}",
+    "groups of a grid: in {world} real ranks, rank {rank}'s {dim} group is not torch's "
+    "DeviceMesh's mesh['{dim}'].":
+        "网格的分组：在 {world} 个真实进程中，进程 {rank} 的 {dim} 组与 torch 的 DeviceMesh 的 "
+        "mesh['{dim}'] 不同。",
+    "Correct: your groups are RankGrid's along every dim of {count} grids, and on {grid} the same "
+    "as torch's DeviceMesh in {world} real ranks.":
+        "正确：在 {count} 个网格的每个维度上，你的分组都与 RankGrid 的一致；在 {grid} 上，与 torch 的 "
+        "DeviceMesh 在 {world} 个真实进程中的分组也一致。",
     # 10 long context
     "visible pairs of rank 0, contiguous split": "连续切分下进程 0 的可见 query-key 对数",
     "activations, one process / a cp=2 rank": "激活值之比：单进程 / cp=2 的一个进程",
     "bytes sent per step by cp=2": "cp=2 每步发送的字节数",
+    "merge: not answered yet. Define your function and pass it in.":
+        "合并：尚未作答。请定义你的函数并把它传进来。",
+    "merge: your function called the package's merge (ring attention's own): write the merge "
+    "yourself.": "合并：你的函数调用了本软件包的 merge（环形注意力自己的合并）：请自己写出这个合并。",
+    "merge [{case}]: your function failed: {error}": "合并 [{case}]：你的函数出错了：{error}",
+    "merge [{case}]: your merge gives inf or nan.": "合并 [{case}]：你的合并得出了 inf 或 nan。",
+    "merge [{case}]: your merged output is not attention's over all the keys. What share of the "
+    "whole softmax does each block's partial output stand for?":
+        "合并 [{case}]：你合并出的输出不等于对所有键计算的注意力。每个块的部分输出代表整个 softmax 的多大份额？",
+    "merge [{case}]: the output is right, but your lse is not the log-sum-exp of the scores over "
+    "all the keys.": "合并 [{case}]：输出是对的，但你的 lse 不是所有键上分数的 log-sum-exp。",
+    "Correct: your merge gives attention over all the keys, output and log-sum-exp, in {cases} "
+    "cases: causal blocks a query does not see, large scores, four blocks in turn; and as "
+    "ring_forward's merge on {world} ranks.":
+        "正确：在 {cases} 个情形中，你的合并都得出了对所有键计算的注意力，输出和 log-sum-exp 都对："
+        "包括查询看不到的因果块、很大的分数、依次合并的四个块；在 {world} 个进程上作为 ring_forward "
+        "的合并也正确。",
+    "merge: as ring_forward's merge on {world} ranks your function failed: {error}":
+        "合并：在 {world} 个进程上作为 ring_forward 的合并时，你的函数出错了：{error}",
+    "merge: as ring_forward's merge on {world} ranks your function does not give causal attention "
+    "over the whole sequence.":
+        "合并：在 {world} 个进程上作为 ring_forward 的合并时，你的函数得出的不是整个序列上的因果注意力。",
+    "A query that sees no key of a block has lse = -inf and out = 0 there: its weight must come "
+    "out 0, not nan.": "看不到某个块中任何键的查询，在该块上 lse = -inf、out = 0：它的权重必须是 0，而不是 nan。",
+    "exp of a log-sum-exp this large overflows: exponentiate only differences of log-sum-exps.":
+        "对这么大的 log-sum-exp 取 exp 会溢出：只对 log-sum-exp 之间的差取指数。",
+    "11 keys in blocks of 4 and 7, no mask": "11 个键分成 4 个和 7 个两块，无掩码",
+    "causal, the earlier half of the keys first (the first 6 queries see none of the second "
+    "block: lse_b = -inf, out_b = 0)":
+        "因果，前一半键在先（前 6 个查询看不到第二块中的任何键：lse_b = -inf，out_b = 0）",
+    "causal, the later half of the keys first (lse_a = -inf for the first 6 queries)":
+        "因果，后一半键在先（前 6 个查询的 lse_a = -inf）",
+    "causal, zig-zag blocks: chunks 0 and 3 against chunks 1 and 2":
+        "因果，锯齿形的块：第 0、3 段对第 1、2 段",
+    "large scores in float32 (log-sum-exps of a few hundred)":
+        "float32 下很大的分数（log-sum-exp 达几百）",
+    "four blocks merged in turn from out = 0, lse = -inf, as ring_forward does":
+        "从 out = 0、lse = -inf 开始依次合并四个块，与 ring_forward 的做法相同",
     # 11 mixture of experts
     "slots per expert": "每个专家的槽位数",
     "dropped share, layer 0, step 0": "被丢弃的比例（第 0 层，第 0 步）",

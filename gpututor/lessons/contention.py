@@ -3,7 +3,7 @@
 Two CPU ranks share the cores, the caches and the memory bandwidth; that costs throughput even
 without communication. :func:`independent_pair` measures it: two independent 1-rank runs, each
 with half the global batch (a data-parallel rank's share), launched at the same moment on the
-same cores. Their summed tokens/s is the ceiling a 2-rank data-parallel run can reach here.
+same cores (on GPUs: each on one of the two GPUs DDP's ranks use, sharing the host). Their summed tokens/s is the ceiling a 2-rank data-parallel run can reach here.
 
 :func:`without_view` measures DDP, one rank and the pair side by side in one cell, none of them
 with a live view open (a view in the browser shares the cores too), and :func:`explain_gap` says
@@ -21,9 +21,14 @@ from ..runtime.launcher import launch
 def independent_pair(spec) -> dict:
     """Run two 1-rank copies of ``spec`` (batch halved) at once; return their summaries and the
     summed tokens/s (None if either did not measure it)."""
+    # on the device DDP's two ranks use: on GPUs, each copy on its own one of DDP's two GPUs
+    # (both on the first GPU, they would share it, and DDP could beat its "ceiling")
+    device = spec.resolved_device()
     half = spec.replace(strategy="single", world_size=1, batch_size=spec.batch_size // 2,
-                        mesh=None, options=())
-    runs = [launch(half.replace(seed=spec.seed + k)) for k in range(2)]   # both start now
+                        mesh=None, options=(), device=device)
+    runs = [launch(half.replace(seed=spec.seed + k,
+                                first_gpu=spec.first_gpu + (k if device == "cuda" else 0)))
+            for k in range(2)]   # both start now
     summaries = [run.wait() for run in runs]
     speeds = [s["tokens_per_s"] for s in summaries]
     return {"summaries": summaries,

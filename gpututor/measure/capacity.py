@@ -9,13 +9,13 @@ has no such wall, so a lesson about memory could never fail. Here it can:
   tensors) would pass the capacity it raises :class:`DeviceOutOfMemory`, naming the rank, the
   step, the phase and what held the memory at that moment. :func:`check_setup` does the same
   before the first step, for a model whose state alone does not fit.
-- **on CUDA**, the real allocator enforces it: :func:`limit_cuda_memory` lowers the caching
-  allocator's limit with ``torch.cuda.set_per_process_memory_fraction`` when a smaller capacity
-  is asked, and :func:`from_cuda_oom` turns the ``torch.cuda.OutOfMemoryError`` of a step into
-  the same :class:`DeviceOutOfMemory`.
+- **on CUDA**, a capacity smaller than the GPU is watched by the same guard (the allocator's
+  own limit counts its rounded blocks and cuBLAS's workspace: see :func:`cuda_capacity`); the
+  GPU's real wall is the allocator's, and :func:`from_cuda_oom` turns the
+  ``torch.cuda.OutOfMemoryError`` of a step into the same :class:`DeviceOutOfMemory`.
 
-Like a real allocator's, the CPU check counts tensor storages, not the allocator's rounding or
-fragmentation: a GPU of the same size fails a little earlier than the guard does.
+The guard counts tensor storages, not the allocator's rounding, fragmentation or workspaces: a
+GPU of that size fails a little earlier than the guard does.
 """
 from __future__ import annotations
 
@@ -177,22 +177,15 @@ class PhaseTracker:
         self.phase = phase
 
 
-def cuda_memory_fraction(device_memory: Optional[int], total: int) -> Optional[float]:
-    """The fraction of a GPU of ``total`` bytes to allow: None when no cap or not smaller."""
-    if device_memory is None or device_memory >= total:
-        return None
-    return device_memory / total
-
-
-def limit_cuda_memory(device_memory: Optional[int], device: torch.device) -> int:
-    """Cap the caching allocator of ``device`` at ``device_memory`` bytes when that is smaller
-    than the GPU; returns the capacity in force (the GPU's total memory without a cap)."""
+def cuda_capacity(device_memory: Optional[int], device: torch.device) -> int:
+    """The capacity of a CUDA rank: ``device_memory`` when that is smaller than the GPU, else
+    the GPU's total memory. The caching allocator is left uncapped: a cap on it
+    (``set_per_process_memory_fraction``) limits *reserved* memory, which grows in 2 MiB and
+    20 MiB blocks and holds cuBLAS's workspace (32 MiB on Hopper), so caps of tens of MB would
+    fail every strategy whatever its tensors. A cap smaller than the GPU is watched by the same
+    live-tensor guard as on CPU (:class:`CapacityGuard`, :func:`check_setup`)."""
     total = torch.cuda.get_device_properties(device).total_memory
-    fraction = cuda_memory_fraction(device_memory, total)
-    if fraction is not None:
-        torch.cuda.set_per_process_memory_fraction(fraction, device)
-        return device_memory
-    return total
+    return device_memory if device_memory is not None and device_memory < total else total
 
 
 _TRIED = re.compile(r"Tried to allocate ([\d.]+) (B|KiB|MiB|GiB|TiB)")

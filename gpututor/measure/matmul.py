@@ -2,29 +2,24 @@
 is known (a CPU), and the rate of each number format.
 
 Timed like a benchmark (nanoGPT's ``bench.py``): a warm-up call, then the best of 3 rounds of
-repeated calls (other processes can only slow a round down), synchronising the device around
-each timed region. Runs in the calling process, on ``threads`` CPU threads.
+repeated calls (other processes can only slow a round down), synchronising the device only
+between batches of calls, whose size doubles (``measure.timing.seconds_per_call``). Runs in the
+calling process, on ``threads`` CPU threads.
 """
 from __future__ import annotations
 
-import time
 from typing import Iterable
 
 import torch
 
 from ..config import torch_dtype
 from ..models import build_model
+from .timing import seconds_per_call
 
 
 def seconds_per_matmul(a: torch.Tensor, b: torch.Tensor, budget_s: float) -> float:
     """Mean seconds of ``a @ b`` over as many repetitions as fit in ``budget_s``."""
-    reps, start = 0, _now(a.device)
-    while True:
-        a @ b
-        reps += 1
-        elapsed = _now(a.device) - start
-        if elapsed >= budget_s:
-            return elapsed / reps
+    return seconds_per_call(lambda: a @ b, a.device, budget_s)
 
 
 def matmul_flops(shapes: Iterable[tuple[int, int, int]], dtype: torch.dtype,
@@ -73,8 +68,3 @@ def matmul_flops_by_dtype(size: int = 256, dtypes: Iterable[str] = ("fp32", "bf1
                                threads, min_time_s)
             for name in dtypes}
 
-
-def _now(device: torch.device) -> float:
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-    return time.perf_counter()

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import math
 import re
-import time
 from functools import partial
 from typing import Callable, Iterable
 
@@ -35,7 +34,7 @@ from ..catalog import get_gpu
 from ..config import torch_dtype
 from ..models import MLP, build_model
 from .matmul import matmul_flops
-from .timing import synchronize
+from .timing import seconds_per_call
 
 # FLOPs per element of the ops that are not matmuls. These are conventions (there is no one
 # right count: exp or erf is many instructions, or one), chosen so each step is one FLOP:
@@ -210,16 +209,7 @@ def _best_seconds(call: Callable, device: torch.device, threads: int, rounds: in
         call()   # warm-up: the first call picks kernels and allocates
         best = math.inf
         for _ in range(rounds):
-            synchronize(device)
-            reps, start = 0, time.perf_counter()
-            while True:
-                call()
-                reps += 1
-                synchronize(device)
-                elapsed = time.perf_counter() - start
-                if elapsed >= min_time_s / rounds:
-                    break
-            best = min(best, elapsed / reps)
+            best = min(best, seconds_per_call(call, device, min_time_s / rounds))
         return best
     finally:
         torch.set_num_threads(saved)

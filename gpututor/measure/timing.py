@@ -21,6 +21,26 @@ def synchronize(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
+def seconds_per_call(call, device: torch.device, budget_s: float) -> float:
+    """Mean seconds of ``call()`` over as many calls as fit in ``budget_s`` (at least one).
+
+    The calls go in batches that double (1, 2, 4, ...), and the clock is read, after a device
+    synchronisation, only between batches: a GPU queues a batch's kernels back to back, so the
+    time is the kernels', not one synchronisation round trip per call (which makes every small
+    kernel look latency-bound). On CPU a call's work is done when it returns: the same mean."""
+    synchronize(device)
+    reps, batch, start = 0, 1, time.perf_counter()
+    while True:
+        for _ in range(batch):
+            call()
+        reps += batch
+        synchronize(device)
+        elapsed = time.perf_counter() - start
+        if elapsed >= budget_s:
+            return elapsed / reps
+        batch *= 2
+
+
 class DeviceMark:
     """A point in the device's own timeline, without waiting for the device.
 
@@ -134,10 +154,11 @@ class StepContext:
 class CollectiveTimer:
     """Times collectives: wall clock on CPU (they block); on CUDA, marks on the device's
     timeline (:class:`DeviceMark`). A synchronous collective makes the current stream wait for
-    it, so a mark right after it completes with it, and compute waited all of that time. An
-    async one (``work`` returned) ends where its future's callback marks it (the callback's
-    stream waits for the work); how much of it compute waited for is not known: the step's
-    ``comm_s`` is then None."""
+    it, so a mark right after it completes with it, and compute (on the default stream) waited
+    all of that time. An async one (``work`` returned) ends where its future's callback marks it
+    (the callback's stream waits for the work), and one issued on a side stream (FSDP2 runs its
+    collectives on its own streams) overlaps compute: for those, how much compute waited is not
+    known, and the step's ``comm_s`` (and ``compute_s``) is then None, not measured."""
 
     def __init__(self, meter: CommMeter, device: torch.device):
         self.meter, self.device, self.pending = meter, device, []
@@ -147,9 +168,12 @@ class CollectiveTimer:
         if self.device.type == "cuda":
             entry = {"op": op, "nbytes": nbytes, "group_size": group_size,
                      "start": DeviceMark(self.device), "end": None}
+            # issued on a side stream (FSDP2's all-gather and reduce-scatter streams), even a
+            # synchronous collective makes only that stream wait: compute overlaps it
+            side = torch.cuda.current_stream(self.device) != torch.cuda.default_stream(self.device)
             work = collective()
             if work is None:
-                entry["end"], entry["waited"] = DeviceMark(self.device), True
+                entry["end"], entry["waited"] = DeviceMark(self.device), not side
             else:
                 entry["waited"] = False
                 work.get_future().then(lambda _: entry.update(end=DeviceMark(self.device)))

@@ -39,19 +39,29 @@ class EmulatedLink:
         (``gpututor.formulas.ring_allreduce_seconds``)."""
         return ring_allreduce_seconds(nbytes, world, self.bandwidth, self.latency)
 
-    def delay_allreduce(self, nbytes: int, world: int, meter) -> None:
-        """Sleep as long as the emulated link needs for this all-reduce; record the addition."""
+    def delay_allreduce(self, nbytes: int, world: int, meter, device=None) -> None:
+        """Once the all-reduce just issued on ``device`` has really completed, sleep as long as
+        the emulated link needs for it; record the addition.
+
+        On CUDA, NCCL's collectives (and their futures' callbacks) return when the work is
+        queued, not done: the current stream, which waits for the collective, is synchronised
+        first, so the delay comes after the real transfer and the device waits through it
+        (nothing more is queued until the sleep ends). On CPU (gloo) the work is done already."""
+        if device is not None and torch.device(device).type == "cuda":
+            torch.cuda.current_stream(device).synchronize()
         seconds = self.allreduce_seconds(nbytes, world)
         time.sleep(seconds)
         meter.emulated_s += seconds
 
-    def then_delay(self, future: torch.futures.Future, nbytes: int, world: int, meter):
-        """A future that completes ``allreduce_seconds`` after ``future`` does."""
+    def then_delay(self, future: torch.futures.Future, nbytes: int, world: int, meter,
+                   device=None):
+        """A future that completes ``allreduce_seconds`` after ``future``'s work on ``device``
+        does (inside a ``then`` callback the current stream waits for that work: torch.futures
+        docs)."""
         def wait(fut):
-            self.delay_allreduce(nbytes, world, meter)
+            self.delay_allreduce(nbytes, world, meter, device)
             return fut.value()
         return future.then(wait)
-
 
 LINK_OPTIONS = {
     "link_gbps": lambda v: isinstance(v, (int, float)) and 1e-6 <= v <= 10_000,

@@ -42,6 +42,7 @@ def build_parser() -> argparse.ArgumentParser:
     add("--corpus", help="en (English docstrings) or zh (Chinese poems, UTF-8)")
     add("--seed", type=int)
     add("--device", help="auto | cpu | cuda")
+    add("--first-gpu", type=int, help="on CUDA, local rank r uses GPU FIRST_GPU + r (default 0)")
     add("--threads-per-rank", type=int)
     add("--grad-accum", type=int)
     run.add_argument("--activation-checkpointing", action="store_true")

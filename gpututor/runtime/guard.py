@@ -35,11 +35,16 @@ def check_machine(spec, gpus: int | None = None) -> str:
         if gpus == 0:
             raise ValueError("device='cuda' is invalid here: no CUDA device is visible; "
                              "allowed on this machine: 'auto' or 'cpu'")
-        if gpus < spec.local_ranks:
+        if spec.first_gpu >= gpus:
+            raise ValueError(f"first_gpu={spec.first_gpu} is invalid here: this machine has "
+                             f"{gpus} GPU(s); allowed: 0 to {gpus - 1}")
+        if gpus - spec.first_gpu < spec.local_ranks:
+            free = gpus - spec.first_gpu
+            after = f" from GPU {spec.first_gpu} on" if spec.first_gpu else ""
             raise ValueError(f"world_size={spec.world_size} is invalid with device='cuda': "
-                             f"this machine has {gpus} GPU(s) and NCCL needs one per rank "
-                             f"({spec.local_ranks} here); allowed: at most {gpus} ranks per "
-                             "machine, or device='auto'/'cpu'")
+                             f"this machine has {free} GPU(s){after} and "
+                             f"NCCL needs one per rank ({spec.local_ranks} here); allowed: at "
+                             f"most {free} ranks per machine, or device='auto'/'cpu'")
     device = spec.resolved_device()
     if spec.precision == "fp16" and device != "cuda":
         raise ValueError("precision='fp16' is invalid on CPU: fp16 is a GPU format; "

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import sys
 import tempfile
 import threading
@@ -239,9 +240,7 @@ class Run:
                     break
                 for rank, proc in enumerate(self._procs):
                     if proc.exitcode not in (None, 0) and rank not in finished and not reader.poll():
-                        self._fail(rank, {"type": "ProcessDied", "message":
-                                          f"rank {rank} exited with code {proc.exitcode}",
-                                          "traceback": ""}, last_step, finished)
+                        self._fail(rank, self._died(rank, proc.exitcode), last_step, finished)
                         break
                 now = time.monotonic()
                 for rank in range(world):
@@ -292,6 +291,17 @@ class Run:
             with self._cond:
                 self.summary, self.status = summary, status
                 self._cond.notify_all()
+
+    def _died(self, rank: int, exitcode: int) -> dict:
+        """What to say of a rank that died without telling the collector why. On CUDA, a rank
+        killed by SIGABRT is what NCCL's watchdog does to a rank whose collective timed out
+        (torch.distributed docs, ``TORCH_NCCL_ASYNC_ERROR_HANDLING``): it waited for a peer, so
+        it is reported as a timeout and the peer that stopped answering is named."""
+        message = f"rank {rank} exited with code {exitcode}"
+        if exitcode == -signal.SIGABRT and self.spec.resolved_device() == "cuda":
+            message += (" (SIGABRT: NCCL's watchdog aborts a rank whose collective timed out "
+                        "waiting for a peer)")
+        return {"type": "ProcessDied", "message": message, "traceback": ""}
 
     def _fail(self, rank: int, body: dict, last_step: dict, finished: set) -> None:
         if self.done:

@@ -22,8 +22,8 @@ from torch.utils.flop_counter import FlopCounterMode
 
 from ..hardware import usable_cpu_cores
 from ..data import batches, load_corpus
-from ..measure.capacity import (CapacityGuard, PhaseTracker, check_setup, from_cuda_oom,
-                                limit_cuda_memory)
+from ..measure.capacity import (CapacityGuard, PhaseTracker, check_setup, cuda_capacity,
+                                from_cuda_oom)
 from ..measure.flops import device_peak_flops, model_flops_per_token, uncounted_attention_flops
 from ..measure.memory import LiveBytesProbe, optimizer_tensors, state_bytes
 from ..measure.timing import StepContext, synchronize
@@ -45,8 +45,10 @@ class InjectedFault(RuntimeError):
 
 
 def rank_device(spec, local_rank: int) -> torch.device:
+    """A CUDA rank's GPU: ``first_gpu + local_rank`` (``check_machine`` made sure it exists, one
+    per rank: NCCL refuses two ranks on one GPU)."""
     if spec.resolved_device() == "cuda":
-        return torch.device("cuda", local_rank % torch.cuda.device_count())
+        return torch.device("cuda", spec.first_gpu + local_rank)
     return torch.device("cpu")
 
 
@@ -85,10 +87,10 @@ def train(spec, rank: int, world_size: int, device: torch.device,
     ctx = StepContext(spec, rank, world_size, device, link=EmulatedLink.from_spec(spec),
                       grid=grid, groups=build_groups(grid, rank))
     ctx.comm.unmetered = not strategy.meters_comm   # torch's own collectives: not measured
-    # The rank's memory capacity (spec.device_memory): on a GPU the CUDA allocator enforces it
-    # (set before anything is allocated); on CPU a CapacityGuard watches each step, and only
-    # when a cap is asked: without one, nothing more runs per step.
-    capacity = limit_cuda_memory(spec.device_memory, device) if device.type == "cuda" \
+    # The rank's memory capacity (spec.device_memory): a CapacityGuard watches each step when
+    # a cap is asked, on CPU and on GPU alike (on a GPU the allocator is left uncapped: see
+    # cuda_capacity); without one, nothing more runs per step, and a GPU's wall is its own.
+    capacity = cuda_capacity(spec.device_memory, device) if device.type == "cuda" \
         else spec.device_memory
     # A strategy that keeps only part of the model gets it on "meta" (shapes, no memory) and
     # makes just its part: no rank ever holds the whole model (parallel/meta.py). The probe
@@ -132,11 +134,7 @@ def train(spec, rank: int, world_size: int, device: torch.device,
         if device.type == "cuda":
             torch.cuda.reset_peak_memory_stats(device)
 
-        guard = None
-        if device.type == "cuda":
-            guard = PhaseTracker()   # the allocator guards; this names the phase of an OOM
-        elif spec.device_memory is not None:
-            guard = CapacityGuard.for_step(capacity, rank, step, model, optimizer)
+        guard = step_guard(spec, device, capacity, rank, step, model, optimizer)
         try:
             loss, step_time, counted, probed = measured_step(
                 run_step, ctx, model, optimizer, count_flops=step == flop_step,
@@ -181,14 +179,24 @@ def train(spec, rank: int, world_size: int, device: torch.device,
             torch.save({k: v.detach().cpu() for k, v in state.items()}, spec.save_state)
 
 
+def step_guard(spec, device: torch.device, capacity, rank: int, step: int, model, optimizer):
+    """What watches a step for the memory capacity: with a cap (``device_memory``), the
+    live-tensor ``CapacityGuard`` on every device (on a GPU too: see ``cuda_capacity``); without
+    one, on CUDA a ``PhaseTracker`` that names the phase of a real out-of-memory; else None."""
+    if spec.device_memory is not None:
+        return CapacityGuard.for_step(capacity, rank, step, model, optimizer)
+    return PhaseTracker() if device.type == "cuda" else None
+
+
 def measured_step(run_step, ctx, model, optimizer, count_flops: bool, probe_memory: bool,
                   guard=None):
     """Run one step and time it; on the two measuring steps (they run slower) also count its
     FLOPs or probe its memory by category. Returns ``(loss, seconds, flops or None,
     (activation bytes, peak bytes) or None)``.
 
-    ``guard`` watches the step for the memory capacity: a ``CapacityGuard`` on CPU (a probe
-    itself, so on the probing step it is the probe), a ``PhaseTracker`` on CUDA, or None. It
+    ``guard`` watches the step for the memory capacity: a ``CapacityGuard`` where a cap is asked
+    (a probe itself, so on the probing step it is the probe), else a ``PhaseTracker`` on CUDA,
+    or None. It
     becomes ``ctx.probe``, so ``ctx.phase`` tells it the phase; after a failure ``ctx.probe``
     is still the one that watched."""
     flops = probed = None

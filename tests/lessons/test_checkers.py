@@ -20,12 +20,9 @@ from torch.distributed import all_reduce as imported_before   # bound before any
 
 from gpututor import RunSpec
 from gpututor.lessons.data_parallel_exercises import check_allreduce
-from gpututor.lessons.exercises import (check_answer, check_fits, check_group, check_loss_scaler,
-                                        check_names, check_row_parallel, first_stage_that_fits)
-from gpututor.parallel.mesh import RankGrid
+from gpututor.lessons.exercises import check_answer, check_loss_scaler
 from gpututor.parallel.pipeline.timeline import theoretical_bubble_fraction
 from gpututor.parallel.tensor_parallel.megatron import reduce_from_tensor_parallel_region
-from gpututor.plan.layouts import predict_layouts, transformer_of
 from test_exercises import exercises
 
 NOTEBOOKS = Path(__file__).resolve().parents[2] / "notebooks"
@@ -240,60 +237,6 @@ def test_allreduce_checker_rejects_a_ring_that_sends_the_wrong_way():
     rejected(check_allreduce, wrong_way, match=r"on 3 ranks your function failed: rank \d")
 
 
-# ---- check_fits (lesson 03) ----------------------------------------------------------------------
-
-def test_fits_checker_accepts_the_first_stage_and_rejects_the_classic_mistakes(capsys):
-    # lesson 03's question: 7.5 B parameters, 64 ranks, 24 GB each, 6 GB of activations
-    question = dict(n_params=7.5e9, world_size=64, device_bytes=24e9, other_bytes=6e9)
-    solution = published("03_sharding", "my_stage")
-    assert solution == first_stage_that_fits(**question) == 2
-    check_fits(solution, **question)
-    assert "Correct: stage 2 needs" in capsys.readouterr().out
-    wrong = {
-        "fits too, but shards more than needed": 3,
-        "one stage too early: the optimizer state sharded, the gradients not yet": 1,
-        "plain data parallel, as if nothing needed sharding": 0,
-        "as if no stage fitted": None,
-        "a yes/no, not a stage": True,
-    }
-    for mistake, answer in wrong.items():
-        rejected(check_fits, answer, **question,
-                 match=re.escape(f"stage {answer!r} is not the first that fits"))
-
-
-# ---- check_row_parallel (lesson 04; real ranks) -----------------------------------------------
-
-def test_row_parallel_checker_accepts_the_published_layer(capsys):
-    check_row_parallel(published("04_tensor_parallel", "my_row_forward"))
-    assert "Correct: on 2 ranks the output and the input and weight gradients" \
-        in capsys.readouterr().out
-
-
-def test_row_parallel_checker_rejects_a_layer_that_forgets_the_sum():
-    def forgets_the_sum(x_local, weight_local, bias, tp):
-        return x_local @ weight_local.T + bias
-
-    rejected(check_row_parallel, forgets_the_sum,
-             match=r"rank \d: the output differs from the dense layer's")
-
-
-def test_row_parallel_checker_rejects_a_bias_added_on_every_rank():
-    def bias_on_every_rank(x_local, weight_local, bias, tp):   # the sum adds it world times
-        return reduce_from_tensor_parallel_region(F.linear(x_local, weight_local, bias), tp)
-
-    rejected(check_row_parallel, bias_on_every_rank,
-             match=r"rank \d: the output differs from the dense layer's")
-
-
-def test_row_parallel_checker_rejects_a_sum_whose_backward_sums_again():
-    def backward_sums_too(x_local, weight_local, bias, tp):   # right output, gradients x world
-        import torch.distributed.nn.functional as dist_nn
-        return dist_nn.all_reduce(F.linear(x_local, weight_local)) + bias
-
-    rejected(check_row_parallel, backward_sums_too,
-             match=r"rank \d: the input gradient differs from the dense layer's")
-
-
 # ---- check_loss_scaler (lesson 06) ---------------------------------------------------------------
 
 def test_loss_scale_checker_accepts_the_published_rule_and_rejects_the_classic_mistakes(capsys):
@@ -322,67 +265,6 @@ def test_loss_scale_checker_accepts_the_published_rule_and_rejects_the_classic_m
         rejected(check_loss_scaler, wrong, stream, match=f"at step {step} your rule's scale is ")
 
 
-# ---- check_group (lesson 09) ---------------------------------------------------------------------
-
-def test_group_checker_accepts_the_groups_and_rejects_the_classic_mistakes(capsys):
-    grid3 = RankGrid((("dp", 2), ("pp", 2), ("tp", 2)))   # lesson 09's 3-D grid
-    check_group(published("09_composing_parallelisms", "my_tp_group"), grid3, rank=5, dim="tp")
-    assert "Correct: rank 5's tp group is [4, 5]" in capsys.readouterr().out
-    check_group(published("09_composing_parallelisms", "my_dp_group"), grid3, rank=5, dim="dp")
-    assert "Correct: rank 5's dp group is [1, 5]" in capsys.readouterr().out
-    wrong_tp = {
-        "neighbours by rank number": [5, 6],
-        "the dp group": [1, 5],
-        "the pp group": [5, 7],
-        "the whole pp x tp block": [4, 5, 6, 7],
-        "the rank alone": [5],
-        "the ranks as a string": "45",
-    }
-    for mistake, answer in wrong_tp.items():
-        rejected(check_group, answer, grid3, rank=5, dim="tp",
-                 match=re.escape(f"{answer!r} is not rank 5's tp group in this grid"))
-    wrong_dp = {"every odd rank": [1, 3, 5, 7], "the tp group": [4, 5]}
-    for mistake, answer in wrong_dp.items():
-        rejected(check_group, answer, grid3, rank=5, dim="dp",
-                 match=re.escape(f"{answer!r} is not rank 5's dp group in this grid"))
-    for mistake, answer in {"the rank itself, not its group": 5,
-                            "names, not ranks": ["four", "five"]}.items():
-        rejected(check_group, answer, grid3, rank=5, dim="tp",
-                 match=re.escape(f"{answer!r} is not a list of ranks"))
-    check_group(..., grid3, rank=5, dim="tp")
-    assert "Not answered yet" in capsys.readouterr().out
-
-
-# ---- check_names (lesson 09) ---------------------------------------------------------------------
-
-def test_names_checker_accepts_the_published_layouts_and_rejects_the_classic_mistakes(capsys):
-    base = RunSpec(model="gpt", model_size="medium", batch_size=8, seq_len=64)   # lesson 09's
-    shape, capacity = transformer_of(base), 47e6        # capacity: stands for the measured one
-    rows = predict_layouts(shape, base.batch_size, 4, capacity)
-    smaller = [r["layout"] for r in predict_layouts(shape, base.batch_size, 4, 0.75 * capacity)
-               if r["fits"]]                            # lesson 09's checker cell
-    solution = published("09_composing_parallelisms", "my_layouts", rows=rows, capacity=capacity)
-    what = "layouts predicted to fit 3/4 of the capacity"
-    check_names(solution, smaller, what)
-    assert f"Correct. {what}: {sorted(smaller)}" in capsys.readouterr().out
-
-    fit_full = [r["layout"] for r in rows if r["fits"]]
-    too_big = next(r["layout"] for r in rows if r["layout"] not in smaller)
-    smallest = min(rows, key=lambda r: r["total"])["layout"]
-    assert len(smaller) == 2 and len(fit_full) == 4 and smallest in smaller
-    wrong = {   # mistake: (answer, how many of its names are right, how many are missing)
-        "forgot the 3/4: the layouts that fit the whole capacity": (fit_full, 2, 0),
-        "every layout": ([r["layout"] for r in rows], 2, 0),
-        "one name too many": (smaller + [too_big], 2, 0),
-        "one name missing: only the smallest": ([smallest], 1, 1),
-    }
-    for mistake, (answer, right, missing) in wrong.items():
-        rejected(check_names, answer, smaller, what,
-                 match=re.escape(f"{what}: {sorted(set(answer))!r} is not it ({right} of yours "
-                                 f"are right, {missing} missing)"))
-    for mistake, answer in {"one name, not a list": smallest, "row numbers, not names": [1, 3]}.items():
-        rejected(check_names, answer, smaller, what,
-                 match=re.escape(f"{what}: {answer!r} is not a list of names"))
 
 
 # ---- lesson 11: capacity, dropped share, the balancing loss -----------------------------------

@@ -14,8 +14,7 @@ import torch
 
 from gpututor import RunSpec, launch
 from gpututor.measure.capacity import (CapacityGuard, DeviceOutOfMemory, PhaseTracker,
-                                       check_setup, cuda_memory_fraction, from_cuda_oom,
-                                       limit_cuda_memory)
+                                       check_setup, cuda_capacity, from_cuda_oom)
 from gpututor.measure.memory import LiveBytesProbe
 from gpututor.measure.timing import StepContext
 from gpututor.runtime.launcher import RunFailed
@@ -139,24 +138,36 @@ def test_error_pickles_and_formats_like_the_example():
 
 # ---- CUDA, without a GPU: the fraction, the allocator call, the message ------------------------
 
-def test_cuda_fraction():
-    assert cuda_memory_fraction(48_000_000, 80_000_000_000) == pytest.approx(0.0006)
-    assert cuda_memory_fraction(None, 80_000_000_000) is None
-    assert cuda_memory_fraction(80_000_000_000, 80_000_000_000) is None   # not smaller: no cap
-    assert cuda_memory_fraction(10**12, 80_000_000_000) is None
-
-
-def test_limit_cuda_memory_sets_the_allocator_fraction(monkeypatch):
+def test_a_cuda_capacity_leaves_the_allocator_uncapped(monkeypatch):
+    """A cap on the caching allocator limits reserved memory (rounded blocks, cuBLAS's 32 MiB
+    workspace): caps of tens of MB would fail every strategy. The capacity is the smaller of
+    the cap and the GPU, and the allocator is never capped."""
     calls = []
     monkeypatch.setattr(torch.cuda, "get_device_properties",
                         lambda device: SimpleNamespace(total_memory=80_000_000_000))
     monkeypatch.setattr(torch.cuda, "set_per_process_memory_fraction",
                         lambda fraction, device=None: calls.append((fraction, device)))
     device = torch.device("cuda", 1)
-    assert limit_cuda_memory(2_000_000_000, device) == 2_000_000_000
-    assert calls == [(pytest.approx(0.025), device)] and isinstance(calls[0][0], float)
-    calls.clear()
-    assert limit_cuda_memory(None, device) == 80_000_000_000 and calls == []
+    assert cuda_capacity(30_000_000, device) == 30_000_000
+    assert cuda_capacity(None, device) == 80_000_000_000
+    assert cuda_capacity(10**12, device) == 80_000_000_000     # not smaller: the GPU's own
+    assert calls == []
+
+
+def test_a_capped_cuda_step_is_watched_by_the_live_tensor_guard():
+    """With a cap, the CapacityGuard on every device (it raises at the cap by tensor bytes, as
+    on CPU); without one, only the phase tracker on CUDA, and nothing on CPU."""
+    from gpututor.runtime.worker import step_guard
+    model = torch.nn.Linear(100, 100)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    capped = RunSpec(world_size=1, strategy="single", device_memory=30_000_000)
+    for device in (torch.device("cuda", 0), torch.device("cpu")):
+        guard = step_guard(capped, device, 30_000_000, 0, 3, model, optimizer)
+        assert isinstance(guard, CapacityGuard) and guard.capacity == 30_000_000
+    free = capped.replace(device_memory=None)
+    assert isinstance(step_guard(free, torch.device("cuda", 0), 80e9, 0, 3, model, optimizer),
+                      PhaseTracker)
+    assert step_guard(free, torch.device("cpu"), None, 0, 3, model, optimizer) is None
 
 
 def test_cuda_oom_becomes_device_out_of_memory(monkeypatch):

@@ -153,3 +153,14 @@ def test_figure_has_the_roofs_the_points_and_the_ridge_in_its_title(rows):
     assert fig.layout.xaxis.type == fig.layout.yaxis.type == "log"
     assert "ridge at 10 FLOP/byte here" in fig.layout.title.text
     assert "A100-80GB 153" in fig.layout.title.text
+
+
+def test_timed_calls_wait_for_the_device_between_batches_not_after_every_call(monkeypatch):
+    """On a GPU a synchronisation per call times its round trip, not the kernel: the timer syncs
+    only between batches of calls that double, so n calls cost about log2(n) syncs."""
+    from gpututor.measure import timing
+    syncs, calls = [], []
+    monkeypatch.setattr(timing, "synchronize", lambda device: syncs.append(device))
+    mean = timing.seconds_per_call(lambda: calls.append(1), torch.device("cpu"), budget_s=0.02)
+    assert len(calls) > 100 and mean > 0
+    assert len(syncs) <= 2 + math.log2(len(calls) + 1), (len(syncs), len(calls))

@@ -91,9 +91,16 @@ class FakeWork:
             callback(self)
 
 
+def streams(monkeypatch, current: str):
+    """torch.cuda's streams, faked: the current one is "default" or a side stream."""
+    monkeypatch.setattr(torch.cuda, "current_stream", lambda device=None: current)
+    monkeypatch.setattr(torch.cuda, "default_stream", lambda device=None: "default")
+
+
 def test_cuda_collective_timer_sync_is_waited_async_is_not_known(monkeypatch):
     from gpututor.measure.timing import CollectiveTimer, CommMeter
     monkeypatch.setattr(torch.cuda, "Event", FakeEvent)
+    streams(monkeypatch, "default")
     meter = CommMeter(world_size=2)
     timer = CollectiveTimer(meter, torch.device("cuda", 0))
     FakeEvent.device_now = 0.0
@@ -113,3 +120,22 @@ def test_cuda_collective_timer_sync_is_waited_async_is_not_known(monkeypatch):
     timer.flush()
     assert meter.busy_s == pytest.approx(0.5 + 0.3)
     assert meter.exposed_unknown   # how much compute waited for it: not measured -> comm_s None
+
+
+def test_a_blocking_collective_on_a_side_stream_overlaps_compute(monkeypatch):
+    """FSDP2 issues its all-gathers and reduce-scatters synchronously but on its own streams:
+    only that stream waits, so the collective's time is busy time and how much compute waited
+    for it is not known (comm_s None), never counted as all waited-for."""
+    from gpututor.measure.timing import CollectiveTimer, CommMeter
+    monkeypatch.setattr(torch.cuda, "Event", FakeEvent)
+    streams(monkeypatch, "fsdp all-gather stream")
+    meter = CommMeter(world_size=2)
+    timer = CollectiveTimer(meter, torch.device("cuda", 0))
+    FakeEvent.device_now = 0.0
+
+    def blocking():
+        FakeEvent.device_now = 0.5
+    timer.run("all_gather", 100, blocking)
+    timer.flush()
+    assert meter.busy_s == pytest.approx(0.5) and meter.exposed_s == 0.0
+    assert meter.exposed_unknown

@@ -134,6 +134,35 @@ def test_equivalent_link_keeps_flops_per_byte_and_flops_per_message():
             2000 * real.allreduce_seconds(nbytes, 4))
 
 
+def test_the_emulated_delay_starts_when_the_cuda_all_reduce_is_done(monkeypatch):
+    """NCCL returns (and completes its futures' callbacks) when the all-reduce is queued: the
+    link synchronises the stream that waits for it before sleeping, in the blocking form and
+    in a future's callback; on CPU it does not touch CUDA."""
+    from gpututor.measure.timing import CommMeter
+    from gpututor.parallel import link as link_module
+    events = []
+
+    class Stream:
+        def synchronize(self):
+            events.append("synchronize")
+
+    monkeypatch.setattr(torch.cuda, "current_stream", lambda device=None: Stream())
+    monkeypatch.setattr(link_module.time, "sleep", lambda s: events.append("sleep"))
+    link, meter = link_module.EmulatedLink(1e9, 1e-5), CommMeter()
+    link.delay_allreduce(4096, 2, meter, torch.device("cuda", 0))
+    assert events == ["synchronize", "sleep"]
+    events.clear()
+    link.delay_allreduce(4096, 2, meter, torch.device("cpu"))
+    assert events == ["sleep"]
+    events.clear()
+    future = torch.futures.Future()
+    delayed = link.then_delay(future, 4096, 2, meter, torch.device("cuda", 1))
+    future.set_result(torch.ones(1))
+    delayed.wait()
+    assert events == ["synchronize", "sleep"]
+    assert meter.emulated_s == pytest.approx(3 * link.allreduce_seconds(4096, 2))
+
+
 @pytest.mark.parametrize("strategy", ["ddp", "dp-naive", "dp-bucketed"])
 def test_emulated_link_adds_exactly_the_modelled_delay(strategy):
     from gpututor.parallel.link import EmulatedLink
@@ -151,3 +180,48 @@ def test_emulated_link_adds_exactly_the_modelled_delay(strategy):
         2 * link.latency * 200
     assert slow["step_time_s"] > fast["step_time_s"] + 0.5 * link.allreduce_seconds(
         record["comm_bytes"], 2)
+
+
+@pytest.fixture
+def one_rank_group(tmp_path):
+    import torch.distributed as dist
+    dist.init_process_group("gloo", init_method=f"file://{tmp_path}/store", rank=0, world_size=1)
+    yield
+    dist.destroy_process_group()
+
+
+def test_the_from_scratch_syncs_time_the_transfer_not_its_launch(one_rank_group, monkeypatch):
+    """On a GPU NCCL returns when the all-reduce is queued and ``Future.wait()`` does not block:
+    dp-naive synchronises around each blocking all-reduce, and dp-bucketed times its buckets on
+    the device's timeline, from the launch mark to a mark made when the bucket completes."""
+    import torch.distributed as dist
+    from gpututor.measure.timing import CommMeter
+    from gpututor.parallel.data_parallel import scratch
+    events = []
+    monkeypatch.setattr(scratch, "synchronize", lambda device: events.append("synchronize"))
+    real_all_reduce = dist.all_reduce
+    monkeypatch.setattr(scratch.dist, "all_reduce", lambda *a, **k: events.append("all_reduce")
+                        or real_all_reduce(*a, **k))
+    model = torch.nn.Linear(3, 2)
+    model(torch.ones(4, 3)).sum().backward()
+    scratch.allreduce_gradients(model, CommMeter())
+    assert events == ["synchronize", "all_reduce", "synchronize"] * 2      # weight, bias
+
+    class Mark:      # a device clock that ticks once per mark
+        made = []
+
+        def __init__(self, device):
+            self.t = len(Mark.made)
+            Mark.made.append(self)
+            self.device = device
+
+        def seconds_since(self, earlier):
+            return float(self.t - earlier.t)
+
+    monkeypatch.setattr(scratch, "DeviceMark", Mark)
+    meter = CommMeter()
+    buckets = scratch.GradientBuckets(torch.nn.Linear(3, 2), meter, bucket_cap_mb=1.0)
+    buckets(torch.ones(4, 3)).sum().backward()     # one bucket: launch mark 0, done mark 1
+    buckets.finish_gradient_sync()                 # wait marks 2 and 3
+    assert len(Mark.made) == 4
+    assert meter.busy_s == 1.0 and meter.exposed_s == 1.0

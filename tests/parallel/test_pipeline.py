@@ -135,3 +135,41 @@ def test_handoff_is_the_shortest_wait_between_stages():
     events = {0: [["F", 0, 0.0, 1.0], ["F", 1, 1.0, 2.0]],
               1: [["F", 0, 1.1, 2.1], ["F", 1, 2.5, 3.5]]}
     assert handoff_s(events) == pytest.approx(0.1)
+
+
+def test_the_pipeline_clocks_stop_when_a_gpu_message_is_really_here(monkeypatch):
+    """On a GPU a P2P or NCCL wait only makes the stream wait: the exchange, the tied weights'
+    all-reduce and each timeline interval synchronise the device before reading the clock, so
+    a message's wait is counted where it happens, not in the next interval."""
+    from types import SimpleNamespace
+    from gpututor.measure.timing import CommMeter
+    from gpututor.parallel.pipeline import timeline
+    events = []
+    for module in (schedules, stages, timeline):
+        monkeypatch.setattr(module, "synchronize", lambda device: events.append("synchronize"))
+
+    class Work:
+        def wait(self):
+            events.append("wait")
+
+    monkeypatch.setattr(schedules.dist, "batch_isend_irecv", lambda ops: [Work() for _ in ops])
+    ctx = SimpleNamespace(device=torch.device("cpu"), comm=CommMeter())
+    p2p = schedules.PointToPoint(ctx)
+    p2p.queued = ["a send"]
+    p2p.exchange(["a receive"])
+    assert events == ["synchronize", "wait", "wait", "synchronize"]
+
+    events.clear()
+    monkeypatch.setattr(stages.dist, "all_reduce", lambda grad, group=None: events.append("all_reduce"))
+    weight = torch.nn.Parameter(torch.ones(2))
+    weight.grad = torch.ones(2)
+    stage = SimpleNamespace(is_first=True, is_last=False, tied_weight=lambda: weight)
+    stages.tied_weight_sync(stage, None, ctx)
+    assert events == ["synchronize", "all_reduce", "synchronize"]
+
+    events.clear()
+    ctx.phase = lambda name: __import__("contextlib").nullcontext()
+    line = timeline.StageTimeline(ctx)
+    with line.interval("F", 0):
+        events.append("forward")
+    assert events == ["synchronize", "forward", "synchronize"]

@@ -154,3 +154,79 @@ def test_fp16_with_dtensor_tensor_parallel_is_refused_before_it_starts():
         with pytest.raises(ValueError, match=r"precision='fp16' is invalid for strategy="
                                              r"'tp-dtensor': allowed values are 'fp32', 'bf16'"):
             check_spec(spec)
+
+
+def test_first_gpu_moves_a_runs_ranks_and_is_checked_against_the_gpus_here(gpus):
+    from gpututor.runtime.worker import rank_device
+    gpus(4)
+    spec = RunSpec(model="gpt", model_size="tiny", world_size=2, device="cuda", first_gpu=2)
+    assert [rank_device(spec, r) for r in range(2)] == [torch.device("cuda", 2),
+                                                         torch.device("cuda", 3)]
+    assert check_machine(spec) == "cuda"
+    with pytest.raises(ValueError, match=r"world_size=2 is invalid with device='cuda': this "
+                                         r"machine has 1 GPU\(s\) from GPU 3 on"):
+        check_machine(spec.replace(first_gpu=3))
+    with pytest.raises(ValueError, match=r"first_gpu=4 is invalid here: this machine has 4 "
+                                         r"GPU\(s\); allowed: 0 to 3"):
+        check_machine(spec.replace(first_gpu=4))
+    # "auto" counts the GPUs from first_gpu on
+    assert spec.replace(device="auto", first_gpu=3).device_choice()[0] == "cpu"
+    assert spec.replace(device="auto", first_gpu=2).device_choice() == \
+        ("cuda", "auto: 2 GPU(s) from GPU 2 on, one per rank")
+    with pytest.raises(ValueError, match="first_gpu=-1 is invalid"):
+        RunSpec(first_gpu=-1)
+
+
+def test_the_independent_pair_puts_each_copy_on_its_own_gpu(gpus, monkeypatch):
+    """Lesson 00's ceiling on a machine with GPUs: the two 1-rank copies run on the two GPUs
+    DDP's ranks use (on one shared GPU the ceiling is too low and DDP's share exceeds 1)."""
+    from gpututor.lessons import contention
+    gpus(8)
+    started = []
+
+    class Done:
+        def wait(self):
+            return {"tokens_per_s": 1.0}
+
+    monkeypatch.setattr(contention, "launch", lambda spec: started.append(spec) or Done())
+    contention.independent_pair(RunSpec(model="gpt", model_size="tiny", world_size=2,
+                                        batch_size=8, first_gpu=4))
+    assert [(s.resolved_device(), s.first_gpu, s.world_size) for s in started] == \
+        [("cuda", 4, 1), ("cuda", 5, 1)]
+    gpus(0)
+    started.clear()
+    contention.independent_pair(RunSpec(model="gpt", model_size="tiny", world_size=2, batch_size=8))
+    assert [(s.resolved_device(), s.first_gpu) for s in started] == [("cpu", 0), ("cpu", 0)]
+
+
+def test_the_cli_passes_first_gpu_to_the_spec():
+    from gpututor.runtime.cli import build_parser, spec_from_args
+    args = build_parser().parse_args(["run", "--first-gpu", "3", "--model-size", "tiny"])
+    assert spec_from_args(args, 2).first_gpu == 3
+
+
+def test_a_rank_aborted_by_nccls_watchdog_names_the_peer_that_hung(gpus):
+    """Under NCCL a hung rank's peer is aborted by the watchdog (SIGABRT, exit -6) before the
+    silence check fires: the run names the hung rank, and says the aborted one gave up on it."""
+    import signal
+    from gpututor.runtime.launcher import Run
+    gpus(2)
+    run = Run.__new__(Run)
+    run.spec, run.status = RunSpec(model="gpt", model_size="tiny", world_size=2,
+                                   device="cuda", timeout=5), "running"
+    ended = []
+    run._end = lambda status, error=None: ended.append(error)
+    run._stack_of = lambda rank: ("", "")
+    run._fail(0, run._died(0, -signal.SIGABRT), {0: 2, 1: 2}, set())
+    message = str(ended[0])
+    assert message.startswith("rank 1 stopped answering at step 3; rank 0 gave up waiting for "
+                              "it after timeout=5 s"), message
+    assert "NCCL's watchdog" in message
+    # on CPU, or another exit code, the rank that died is the one named
+    ended.clear()
+    run._fail(0, run._died(0, 1), {0: 2, 1: 2}, set())
+    assert str(ended[0]).startswith("rank 0 failed at step 3: ProcessDied: rank 0 exited with code 1")
+    run.spec = run.spec.replace(device="cpu")
+    ended.clear()
+    run._fail(0, run._died(0, -signal.SIGABRT), {0: 2, 1: 2}, set())
+    assert str(ended[0]).startswith("rank 0 failed at step 3")

@@ -145,7 +145,8 @@ def _timed_hook(state: _HookState, bucket: dist.GradBucket) -> torch.futures.Fut
 
     future = state.launch(bucket)
     if state.link is not None:  # emulated slow link: complete later, by the modelled time
-        future = state.link.then_delay(future, nbytes, state.size, state.meter)
+        future = state.link.then_delay(future, nbytes, state.size, state.meter,
+                                        start.device)
     return future.then(done)
 
 

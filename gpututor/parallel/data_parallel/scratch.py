@@ -27,6 +27,7 @@ import torch.nn as nn
 from ..base import MemoryLayout, Strategy
 from ..link import LINK_ALLOWED, LINK_OPTIONS
 from ..mesh import DimGroup, dim_group
+from ...measure.timing import DeviceMark, synchronize
 
 
 def broadcast_parameters(model: nn.Module, dp: DimGroup | None = None) -> None:
@@ -44,11 +45,17 @@ def allreduce_gradients(model: nn.Module, meter, link=None, dp: DimGroup | None 
     for p in model.parameters():
         if p.grad is None:
             continue
+        # on a GPU, NCCL returns once the all-reduce is queued: the clock starts after the
+        # backward queued before it and stops when the all-reduce is done (blocking, as the
+        # naive sync means to be); on CPU both synchronisations do nothing
+        synchronize(p.grad.device)
         start = time.perf_counter()
         dist.all_reduce(p.grad, group=group)
         if link is not None:
-            link.delay_allreduce(p.grad.numel() * p.grad.element_size(), world, meter)
+            link.delay_allreduce(p.grad.numel() * p.grad.element_size(), world, meter,
+                                 p.grad.device)
         p.grad /= world
+        synchronize(p.grad.device)
         seconds = time.perf_counter() - start
         meter.add(p.grad.numel() * p.grad.element_size(), seconds, group_size=world)
         meter.exposed_s += seconds  # nothing overlaps: every second of it is waited for
@@ -94,7 +101,7 @@ class GradientBuckets(nn.Module):
         self.buckets = self._plan_buckets(bucket_cap_mb * 2**20)
         self.bucket_of = {p: i for i, bucket in enumerate(self.buckets) for p in bucket}
         self.ready = [0] * len(self.buckets)
-        self.in_flight = []   # (future, flat buffer, params, start time)
+        self.in_flight = []   # (future, flat buffer, params, start mark, [end mark])
         for p in self.bucket_of:
             p.register_post_accumulate_grad_hook(self._grad_ready)
 
@@ -131,19 +138,30 @@ class GradientBuckets(nn.Module):
         if self.ready[index] == len(self.buckets[index]):  # the whole bucket is ready: send it
             params = self.buckets[index]
             flat = torch.cat([p.grad.reshape(-1) for p in params])
-            start = time.perf_counter()
+            start = DeviceMark(flat.device)
             future = dist.all_reduce(flat, group=self.group, async_op=True).get_future()
             if self.link is not None:  # emulated slow link: completes later, by the model's time
                 future = self.link.then_delay(future, flat.numel() * flat.element_size(),
-                                              self.world, self.meter)
-            self.in_flight.append((future, flat, params, start))
+                                              self.world, self.meter, flat.device)
+            done = []    # the bucket's end on the device's timeline (a mark made in `then`)
+            future = future.then(lambda fut, done=done: done.append(DeviceMark(flat.device))
+                                 or fut.value())
+            self.in_flight.append((future, flat, params, start, done))
 
     def finish_gradient_sync(self) -> None:
-        """Wait for the buckets still in flight and write the averaged gradients back."""
-        wait_start = time.perf_counter()
-        for future, flat, params, start in self.in_flight:
+        """Wait for the buckets still in flight and write the averaged gradients back.
+
+        Timed on the device's timeline (``DeviceMark``): on a GPU ``Future.wait()`` only makes
+        the current stream wait, so host clocks would see the launch, not the transfer. A
+        bucket's busy time runs from its launch to its completion; the exposed wait, from the
+        end of backward to the last bucket written back."""
+        if not self.in_flight:
+            self.ready = [0] * len(self.buckets)
+            return
+        wait_start = DeviceMark(self.in_flight[0][1].device)
+        for future, flat, params, start, done in self.in_flight:
             future.wait()
-            self.meter.add(flat.numel() * flat.element_size(), time.perf_counter() - start,
+            self.meter.add(flat.numel() * flat.element_size(), done[0].seconds_since(start),
                            group_size=self.world)
             flat /= self.world
             offset = 0
@@ -151,7 +169,7 @@ class GradientBuckets(nn.Module):
                 n = p.grad.numel()
                 p.grad.copy_(flat[offset:offset + n].view_as(p.grad))
                 offset += n
-        self.meter.exposed_s += time.perf_counter() - wait_start
+        self.meter.exposed_s += DeviceMark(wait_start.device).seconds_since(wait_start)
         self.in_flight.clear()
         self.ready = [0] * len(self.buckets)
 

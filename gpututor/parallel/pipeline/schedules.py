@@ -33,6 +33,7 @@ import torch.nn.functional as F
 from torch.nn.parallel import DistributedDataParallel
 from torch.nn.parallel.distributed import _find_tensors
 
+from ...measure.timing import synchronize
 from ..base import autocast_for
 from .interleaved import InterleavedWorker, interleaved_1f1b
 from .stages import (DEFAULT_SCHEDULE, SCHEDULES, GPTChunks, PipelineStrategy, embedding_group,
@@ -81,9 +82,11 @@ class PointToPoint:
         as exposed communication: it holds the transfer and any time the neighbour was still
         computing (the bubble)."""
         ops, self.queued = self.queued + receives, []
+        synchronize(self.ctx.device)    # the compute queued before is not the wait's (GPU)
         start = time.perf_counter()
         for work in dist.batch_isend_irecv(ops):
-            work.wait()
+            work.wait()                 # on a GPU this only makes the stream wait: so
+        synchronize(self.ctx.device)    # the clock stops when the messages are really here
         seconds = time.perf_counter() - start
         self.ctx.comm.busy_s += seconds
         self.ctx.comm.exposed_s += seconds

@@ -24,6 +24,7 @@ from ...models import GPT
 from ..base import MemoryLayout, Strategy
 from ..mesh import DimGroup, RankGrid, degree_of, dim_group
 from ..meta import is_meta
+from ...measure.timing import synchronize
 
 SCHEDULES = ("naive", "gpipe", "1f1b", "interleaved-1f1b")
 DEFAULT_SCHEDULE, DEFAULT_MICROBATCHES, DEFAULT_VIRTUAL_STAGES = "1f1b", 4, 2
@@ -160,8 +161,10 @@ def tied_weight_sync(stage: GPTStage, group, ctx) -> None:
     if not (stage.is_first or stage.is_last):   # a middle stage
         return
     grad = stage.tied_weight().grad
+    synchronize(grad.device)        # on a GPU: the backward queued before, then the clock
     start = time.perf_counter()
     dist.all_reduce(grad, group=group)
+    synchronize(grad.device)        # NCCL returns when queued: stop when it is done
     seconds = time.perf_counter() - start
     # an all-reduce of two ranks: each sends its copy's gradient once ("send" bus factor 1)
     ctx.comm.add(grad.numel() * grad.element_size(), seconds, op="send")

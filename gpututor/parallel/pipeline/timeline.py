@@ -63,6 +63,8 @@ class StageTimeline:
         """Time one forward ("F"), backward ("B") or weight-gradient pass ("W") of micro-batch
         ``micro`` on (virtual) stage ``stage``, device work included."""
         with self.ctx.phase(PHASES[kind]):
+            # a message received before (its wait only queued on a GPU) lands before the start
+            synchronize(self.ctx.device)
             start = time.perf_counter() - self.t0
             yield
             synchronize(self.ctx.device)

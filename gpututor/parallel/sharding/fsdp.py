@@ -34,7 +34,8 @@ What we measure: every all-gather and reduce-scatter FSDP2 runs, counted and tim
 ``set_custom_all_gather`` / ``set_custom_reduce_scatter`` hooks (torch >= 2.9; older versions
 run unmetered, with a warning). On CPU (gloo) they are blocking, so all their time is exposed.
 On CUDA they run on FSDP2's own streams, overlapping compute; we time them with CUDA events
-(``comm_busy_s``) and do not split out the exposed part (``comm_s`` stays 0).
+on those streams (``comm_busy_s``) and do not know how much of it compute waited for:
+``comm_s`` and ``compute_s`` are None there (not measured).
 """
 from __future__ import annotations
 

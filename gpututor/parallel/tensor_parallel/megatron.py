@@ -70,7 +70,7 @@ class TensorParallelGroup:
         def collective():
             dist.all_reduce(tensor, group=self.group)
             if self.link is not None:  # then wait as long as the emulated link would need
-                self.link.delay_allreduce(nbytes, self.size, self.timer.meter)
+                self.link.delay_allreduce(nbytes, self.size, self.timer.meter, tensor.device)
 
         self.timer.run("all_reduce", nbytes, collective, group_size=self.size)
         return tensor

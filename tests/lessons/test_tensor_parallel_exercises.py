@@ -1,0 +1,147 @@
+"""Lesson 04's exercise checkers (``gpututor/lessons/tensor_parallel_exercises.py``): each
+accepts the lesson's published solution and rejects plausible wrong answers, each named by the
+mistake it models, for the reason its message gives. The row-parallel forward runs in real ranks
+(2 and 3), where the package's own ``RowParallelLinear`` refuses.
+
+The published solutions are read from the lesson's "Solutions" cell, as
+``tests/test_exercises.py`` reads them.
+"""
+import functools
+
+import nbformat
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+
+from gpututor.i18n import set_language
+from gpututor.lessons.tensor_parallel_exercises import check_row_parallel, check_tp_bytes
+from gpututor.parallel.tensor_parallel.megatron import (RowParallelLinear,
+                                                        reduce_from_tensor_parallel_region)
+from test_exercises import ROOT, exercises
+
+
+@functools.lru_cache(maxsize=None)
+def _solutions() -> dict:
+    nb = nbformat.read(ROOT / "notebooks" / "04_tensor_parallel.ipynb", as_version=4)
+    return {c["variable"]: c["solution"] for c in exercises(nb)}
+
+
+def published(variable: str, **names):
+    """What the Solutions cell gives ``variable``, with ``names`` for the notebook's variables."""
+    scope = {"__name__": "__main__", "torch": torch, "F": F,
+             "reduce_from_tensor_parallel_region": reduce_from_tensor_parallel_region, **names}
+    exec(_solutions()[variable], scope)
+    return scope[variable]
+
+
+def rejected(checker, answer, *args, match: str, **kwargs) -> None:
+    with pytest.raises(AssertionError, match=match):
+        checker(answer, *args, **kwargs)
+
+
+# ---- exercise 1: a row-parallel forward, in real ranks -----------------------------------------
+
+def test_row_parallel_checker_accepts_the_published_layer(capsys):
+    check_row_parallel(published("my_row_forward"))     # on 2 and on 3 ranks
+    assert "Correct: on 2 & 3 ranks the output and the input and weight gradients" \
+        in capsys.readouterr().out
+
+
+def _wrong_layers() -> dict:
+    """Defined inside a function: they travel to the ranks by value (cloudpickle)."""
+    def forgets_the_sum(x_local, weight_local, bias, tp):
+        return x_local @ weight_local.T + bias
+
+    def bias_on_every_rank(x_local, weight_local, bias, tp):   # the sum adds it world times
+        return reduce_from_tensor_parallel_region(F.linear(x_local, weight_local, bias), tp)
+
+    def backward_sums_too(x_local, weight_local, bias, tp):    # right output, gradients x world
+        import torch.distributed.nn.functional as dist_nn
+        return dist_nn.all_reduce(F.linear(x_local, weight_local)) + bias
+
+    def detached_sum(x_local, weight_local, bias, tp):         # right output, no gradient back
+        import torch.distributed as dist
+        out = F.linear(x_local, weight_local).detach()
+        dist.all_reduce(out)
+        return out + bias
+
+    def returns_the_partial_product(x_local, weight_local, bias, tp):
+        return None
+
+    return {"forgets the sum": (forgets_the_sum, r"rank \d: the output differs"),
+            "the bias on every rank": (bias_on_every_rank, r"rank \d: the output differs"),
+            "a sum whose backward sums again": (backward_sums_too,
+                                                r"rank \d: the input gradient differs"),
+            "a sum cut off from autograd": (detached_sum, r"rank \d: the input gradient differs"),
+            "returns nothing": (returns_the_partial_product, r"returned NoneType, not the layer")}
+
+
+@pytest.mark.parametrize("mistake", list(_wrong_layers()))
+def test_row_parallel_checker_rejects_the_classic_mistakes(mistake):
+    candidate, message = _wrong_layers()[mistake]
+    rejected(check_row_parallel, candidate, world_sizes=(2,), match=message)
+
+
+def test_row_parallel_checker_refuses_the_packages_own_layer():
+    def the_packages_layer(x_local, weight_local, bias, tp):
+        return RowParallelLinear(weight_local, bias, tp)(x_local)
+
+    rejected(check_row_parallel, the_packages_layer, world_sizes=(2,),
+             match="ran the package's RowParallelLinear")
+    assert RowParallelLinear.forward.__code__.co_name == "forward"    # restored here too
+
+
+# ---- exercise 2: bytes all-reduced per step by the degree-4 run ---------------------------------
+
+N_LAYER, T, D = 4, 64, 128                # the small GPT of lesson 04, its sequence length
+BY_DEGREE = {"tp degree 1": {"comm_bytes_per_step": 0.0},
+             "tp degree 4": {"comm_bytes_per_step": 4.0 * N_LAYER * 16 * T * D * 4}}
+
+
+class Base:   # what the published solution reads of lesson 04's `base`
+    seq_len = T
+
+
+def _model(base):
+    class Cfg:
+        d_model = D
+
+    class Model:
+        cfg = Cfg
+    return Model
+
+
+def test_tp_bytes_accepts_the_published_answer_in_any_shape(capsys):
+    answer = published("my_tp_bytes", n_layer=N_LAYER, base=Base, build_model=_model)
+    for shape in (answer, np.int64(answer), torch.tensor(answer)):
+        check_tp_bytes(shape, BY_DEGREE)
+    assert "Correct. bytes all-reduced per step by tp degree 4" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("mistake, answer", [
+    ("forward only", 2 * N_LAYER * 16 * T * D * 4),
+    ("divided by the degree, as if each rank summed a quarter", N_LAYER * 16 * T * D * 4),
+    ("section 3's batch of 32", 4 * N_LAYER * 32 * T * D * 4),
+    ("what each rank sends, 2(N-1)/N of it", 1.5 * 4 * N_LAYER * 16 * T * D * 4),
+])
+def test_tp_bytes_rejects_the_classic_mistakes(mistake, answer):
+    rejected(check_tp_bytes, answer, BY_DEGREE, match="is not what this notebook measured")
+
+
+def test_tp_bytes_says_when_the_run_is_missing_and_refuses_degree_one():
+    rejected(check_tp_bytes, 1.0, {}, match="has not measured it yet")
+    with pytest.raises(ValueError, match="degree=1 is invalid"):
+        check_tp_bytes(0, BY_DEGREE, degree=1)
+
+
+def test_the_checkers_speak_chinese(capsys):
+    set_language("zh")
+    try:
+        check_row_parallel(...)
+        check_tp_bytes(4 * N_LAYER * 16 * T * D * 4, BY_DEGREE)
+        out = capsys.readouterr().out
+        for chinese in ("行并行前向：尚未作答", "并行度为 4 的 tp 每步全归约的字节数"):
+            assert chinese in out, (chinese, out)
+    finally:
+        set_language("en")
