@@ -67,13 +67,13 @@ WRONG = {
                 m_new = torch.maximum(m, s.amax(dim=-1))
                 p = torch.exp(s - m_new[:, None])
                 return m_new, l + p.sum(dim=-1), acc + p @ v'''),
-        "my_link_bytes": "my_link_bytes = 12 * n_params         # the state kept on the host, not what moves",
+        "my_link_bytes": "my_link_bytes = 8 * n_params          # fp32, section 4's run, not 16-bit",
     },
     "02_data_parallel": {
         "my_allreduce": textwrap.dedent('''\
-            def my_allreduce(tensor, rank, world):     # the library's collective, not a ring
-                dist.all_reduce(tensor)
-                return tensor'''),
+            def my_allreduce(tensor, rank, world):     # the package's ring, not one's own
+                from gpututor.parallel.data_parallel.ring import ring_allreduce
+                return ring_allreduce(tensor, rank, world)'''),
         "my_bytes_per_step": 'my_bytes_per_step = 2 * 4 * runs["single"]["params"]   # grads counted twice',
         "my_sent_on_8": 'my_sent_on_8 = 2 * (2 - 1) / 2 * 4 * runs["single"]["params"]   # 2 ranks, not 8',
     },

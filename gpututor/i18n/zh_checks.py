@@ -81,10 +81,56 @@ CHECKS = {
     "8-bit state bytes per parameter": "8-bit 状态下每个参数的字节数",
     "kept without recomputation / kept with full recomputation":
         "不重计算时保留的数据 / 完全重计算时保留的数据",
-    "bytes over the link per step": "每步经过链路的字节数",
+    "bytes over the link per step, 16-bit": "每步经过链路的字节数（16 位）",
+    "measured, all naive attention kept at T = {T}: {nbytes:,} bytes, of which P is {share:.0%}":
+        "实测：T = {T} 时普通注意力一共保留了 {nbytes:,} 字节，其中 P 占 {share:.0%}",
+    "section 3's run measured {measured:.4f} bytes per parameter: the padding of each tensor to "
+    "whole blocks and the step counters add the rest":
+        "第 3 节的运行实测每个参数 {measured:.4f} 字节：多出来的是每个张量补齐到整块的部分和步数计数器",
+    "section 4's fp32 run counted {counted:,} bytes per step: {per_number} bytes a number instead "
+    "of {bytes}":
+        "第 4 节的 fp32 运行每步统计到 {counted:,} 字节：每个数 {per_number} 字节，而不是 {bytes} 字节",
+    "online softmax: your update called the package's attention (gpututor.attention): write the "
+    "update yourself.":
+        "在线 softmax：你的更新调用了本软件包自己的注意力实现（gpututor.attention）：请自己写出这个更新。",
+    "online softmax: your update failed with key blocks of {block}: {kind}: {error}":
+        "在线 softmax：键块大小为 {block} 时你的更新出错：{kind}：{error}",
+    "online softmax: with key blocks of {block}, acc / l is not softmax(S) @ V (did you rescale l "
+    "and acc by exp(m_old - m_new) when the maximum rose?). Try again.":
+        "在线 softmax：键块大小为 {block} 时，acc / l 不等于 softmax(S) @ V（最大值变大时，你是否用 "
+        "exp(m_old - m_new) 重新缩放了 l 和 acc？）。请再试一次。",
+    "online softmax: your update failed on one block after a running state it did not make: "
+    "{kind}: {error}":
+        "在线 softmax：在一个不是由它自己算出的运行状态之后处理一个块时，你的更新出错：{kind}：{error}",
+    "online softmax: given the running state of keys 0-{last} and the block of keys "
+    "{split}-{end_last}, your {name} is not that of keys 0-{end_last}: the update must use the m, l "
+    "and acc it is given, nothing kept from earlier calls.":
+        "在线 softmax：给定键 0-{last} 的运行状态和键 {split}-{end_last} 这一块，你的 {name} 不是键 "
+        "0-{end_last} 的值：更新只能使用传给它的 m、l 和 acc，不能用之前调用时保存下来的东西。",
+    "Correct: the same as softmax(S) @ V whole, for key blocks of 23, 8, 5 and 1, and from running "
+    "states your update did not make":
+        "正确：键块大小为 23、8、5 和 1 时都与整体计算的 softmax(S) @ V 相同，从不是由你的更新算出的"
+        "运行状态出发也相同",
     # 02 data parallel
     "bytes all-reduced per step": "每步全归约的字节数",
     "bytes sent per rank on 8 ranks": "8 个进程时每个进程发送的字节数",
+    "ring all-reduce: not answered yet. Define your function and pass it in.":
+        "环形全归约：尚未作答。请定义你的函数并把它传进来。",
+    "on {world} ranks your function failed: {first_line}": "在 {world} 个进程上你的函数出错：{first_line}",
+    "your function called the package's ring_allreduce: write the ring yourself":
+        "你的函数调用了本软件包自己的 ring_allreduce：请自己写出这个环",
+    "your function called the built-in collective {name}: build the sum from dist.isend / "
+    "dist.recv only":
+        "你的函数调用了内置的集合通信 {name}：只能用 dist.isend / dist.recv 求和",
+    "your function returned the sum but left the tensor it was given unchanged: sum into that "
+    "tensor, in place":
+        "你的函数返回了求和结果，但传给它的张量没有变：请原地把和写进那个张量",
+    "on {world} ranks, rank {rank}: a tensor of {numel} elements differs from dist.all_reduce by "
+    "{error:.3g}":
+        "在 {world} 个进程上，进程 {rank}：一个 {numel} 个元素的张量与 dist.all_reduce 的结果相差 {error:.3g}",
+    "{sizes} and {last}": "{sizes} 和 {last}",
+    "Correct: equals dist.all_reduce on {sizes} ranks, from point-to-point messages only":
+        "正确：在 {sizes} 个进程上与 dist.all_reduce 相同，且只用了点对点消息",
     # 03 sharding (gpututor/lessons/sharding_exercises.py)
     "model state zero2 saves on rank 0 against ddp": "与 ddp 相比，zero2 在进程 0 上省下的模型状态字节数",
     "model state per rank of the first stage that fits": "第一个放得下的阶段下每个进程的模型状态字节数",

@@ -117,8 +117,6 @@ PRINTS_A = {
     "{name}: largest that fits is {size} ({millions:.2f} M parameters)":
         "{name}：放得下的最大模型是 {size}（{millions:.2f} M 个参数）",
     "{name}: nothing fits": "{name}：什么都放不下",
-    "measured, all naive attention kept at T = 512: {nbytes:,} bytes":
-        "实测：T = 512 时普通注意力一共保留了 {nbytes:,} 字节",
 
     # ---- 10 long context ----------------------------------------------------------------------
     "T x2 ({shorter} -> {longer}): one process x{one:.2f}, a cp rank x{cp:.2f}  (x2 = linear in T, x4 = quadratic)":

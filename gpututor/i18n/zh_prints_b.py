@@ -6,8 +6,8 @@ PRINTS_B = {
         "{strategy:>12} 在 {world} 个进程上：最终损失 {loss:.5f}，{tokens_per_s:,.0f} tokens/s",
     "{strategy:>12}: same losses and weights as one process; largest weight difference {worst:.1e}":
         "{strategy:>12}：损失和权重与单进程相同；权重的最大差异 {worst:.1e}",
-    "{name:>12}: {mb:.2f} MB all-reduced per step, waiting {wait_ms:.1f} ms of a {step_ms:.0f} ms step":
-        "{name:>12}：每步全归约 {mb:.2f} MB，{step_ms:.0f} ms 的一步中等待 {wait_ms:.1f} ms",
+    "{name:>12}: waiting {wait_ms:.1f} ms of a {step_ms:.0f} ms step":
+        "{name:>12}：{step_ms:.0f} ms 的一步中等待 {wait_ms:.1f} ms",
     "here DDP's step took {ratio:.2f}x the naive one's: faster":
         "在这里，DDP 的单步耗时是朴素版本的 {ratio:.2f} 倍：更快",
     "here DDP's step took {ratio:.2f}x the naive one's: not faster on this machine's loopback, "

@@ -19,8 +19,8 @@ import torch.nn.functional as F
 from torch.distributed import all_reduce as imported_before   # bound before any check
 
 from gpututor import RunSpec
-from gpututor.lessons.exercises import (check_allreduce, check_answer, check_loss_scaler,
-                                        check_online_softmax)
+from gpututor.lessons.data_parallel_exercises import check_allreduce
+from gpututor.lessons.exercises import check_answer, check_loss_scaler
 from gpututor.parallel.pipeline.timeline import theoretical_bubble_fraction
 from gpututor.parallel.tensor_parallel.megatron import reduce_from_tensor_parallel_region
 from test_exercises import exercises
@@ -49,24 +49,6 @@ def rejected(checker, answer, *args, match: str, **kwargs) -> None:
 
 
 # ---- check_answer ------------------------------------------------------------------------------
-
-def test_check_answer_accepts_the_published_sent_bytes_and_rejects_the_classic_mistakes(capsys):
-    params = 1_234_567                                   # stands for lesson 02's measured model
-    runs = {"single": {"params": params}, "ddp": {"comm_bytes_per_step": 4 * params}}
-    expected = 2 * 7 / 8 * runs["ddp"]["comm_bytes_per_step"]   # lesson 02's checker cell
-    what = "bytes sent per rank on 8 ranks"
-    check_answer(published("02_data_parallel", "my_sent_on_8", runs=runs), expected, what,
-                 rel_tol=0.001)
-    assert "Correct. bytes sent per rank on 8 ranks" in capsys.readouterr().out
-    wrong = {
-        "forgot the (N-1)/N factor": 2 * 4 * params,
-        "2 ranks, not 8": 2 * (2 - 1) / 2 * 4 * params,
-        "one phase only: the reduce-scatter without the all-gather": (8 - 1) / 8 * 4 * params,
-    }
-    for mistake, answer in wrong.items():
-        rejected(check_answer, answer, expected, what, rel_tol=0.001,
-                 match=re.escape(f"{what}: {answer!r} is not what this notebook measured"))
-
 
 def test_check_answer_accepts_the_published_bubble_and_rejects_the_classic_mistakes(capsys):
     expected, what = theoretical_bubble_fraction(2, 8), "bubble for p=2, m=8"   # lesson 05's
@@ -108,9 +90,10 @@ def test_allreduce_checker_rejects_a_ring_that_forgets_to_sum():
 
 
 def test_allreduce_checker_rejects_a_sum_that_is_not_in_place():
+    ring = published("02_data_parallel", "my_allreduce")
+
     def returns_a_copy(tensor, rank, world):   # the right sum, in a new tensor
-        from gpututor.parallel.data_parallel.ring import ring_allreduce
-        return ring_allreduce(tensor.clone(), rank, world)
+        return ring(tensor.clone(), rank, world)
 
     rejected(check_allreduce, returns_a_copy,
              match="returned the sum but left the tensor it was given unchanged: sum into that "
@@ -282,43 +265,6 @@ def test_loss_scale_checker_accepts_the_published_rule_and_rejects_the_classic_m
         rejected(check_loss_scaler, wrong, stream, match=f"at step {step} your rule's scale is ")
 
 
-# ---- check_online_softmax (lesson 01b) ------------------------------------------------------------
-
-def test_online_softmax_checker_accepts_the_update_and_rejects_the_classic_mistakes(capsys):
-    check_online_softmax(published("01b_one_device", "my_update"))
-    assert "Correct: the same as softmax(S) @ V whole" in capsys.readouterr().out
-
-    def no_rescale(m, l, acc, s, v):        # forgot the rescale
-        m_new = torch.maximum(m, s.amax(dim=-1))
-        p = torch.exp(s - m_new[:, None])
-        return m_new, l + p.sum(dim=-1), acc + p @ v
-
-    def rescales_acc_only(m, l, acc, s, v):   # forgot to rescale l
-        m_new = torch.maximum(m, s.amax(dim=-1))
-        p = torch.exp(s - m_new[:, None])
-        c = torch.exp(m - m_new)
-        return m_new, l + p.sum(dim=-1), acc * c[:, None] + p @ v
-
-    def rescale_upside_down(m, l, acc, s, v):   # exp(m_new - m_old)
-        m_new = torch.maximum(m, s.amax(dim=-1))
-        p = torch.exp(s - m_new[:, None])
-        c = torch.exp(m_new - m).nan_to_num(posinf=0.0)   # the first block: exp(inf) -> 0
-        return m_new, l * c + p.sum(dim=-1), acc * c[:, None] + p @ v
-
-    # one key block needs no rescale: each first fails on the blocks of 8
-    for wrong in (no_rescale, rescales_acc_only, rescale_upside_down):
-        rejected(check_online_softmax, wrong,
-                 match=re.escape("with key blocks of 8, acc / l is not softmax(S) @ V (did you "
-                                 "rescale l and acc by exp(m_old - m_new) when the maximum rose?)"))
-
-    def forgot_to_return_acc(m, l, acc, s, v):
-        m_new = torch.maximum(m, s.amax(dim=-1))
-        p = torch.exp(s - m_new[:, None])
-        c = torch.exp(m - m_new)
-        return m_new, l * c + p.sum(dim=-1)
-
-    rejected(check_online_softmax, forgot_to_return_acc,
-             match=r"your update failed with key blocks of 23: ValueError: not enough values")
 
 
 # ---- lesson 11: capacity, dropped share, the balancing loss -----------------------------------
