@@ -33,22 +33,29 @@ from .guards import RefusedAttributes, RefusedWhileRunning, called_the_reference
 def check_row_scale(answer, teacher: nn.Module, row: int = 3) -> None:
     """The int8 scale of row ``row`` of ``teacher.blocks[0].attn.qkv.weight``, by the
     from-scratch rule (per output row, symmetric, 127 levels each way)."""
+    what = f"int8 scale of row {row}"
+    if answer is ...:
+        return check_answer(answer, None, what)
     weight = teacher.blocks[0].attn.qkv.weight
-    check_answer(answer, quantize.symmetric_scale(weight)[row].item(), f"int8 scale of row {row}",
-                 rel_tol=1e-4, source="formula")
+    check_answer(answer, quantize.symmetric_scale(weight)[row].item(), what, rel_tol=1e-4,
+                 source="formula")
 
 
 def check_removed_parameters(answer, teacher: nn.Module, share: float = 0.25) -> None:
     """Parameters ``teacher`` loses when ``share`` of each MLP's hidden neurons is removed,
     counted on the model :func:`gpututor.compression.prune.shrink_mlps` builds."""
+    what = f"parameters removed with {share:.0%} of the MLP neurons"
+    if answer is ...:
+        return check_answer(answer, None, what)
     removed = count_parameters(teacher) - count_parameters(shrink_mlps(teacher, share))
-    check_answer(answer, removed, f"parameters removed with {share:.0%} of the MLP neurons",
-                 rel_tol=0)
+    check_answer(answer, removed, what, rel_tol=0)
 
 
 def check_int8_bytes(answer, quantized: dict, variant: str = "int8 from scratch") -> None:
     """Bytes held by the int8 weights and the scales of ``quantized[variant]``'s
     ``Int8Linear`` layers (biases left out), counted on the layers themselves."""
+    if answer is ...:
+        return check_answer(answer, None, "bytes of int8 weights and scales")
     layers = [m for m in quantized[variant].modules() if isinstance(m, quantize.Int8Linear)]
     held = sum(t.numel() * t.element_size() for m in layers for t in (m.q, m.scale))
     check_answer(answer, held, "bytes of int8 weights and scales", rel_tol=0)

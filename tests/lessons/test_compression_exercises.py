@@ -218,11 +218,17 @@ def test_calling_the_reference_is_refused_however_it_is_reached():
         assert q.dtype == torch.int8 and scale.shape == (3,)
 
 
-def test_the_quantizer_checker_speaks_chinese(capsys):
+def test_the_checkers_speak_chinese(teacher, capsys):
     set_language("zh")
     try:
         check_quantize(...)
-        assert "量化：尚未作答" in capsys.readouterr().out
+        check_row_scale(teacher.blocks[0].attn.qkv.weight[3].abs().max() / 127, teacher)
+        check_removed_parameters(37_056, teacher)
+        check_int8_bytes(..., {})
+        out = capsys.readouterr().out
+        for chinese in ("量化：尚未作答", "第 3 行的 int8 缩放因子", "去掉 25% 的 MLP 神经元时移除的参数个数",
+                        "int8 权重与缩放因子的字节数"):
+            assert chinese in out, (chinese, out)
         with pytest.raises(AssertionError, match="量化：对一个 6x10 的权重，第 0 行的缩放因子偏小"):
             check_quantize(divides_by_128)
     finally:
