@@ -72,8 +72,9 @@ def checker_weights() -> dict[str, torch.Tensor]:
     signs[1] = -signs[1].abs() - 0.01                        # row 1 is all negative
     signs[2] = 0.0                                           # row 2 is all zero
     sizes = torch.randn(5, 7, generator=gen) * torch.tensor([1e-3, 1.0, 30.0, 1e-6, 0.2])[:, None]
-    torch.manual_seed(3)
-    layer = nn.Linear(16, 8).weight                          # a Parameter that requires grad
+    with torch.random.fork_rng():                            # the notebook's seed stays as it was
+        torch.manual_seed(3)
+        layer = nn.Linear(16, 8).weight                      # a Parameter that requires grad
     return {"a 6x10 weight": plain, "a 5x12 weight with negative extremes and a row of zeros":
             signs, "a 5x7 weight whose rows differ in size by 10^7": sizes,
             "an nn.Linear(16, 8) weight (a Parameter)": layer}
@@ -92,9 +93,12 @@ def _references():
 
 def _run(candidate: Callable, weight: torch.Tensor, case: str):
     functions, ops = _references()
+    # a copy, so that a function that changes its argument in place is compared with the original
+    given = nn.Parameter(weight.detach().clone()) if isinstance(weight, nn.Parameter) \
+        else weight.clone()
     try:
         with functions, ops:
-            got = candidate(weight)
+            got = candidate(given)
     except Exception as exc:   # noqa: BLE001 - said to the learner
         if called_the_reference(exc):
             raise AssertionError(tr("quantize: your function called the package's quantizer or "

@@ -163,6 +163,17 @@ def test_the_classic_mistakes_fail_saying_what_differs(candidate, match):
     rejected(check_quantize, candidate, match=match)
 
 
+def test_a_quantizer_that_divides_its_argument_in_place_is_compared_with_the_original():
+    def in_place(weight):
+        w = weight.detach()
+        scale = (w.abs().amax(dim=1) / 127).clamp(min=torch.finfo(torch.float32).tiny)
+        return w.div_(scale[:, None]).round_().to(torch.int8), scale   # fine: w is its own copy
+    check_quantize(in_place)
+    state = torch.random.get_rng_state()
+    checker_weights()
+    assert torch.equal(state, torch.random.get_rng_state())   # the notebook's seed is untouched
+
+
 def test_the_negative_extremes_and_the_row_of_zeros_are_in_the_checkers_weights():
     weights = checker_weights()
     signed = weights["a 5x12 weight with negative extremes and a row of zeros"]
