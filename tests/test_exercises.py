@@ -121,14 +121,19 @@ WRONG = {
                 if clean_steps == growth_interval:
                     return scale * 2.0, 0
                 return scale, clean_steps + 1'''),
-        "my_bytes_per_param": "my_bytes_per_param = 16              # the fp16-gradients convention",
-        "my_smallest_gradient": "my_smallest_gradient = 2**-24       # forgot the scale",
+        "my_bytes_per_param": "my_bytes_per_param = 4 + 2 + 8       # AdamW's two averages, not SGD's one buffer",
+        "my_flush_threshold": "my_flush_threshold = 2**-24 / 1000   # the smallest subnormal, not where g*S rounds to 0",
     },
     "07_compression": {
         "my_scale": "my_scale = row.abs().max().item() / 128   # int8 has no +128",
-        "my_removed": "my_removed = 2 * 192 * 96              # forgot fc's biases",
+        "my_removed": "my_removed = 2 * 96 * (96 + 96)          # forgot fc's biases",
         "my_int8_bytes": ("my_int8_bytes = sum(m.weight.numel() for m in teacher.modules()"
                           " if isinstance(m, torch.nn.Linear))   # forgot the scales"),
+        "my_quantize": textwrap.dedent('''\
+            def my_quantize(weight):               # max(w), not max|w|: misses negative extremes
+                w = weight.detach().float()
+                scale = (w.amax(dim=1) / 127).clamp(min=torch.finfo(torch.float32).tiny)
+                return torch.round(w / scale[:, None]).clamp(-127, 127).to(torch.int8), scale'''),
     },
     "08_choosing_hardware": {
         "my_bytes_per_param": "my_bytes_per_param = (2 + 2 + 12) / 8    # as if ZeRO-2 sharded the weights too",

@@ -205,11 +205,79 @@ CHECKS = {
     "measured bubble of the m=8 run's last step": "m=8 那次运行最后一步的实测气泡占比",
     # 06 mixed precision, 08 choosing hardware
     "bytes per parameter": "每个参数的字节数",
-    "smallest surviving gradient": "不会丢失的最小梯度",
-    # 07 compression
+    # 06 mixed precision (its checkers, gpututor/lessons/precision_exercises.py)
+    "bytes per parameter, bf16 master weights with SGD": "每个参数的字节数（bf16 主权重，SGD 优化器）",
+    "fp16 flush threshold of a gradient with loss scale 1000":
+        "损失缩放因子为 1000 时，梯度在 fp16 中被冲刷为 0 的阈值",
+    "section 3's stream": "第 3 节的那串梯度",
+    "the checker's stream {number}": "检查器的第 {number} 串梯度",
+    "an overflow": "溢出",
+    "a clean step": "正常的一步",
+    "not a number": "不是一个数",
+    "too high": "偏高",
+    "too low": "偏低",
+    "loss scaler: on {where} (start scale {start:g}, growth_interval={interval}), after step "
+    "{step} ({event}) your rule's scale is {mine!r}, {how} against GradScaler's. Try again.":
+        "损失缩放器：在{where}上（起始缩放因子 {start:g}，growth_interval={interval}），第 {step} 步"
+        "（{event}）之后，你的规则给出的缩放因子是 {mine!r}，与 GradScaler 的相比{how}。请再试一次。",
+    "loss scaler: on {where}, your rule failed at step {step}: {error}":
+        "损失缩放器：在{where}上，你的规则在第 {step} 步出错：{error}",
+    "loss scaler: your rule ran the package's scaler or GradScaler's own update: write the rule "
+    "yourself.": "损失缩放器：你的规则调用了本软件包的缩放器或 GradScaler 自己的更新：请自己写出这条规则。",
+    "loss scaler: your rule did not return a pair (scale, clean_steps): {error}":
+        "损失缩放器：你的规则没有返回 (scale, clean_steps) 这一对值：{error}",
+    "Correct: the same scale as GradScaler at every step of section 3's stream and of {count} "
+    "streams of the checker's (other start scales and growth intervals).":
+        "正确：在第 3 节的那串梯度和检查器的 {count} 串梯度（起始缩放因子和增长间隔各不相同）上，"
+        "每一步的缩放因子都与 GradScaler 相同。",
+    # 07 compression (its checkers, gpututor/lessons/compression_exercises.py)
     "int8 scale of row 3": "第 3 行的 int8 缩放因子",
-    "parameters removed": "移除的参数个数",
+    "parameters removed with 25% of the MLP neurons": "去掉 25% 的 MLP 神经元时移除的参数个数",
     "bytes of int8 weights and scales": "int8 权重与缩放因子的字节数",
+    "a 6x10 weight": "一个 6x10 的权重",
+    "a 5x12 weight with negative extremes and a row of zeros": "一个 5x12 的权重（含绝对值最大的负数和一行全零）",
+    "a 5x7 weight whose rows differ in size by 10^7": "一个 5x7 的权重（各行大小相差 10^7 倍）",
+    "an nn.Linear(16, 8) weight (a Parameter)": "一个 nn.Linear(16, 8) 的权重（一个 Parameter）",
+    "too large": "偏大",
+    "too small": "偏小",
+    " (its largest |w| is a negative weight)": "（这一行 |w| 最大的是一个负权重）",
+    "quantize: not answered yet. Define your function and pass it in.":
+        "量化：尚未作答。请定义你的函数并把它传进来。",
+    "quantize: your function called the package's quantizer or one of torch's quantize ops: write "
+    "it yourself.": "量化：你的函数调用了本软件包的量化函数或 torch 的某个量化算子：请自己写出来。",
+    "quantize: for {case} your function failed: {error}": "量化：对{case}，你的函数出错：{error}",
+    "quantize: for {case} your function returned {got}, not two tensors (q, scale).":
+        "量化：对{case}，你的函数返回了 {got}，而不是两个张量 (q, scale)。",
+    "quantize: for {case} q is {dtype}, not torch.int8 (one byte per weight is what int8 stores).":
+        "量化：对{case}，q 的类型是 {dtype}，不是 torch.int8（int8 存储的就是每个权重一个字节）。",
+    "quantize: for {case} q has shape {shape}, not the weight's {want}.":
+        "量化：对{case}，q 的形状是 {shape}，而不是权重的形状 {want}。",
+    "quantize: for {case} scale must hold one float per output row ({rows}); yours holds {n} of "
+    "{dtype}.": "量化：对{case}，scale 必须为每个输出行保存一个浮点数（共 {rows} 个）；你的 scale 保存了 "
+                "{n} 个 {dtype}。",
+    "quantize: for {case} every row has the same scale: per-channel quantization gives each output "
+    "row its own.": "量化：对{case}，每一行的缩放因子都相同：按通道量化要给每个输出行各自的缩放因子。",
+    "quantize: for {case} the scale of row {row}, a row of zeros, is {value}: max|w| is 0 there, "
+    "and 0 / 0 is nan, whose int8 value is undefined; give such a row a scale above 0.":
+        "量化：对{case}，第 {row} 行全为零，它的缩放因子是 {value}：这一行的 max|w| 是 0，而 0 / 0 是 nan，"
+        "nan 转成 int8 的结果没有定义；请给这样的行一个大于 0 的缩放因子。",
+    "quantize: for {case} row {row} is all zeros but its q is not.":
+        "量化：对{case}，第 {row} 行全为零，但它的 q 不全为零。",
+    "quantize: for {case} the scale of row {row}{hint} is {how}. A row's scale maps its largest |w| "
+    "onto the largest int8 level.":
+        "量化：对{case}，第 {row} 行{hint}的缩放因子{how}。一行的缩放因子要把这一行最大的 |w| 映射到"
+        "最大的 int8 级别上。",
+    "quantize: for {case} q uses -128: symmetric int8 keeps [-127, 127], so that both signs have "
+    "the same range and 0 is exact.":
+        "量化：对{case}，q 用到了 -128：对称 int8 只用 [-127, 127]，这样正负两边的范围相同，0 也能精确表示。",
+    " They all lie nearer 0: truncated, not rounded to the nearest level?":
+        "它们都更靠近 0：是不是截断了，而不是舍入到最近的级别？",
+    "quantize: for {case} the scales are right but {n} of row {row}'s int8 values are not.{hint}":
+        "量化：对{case}，缩放因子是对的，但第 {row} 行有 {n} 个 int8 值不对。{hint}",
+    "Correct: your int8 values and scales equal the package's on {count} weights (a row of zeros, "
+    "negative extremes, rows 10^7 apart in size, a layer's Parameter).":
+        "正确：在 {count} 个权重上（一行全零、绝对值最大的负数、大小相差 10^7 倍的行、一个层的 "
+        "Parameter），你的 int8 值和缩放因子都与本软件包的一致。",
     # 08 choosing hardware
     "relative error of the formula's peak for DDP": "DDP 的公式峰值的相对误差",
     "bytes per parameter per GPU, ZeRO-2 on 8 GPUs": "8 张 GPU 上用 ZeRO-2 时每张 GPU 每个参数的字节数",

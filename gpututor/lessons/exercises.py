@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import math
 import numbers
-from typing import Iterable
 
 import torch
 
@@ -54,35 +53,3 @@ def check_answer(answer, expected: float | None, what: str, rel_tol: float = 0.0
     print(tr(right, what=tr(what), number=f"{number:,.4g}", expected=f"{expected:,.4g}"))
 
 
-# ---- lesson 06: a loss scaler's update rule ----------------------------------------------------
-
-def scale_trajectory(update_rule, gradients: Iterable[float], init_scale: float = 2.0**10,
-                     growth_interval: int = 3) -> list[float]:
-    """The loss scale in force at each step of ``gradients`` and after the last, with the update
-    rule written as ``update_rule(scale, clean_steps, found_inf, growth_interval) -> (scale,
-    clean_steps)``."""
-    scale, clean_steps, scales = init_scale, 0, [init_scale]
-    for g in gradients:
-        scale, clean_steps = update_rule(scale, clean_steps, not math.isfinite(g), growth_interval)
-        scales.append(scale)
-    return scales
-
-
-def check_loss_scaler(update_rule, gradients: list[float], init_scale: float = 2.0**10,
-                      growth_interval: int = 3) -> None:
-    """Your update rule against ``torch.amp.GradScaler`` on the same stream, step by step (not
-    only where it ends: a rule that grows one step late can end at the same scale)."""
-    if update_rule is ...:
-        print(tr("Not answered yet: define my_update and run the cell again."))
-        return
-    from ..precision.loss_scaling import replay_scalers
-    rows = replay_scalers(list(gradients) + [1.0], init_scale=init_scale,
-                          growth_interval=growth_interval)
-    expected = [row["grad_scaler_scale"] for row in rows]
-    got = scale_trajectory(update_rule, gradients, init_scale, growth_interval)
-    for step, (mine, theirs) in enumerate(zip(got, expected)):
-        if as_number(mine) != theirs:
-            raise AssertionError(f"at step {step} your rule's scale is {mine!r}, GradScaler's "
-                                 f"{theirs:g}. Try again.")
-    print(f"Correct: the same scale as GradScaler at every one of {len(expected)} steps "
-          f"(ending at {expected[-1]:g})")

@@ -3,7 +3,7 @@ the learner's function runs, the package's own version refuses, however it is re
 
 :class:`RefusedWhileRunning` swaps the code of the given functions for one that raises, so a name
 imported before the check, an attribute of the module, or a reference held anywhere all reach
-the refusal. :class:`OnlyPointToPoint` does the same for the built-in collectives of
+the refusal; :class:`RefusedAttributes` replaces built-ins (C functions, torch ops) by name. :class:`OnlyPointToPoint` does the same for the built-in collectives of
 ``torch.distributed``, while a learner builds one from point-to-point messages.
 """
 from __future__ import annotations
@@ -35,6 +35,27 @@ class RefusedWhileRunning:
     def __exit__(self, *exc):
         for f, code in zip(self.functions, self.saved):
             f.__code__ = code
+        return False
+
+
+class RefusedAttributes:
+    """``with RefusedAttributes((torch, "name"), (torch.ops.aten, "name")): candidate()``: for
+    built-ins whose code cannot be swapped, the named attributes of each owner (a module, one of
+    torch's op namespaces) refuse as :class:`RefusedWhileRunning` does; missing ones are skipped."""
+
+    def __init__(self, *places: tuple[object, str]):
+        self.places = [(owner, name) for owner, name in places if hasattr(owner, name)]
+        self.saved: list = []
+
+    def __enter__(self):
+        self.saved = [getattr(owner, name) for owner, name in self.places]
+        for owner, name in self.places:
+            setattr(owner, name, _refuse)
+        return self
+
+    def __exit__(self, *exc):
+        for (owner, name), original in zip(self.places, self.saved):
+            setattr(owner, name, original)
         return False
 
 

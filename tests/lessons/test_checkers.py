@@ -20,7 +20,7 @@ from torch.distributed import all_reduce as imported_before   # bound before any
 
 from gpututor import RunSpec
 from gpututor.lessons.data_parallel_exercises import check_allreduce
-from gpututor.lessons.exercises import check_answer, check_loss_scaler
+from gpututor.lessons.exercises import check_answer
 from gpututor.parallel.pipeline.timeline import theoretical_bubble_fraction
 from gpututor.parallel.tensor_parallel.megatron import reduce_from_tensor_parallel_region
 from test_exercises import exercises
@@ -235,34 +235,6 @@ def test_allreduce_checker_rejects_a_ring_that_sends_the_wrong_way():
     # on 3 ranks a rank receives a chunk of another size than the one sent (gloo aborts the
     # rank): the checker reports the crash, on 3 ranks
     rejected(check_allreduce, wrong_way, match=r"on 3 ranks your function failed: rank \d")
-
-
-# ---- check_loss_scaler (lesson 06) ---------------------------------------------------------------
-
-def test_loss_scale_checker_accepts_the_published_rule_and_rejects_the_classic_mistakes(capsys):
-    stream = [1.0, 1.0, 1.0, math.inf, 1.0, 1.0, 1.0, 1.0, math.nan, 1.0]   # lesson 06's
-
-    def never_backs_off(scale, clean_steps, found_inf, growth_interval):
-        clean_steps += 1
-        return (scale * 2.0, 0) if clean_steps == growth_interval else (scale, clean_steps)
-
-    def grows_one_step_late(scale, clean_steps, found_inf, growth_interval):
-        if found_inf:
-            return scale * 0.5, 0
-        if clean_steps == growth_interval:   # checks before counting
-            return scale * 2.0, 0
-        return scale, clean_steps + 1
-
-    def grows_on_every_clean_step(scale, clean_steps, found_inf, growth_interval):
-        return (scale * 0.5, 0) if found_inf else (scale * 2.0, 0)   # forgot the interval
-
-    check_loss_scaler(published("06_mixed_precision", "my_update"), stream)
-    assert "Correct: the same scale as GradScaler at every one of 11 steps" \
-        in capsys.readouterr().out
-    # the step where each first parts from GradScaler (the message also shows both scales)
-    for wrong, step in ((never_backs_off, 4), (grows_one_step_late, 3),
-                        (grows_on_every_clean_step, 1)):
-        rejected(check_loss_scaler, wrong, stream, match=f"at step {step} your rule's scale is ")
 
 
 

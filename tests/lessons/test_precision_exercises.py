@@ -1,0 +1,206 @@
+"""Lesson 06's checkers (``gpututor.lessons.precision_exercises``): the published solution of
+every exercise passes, plausible wrong answers fail, each named by its mistake, and the loss
+scaler's rule cannot be passed by running GradScaler, the package's scaler or a memorised list."""
+import functools
+import math
+import re
+from pathlib import Path
+
+import nbformat
+import numpy as np
+import pytest
+import torch
+
+from gpututor import RunSpec
+from gpututor.i18n import set_language
+from gpututor.lessons.precision_exercises import (STREAMS, check_bytes_per_param,
+                                                  check_flush_threshold, check_loss_scaler,
+                                                  grad_scaler_scales)
+from gpututor.precision import DynamicLossScaler, replay_scalers
+from test_exercises import exercises
+
+STREAM = [1.0, 1.0, math.inf, 1.0, 1.0, 1.0, 1.0, math.nan, math.inf, 1.0, 1.0, 1.0]   # lesson 06's
+NOTEBOOK = Path(__file__).resolve().parents[2] / "notebooks" / "06_mixed_precision.ipynb"
+
+
+@functools.lru_cache(maxsize=None)
+def _solutions() -> dict:
+    return {c["variable"]: c["solution"] for c in exercises(nbformat.read(NOTEBOOK, as_version=4))}
+
+
+def published(stem: str, variable: str):
+    """The value lesson 06's Solutions cell gives ``variable`` (its code run on its own)."""
+    scope = {"__name__": "__main__"}
+    exec(_solutions()[variable], scope)
+    return scope[variable]
+
+
+def rejected(checker, answer, *args, match: str) -> None:
+    with pytest.raises(AssertionError, match=match):
+        checker(answer, *args)
+
+
+TINY = RunSpec(model="gpt", model_size="tiny", strategy="single", world_size=1,
+               batch_size=16, seq_len=32, steps=15)   # lesson 06's `tiny`
+
+
+# ---- exercise 1: the update rule -----------------------------------------------------------------
+
+def never_backs_off(scale, clean_steps, found_inf, growth_interval):
+    clean_steps += 1
+    return (scale * 2.0, 0) if clean_steps == growth_interval else (scale, clean_steps)
+
+
+def grows_one_step_late(scale, clean_steps, found_inf, growth_interval):
+    if found_inf:
+        return scale * 0.5, 0
+    if clean_steps == growth_interval:   # checks before counting
+        return scale * 2.0, 0
+    return scale, clean_steps + 1
+
+
+def keeps_counting_after_an_overflow(scale, clean_steps, found_inf, growth_interval):
+    if found_inf:
+        return scale * 0.5, clean_steps  # forgot to reset the count
+    clean_steps += 1
+    return (scale * 2.0, 0) if clean_steps == growth_interval else (scale, clean_steps)
+
+
+def interval_of_three(scale, clean_steps, found_inf, growth_interval):
+    if found_inf:                        # right for the lesson's stream only: ignores the argument
+        return scale * 0.5, 0
+    clean_steps += 1
+    return (scale * 2.0, 0) if clean_steps == 3 else (scale, clean_steps)
+
+
+def test_the_published_rule_passes_and_a_tensor_or_numpy_scale_too(capsys):
+    check_loss_scaler(published("06_mixed_precision", "my_update"), STREAM)
+    assert "Correct: the same scale as GradScaler at every step of section 3's stream and of 3" \
+        in capsys.readouterr().out
+
+    def as_tensor(scale, clean_steps, found_inf, growth_interval):
+        s, c = published("06_mixed_precision", "my_update")(float(scale), clean_steps, found_inf,
+                                                            growth_interval)
+        return torch.tensor(s), np.int64(c)
+    check_loss_scaler(as_tensor, STREAM)
+
+
+@pytest.mark.parametrize("rule, stream", [(never_backs_off, "section 3's stream"),
+                                          (grows_one_step_late, "section 3's stream"),
+                                          (keeps_counting_after_an_overflow, "section 3's stream"),
+                                          (interval_of_three, "the checker's stream 1")])
+def test_the_classic_mistakes_fail_and_the_message_says_where_not_the_scale(rule, stream):
+    with pytest.raises(AssertionError, match=f"on {stream} .* your rule's scale is ") as failure:
+        check_loss_scaler(rule, STREAM)
+    message = str(failure.value)
+    assert "too high" in message or "too low" in message
+    # GradScaler's own scale at that step is not in the message
+    step = int(message.split("after step ")[1].split()[0])
+    stream_values = STREAM if stream.startswith("section") else STREAMS[0][2]
+    start, interval = (2.0**10, 3) if stream.startswith("section") else STREAMS[0][:2]
+    theirs = f"{grad_scaler_scales(stream_values, start, interval)[step]:g}"
+    assert not re.search(rf"(?<![\d.]){re.escape(theirs)}(?![\d.])",
+                         message.split("your rule's scale is")[1])
+
+
+def test_a_memorised_list_of_the_printed_scales_fails():
+    printed = iter(row["grad_scaler_scale"] for row in replay_scalers(STREAM, init_scale=2.0**10,
+                                                                      growth_interval=3)[1:])
+    with_last = iter(list(printed) + [grad_scaler_scales(STREAM, 2.0**10, 3)[-1]])
+
+    def memorised(scale, clean_steps, found_inf, growth_interval):
+        return next(with_last), 0
+    rejected(check_loss_scaler, memorised, STREAM, match="on the checker's stream 1, your rule "
+                                                         "failed at step 1: StopIteration")
+
+
+def test_running_the_reference_is_refused_however_it_is_reached():
+    from gpututor.precision.loss_scaling import DynamicLossScaler as imported_before
+
+    def packaged(scale, clean_steps, found_inf, growth_interval):
+        scaler = imported_before(init_scale=scale, growth_interval=growth_interval)
+        scaler.clean_steps = clean_steps
+        scaler.update(found_inf)
+        return scaler.scale, scaler.clean_steps
+
+    def grad_scaler(scale, clean_steps, found_inf, growth_interval):
+        scaler = torch.amp.GradScaler("cpu", init_scale=scale, growth_interval=growth_interval)
+        scaler._lazy_init_scale_growth_tracker(torch.device("cpu"))
+        scaler._growth_tracker.fill_(clean_steps)
+        scaler.update(new_scale=None)   # reaches GradScaler.update either way
+        return scaler.get_scale(), int(scaler._growth_tracker)
+
+    def kernel(scale, clean_steps, found_inf, growth_interval):
+        s, tracker = torch.tensor([float(scale)]), torch.tensor([clean_steps], dtype=torch.int32)
+        torch._amp_update_scale_(s, tracker, torch.tensor([float(found_inf)]), 2.0, 0.5,
+                                 growth_interval)
+        return s.item(), int(tracker)
+
+    def aten_op(scale, clean_steps, found_inf, growth_interval):
+        s, tracker = torch.tensor([float(scale)]), torch.tensor([clean_steps], dtype=torch.int32)
+        torch.ops.aten._amp_update_scale_(s, tracker, torch.tensor([float(found_inf)]), 2.0, 0.5,
+                                          growth_interval)
+        return s.item(), int(tracker)
+
+    assert kernel(8.0, 0, False, 1) == (16.0, 0)   # outside the check the kernel is the rule
+    for way in (packaged, grad_scaler, kernel, aten_op):
+        rejected(check_loss_scaler, way, STREAM, match="your rule ran the package's scaler or "
+                                                       "GradScaler's own update")
+    # and all of them work again afterwards
+    assert kernel(8.0, 0, False, 1) == (16.0, 0) and aten_op(8.0, 2, True, 3) == (4.0, 0)
+    scaler = DynamicLossScaler(init_scale=4.0, growth_interval=1)
+    scaler.update(False)
+    assert scaler.scale == 8.0
+
+
+def test_a_rule_that_returns_one_number_is_told_so(capsys):
+    rejected(check_loss_scaler, lambda scale, clean, inf, interval: scale, STREAM,
+             match=r"did not return a pair \(scale, clean_steps\)")
+    check_loss_scaler(..., STREAM)
+    assert "Not answered yet" in capsys.readouterr().out
+
+
+# ---- exercise 2: bytes per parameter with SGD ------------------------------------------------------
+
+def test_bytes_per_parameter_with_sgd_is_measured_and_the_classic_mistakes_fail(capsys):
+    check_bytes_per_param(published("06_mixed_precision", "my_bytes_per_param"), TINY)
+    assert "(measured: 10)" in capsys.readouterr().out
+    for mistake in (4 + 2 + 8,      # AdamW's two averages
+                    4 + 2,          # forgot the momentum buffer
+                    2 * 4 + 4 + 4,  # the fp16-gradients convention for SGD, gradients kept
+                    4 + 4):         # forgot the bf16 copy
+        rejected(check_bytes_per_param, mistake, TINY, match="is not what this notebook measured")
+    check_bytes_per_param(np.float32(10.0), TINY)
+    check_bytes_per_param(torch.tensor(10.0), TINY)
+
+
+# ---- exercise 3: the flush threshold --------------------------------------------------------------
+
+def test_the_flush_threshold_is_half_the_subnormal_over_the_scale(capsys):
+    check_flush_threshold(published("06_mixed_precision", "my_flush_threshold"))
+    assert "(the formula gives 2.98e-11)" in capsys.readouterr().out
+    for mistake in (2**-24 / 1000,   # the smallest subnormal itself, not the rounding point
+                    2**-25,          # forgot the loss scale
+                    2**-25 * 1000,   # multiplied by the scale
+                    2**-14 / 1000,   # the smallest normal
+                    2**-24 / 2**16): # the old exercise's answer: another scale
+        rejected(check_flush_threshold, mistake, match="is not what the formula gives")
+
+
+def test_the_threshold_is_where_fp16_really_flushes():
+    s = 1000.0
+    threshold = 2**-25 / s
+    lost = lambda g: (torch.tensor(g, dtype=torch.float64) * s).to(torch.float16).item() == 0
+    assert lost(threshold * 0.999) and not lost(threshold * 1.001)
+
+
+def test_the_checkers_speak_chinese(capsys):
+    set_language("zh")
+    try:
+        check_flush_threshold(2**-25 / 1000)
+        check_loss_scaler(..., STREAM)
+        assert "梯度在 fp16 中被冲刷为 0 的阈值" in capsys.readouterr().out
+        with pytest.raises(AssertionError, match="损失缩放器：在第 3 节的那串梯度上.*(偏高|偏低)"):
+            check_loss_scaler(grows_one_step_late, STREAM)
+    finally:
+        set_language("en")
