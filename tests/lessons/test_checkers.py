@@ -5,12 +5,10 @@ The published solutions are read from the lessons' "Solutions" cells, as
 ``tests/test_exercises.py`` reads them (nothing is executed but the solution's own code). The
 ring all-reduce's checker also proves the from-scratch ring equals ``dist.all_reduce``.
 """
-import functools
 import math
 import re
 from pathlib import Path
 
-import nbformat
 import numpy as np
 import pytest
 import torch
@@ -22,30 +20,13 @@ from gpututor import RunSpec
 from gpututor.lessons.data_parallel_exercises import check_allreduce
 from gpututor.lessons.exercises import check_answer
 from gpututor.parallel.pipeline.timeline import theoretical_bubble_fraction
-from gpututor.parallel.tensor_parallel.megatron import reduce_from_tensor_parallel_region
-from test_exercises import exercises
+from exercise_solutions import published as _published, rejected
 
 NOTEBOOKS = Path(__file__).resolve().parents[2] / "notebooks"
 
 
-@functools.lru_cache(maxsize=None)
-def _checks(stem: str) -> tuple:
-    return tuple(exercises(nbformat.read(NOTEBOOKS / f"{stem}.ipynb", as_version=4)))
-
-
 def published(stem: str, variable: str, **names):
-    """The value lesson ``stem``'s Solutions cell gives ``variable``, its code run with
-    ``names`` standing for the notebook's variables it uses."""
-    code = next(c["solution"] for c in _checks(stem) if c["variable"] == variable)
-    scope = {"__name__": "__main__", "math": math, "torch": torch, "F": F,
-             "reduce_from_tensor_parallel_region": reduce_from_tensor_parallel_region, **names}
-    exec(code, scope)
-    return scope[variable]
-
-
-def rejected(checker, answer, *args, match: str, **kwargs) -> None:
-    with pytest.raises(AssertionError, match=match):
-        checker(answer, *args, **kwargs)
+    return _published(stem, variable, math=math, torch=torch, F=F, **names)
 
 
 # ---- check_answer ------------------------------------------------------------------------------

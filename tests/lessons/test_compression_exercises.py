@@ -1,10 +1,7 @@
 """Lesson 07's checkers (``gpututor.lessons.compression_exercises``): the published solution of
 every exercise passes, plausible wrong answers fail, each named by its mistake, and the
 quantizer exercise cannot be passed by calling the package's quantizer or torch's quantize ops."""
-import functools
-from pathlib import Path
 
-import nbformat
 import numpy as np
 import pytest
 import torch
@@ -15,28 +12,14 @@ from gpututor.i18n import set_language
 from gpututor.lessons.compression_exercises import (check_int8_bytes, check_quantize,
                                                     check_removed_parameters, check_row_scale,
                                                     checker_weights)
-from test_exercises import exercises
+from exercise_solutions import published as _published, rejected
 
-NOTEBOOK = Path(__file__).resolve().parents[2] / "notebooks" / "07_compression.ipynb"
 TEACHER_SPEC = RunSpec(model="gpt", model_size="tiny", strategy="single", world_size=1,
                        batch_size=32, seq_len=16, steps=500, lr=1e-3)   # lesson 07's teacher
 
 
-@functools.lru_cache(maxsize=None)
-def _solutions() -> dict:
-    return {c["variable"]: c["solution"] for c in exercises(nbformat.read(NOTEBOOK, as_version=4))}
-
-
 def published(variable: str, **names):
-    """The value lesson 07's Solutions cell gives ``variable``, its code run with ``names``."""
-    scope = {"__name__": "__main__", "torch": torch, **names}
-    exec(_solutions()[variable], scope)
-    return scope[variable]
-
-
-def rejected(checker, answer, *args, match: str) -> None:
-    with pytest.raises(AssertionError, match=match):
-        checker(answer, *args)
+    return _published("07_compression", variable, torch=torch, **names)
 
 
 @pytest.fixture(scope="module")

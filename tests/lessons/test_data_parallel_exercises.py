@@ -5,9 +5,7 @@ in ``test_checkers.py``; here, that the package's own ring refuses too."""
 import ast
 import inspect
 import re
-from pathlib import Path
 
-import nbformat
 import numpy as np
 import pytest
 import torch
@@ -18,25 +16,14 @@ from gpututor.lessons.data_parallel_exercises import (check_allreduce, check_byt
                                                       check_sent_per_rank)
 from gpututor.parallel.data_parallel import ring as imported_ring
 from gpututor.parallel.data_parallel.ring import ring_allreduce as imported_before
-from test_exercises import exercises
+from exercise_solutions import published as _published, rejected
 
-LESSON = Path(__file__).resolve().parents[2] / "notebooks" / "02_data_parallel.ipynb"
 PARAMS = 838_400                                   # the small GPT's parameters
 RUNS = {"single": {"params": PARAMS}, "ddp": {"comm_bytes_per_step": 4 * PARAMS}}
 
 
 def published(variable: str, **names):
-    """The value lesson 02's Solutions cell gives ``variable``, its code run with ``names``."""
-    code = next(c["solution"] for c in exercises(nbformat.read(LESSON, as_version=4))
-                if c["variable"] == variable)
-    scope = {"__name__": "__main__", "torch": torch, **names}
-    exec(code, scope)
-    return scope[variable]
-
-
-def rejected(checker, answer, *args, match: str, **kwargs) -> None:
-    with pytest.raises(AssertionError, match=match):
-        checker(answer, *args, **kwargs)
+    return _published("02_data_parallel", variable, torch=torch, **names)
 
 
 # ---- exercise 2: the bytes DDP all-reduces ----------------------------------------------------

@@ -1,11 +1,8 @@
 """Lesson 08's checkers: each accepts the lesson's published solution and rejects plausible wrong
 answers, each named by the mistake it models; the code exercise's reference refuses while the
 learner's formula runs."""
-import functools
 import math
-from pathlib import Path
 
-import nbformat
 import pytest
 
 from gpututor.lessons.hardware_exercises import (check_bytes_per_param, check_days_at_mfu,
@@ -13,26 +10,12 @@ from gpututor.lessons.hardware_exercises import (check_bytes_per_param, check_da
                                                  check_state_bytes)
 from gpututor.plan.memory import PRESETS, model_state_bytes
 from gpututor.plan.recommend import recommend
-from test_exercises import exercises
+from exercise_solutions import published as _published, rejected
 
-NOTEBOOK = Path(__file__).resolve().parents[2] / "notebooks" / "08_choosing_hardware.ipynb"
-
-
-@functools.lru_cache(maxsize=None)
-def _solutions() -> dict:
-    return {c["variable"]: c["solution"] for c in exercises(nbformat.read(NOTEBOOK, as_version=4))}
 
 
 def published(variable: str, **names):
-    """What the lesson's Solutions cell gives ``variable``, run with ``names`` for the notebook's."""
-    scope = {"__name__": "__main__", **names}
-    exec(_solutions()[variable], scope)
-    return scope[variable]
-
-
-def rejected(checker, answer, *args, match: str) -> None:
-    with pytest.raises(AssertionError, match=match):
-        checker(answer, *args)
+    return _published("08_choosing_hardware", variable, **names)
 
 
 def test_bytes_per_param_of_zero2_on_8_gpus(capsys):

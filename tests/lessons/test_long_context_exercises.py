@@ -1,10 +1,7 @@
 """Lesson 10's checkers: each accepts the lesson's published solution and rejects plausible wrong
 answers, each named by the mistake it models; the merge exercise's reference (ring attention's
 own merge) refuses while the learner's merge runs."""
-import functools
-from pathlib import Path
 
-import nbformat
 import pytest
 import torch
 
@@ -13,27 +10,12 @@ from gpututor.lessons.long_context_exercises import (check_activation_shrink, ch
                                                      check_merge, check_visible_pairs)
 from gpututor.models import build_model, count_parameters
 from gpututor.parallel.context_parallel.ring_attention import merge
-from test_exercises import exercises
+from exercise_solutions import published as _published, rejected
 
-NOTEBOOK = Path(__file__).resolve().parents[2] / "notebooks" / "10_long_context.ipynb"
-
-
-@functools.lru_cache(maxsize=None)
-def _solutions() -> dict:
-    return {c["variable"]: c["solution"] for c in exercises(nbformat.read(NOTEBOOK, as_version=4))}
 
 
 def published(variable: str, **names):
-    """What the lesson's Solutions cell gives ``variable``, run with ``names`` for the notebook's."""
-    scope = {"__name__": "__main__", "torch": torch, "build_model": build_model,
-             "count_parameters": count_parameters, **names}
-    exec(_solutions()[variable], scope)
-    return scope[variable]
-
-
-def rejected(checker, answer, *args, match: str) -> None:
-    with pytest.raises(AssertionError, match=match):
-        checker(answer, *args)
+    return _published("10_long_context", variable, torch=torch, build_model=build_model, count_parameters=count_parameters, **names)
 
 
 def test_visible_pairs_of_rank_0_under_the_contiguous_split(capsys):

@@ -6,11 +6,8 @@ import ast
 import inspect
 import math
 import re
-from pathlib import Path
 
-import nbformat
 import numpy as np
-import pytest
 import torch
 
 from gpututor import RunSpec
@@ -22,23 +19,12 @@ from gpututor.lessons.one_device_exercises import (check_8bit_state_bytes,
                                                    check_probs_bytes, check_recompute_factor)
 from gpututor.measure.attention_cost import attention_costs
 from gpututor.precision.adam8bit import Adam8bit
-from test_exercises import exercises
+from exercise_solutions import published as _published, rejected
 
-LESSON = Path(__file__).resolve().parents[2] / "notebooks" / "01b_one_device.ipynb"
 
 
 def published(variable: str, **names):
-    """The value lesson 01b's Solutions cell gives ``variable``, its code run with ``names``."""
-    code = next(c["solution"] for c in exercises(nbformat.read(LESSON, as_version=4))
-                if c["variable"] == variable)
-    scope = {"__name__": "__main__", "torch": torch, **names}
-    exec(code, scope)
-    return scope[variable]
-
-
-def rejected(checker, answer, *args, match: str) -> None:
-    with pytest.raises(AssertionError, match=match):
-        checker(answer, *args)
+    return _published("01b_one_device", variable, torch=torch, **names)
 
 
 # ---- exercise 1: the bytes of P ---------------------------------------------------------------

@@ -1,12 +1,9 @@
 """Lesson 06's checkers (``gpututor.lessons.precision_exercises``): the published solution of
 every exercise passes, plausible wrong answers fail, each named by its mistake, and the loss
 scaler's rule cannot be passed by running GradScaler, the package's scaler or a memorised list."""
-import functools
 import math
 import re
-from pathlib import Path
 
-import nbformat
 import numpy as np
 import pytest
 import torch
@@ -17,27 +14,13 @@ from gpututor.lessons.precision_exercises import (STREAMS, check_bytes_per_param
                                                   check_flush_threshold, check_loss_scaler,
                                                   grad_scaler_scales)
 from gpututor.precision import DynamicLossScaler, replay_scalers
-from test_exercises import exercises
+from exercise_solutions import published as _published, rejected
 
 STREAM = [1.0, 1.0, math.inf, 1.0, 1.0, 1.0, 1.0, math.nan, math.inf, 1.0, 1.0, 1.0]   # lesson 06's
-NOTEBOOK = Path(__file__).resolve().parents[2] / "notebooks" / "06_mixed_precision.ipynb"
 
 
-@functools.lru_cache(maxsize=None)
-def _solutions() -> dict:
-    return {c["variable"]: c["solution"] for c in exercises(nbformat.read(NOTEBOOK, as_version=4))}
-
-
-def published(stem: str, variable: str):
-    """The value lesson 06's Solutions cell gives ``variable`` (its code run on its own)."""
-    scope = {"__name__": "__main__"}
-    exec(_solutions()[variable], scope)
-    return scope[variable]
-
-
-def rejected(checker, answer, *args, match: str) -> None:
-    with pytest.raises(AssertionError, match=match):
-        checker(answer, *args)
+def published(stem: str, variable: str, **names):
+    return _published(stem, variable, **names)
 
 
 TINY = RunSpec(model="gpt", model_size="tiny", strategy="single", world_size=1,

@@ -7,9 +7,7 @@ reduce-scatters can be reached.
 The published solutions are read from the lesson's "Solutions" cell, as
 ``tests/test_exercises.py`` reads them.
 """
-import functools
 
-import nbformat
 import numpy as np
 import pytest
 import torch
@@ -21,28 +19,13 @@ from gpututor.lessons.sharding_exercises import (check_first_fit, check_reduce_s
                                                  check_state_saving, check_zero3_sent,
                                                  first_stage_that_fits)
 from gpututor.plan.memory import model_state_bytes
-from test_exercises import ROOT, exercises
+from exercise_solutions import published as _published, rejected
 
 PSI = 2_737_152                      # lesson 03's model (gpt medium) has this many parameters
 
 
-@functools.lru_cache(maxsize=None)
-def _solutions() -> dict:
-    nb = nbformat.read(ROOT / "notebooks" / "03_sharding.ipynb", as_version=4)
-    return {c["variable"]: c["solution"] for c in exercises(nb)}
-
-
 def published(variable: str, **names):
-    """What the Solutions cell gives ``variable``, with ``names`` for the notebook's variables."""
-    scope = {"__name__": "__main__", "torch": torch, "dist": dist,
-             "model_state_bytes": model_state_bytes, **names}
-    exec(_solutions()[variable], scope)
-    return scope[variable]
-
-
-def rejected(checker, answer, *args, match: str, **kwargs) -> None:
-    with pytest.raises(AssertionError, match=match):
-        checker(answer, *args, **kwargs)
+    return _published("03_sharding", variable, torch=torch, dist=dist, model_state_bytes=model_state_bytes, **names)
 
 
 # ---- exercise 1: what ZeRO-2 saves, measured ---------------------------------------------------

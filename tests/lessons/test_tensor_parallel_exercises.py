@@ -6,9 +6,7 @@ mistake it models, for the reason its message gives. The row-parallel forward ru
 The published solutions are read from the lesson's "Solutions" cell, as
 ``tests/test_exercises.py`` reads them.
 """
-import functools
 
-import nbformat
 import numpy as np
 import pytest
 import torch
@@ -18,26 +16,11 @@ from gpututor.i18n import set_language
 from gpututor.lessons.tensor_parallel_exercises import check_row_parallel, check_tp_bytes
 from gpututor.parallel.tensor_parallel.megatron import (RowParallelLinear,
                                                         reduce_from_tensor_parallel_region)
-from test_exercises import ROOT, exercises
-
-
-@functools.lru_cache(maxsize=None)
-def _solutions() -> dict:
-    nb = nbformat.read(ROOT / "notebooks" / "04_tensor_parallel.ipynb", as_version=4)
-    return {c["variable"]: c["solution"] for c in exercises(nb)}
+from exercise_solutions import published as _published, rejected
 
 
 def published(variable: str, **names):
-    """What the Solutions cell gives ``variable``, with ``names`` for the notebook's variables."""
-    scope = {"__name__": "__main__", "torch": torch, "F": F,
-             "reduce_from_tensor_parallel_region": reduce_from_tensor_parallel_region, **names}
-    exec(_solutions()[variable], scope)
-    return scope[variable]
-
-
-def rejected(checker, answer, *args, match: str, **kwargs) -> None:
-    with pytest.raises(AssertionError, match=match):
-        checker(answer, *args, **kwargs)
+    return _published("04_tensor_parallel", variable, torch=torch, F=F, reduce_from_tensor_parallel_region=reduce_from_tensor_parallel_region, **names)
 
 
 # ---- exercise 1: a row-parallel forward, in real ranks -----------------------------------------
