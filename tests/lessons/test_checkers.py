@@ -22,7 +22,6 @@ from gpututor.lessons.exercises import check_answer
 from gpututor.parallel.pipeline.timeline import theoretical_bubble_fraction
 from exercise_solutions import published as _published, rejected
 
-NOTEBOOKS = Path(__file__).resolve().parents[2] / "notebooks"
 
 
 def published(stem: str, variable: str, **names):
