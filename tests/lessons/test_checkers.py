@@ -7,7 +7,6 @@ ring all-reduce's checker also proves the from-scratch ring equals ``dist.all_re
 """
 import math
 import re
-from pathlib import Path
 
 import numpy as np
 import pytest
