@@ -122,10 +122,12 @@ MATMULS = {torch.ops.aten.mm.default, torch.ops.aten.addmm.default, torch.ops.at
 
 
 def save_matmul_outputs(ctx, op, *args, **kwargs):
-    """Selective recomputation's policy (torch's selective checkpoint contexts): a matmul's
-    output is saved for backward, everything else is recomputed there. Matmuls hold most of a
-    block's FLOPs, so recomputing the rest costs little time (Korthikanti et al. 2022 recompute
-    attention's softmax part for the same reason)."""
+    """The package's ``"selective"`` policy (torch's selective checkpoint contexts), a variant
+    of selective recomputation: every matmul's output (``mm``, ``addmm``, ``bmm``) is saved for
+    backward, the cheap elementwise ops (softmax, GELU, layer norms) are recomputed there.
+    Matmuls hold most of a block's FLOPs, so recomputing the rest costs little time. Saving
+    ``bmm`` keeps the ``T x T`` attention scores ``QKᵀ``; Korthikanti et al. 2022 (section 4.2)
+    instead recompute the whole attention core (``QKᵀ``, softmax, dropout, ``·V``)."""
     return CheckpointPolicy.MUST_SAVE if op in MATMULS else CheckpointPolicy.PREFER_RECOMPUTE
 
 

@@ -55,8 +55,8 @@ def test_days_at_30_percent_mfu_of_the_smallest_cluster(capsys, rec7):
     model7 = PRESETS["7b"]
     days = published("my_days", rec7=rec7)
     check_days_at_mfu(days, rec7, model7)
-    assert "days of the smallest cluster at 30% MFU" in capsys.readouterr().out
-    assert days > 30   # the exercise's point: at 30 % MFU the cluster misses the deadline
+    assert "days of the smallest cluster at 30% of peak" in capsys.readouterr().out
+    assert days > 30   # the exercise's point: at 30 % of peak the cluster misses the deadline
     wrong = {"upside down": rec7.smallest.days * 0.30 / 0.40,
              "as if MFU did not matter": rec7.smallest.days,
              "the GPU count, the old question": rec7.smallest.config.count,
@@ -151,7 +151,7 @@ def test_every_message_of_the_checkers_has_its_chinese_line(capsys):
         for chinese in ("8 张 GPU 上用 ZeRO-2 时每张 GPU 每个参数的字节数",
                         "用 ZeRO-3 放下模型状态所需的最少 H200-141GB 数", "模型状态字节数：尚未作答"):
             assert chinese in out, (chinese, out)
-        assert "MFU 为 30% 时最小集群所需的天数" == ZH["days of the smallest cluster at 30% MFU"]
+        assert "达到峰值的 30% 时最小集群所需的天数" == ZH["days of the smallest cluster at 30% of peak"]
         with pytest.raises(AssertionError, match="ZeRO 阶段 1，64 张 GPU"):
             check_state_bytes(lambda n, b, stage, dp: n * 16 / (dp if stage else 1))
     finally:
