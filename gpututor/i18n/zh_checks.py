@@ -55,9 +55,9 @@ CHECKS = {
     "FLOPs per step: not answered yet. Define your function and pass it in.":
         "每步 FLOPs：尚未作答。请定义你的函数并把它传进来。",
     "FLOPs per step: your function called the package's FLOPs formula (gpututor.measure.flops or "
-    "gpututor.formulas): write it yourself.":
+    "gpututor.formulas), ran the model or a FLOP counter: write the formula yourself.":
         "每步 FLOPs：你的函数调用了本软件包的 FLOPs 公式（gpututor.measure.flops 或 "
-        "gpututor.formulas）：请自己写出来。",
+        "gpututor.formulas），或运行了模型或 FLOP 计数器：请自己写出这个公式。",
     "FLOPs per step: for the {size} GPT, batch {batch}, {seq} tokens per sequence, your function "
     "returned {got!r}, not a number.":
         "每步 FLOPs：对 {size} GPT、批大小 {batch}、每条序列 {seq} 个 token，你的函数返回了 {got!r}，"
