@@ -12,6 +12,14 @@ CHECKS = {
     "{what}: {answer} is not what this notebook measured. Try again.":
         "{what}：{answer} 与本笔记本测得的结果不符。请再试一次。",
     "Correct. {what}: {number} (measured: {expected})": "正确。{what}：{number}（实测：{expected}）",
+    "{what}: {answer} is not what this run's measurements give. Try again.":
+        "{what}：{answer} 与由本次运行的测量结果算出的值不符。请再试一次。",
+    "Correct. {what}: {number} (from this run's measurements: {expected})":
+        "正确。{what}：{number}（由本次运行的测量结果算出：{expected}）",
+    "{what}: {answer} is not what counting on the model gives. Try again.":
+        "{what}：{answer} 与在模型上数出的值不符。请再试一次。",
+    "Correct. {what}: {number} (counted on the model: {expected})":
+        "正确。{what}：{number}（在模型上数出：{expected}）",
     "{what}: not answered yet. Replace ... with a list of names and run the cell again.":
         "{what}：尚未作答。请把 ... 换成一个名称列表，然后重新运行本单元。",
     "{what}: {answer} is not a list of names. Try again.": "{what}：{answer} 不是名称列表。请再试一次。",
@@ -55,9 +63,9 @@ CHECKS = {
     "FLOPs per step: not answered yet. Define your function and pass it in.":
         "每步 FLOPs：尚未作答。请定义你的函数并把它传进来。",
     "FLOPs per step: your function called the package's FLOPs formula (gpututor.measure.flops or "
-    "gpututor.formulas): write it yourself.":
+    "gpututor.formulas), ran the model or a FLOP counter: write the formula yourself.":
         "每步 FLOPs：你的函数调用了本软件包的 FLOPs 公式（gpututor.measure.flops 或 "
-        "gpututor.formulas）：请自己写出来。",
+        "gpututor.formulas），或运行了模型或 FLOP 计数器：请自己写出这个公式。",
     "FLOPs per step: for the {size} GPT, batch {batch}, {seq} tokens per sequence, your function "
     "returned {got!r}, not a number.":
         "每步 FLOPs：对 {size} GPT、批大小 {batch}、每条序列 {seq} 个 token，你的函数返回了 {got!r}，"

@@ -48,7 +48,7 @@ def check_removed_parameters(answer, teacher: nn.Module, share: float = 0.25) ->
     if answer is ...:
         return check_answer(answer, None, what)
     removed = count_parameters(teacher) - count_parameters(shrink_mlps(teacher, share))
-    check_answer(answer, removed, what, rel_tol=0)
+    check_answer(answer, removed, what, rel_tol=0, source="counted")
 
 
 def check_int8_bytes(answer, quantized: dict, variant: str = "int8 from scratch") -> None:
@@ -58,7 +58,7 @@ def check_int8_bytes(answer, quantized: dict, variant: str = "int8 from scratch"
         return check_answer(answer, None, "bytes of int8 weights and scales")
     layers = [m for m in quantized[variant].modules() if isinstance(m, quantize.Int8Linear)]
     held = sum(t.numel() * t.element_size() for m in layers for t in (m.q, m.scale))
-    check_answer(answer, held, "bytes of int8 weights and scales", rel_tol=0)
+    check_answer(answer, held, "bytes of int8 weights and scales", rel_tol=0, source="counted")
 
 
 # ---- exercise 4: quantize a weight, from scratch ----------------------------------------------

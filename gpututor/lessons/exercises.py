@@ -11,6 +11,7 @@ import numbers
 
 import torch
 
+from .. import checks
 from ..i18n import tr
 
 
@@ -30,10 +31,26 @@ def as_number(value) -> float | None:
     return None
 
 
+# what the messages say the expected value is: read off a run, computed from a run's numbers,
+# given by a formula, or counted on a model
+SOURCES = {
+    "measured": ("{what}: {answer} is not what this notebook measured. Try again.",
+                 "Correct. {what}: {number} (measured: {expected})"),
+    "derived": ("{what}: {answer} is not what this run's measurements give. Try again.",
+                "Correct. {what}: {number} (from this run's measurements: {expected})"),
+    "formula": ("{what}: {answer} is not what the formula gives. Try again.",
+                "Correct. {what}: {number} (the formula gives {expected})"),
+    "counted": ("{what}: {answer} is not what counting on the model gives. Try again.",
+                "Correct. {what}: {number} (counted on the model: {expected})"),
+}
+
+
 def check_answer(answer, expected: float | None, what: str, rel_tol: float = 0.02,
                  source: str = "measured") -> None:
     """A number the learner read off this notebook's own run (within ``rel_tol``), or, with
-    ``source="formula"``, one a formula gives: the messages say which."""
+    ``source`` "derived", "formula" or "counted", one computed from the run's measurements, a
+    formula gives, or counted on a model: the messages say which (:data:`SOURCES`)."""
+    checks.choice("source", source, tuple(SOURCES))
     if answer is ...:
         print(tr("{what}: not answered yet. Replace ... with your answer and run the cell again.",
                  what=tr(what)))
@@ -43,13 +60,9 @@ def check_answer(answer, expected: float | None, what: str, rel_tol: float = 0.0
                                 "above run and finish?): nothing to compare your answer with.",
                                 what=tr(what)))
     number = as_number(answer)
+    wrong, right = SOURCES[source]
     if number is None or not math.isclose(number, expected, rel_tol=rel_tol):
-        wrong = ("{what}: {answer} is not what this notebook measured. Try again."
-                 if source == "measured" else
-                 "{what}: {answer} is not what the formula gives. Try again.")
         raise AssertionError(tr(wrong, what=tr(what), answer=repr(answer)))
-    right = "Correct. {what}: {number} (measured: {expected})" if source == "measured" \
-        else "Correct. {what}: {number} (the formula gives {expected})"
     print(tr(right, what=tr(what), number=f"{number:,.4g}", expected=f"{expected:,.4g}"))
 
 

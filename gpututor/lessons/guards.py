@@ -92,6 +92,22 @@ OP_COLLECTIVES = {"_c10d_functional": ("all_reduce", "all_reduce_", "all_reduce_
                            "scatter_", "monitored_barrier_")}
 
 
+POINT_TO_POINT_OPS = ("send", "recv_", "recv_any_source_", "isend", "irecv", "batch_p2p_ops",
+                      "wait_tensor", "check_for_nan")
+
+
+def op_collectives() -> dict[str, tuple[str, ...]]:
+    """Every collective op torch has registered in a c10d namespace (``_c10d_functional``, its
+    ``_autograd`` twin, ``c10d``, and any a later torch adds), with the ones listed above:
+    all but the point-to-point ops."""
+    found = {space: set(names) for space, names in OP_COLLECTIVES.items()}
+    for qualified in torch._C._dispatch_get_all_op_names():
+        space, _, name = qualified.partition("::")
+        if "c10d" in space and name not in POINT_TO_POINT_OPS:
+            found.setdefault(space, set()).add(name)
+    return {space: tuple(sorted(names)) for space, names in found.items()}
+
+
 class OnlyPointToPoint:
     """While active, every built-in collective raises, however it is reached: a function of
     ``torch.distributed`` (bound before or after), ``distributed_c10d``, the group object's own
@@ -121,7 +137,7 @@ class OnlyPointToPoint:
                 if owner is not None:
                     self.saved.append((owner, name, vars(owner)[name]))
                     setattr(owner, name, self._refuse(name))
-        for space, names in OP_COLLECTIVES.items():
+        for space, names in op_collectives().items():
             namespace = getattr(torch.ops, space)
             for name in names:
                 if hasattr(namespace, name):

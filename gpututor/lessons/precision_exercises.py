@@ -38,10 +38,14 @@ STREAMS = ((2.0**16, 1, (1.0, 1.0, INF, 1.0, NAN, INF, 1.0, 1.0)),
 
 
 def _scaler_references():
-    """Every way to the reference rule: the package's scaler, GradScaler's update, and the kernel
-    GradScaler calls (``torch._amp_update_scale_``, also as an aten op)."""
+    """Every way to the reference rule: the package's scaler, GradScaler's update (and FSDP's
+    ShardedGradScaler's), and the kernel GradScaler calls (``torch._amp_update_scale_``, also as
+    an aten op)."""
+    # FSDP's ShardedGradScaler has its own update, in Python on CPU (an examiner's reading)
+    from torch.distributed.fsdp.sharded_grad_scaler import ShardedGradScaler
     functions = RefusedWhileRunning(DynamicLossScaler.update, replay_scalers,
-                                    torch.amp.GradScaler.update)
+                                    torch.amp.GradScaler.update, ShardedGradScaler.update,
+                                    ShardedGradScaler._amp_update_scale_cpu_)
     kernels = RefusedAttributes((torch, "_amp_update_scale_"),
                                 (torch.ops.aten, "_amp_update_scale_"),
                                 (torch.ops.aten, "_amp_update_scale"))

@@ -47,7 +47,7 @@ def check_state_saving(answer, runs: dict, strategy: str = "zero2", baseline: st
     have = strategy in runs and baseline in runs
     expected = measured_state(runs[baseline]) - measured_state(runs[strategy]) if have else None
     check_answer(answer, expected, f"model state {strategy} saves on rank 0 against {baseline}",
-                 rel_tol=0.02)
+                 rel_tol=1e-4)   # the MB printed above, subtracted, is not the answer
 
 
 # ---- exercise 2: which stage first fits, at scale (formula) -----------------------------------

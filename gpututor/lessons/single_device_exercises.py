@@ -16,11 +16,13 @@ from __future__ import annotations
 import math
 from typing import Callable
 
+from torch.utils.flop_counter import FlopCounterMode
+
 from .. import formulas
 from ..config import RunSpec
 from ..i18n import tr
 from ..measure import flops
-from ..models import build_model
+from ..models import GPT, build_model
 from .exercises import as_number, check_answer
 from .guards import RefusedWhileRunning, called_the_reference
 
@@ -79,13 +81,16 @@ def check_flops_per_step(candidate: Callable) -> None:
         want = reference_flops_per_step(model, batch_size, seq_len)
         case = dict(size=size, batch=batch_size, seq=seq_len)
         try:
-            with RefusedWhileRunning(*FLOP_FUNCTIONS, reference_flops_per_step):
+            # counting is not deriving: the model's forward and torch's counter refuse too
+            with RefusedWhileRunning(*FLOP_FUNCTIONS, reference_flops_per_step, GPT.forward,
+                                     FlopCounterMode.__enter__):
                 got = candidate(model, batch_size, seq_len)
         except Exception as exc:   # noqa: BLE001 - said to the learner
             if called_the_reference(exc):
                 raise AssertionError(tr("FLOPs per step: your function called the package's "
                                         "FLOPs formula (gpututor.measure.flops or "
-                                        "gpututor.formulas): write it yourself.")) from None
+                                        "gpututor.formulas), ran the model or a FLOP counter: "
+                                        "write the formula yourself.")) from None
             raise
         number = as_number(got)
         if number is None:

@@ -116,7 +116,7 @@ def check_ideal_throughput(answer, ddp: dict, solo: dict) -> None:
     base = solo.get("tokens_per_s") if solo.get("world_size") == 1 else None
     expected = ddp["world_size"] * base if base else None
     check_answer(answer, expected, "tokens/s of the data-parallel run at the ideal speedup",
-                 rel_tol=0.001)
+                 rel_tol=0.001, source="derived")
 
 
 def check_optimizer_state(answer, ddp: dict, rank: int = 0) -> None:

@@ -126,9 +126,18 @@ def _ways_round_the_guard() -> dict:
             pass
         return tensor
 
+    def the_autograd_functional_op(tensor, rank, world):   # found by an examiner's reading
+        ops = getattr(torch, "ops")
+        gathered = ops._c10d_functional_autograd.all_gather_into_tensor(
+            tensor.reshape(-1), world, dist.group.WORLD.group_name)
+        gathered = ops._c10d_functional.wait_tensor(gathered)
+        tensor.copy_(gathered.view(world, -1).sum(0).view_as(tensor))
+        return tensor
+
     return {f.__name__: f for f in (import_made_before, distributed_c10d, the_group_object,
                                     the_backend_object, a_functional_collective,
-                                    all_gather_then_add, catching_the_refusal)}
+                                    all_gather_then_add, catching_the_refusal,
+                                    the_autograd_functional_op)}
 
 
 @pytest.mark.parametrize("way", list(_ways_round_the_guard()))
@@ -160,6 +169,29 @@ def test_a_ring_cut_with_torch_chunk_is_right_too(capsys):
         return tensor
 
     check_allreduce(with_chunk)
+    assert "Correct: equals dist.all_reduce on 3 and 4 ranks" in capsys.readouterr().out
+
+
+def test_a_ring_that_sums_in_place_and_returns_nothing_is_right_too(capsys):
+    """``dist.all_reduce`` itself returns None: a ring that sums into its tensor and returns
+    nothing is a right answer (an examiner's reading found it rejected)."""
+    def in_place_only(tensor, rank, world):
+        chunks = list(tensor.view(-1).tensor_split(world))
+        right, left = (rank + 1) % world, (rank - 1) % world
+        for phase in ("reduce-scatter", "all-gather"):
+            for step in range(world - 1):
+                shift = 0 if phase == "reduce-scatter" else 1
+                s, r = (rank - step + shift) % world, (rank - step - 1 + shift) % world
+                incoming = torch.empty_like(chunks[r])
+                req = dist.isend(chunks[s].contiguous(), right)
+                dist.recv(incoming, left)
+                req.wait()
+                if phase == "reduce-scatter":
+                    chunks[r] += incoming
+                else:
+                    chunks[r].copy_(incoming)
+
+    check_allreduce(in_place_only)
     assert "Correct: equals dist.all_reduce on 3 and 4 ranks" in capsys.readouterr().out
 
 

@@ -51,7 +51,7 @@ def test_the_removed_parameters_pass_and_the_classic_mistakes_fail(teacher, caps
                     2 * 96 * (96 + 1 + 96 + 1),  # counted proj's bias too: it stays
                     96 * (96 + 1 + 96),          # one block
                     2 * 192 * (96 + 1 + 96)):    # half the neurons, section 3's
-        rejected(check_removed_parameters, mistake, teacher, match="is not what this notebook")
+        rejected(check_removed_parameters, mistake, teacher, match="is not what counting on the model gives")
 
 
 def test_the_int8_bytes_pass_and_the_classic_mistakes_fail(teacher, capsys):
@@ -65,7 +65,7 @@ def test_the_int8_bytes_pass_and_the_classic_mistakes_fail(teacher, capsys):
                     sum(m.weight.numel() + 4 * m.out_features for m in in_blocks),  # forgot the head
                     sum(m.weight.numel() + m.bias.numel() * 5 for m in linears   # counted biases
                         if m.bias is not None)):
-        rejected(check_int8_bytes, mistake, quantized, match="is not what this notebook measured")
+        rejected(check_int8_bytes, mistake, quantized, match="is not what counting on the model gives")
 
 
 # ---- exercise 4: the quantizer -----------------------------------------------------------------

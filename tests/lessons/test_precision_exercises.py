@@ -125,8 +125,16 @@ def test_running_the_reference_is_refused_however_it_is_reached():
                                           growth_interval)
         return s.item(), int(tracker)
 
+    def fsdp_scalers_rule(scale, clean_steps, found_inf, growth_interval):   # examiner's find
+        from torch.distributed.fsdp.sharded_grad_scaler import ShardedGradScaler
+        s, tracker = torch.tensor([float(scale)]), torch.tensor([clean_steps], dtype=torch.int32)
+        ShardedGradScaler._amp_update_scale_cpu_(ShardedGradScaler("cpu", growth_interval=
+                                                                   growth_interval),
+                                                 torch.tensor([float(found_inf)]))
+        return s.item(), int(tracker)
+
     assert kernel(8.0, 0, False, 1) == (16.0, 0)   # outside the check the kernel is the rule
-    for way in (packaged, grad_scaler, kernel, aten_op):
+    for way in (packaged, grad_scaler, kernel, aten_op, fsdp_scalers_rule):
         rejected(check_loss_scaler, way, STREAM, match="your rule ran the package's scaler or "
                                                        "GradScaler's own update")
     # and all of them work again afterwards

@@ -89,7 +89,7 @@ def test_ideal_throughput_is_n_times_the_one_rank_run(capsys):
                     SOLO["tokens_per_s"],                       # forgot the N
                     DDP["tokens_per_s"],                        # what it reached, not the ideal
                     DDP["tokens_per_s"] / SOLO["tokens_per_s"]):   # the speedup
-        rejected(check_ideal_throughput, mistake, DDP, SOLO, match="is not what this notebook")
+        rejected(check_ideal_throughput, mistake, DDP, SOLO, match="is not what this run.s measurements give")
     rejected(check_ideal_throughput, 20_974, DDP, {"world_size": 1, "tokens_per_s": None},
              match="has not measured it yet")
 
