@@ -205,4 +205,14 @@ PRINTS_B = {
     "+ exposed data-parallel all-reduce {dp:.1f} s":
         "{where:>34}：单步 {step:6.1f} s = 计算 {compute:.1f} s + 张量并行的全归约 {tp:.1f} s "
         "+ 未被重叠掩盖的数据并行全归约 {dp:.1f} s",
+    # 08 choosing hardware, 10 long context: whether a worked example fits
+    "    fits in {usable:.0f} GB, 90 % of an {gpu}": "    放得进 {usable:.0f} GB（{gpu} 的 90 %）",
+    "    does not fit in {usable:.0f} GB, 90 % of an {gpu}": "    放不下 {usable:.0f} GB（{gpu} 的 90 %）",
+    "{pad}  fits in {usable:.0f} GB, 90 % of an H100-80GB": "{pad}  放得进 {usable:.0f} GB（H100-80GB 的 90 %）",
+    "{pad}  does not fit in {usable:.0f} GB, 90 % of an H100-80GB":
+        "{pad}  放不下 {usable:.0f} GB（H100-80GB 的 90 %）",
+    "{pad}  with full recomputation: {full:.1f} GB, which fits":
+        "{pad}  采用完全重计算：{full:.1f} GB，放得进",
+    "{pad}  with full recomputation: {full:.1f} GB, which does not fit either":
+        "{pad}  采用完全重计算：{full:.1f} GB，仍然放不下",
 }

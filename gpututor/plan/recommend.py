@@ -132,6 +132,13 @@ def planned_precision(gpu, precision: str = "bf16") -> str:
     return "fp16" if precision == "bf16" and not gpu.peak_flops.get("bf16") else precision
 
 
+def usable_bytes(gpu, usable_fraction: float = USABLE_FRACTION) -> float:
+    """The bytes of ``gpu`` (a catalogue GPU or its name) a plan may fill: ``usable_fraction`` of
+    its memory (the rest: CUDA context, fragmentation, buffers)."""
+    gpu = catalog.get_gpu(gpu) if isinstance(gpu, str) else gpu
+    return usable_fraction * gpu.memory_bytes
+
+
 def estimate(model: Transformer, tokens: float, config: Config, precision: str = "bf16",
              optimizer: str = "adam", tokens_per_step: float = 2 ** 20,
              mfu: float = DEFAULT_MFU, comm_efficiency: float = DEFAULT_COMM_EFFICIENCY,
@@ -160,7 +167,7 @@ def estimate(model: Transformer, tokens: float, config: Config, precision: str =
     memory = per_device_memory(model, config.micro_batch, config.zero_stage, config.dp,
                                config.tp, config.pp, precision, optimizer, config.recompute,
                                sequence_parallel=config.tp > 1, convention=convention)
-    usable = usable_fraction * gpu.memory_bytes
+    usable = usable_bytes(gpu, usable_fraction)
     fits = memory["total"] <= usable
     multi_node = config.count > config.gpus_per_node
     intra, inter = catalog.get_link(config.link), catalog.get_link(config.inter_link)
