@@ -168,11 +168,13 @@ def test_emulated_link_adds_exactly_the_modelled_delay(strategy):
     from gpututor.parallel.link import EmulatedLink
     base = tiny_spec(strategy=strategy, world_size=2, steps=4, **SGD)   # SGD: see the top
     fast = launch(base).wait()
-    options = (("link_gbps", 0.01), ("link_latency_us", 100.0))   # 10 MB/s: slow on purpose
+    # 2 MB/s: slow on purpose, so the added delay (tenths of a second per step) stands well above
+    # a shared machine's step-time noise (at 10 MB/s it was ~40 ms, and flaked under load)
+    options = (("link_gbps", 0.002), ("link_latency_us", 100.0))
     slow_run = launch(base.replace(options=options))
     slow = slow_run.wait()
     torch.testing.assert_close(torch.tensor(slow["losses"]), torch.tensor(fast["losses"]))
-    link = EmulatedLink(0.01e9, 100e-6)
+    link = EmulatedLink(0.002e9, 100e-6)
     record = slow_run.records[-1]
     # every bucket / tensor all-reduced this step got its modelled delay, and nothing more
     assert record["emulated_comm_s"] >= link.allreduce_seconds(record["comm_bytes"], 2)
