@@ -72,9 +72,9 @@ def test_group_checkers_take_the_question_from_their_defaults_and_reject_the_cla
 def test_the_question_grid_is_not_one_the_lesson_makes():
     import ast
     import nbformat
-    from test_checkers import NOTEBOOKS
+    from test_exercises import ROOT
     made = [ast.literal_eval(node.args[0])
-            for cell in nbformat.read(NOTEBOOKS / f"{STEM}.ipynb", as_version=4).cells
+            for cell in nbformat.read(ROOT / "notebooks" / f"{STEM}.ipynb", as_version=4).cells
             if cell.cell_type == "code"
             for node in ast.walk(ast.parse(cell.source))
             if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "RankGrid"]
