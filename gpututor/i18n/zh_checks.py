@@ -124,7 +124,7 @@ CHECKS = {
     "bytes sent per rank on 8 ranks": "8 个进程时每个进程发送的字节数",
     "ring all-reduce: not answered yet. Define your function and pass it in.":
         "环形全归约：尚未作答。请定义你的函数并把它传进来。",
-    "on {world} ranks your function failed: {first_line}": "在 {world} 个进程上你的函数出错：{first_line}",
+    "on {world} ranks your function failed: {error}": "在 {world} 个进程上你的函数出错：{error}",
     "your function called the package's ring_allreduce: write the ring yourself":
         "你的函数调用了本软件包自己的 ring_allreduce：请自己写出这个环",
     "your function called the built-in collective {name}: build the sum from dist.isend / "

@@ -26,8 +26,7 @@ from ..config import RunSpec
 from ..i18n import tr
 from ..parallel.mesh import RankGrid, build_groups, device_mesh
 from ..plan.layouts import HEADROOM, layouts, predict_layouts, transformer_of
-from ..runtime.launcher import RunFailed, launch
-from .exercises import check_answer
+from .exercises import check_answer, records_in_ranks
 from .guards import RefusedWhileRunning, called_the_reference
 
 QUESTION_GRID = (("dp", 3), ("pp", 3), ("tp", 2))   # exercises 1 and 2: not printed anywhere
@@ -239,13 +238,9 @@ def check_groups(candidate: Callable) -> None:
     shape = DEVICE_MESH_GRID
     groups = tuple((dim, tuple(map(tuple, yours[shape, dim]))) for dim, _ in shape)
     world = math.prod(d for _, d in shape)
-    try:
-        records = launch(RunSpec(world_size=world, device="cpu", timeout=60),
-                         task=DeviceMeshCheck(shape, groups)).wait()
-    except RunFailed as failure:
-        raise AssertionError(tr("groups of a grid: the check in {world} real ranks failed: "
-                                "{error}", world=world,
-                                error=str(failure).splitlines()[0])) from None
+    records = records_in_ranks(DeviceMeshCheck(shape, groups),
+                               RunSpec(world_size=world, device="cpu", timeout=60),
+                               "groups of a grid: the check in {world} real ranks failed: {error}")
     different = [r for r in records if not r["same"]]
     if different:   # RankGrid agreed but DeviceMesh does not: the package's grid is wrong
         raise AssertionError(tr("groups of a grid: in {world} real ranks, rank {rank}'s {dim} "

@@ -1,8 +1,8 @@
-"""The lessons' exercise checkers (lessons 01b, 02, 03, 04, 05 and 11 have their own modules:
-``one_device_exercises.py``, ``data_parallel_exercises.py``, ``sharding_exercises.py``,
-``tensor_parallel_exercises.py``, ``pipeline_exercises.py``, ``moe_exercises.py``). Each accepts
-the published solution and rejects a plausible wrong answer (``tests/test_exercises.py`` runs
-both); ``...`` means "not answered yet".
+"""What the lessons' exercise checkers share (each lesson's checkers are in its own
+``*_exercises.py``): :func:`as_number`, :func:`check_answer` for a number, and
+:func:`records_in_ranks` for a code exercise run in real ranks. Each checker accepts the
+published solution and rejects plausible wrong answers (``tests/lessons/``); ``...`` means "not
+answered yet".
 """
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ import torch
 
 from .. import checks
 from ..i18n import tr
+from ..runtime.launcher import RunFailed, launch
 
 
 def as_number(value) -> float | None:
@@ -66,3 +67,14 @@ def check_answer(answer, expected: float | None, what: str, rel_tol: float = 0.0
     print(tr(right, what=tr(what), number=f"{number:,.4g}", expected=f"{expected:,.4g}"))
 
 
+
+
+def records_in_ranks(task, spec, failed: str) -> list[dict]:
+    """The records ``task`` emits in ``spec``'s real ranks. A rank that fails (raised, or waited
+    for a message never sent) becomes the learner's ``AssertionError``: ``failed``, a template
+    with ``{world}`` and ``{error}`` (the failure's first line), in the notebook's language."""
+    try:
+        return launch(spec, task=task).wait()
+    except RunFailed as failure:
+        raise AssertionError(tr(failed, world=spec.world_size,
+                                error=str(failure).splitlines()[0])) from None

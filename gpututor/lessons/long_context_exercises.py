@@ -25,8 +25,7 @@ from ..config import RunSpec
 from ..i18n import tr
 from ..parallel.context_parallel import Ring, causal_work, split_positions
 from ..parallel.context_parallel.ring_attention import merge, ring_forward, visible_tile
-from ..runtime.launcher import RunFailed, launch
-from .exercises import check_answer
+from .exercises import check_answer, records_in_ranks
 from .guards import RefusedWhileRunning, called_the_reference
 
 
@@ -215,12 +214,9 @@ def check_merge(candidate: Callable, world_size: int = 3) -> None:
             raise AssertionError(tr("merge [{case}]: the output is right, but your lse is not "
                                     "the log-sum-exp of the scores over all the keys.", case=case))
     spec = RunSpec(strategy="cp", world_size=world_size, device="cpu", timeout=30)
-    try:
-        records = launch(spec, task=MergeInTheRing(candidate)).wait()
-    except RunFailed as failure:
-        raise AssertionError(tr("merge: as ring_forward's merge on {world} ranks your function "
-                                "failed: {error}", world=world_size,
-                                error=str(failure).splitlines()[0])) from None
+    records = records_in_ranks(MergeInTheRing(candidate), spec,
+                               "merge: as ring_forward's merge on {world} ranks your function "
+                               "failed: {error}")
     if any(r["called"] for r in records):
         raise AssertionError(tr("merge: your function called the package's merge (ring "
                                 "attention's own): write the merge yourself."))

@@ -26,8 +26,7 @@ from ..measure.timing import CommMeter
 from ..parallel.data_parallel.ring import ring_allreduce
 from ..parallel.sharding.flat import FlatShard, reduce_scatter_mean
 from ..plan.memory import model_state_bytes
-from ..runtime.launcher import RunFailed, launch
-from .exercises import check_answer
+from .exercises import check_answer, records_in_ranks
 from .guards import OnlyPointToPoint, RefusedWhileRunning, called_the_reference
 
 STATE = ("params", "grads", "optimizer")
@@ -216,12 +215,9 @@ def check_reduce_scatter(candidate, world_sizes: tuple = (3, 4)) -> None:
         return
     for world in world_sizes:
         spec = RunSpec(world_size=world, device="cpu", timeout=20)
-        try:
-            records = launch(spec, task=ReduceScatterCheck(candidate)).wait()
-        except RunFailed as failure:   # e.g. a rank waited for a message never sent
-            raise AssertionError(tr("reduce-scatter: on {world} ranks your function failed: "
-                                    "{error}", world=world,
-                                    error=str(failure).splitlines()[0])) from None
+        records = records_in_ranks(ReduceScatterCheck(candidate), spec,
+                                   "reduce-scatter: on {world} ranks your function failed: "
+                                   "{error}")
         stopped = next((r for r in records if r.get("built_in") or r.get("reference")), None)
         if stopped is not None and stopped["built_in"]:
             raise AssertionError(tr("reduce-scatter: your function called the built-in collective "

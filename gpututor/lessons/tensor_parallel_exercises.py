@@ -19,8 +19,7 @@ import torch.nn as nn
 from ..config import RunSpec
 from ..i18n import tr
 from ..parallel.tensor_parallel.megatron import RowParallelLinear, TensorParallelGroup, owned_indices
-from ..runtime.launcher import RunFailed, launch
-from .exercises import check_answer
+from .exercises import check_answer, records_in_ranks
 from .guards import RefusedWhileRunning, called_the_reference
 
 DIFFERS = {   # what is compared -> what the learner is told when it differs
@@ -82,12 +81,9 @@ def check_row_parallel(candidate, world_sizes: tuple = (2, 3)) -> None:
         return
     for world in world_sizes:
         spec = RunSpec(world_size=world, device="cpu", timeout=20)
-        try:
-            records = launch(spec, task=RowParallelCheck(candidate)).wait()
-        except RunFailed as failure:
-            raise AssertionError(tr("row-parallel forward: on {world} ranks your function failed: "
-                                    "{error}", world=world,
-                                    error=str(failure).splitlines()[0])) from None
+        records = records_in_ranks(RowParallelCheck(candidate), spec,
+                                   "row-parallel forward: on {world} ranks your function failed: "
+                                   "{error}")
         for record in records:
             if record.get("reference"):
                 raise AssertionError(tr("row-parallel forward: your function ran the package's "
