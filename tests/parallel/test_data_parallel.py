@@ -224,6 +224,7 @@ def test_the_from_scratch_syncs_time_the_transfer_not_its_launch(one_rank_group,
     meter = CommMeter()
     buckets = scratch.GradientBuckets(torch.nn.Linear(3, 2), meter, bucket_cap_mb=1.0)
     buckets(torch.ones(4, 3)).sum().backward()     # one bucket: launch mark 0, done mark 1
+    buckets.in_flight[0][0].wait()    # gloo runs `then` on its own thread: let mark 1 be made
     buckets.finish_gradient_sync()                 # wait marks 2 and 3
     assert len(Mark.made) == 4
     assert meter.busy_s == 1.0 and meter.exposed_s == 1.0
