@@ -106,6 +106,48 @@ def interruptible():
     signal.signal(signal.SIGINT, before)
 
 
+# torch's intra-op thread count is process-wide: a test that changes it changes every later
+# test's timings and results. Tests that need one thread ask for `one_thread`; the checks below
+# fail a test, a module or a test file's import that leaves the count changed.
+THREADS_AT_START = torch.get_num_threads()
+
+
+@pytest.fixture
+def one_thread():
+    """torch runs on one thread in this test; the count before is restored afterwards."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+def _threads_left(before: int, what: str) -> None:
+    after = torch.get_num_threads()
+    assert after == before, (f"{what} left torch on {after} thread(s); it started on {before}: "
+                             "use the one_thread fixture, or restore torch.get_num_threads()")
+
+
+@pytest.fixture(autouse=True)
+def threads_restored_by_test():
+    before = torch.get_num_threads()
+    yield
+    _threads_left(before, "this test")
+
+
+@pytest.fixture(scope="module", autouse=True)
+def threads_restored_by_module():
+    before = torch.get_num_threads()
+    yield
+    _threads_left(before, "this module's fixtures")
+
+
+def pytest_collection_finish(session):
+    if torch.get_num_threads() != THREADS_AT_START:
+        raise pytest.UsageError(
+            f"importing the test files left torch on {torch.get_num_threads()} thread(s) "
+            f"(it started on {THREADS_AT_START}): set threads inside a test or fixture")
+
+
 @pytest.fixture
 def spec_factory():
     return tiny_spec

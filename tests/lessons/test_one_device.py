@@ -43,8 +43,8 @@ def test_a_missing_compiler_is_said_before_compiling(monkeypatch):
 
 
 @pytest.mark.skipif(NO_COMPILER, reason="torch.compile on CPU needs a C++ compiler; none on PATH")
+@pytest.mark.usefixtures("one_thread")
 def test_compiled_step_equals_eager_and_fuses_elementwise_operators():
-    torch.set_num_threads(1)
     result = compile_costs(LESSON_SPEC, steps=2)
     assert result["loss"]["compiled"] == pytest.approx(result["loss"]["eager"], rel=1e-5)
     assert result["max_grad_diff"] < 1e-4
@@ -54,8 +54,8 @@ def test_compiled_step_equals_eager_and_fuses_elementwise_operators():
     assert result["compile_s"] > result["compiled_s"] > 0 and result["eager_s"] > 0
 
 
+@pytest.mark.usefixtures("one_thread")
 def test_levers_train_the_same_model():
-    torch.set_num_threads(1)
     spec = RunSpec(model="gpt", model_size="tiny", batch_size=8, seq_len=32, world_size=1)
     rows = before_and_after(spec, steps=3, configs=(
         Levers("base"), Levers("sdpa", attention="sdpa"),
@@ -72,8 +72,8 @@ def test_levers_train_the_same_model():
     assert all(r["tokens_per_s"] > 0 for r in rows)
 
 
+@pytest.mark.usefixtures("one_thread")
 def test_the_capacity_decides_what_fits():
-    torch.set_num_threads(1)
     spec = RunSpec(model="gpt", batch_size=8, seq_len=32, world_size=1)
     sizes, lever = ("tiny", "small", "medium"), "SDPA + 8-bit Adam + full recomputation"
     # first the peaks, with room for everything; then a capacity halfway between what the

@@ -21,7 +21,6 @@ B, T = SPEC.batch_size, SPEC.seq_len
 
 @pytest.fixture(scope="module")
 def rows():
-    torch.set_num_threads(1)
     return {r["op"]: r for r in operator_costs(SPEC, threads=1, repeats=2, min_time_s=0.01)}
 
 

@@ -150,7 +150,6 @@ def _cfg(size):
 
 def _probe_one_step(spec):
     """One rank, in this process: the worker's probe around the third step (as the worker does)."""
-    torch.set_num_threads(1)
     strategy, model = get_strategy("single"), build_model(spec)
     ctx = StepContext(spec, 0, 1, torch.device("cpu"))
     optimizer = strategy.make_optimizer(model, spec)
@@ -166,6 +165,7 @@ def _probe_one_step(spec):
         return probe
 
 
+@pytest.mark.usefixtures("one_thread")
 @pytest.mark.parametrize("checkpointing", [False, True], ids=["plain", "checkpointing"])
 @pytest.mark.parametrize("size,batch,seq", [("tiny", 8, 32), ("small", 4, 64)])
 def test_tiny_gpt_memory_matches_the_probe(size, batch, seq, checkpointing):

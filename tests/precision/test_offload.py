@@ -11,7 +11,7 @@ from gpututor.measure.memory import state_bytes
 from gpututor.precision.adam8bit import state_bytes_per_param
 from gpututor.precision.offload import OffloadedAdam
 
-torch.set_num_threads(1)
+pytestmark = pytest.mark.usefixtures("one_thread")
 SPEC = RunSpec(model="gpt", model_size="tiny", batch_size=8, seq_len=32, steps=6, world_size=1)
 
 
