@@ -92,7 +92,7 @@ def test_context_parallel_training_equals_one_process(tmp_path, strategy, world,
         block = 2 * spec.batch_size * (spec.seq_len // world) * 96 * 4   # tiny GPT: d_model 96
         shifts = 2 * (3 * world - 2)                                    # ... and 2 blocks
         assert summary["comm_bytes_per_step"] == shifts * block + summary["params"] * 4
-        assert summary["comm_s"] is not None and summary["comm_s"] >= 0
+        assert summary["comm_s"] is not None and summary["comm_s"] > 0   # it did send them
 
 
 def test_bad_specs_are_refused_before_launch():
