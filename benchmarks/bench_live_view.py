@@ -14,6 +14,11 @@ the browser (Run All) and reads what its cell 18 printed: the speedup without a 
 the speedup its panels measured.
 
     python benchmarks/bench_live_view.py [--trials 3] [--steps 30] [--profile] [--lesson00 1]
+    python benchmarks/bench_live_view.py --views      # lessons 05 and 11's live views instead
+
+``--views`` runs, the same way, lesson 05's live Gantt chart (1F1B on 2 stages, 4 micro-batches,
+``live_gantt``) and lesson 11's live expert load (ep on 2 ranks, ``live_expert_load``), each
+against the same run with no view, and writes benchmarks/results/live_views.json.
 
 Writes benchmarks/results/live_view.json. Needs /usr/bin/chromium and Playwright (.ci/run
 installs them).
@@ -43,10 +48,17 @@ SETUP = """\
 import json, os, time
 import psutil
 from gpututor import RunSpec, launch
+from gpututor.ui.moe import live_expert_load
 from gpututor.ui.panel import RunPanel
+from gpututor.ui.pipeline import live_gantt
 
 spec = RunSpec(model="gpt", model_size="small", strategy="ddp", world_size=2,
                batch_size=32, steps={steps}).pin_device(2)
+# lesson 05's live Gantt run (1F1B, 4 micro-batches) and lesson 11's ep=2 run, at these steps
+PIPE = spec.replace(strategy="pp", seq_len=64,
+                    options=(("schedule", "1f1b"), ("microbatches", 4)))
+MOE = RunSpec(model="moe", model_size="small", batch_size=16, seq_len=64, strategy="ep",
+              world_size=2, steps={steps}).pin_device(2)
 DRIVER = psutil.Process({driver_pid})
 ME, SERVER = psutil.Process(), psutil.Process().parent()
 
@@ -64,7 +76,8 @@ def browser():
     return [p for p in DRIVER.children(recursive=True) if "chrom" in p.name().lower()]
 
 def measured(kind, strategy):
-    s = spec if strategy == "ddp" else spec.replace(strategy="single", world_size=1)
+    s = {{"ddp": spec, "pp": PIPE, "ep": MOE}}.get(strategy) or spec.replace(strategy="single",
+                                                                         world_size=1)
     procs = browser()
     before = (time.time(), cpu(procs), cpu([ME]), cpu([SERVER]))
     if kind == "panel":
@@ -72,6 +85,10 @@ def measured(kind, strategy):
         display(panel)
         summary = panel.run(wait=True).summary
         view = getattr(panel, "view_cost", None)
+    elif kind == "gantt":
+        summary, view = live_gantt(launch(s)), None
+    elif kind == "experts":
+        summary, view = live_expert_load(launch(s)), None
     else:
         summary, view = launch(s).wait(), None
     after = (time.time(), cpu(procs), cpu([ME]), cpu([SERVER]))
@@ -81,28 +98,33 @@ def measured(kind, strategy):
             "server_cpu_s": after[3] - before[3], "view": view}}
 
 launch(spec.replace(steps=2)).wait()        # warm the forkserver
+launch(PIPE.replace(steps=2)).wait()
+launch(MOE.replace(steps=2)).wait()
 launch(spec.replace(steps=2, strategy="single", world_size=1)).wait()
 """
 
 TRIALS = """\
 rows = []
 for trial in range({trials}):
-    for kind in ("none", "panel"):
-        for strategy in ("ddp", "single"):
-            rows.append({{"trial": trial, **measured(kind, strategy)}})
-            time.sleep(1.0)   # let the page settle between runs
+    for kind, strategy in {pairs!r}:
+        rows.append({{"trial": trial, **measured(kind, strategy)}})
+        time.sleep(1.0)   # let the page settle between runs
 json.dump(rows, open({out!r}, "w"))
 """
+PANEL_PAIRS = (("none", "ddp"), ("none", "single"), ("panel", "ddp"), ("panel", "single"))
+# lessons 05 and 11: the live Gantt chart and the live expert load, each against no view
+VIEW_PAIRS = (("none", "pp"), ("gantt", "pp"), ("none", "ep"), ("experts", "ep"))
 
 METRICS = ("ScriptDuration", "LayoutDuration", "RecalcStyleDuration", "TaskDuration")
 
 
-def write_notebook(path: Path, trials: int, steps: int, out: Path) -> None:
+def write_notebook(path: Path, trials: int, steps: int, out: Path,
+                   pairs=PANEL_PAIRS) -> None:
     nb = nbformat.v4.new_notebook()
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3 (ipykernel)",
                                  "language": "python"}
     nb.cells = [nbformat.v4.new_code_cell(SETUP.format(steps=steps, driver_pid=os.getpid())),
-                nbformat.v4.new_code_cell(TRIALS.format(trials=trials, out=str(out)))]
+                nbformat.v4.new_code_cell(TRIALS.format(trials=trials, out=str(out), pairs=pairs))]
     nbformat.write(nb, path)
 
 
@@ -153,6 +175,17 @@ def summarize(rows: list[dict]) -> dict:
         by[(row["kind"], row["strategy"])].append(row)
     med = lambda key, kind, strategy: statistics.median(r[key] for r in by[(kind, strategy)])
     out = {}
+    if ("panel", "ddp") not in by:   # the lessons' other live views, each against no view
+        for (kind, strategy), group in by.items():
+            out[f"{strategy}_{kind}"] = {
+                "tokens_per_s": [round(r["tokens_per_s"]) for r in group],
+                "browser_cpu_share": [round(r["browser_cpu_s"] / r["wall_s"], 3) for r in group]}
+        for view, strategy in (("gantt", "pp"), ("experts", "ep")):
+            out[f"{strategy}_{view}_over_none"] = round(med("tokens_per_s", view, strategy)
+                                                        / med("tokens_per_s", "none", strategy), 3)
+            out[f"{strategy}_{view}_median_browser_cpu_share"] = round(statistics.median(
+                r["browser_cpu_s"] / r["wall_s"] for r in by[(view, strategy)]), 3)
+        return out
     for (kind, strategy), group in by.items():
         out[f"{strategy}_{kind}"] = {
             "tokens_per_s": [round(r["tokens_per_s"]) for r in group],
@@ -199,12 +232,15 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=30)
     parser.add_argument("--profile", action="store_true", help="a JavaScript CPU profile too")
     parser.add_argument("--lesson00", type=int, default=0, help="run lesson 00 this many times")
+    parser.add_argument("--views", action="store_true",
+                        help="lessons 05 and 11's live views (Gantt, expert load) instead of the panel")
     args = parser.parse_args()
     from playwright.sync_api import sync_playwright
     tmp = Path(tempfile.mkdtemp(prefix="gpututor-live-view-"))
     notebook = tmp / "live_view.ipynb"
     out = tmp / "lab" / "root" / "rows.json"
-    write_notebook(notebook, args.trials, args.steps, out)
+    write_notebook(notebook, args.trials, args.steps, out,
+                   VIEW_PAIRS if args.views else PANEL_PAIRS)
     server = LabServer(tmp / "lab", notebook)
     try:
         server.start()
@@ -231,7 +267,7 @@ def main() -> None:
         payload["top_js_functions"] = top_functions(profile)
     if args.lesson00:
         payload["lesson_00"] = [lesson_00(tmp / f"lesson00-{k}") for k in range(args.lesson00)]
-    report("live_view", payload)
+    report("live_views" if args.views else "live_view", payload)
 
 
 if __name__ == "__main__":

@@ -10,6 +10,8 @@ import numpy as np
 import pytest
 import torch
 
+from gpututor import RunSpec, build_model
+from gpututor.models import count_parameters
 from gpututor.i18n import ZH, set_language
 from gpututor.lessons import data_parallel_exercises
 from gpututor.lessons.data_parallel_exercises import (check_allreduce, check_bytes_per_step,
@@ -18,7 +20,7 @@ from gpututor.parallel.data_parallel import ring as imported_ring
 from gpututor.parallel.data_parallel.ring import ring_allreduce as imported_before
 from exercise_solutions import published as _published, rejected
 
-PARAMS = 838_400                                   # the small GPT's parameters
+PARAMS = count_parameters(build_model(RunSpec(model="gpt", model_size="small")))   # the small GPT's
 RUNS = {"single": {"params": PARAMS}, "ddp": {"comm_bytes_per_step": 4 * PARAMS}}
 
 

@@ -10,7 +10,8 @@ import re
 import numpy as np
 import torch
 
-from gpututor import RunSpec
+from gpututor import RunSpec, build_model
+from gpututor.models import count_parameters
 from gpututor.i18n import ZH, set_language
 from gpututor.lessons import one_device_exercises
 from gpututor.lessons.one_device import recomputation_costs
@@ -108,7 +109,7 @@ def test_recompute_factor_takes_the_rows_recomputation_costs_makes(capsys):
 
 # ---- exercise 5: the offload link in 16 bits -------------------------------------------------
 
-N = 838_400   # the small GPT's parameters
+N = count_parameters(build_model(RunSpec(model="gpt", model_size="small")))   # the small GPT's
 OFF = {"Adam offloaded to the host": {"parameters": N,
                                       "bytes_per_step": {"to_host": 4 * N, "to_device": 4 * N}}}
 
