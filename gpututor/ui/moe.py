@@ -34,7 +34,7 @@ def expert_load_figure(records: list[dict], layer: int = 0, fig=None) -> go.Figu
         grid = make_subplots(rows=1, cols=3, subplot_titles=(
             tr("slots per expert (latest step)"), tr("busiest / mean"),
             tr("MB sent by rank 0")))
-        fig.update_layout(grid.layout)
+        fig.layout = grid.layout   # assigned: update_layout(grid.layout) walks every property (seconds)
         fig.add_bar(x=experts, y=kept, name=tr("kept"), xaxis="x", yaxis="y")
         fig.add_bar(x=experts, y=dropped, name=tr("dropped (over capacity)"), xaxis="x", yaxis="y")
         fig.add_scatter(x=steps, y=ratios, name=tr("busiest / mean"), mode="lines+markers",
