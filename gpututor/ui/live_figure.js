@@ -229,12 +229,19 @@ function render({ model, el }) {
     timer = setTimeout(report, 150);   // one message a moment after the last redraw
   }
 
-  model.on("change:charts", draw);
-  model.on("change:title", draw);
+  // A show() that changes both "charts" and "title" fires two change events: draw once, at
+  // the next frame (and not at all while the page is hidden).
+  let frame = null;
+  function schedule() {
+    if (frame === null) { frame = requestAnimationFrame(() => { frame = null; draw(); }); }
+  }
+  model.on("change:charts", schedule);
+  model.on("change:title", schedule);
   draw();
   return () => {
-    model.off("change:charts", draw);
-    model.off("change:title", draw);
+    model.off("change:charts", schedule);
+    model.off("change:title", schedule);
+    if (frame !== null) { cancelAnimationFrame(frame); }
     if (timer !== null) { clearTimeout(timer); }
   };
 }
