@@ -261,3 +261,47 @@ def test_the_lesson_checkers_speak_chinese_in_a_chinese_kernel(capsys):
                 lambda stage, stages, m: [("F", i) for i in range(m)] + [("B", i) for i in range(m)])
     finally:
         set_language("en")
+
+
+# ---- what the package says --------------------------------------------------------------------
+
+def package_templates() -> dict[str, str]:
+    """Every literal template the package passes to ``tr()`` or ``say()`` (either literal of a
+    ``a if cond else b``) -> where it is written."""
+    import gpututor
+    root = Path(gpututor.__file__).parent
+    found = {}
+    for path in sorted(root.rglob("*.py")):
+        if "i18n" in path.relative_to(root).parts:
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            name = getattr(node, "func", None)
+            name = getattr(name, "attr", getattr(name, "id", None))
+            if not (isinstance(node, ast.Call) and name in ("tr", "say") and node.args):
+                continue
+            first = node.args[0]
+            for option in [first.body, first.orelse] if isinstance(first, ast.IfExp) else [first]:
+                if isinstance(option, ast.Constant) and isinstance(option.value, str):
+                    found.setdefault(option.value, f"{path.relative_to(root.parent)}:{node.lineno}")
+    return found
+
+
+def untranslated(found: dict[str, str]) -> dict[str, str]:
+    """The templates (with a letter in them) that have no Chinese entry."""
+    return {text: where for text, where in found.items()
+            if re.search("[A-Za-z]", text) and text not in ZH}
+
+
+def test_the_check_names_a_template_changed_without_its_entry():
+    changed = {"rank {rank}": "a.py:1", "rank {rank} (changed)": "a.py:2", "#": "b.py:3"}
+    assert untranslated(changed) == {"rank {rank} (changed)": "a.py:2"}
+
+
+def test_every_template_the_package_writes_has_a_translation():
+    """An English template changed or added without its Chinese entry would be shown in English
+    to a Chinese reader (``tr`` falls back silently): name each one and where it is written."""
+    found = package_templates()
+    assert len(found) > 300   # the walk sees the package's templates
+    missing = untranslated(found)
+    assert not missing, "templates without a Chinese entry in gpututor/i18n:\n" + "\n".join(
+        f"  {where}: {text!r}" for text, where in sorted(missing.items(), key=lambda kv: kv[1]))
