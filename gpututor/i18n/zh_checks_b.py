@@ -81,7 +81,7 @@ CHECKS_B = {
     "relative error of the formula's peak for DDP": "DDP 的公式峰值的相对误差",
     "bytes per parameter per GPU, ZeRO-2 on 8 GPUs": "8 张 GPU 上用 ZeRO-2 时每张 GPU 每个参数的字节数",
     "fewest H200-141GB for the states with ZeRO-3": "用 ZeRO-3 放下模型状态所需的最少 H200-141GB 数",
-    "days of the smallest cluster at 30% of peak": "达到峰值的 30% 时最小集群所需的天数",
+    "days of the smallest cluster at 30% HFU": "硬件 FLOPs 利用率（HFU）为 30% 时最小集群所需的天数",
     "Correct. {what}: None, no count fits": "正确。{what}：None，多少张都放不下",
     "model-state bytes: not answered yet. Define your function and pass it in.":
         "模型状态字节数：尚未作答。请定义你的函数并把它传进来。",

@@ -135,7 +135,15 @@ UI = {
     "link-bound": "受限于互连",
     "yes": "是",
     "no": "否",
-    "n/a (no price)": "无（没有价格）",
+    "not priced": "未定价",
+    "assumptions": "假设",
+    "HFU (share of peak)": "HFU（占峰值的比例）",
+    "tokens per step": "每步 token 数",
+    "share of link rate": "互连速率利用率",
+    "backward hiding dp traffic": "反向传播掩盖的数据并行通信",
+    "sequence parallel with tp": "张量并行时启用序列并行",
+    "causal attention": "因果注意力",
+    "; {gpu} has no bf16: fp16 with loss scaling": "；{gpu} 不支持 bf16：改用 fp16 并做损失缩放",
     "no configuration fits: see the notes": "没有放得下的配置：见说明",
     "notes": "说明",
     "none": "无",
@@ -149,9 +157,9 @@ UI = {
     "deadline (days)": "期限（天）",
     "{currency}/GPU-hour": "{currency}/GPU·小时",
     "{model} parameters ({layers} layers x {width}), {precision} with Adam, {tokens:.3g} "
-    "tokens, {steps:,} steps of 2^20 tokens":
+    "tokens, {steps:,} steps of {per_step:,} tokens":
         "{model} 参数（{layers} 层 × {width}），{precision} 配 Adam，{tokens:.3g} 个 token，"
-        "{steps:,} 步、每步 2^20 个 token",
+        "{steps:,} 步、每步 {per_step:,} 个 token",
     "peak memory per rank (MB)": "各进程峰值显存（MB）",
     "step time (ms)": "单步耗时（ms）",
     "measured": "实测",

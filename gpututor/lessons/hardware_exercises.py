@@ -6,9 +6,9 @@ notebook shows only the call. ``...`` means "not answered yet".
   over ``dp`` GPUs (``gpututor.plan.memory.model_state_bytes`` of one parameter).
 - :func:`check_smallest_count`: the fewest GPUs whose usable memory holds a model's states with
   ZeRO-3 (the same formula, the planner's usable share of the catalogue's memory).
-- :func:`check_days_at_mfu`: the days the recommendation's smallest cluster takes at another
-  fraction of peak, the planner's ``mfu`` (``gpututor.plan.recommend.estimate`` of its
-  configuration).
+- :func:`check_days_at_hfu`: the days the recommendation's smallest cluster takes at another
+  share of peak on all it computes, the planner's ``hfu`` (hardware FLOPs utilisation,
+  ``gpututor.plan.recommend.estimate`` of its configuration).
 - :func:`check_formula_error`: the general formula's relative peak error for one run of the
   calibration (measured).
 - :func:`check_state_bytes`: the learner's model-state formula, run against
@@ -59,14 +59,14 @@ def check_smallest_count(answer, model, gpu: str = "H200-141GB", zero_stage: int
     check_answer(answer, expected, what, rel_tol=0, source="formula")
 
 
-def check_days_at_mfu(answer, recommendation, model, tokens: float = 140e9,
-                      mfu: float = 0.30) -> None:
+def check_days_at_hfu(answer, recommendation, model, tokens: float = 140e9,
+                      hfu: float = 0.30) -> None:
     """Days the ``recommendation``'s smallest cluster takes for ``tokens`` of ``model`` if the
-    GPUs reach ``mfu`` of their peak on all the FLOPs a step runs (recomputation included)
+    GPUs reach ``hfu`` of their peak on all the FLOPs a step runs (recomputation included: HFU)
     instead of the planner's assumption (the defaults: the 7B scenario)."""
     smallest = recommendation.smallest
-    expected = estimate(model, tokens, smallest.config, mfu=mfu).days if smallest else None
-    check_answer(answer, expected, f"days of the smallest cluster at {mfu:.0%} of peak",
+    expected = estimate(model, tokens, smallest.config, hfu=hfu).days if smallest else None
+    check_answer(answer, expected, f"days of the smallest cluster at {hfu:.0%} HFU",
                  rel_tol=0.005, source="formula")
 
 

@@ -5,7 +5,7 @@ import math
 
 import pytest
 
-from gpututor.lessons.hardware_exercises import (check_bytes_per_param, check_days_at_mfu,
+from gpututor.lessons.hardware_exercises import (check_bytes_per_param, check_days_at_hfu,
                                                  check_formula_error, check_smallest_count,
                                                  check_state_bytes)
 from gpututor.plan.memory import PRESETS, model_state_bytes
@@ -51,18 +51,18 @@ def rec7():
                      deadline_days=30, budget=60_000)
 
 
-def test_days_at_30_percent_mfu_of_the_smallest_cluster(capsys, rec7):
+def test_days_at_30_percent_hfu_of_the_smallest_cluster(capsys, rec7):
     model7 = PRESETS["7b"]
     days = published("my_days", rec7=rec7)
-    check_days_at_mfu(days, rec7, model7)
-    assert "days of the smallest cluster at 30% of peak" in capsys.readouterr().out
+    check_days_at_hfu(days, rec7, model7)
+    assert "days of the smallest cluster at 30% HFU" in capsys.readouterr().out
     assert days > 30   # the exercise's point: at 30 % of peak the cluster misses the deadline
     wrong = {"upside down": rec7.smallest.days * 0.30 / 0.40,
-             "as if MFU did not matter": rec7.smallest.days,
+             "as if HFU did not matter": rec7.smallest.days,
              "the GPU count, the old question": rec7.smallest.config.count,
              "minus 10 points read as minus 10 %": rec7.smallest.days / 0.9}
     for mistake, answer in wrong.items():
-        rejected(check_days_at_mfu, answer, rec7, model7, match="is not what the formula gives")
+        rejected(check_days_at_hfu, answer, rec7, model7, match="is not what the formula gives")
 
 
 def test_formula_error_reads_the_calibrations_ddp_row(capsys):
@@ -151,7 +151,7 @@ def test_every_message_of_the_checkers_has_its_chinese_line(capsys):
         for chinese in ("8 张 GPU 上用 ZeRO-2 时每张 GPU 每个参数的字节数",
                         "用 ZeRO-3 放下模型状态所需的最少 H200-141GB 数", "模型状态字节数：尚未作答"):
             assert chinese in out, (chinese, out)
-        assert "达到峰值的 30% 时最小集群所需的天数" == ZH["days of the smallest cluster at 30% of peak"]
+        assert "硬件 FLOPs 利用率（HFU）为 30% 时最小集群所需的天数" == ZH["days of the smallest cluster at 30% HFU"]
         with pytest.raises(AssertionError, match="ZeRO 阶段 1，64 张 GPU"):
             check_state_bytes(lambda n, b, stage, dp: n * 16 / (dp if stage else 1))
     finally:
