@@ -258,7 +258,8 @@ def _reasons(est: Estimate, model: Transformer, gpu, links: dict) -> list[str]:
         out.append(f"cost: {money(est.cost)} at {price_text(est.price_per_hour)}/GPU-hour "
                    f"({est.price_source})")
     else:
-        out.append(f"cost: not priced ({est.price_source})")
+        src = est.price_source
+        out.append(f"cost: {src}" if src.startswith("not priced") else f"cost: not priced ({src})")
     a = est.assumptions
     out.append(f"assumed: {a['hfu']:.0%} of peak on all it computes (HFU; MFU of the step "
                f"{s['mfu']:.0%}), {a['tokens_per_step']:,.0f} tokens per step, links at "

@@ -83,3 +83,16 @@ def test_recommend_table_has_a_fits_column_and_counts_what_it_left_out():
     lines = rec.table().splitlines()
     assert "fits" in lines[0].split() and all(" yes " in line for line in lines[1:-1])
     assert "left out" in lines[-1]
+
+
+def test_t4_has_a_sourced_example_price_and_v100_is_not_priced_never_zero(capsys):
+    from gpututor import catalog
+    price, source = catalog.price_of(catalog.get_gpu("T4-16GB"))
+    assert price == catalog.EXAMPLE_PRICES["T4-16GB"] and "computeprices.com" in source
+    assert "2026" in source
+    price, source = catalog.price_of(catalog.get_gpu("V100-32GB"))
+    assert price is None and source.startswith("not priced")
+    e = estimate(MODEL, 140e9, Config("V100-32GB", 16, "nvlink2", zero_stage=3, tp=2))
+    assert e.cost is None and e.to_dict()["cost"]["amount"] is None
+    assert any(r.startswith("cost: not priced") for r in e.reasons)
+    assert "not priced" in recommend(MODEL, 140e9, gpus=("V100-32GB",), max_gpus=16).table()
