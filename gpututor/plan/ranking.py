@@ -103,6 +103,11 @@ def with_notes(ranked, rejected, budget, deadline_days, precisions=()) -> Recomm
         what = [w for w, v in (("deadline", deadline_days), ("budget", budget)) if v]
         notes.append(f"no configuration meets the {' and '.join(what) or 'constraints'}: "
                      "the fastest and cheapest that fit are shown")
+    unpriced = sorted({e.config.gpu for e in ranked if e.cost is None})
+    if budget is not None and unpriced:
+        notes.append(f"{', '.join(unpriced)}: not priced, so the budget cannot be checked and "
+                     "none of its layouts counts as meeting it; give a price "
+                     "(catalog.set_price or price_per_hour) to rank it")
     link_bound = bool(ranked) and ranked[0].link_bound
     bound = [e for e in ranked if e.link_bound]
     if bound:

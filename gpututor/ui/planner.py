@@ -189,3 +189,72 @@ def calibration_figure(cal) -> go.Figure:
                       title=tr("The planner's predictions and the measured runs, on this machine"),
                       margin=dict(l=60, r=20, t=80, b=120))
     return fig
+
+
+GPU_COLOURS = ("#4c78a8", "#f58518", "#54a24b", "#b279a2", "#e45756", "#72b7b2")
+
+
+def gpu_choice_figure(rec: Recommendation, deadline_days: float | None = None,
+                      budget: float | None = None) -> go.Figure:
+    """Cost against days for each GPU type of ``rec``: a line through the best layout that fits
+    at each GPU count (labelled with the count), a star on the type's best (the one ranked
+    first); a GPU type without a price is drawn as dotted vertical lines at its days (cost not
+    known, never 0). ``deadline_days`` and ``budget`` are drawn as dashed lines."""
+    per_count: dict = {}
+    for e in rec.ranked:          # ranked: the first seen per (GPU, count) is the better
+        per_count.setdefault((e.config.gpu, e.config.count), e)
+    fig = go.Figure()
+    best = rec.best_per_gpu()
+    costs = [e.cost for e in per_count.values() if e.cost is not None] + [budget or 0]
+    top = 1.1 * max(costs) if max(costs) > 0 else 1.0   # vertical lines span the cost axis
+    for i, gpu in enumerate(best):
+        colour = GPU_COLOURS[i % len(GPU_COLOURS)]
+        rows = sorted((e for (g, _), e in per_count.items() if g == gpu), key=lambda e: e.days)
+        if best[gpu].cost is None:   # no price: where on the cost axis is not known
+            for j, e in enumerate(rows):
+                fig.add_scatter(x=[e.days, e.days], y=[0, top], mode="lines+text",
+                                text=["", str(e.config.count)], textposition="top center",
+                                name=tr("{gpu}: not priced (days only)", gpu=gpu),
+                                legendgroup=gpu, showlegend=j == 0,
+                                line=dict(color=colour, dash="dot"),
+                                hovertext=e.config.label, hoverinfo="text+x")
+            continue
+        fig.add_scatter(x=[e.days for e in rows], y=[e.cost for e in rows],
+                        mode="lines+markers+text", text=[str(e.config.count) for e in rows],
+                        textposition="top center",
+                        name=tr("{gpu}: best layout per GPU count", gpu=gpu),
+                        line=dict(color=colour), legendgroup=gpu,
+                        hovertext=[e.config.label for e in rows], hoverinfo="text+x+y")
+        fig.add_scatter(x=[best[gpu].days], y=[best[gpu].cost], mode="markers",
+                        marker=dict(symbol="star", size=16, color=colour),
+                        name=tr("{gpu}: the best", gpu=gpu), legendgroup=gpu,
+                        hovertext=[best[gpu].config.label], hoverinfo="text")
+    if deadline_days is not None:
+        fig.add_scatter(x=[deadline_days, deadline_days], y=[0, top], mode="lines",
+                        name=tr("deadline"), line=dict(color="#888", dash="dash"))
+    if budget is not None:
+        fig.add_hline(y=budget, line=dict(color="#888", dash="dash"), annotation_text=tr("budget"))
+    fig.update_layout(template="plotly_white", height=460,
+                      title=tr("Cost against days, per GPU type (numbers: GPU count; every point "
+                               "fits)"),
+                      xaxis=dict(title=tr("days"), type="log"),
+                      yaxis=dict(title=tr("cost ({currency})", currency=catalog.currency()),
+                                 rangemode="tozero"),
+                      margin=dict(l=70, r=20, t=70, b=60))
+    return fig
+
+
+def published_table_text(rows: list[dict]) -> str:
+    """:func:`gpututor.plan.published.published_table`'s rows as a narrow text table: run,
+    what is compared, published, predicted, predicted / published, implied MFU (causal count;
+    whole-square count in brackets, as PaLM and torchtitan count)."""
+    head = (f"{tr('run'):<24} {tr('figure'):<13} {tr('published'):>11} {tr('predicted'):>11} "
+            f"{tr('ratio'):>6}  {tr('implied MFU')}")
+    lines = [head]
+    for r in rows:
+        predicted = f"{r['predicted']:,.0f}" if r["predicted"] is not None else tr("none fits")
+        ratio = f"{r['ratio']:.2f}" if r["ratio"] is not None else "-"
+        lines.append(f"{r['run']:<24} {r['measure']:<13} {r['published']:>11,.0f} "
+                     f"{predicted:>11} {ratio:>6}  {r['implied_mfu']:.1%} "
+                     f"({r['implied_mfu_full_square']:.1%})")
+    return "\n".join(lines)
