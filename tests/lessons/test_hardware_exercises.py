@@ -6,8 +6,8 @@ import math
 import pytest
 
 from gpututor.lessons.hardware_exercises import (check_bytes_per_param, check_days_at_hfu,
-                                                 check_formula_error, check_smallest_count,
-                                                 check_state_bytes)
+                                                 check_formula_error, check_implied_mfu,
+                                                 check_smallest_count, check_state_bytes)
 from gpututor.plan.memory import PRESETS, model_state_bytes
 from gpututor.plan.recommend import recommend
 from exercise_solutions import published as _published, rejected
@@ -156,3 +156,35 @@ def test_every_message_of_the_checkers_has_its_chinese_line(capsys):
             check_state_bytes(lambda n, b, stage, dp: n * 16 / (dp if stage else 1))
     finally:
         set_language("en")
+
+
+def test_implied_mfu_code_accepts_the_solution_and_refuses_the_package_and_named_mistakes(capsys):
+    check_implied_mfu(published("my_implied_mfu"))
+    assert "for 5 runs, the published ones of section 5 among them" in capsys.readouterr().out
+
+    def as_percent(n, layers, seq, width, tokens, seconds, peak):    # a right answer, in %
+        return 100 * (6 * n + 6 * layers * seq * width) * tokens / (seconds * peak)
+    check_implied_mfu(as_percent)
+    capsys.readouterr()
+
+    def full_square(n, layers, seq, width, tokens, seconds, peak):   # PaLM's count, not causal
+        return (6 * n + 12 * layers * seq * width) * tokens / (seconds * peak)
+
+    def weights_only(n, layers, seq, width, tokens, seconds, peak):  # forgot attention
+        return 6 * n * tokens / (seconds * peak)
+
+    def with_recomputation(n, layers, seq, width, tokens, seconds, peak):   # HFU of full recompute
+        return (8 * n + 8 * layers * seq * width) * tokens / (seconds * peak)
+
+    def in_hours(n, layers, seq, width, tokens, seconds, peak):      # GPU-hours, not seconds
+        return (6 * n + 6 * layers * seq * width) * tokens / (seconds / 3600 * peak)
+    for mistake in (full_square, weights_only, with_recomputation, in_hours):
+        rejected(check_implied_mfu, mistake, match="is not the formula's")
+
+    def calls_the_package(n, layers, seq, width, tokens, seconds, peak):
+        from gpututor import formulas
+        return formulas.training_flops_per_token(n, layers, seq, width, causal=True) * tokens / (
+            seconds * peak)
+    rejected(check_implied_mfu, calls_the_package, match="called the package")
+    check_implied_mfu(...)
+    assert "not answered yet" in capsys.readouterr().out

@@ -96,3 +96,21 @@ def test_t4_has_a_sourced_example_price_and_v100_is_not_priced_never_zero(capsys
     assert e.cost is None and e.to_dict()["cost"]["amount"] is None
     assert any(r.startswith("cost: not priced") for r in e.reasons)
     assert "not priced" in recommend(MODEL, 140e9, gpus=("V100-32GB",), max_gpus=16).table()
+
+
+def test_the_gpu_choice_figure_draws_priced_types_as_cost_against_days_and_unpriced_by_days():
+    from gpututor.ui.planner import gpu_choice_figure, published_table_text
+    from gpututor.plan.published import published_table
+    rec = recommend(MODEL, 140e9, gpus=("V100-32GB", "A100-80GB", "H100-80GB"), max_gpus=64,
+                    deadline_days=30, budget=60_000)
+    assert set(rec.best_per_gpu()) == {"V100-32GB", "A100-80GB", "H100-80GB"}
+    fig = gpu_choice_figure(rec, deadline_days=30, budget=60_000)
+    names = [t.name for t in fig.data]
+    assert "A100-80GB: best layout per GPU count" in names
+    assert "H100-80GB: the best" in names
+    unpriced = [t for t in fig.data if t.name == "V100-32GB: not priced (days only)"]
+    assert unpriced and all(t.x[0] == t.x[1] for t in unpriced)   # vertical: cost unknown
+    a100 = next(t for t in fig.data if t.name == "A100-80GB: best layout per GPU count")
+    assert all(y is not None and y > 0 for y in a100.y)
+    text = published_table_text(published_table())
+    assert "Llama 2 70B" in text.splitlines()[3] and "5,762" in text
