@@ -133,14 +133,28 @@ LINKS: dict[str, Link] = {link.name: link for link in (
          f"ConnectX-7 datasheet) = 50 GB/s per direction; {_ALPHA}"),
 )}
 
-# Example prices, USD per GPU-hour, on demand. Prices move and differ several-fold between
-# providers: these are the middle of the "specialty cloud" ranges listed by a public comparison
-# (mercatus-ai.com, "Cloud GPU pricing", May 2026: A100 80GB $1.10-1.50, H100 SXM $2.50-3.50,
-# H200 SXM $3.50-4.50). Use your own quote: ``set_price(name, price)``, in your currency after
-# ``set_currency`` (below).
-EXAMPLE_PRICES = {"A100-80GB": 1.30, "H100-80GB": 3.00, "H200-141GB": 4.00}
-EXAMPLE_PRICE_SOURCE = ("example: middle of the specialty-cloud on-demand range, mercatus-ai.com "
-                        "'Cloud GPU pricing' (May 2026); set your own")
+# Example prices, USD per GPU-hour, on demand, each with its source and date. Prices move and
+# differ several-fold between providers: use your own quote, ``set_price(name, price)``, in your
+# currency after ``set_currency`` (below).
+# - A100 80GB, H100 SXM, H200 SXM: the middle of the "specialty cloud" ranges listed by a public
+#   comparison (mercatus-ai.com, "Cloud GPU pricing", May 2026: A100 80GB $1.10-1.50, H100 SXM
+#   $2.50-3.50, H200 SXM $3.50-4.50).
+# - T4: the middle of the one-GPU on-demand listings ($0.35 and $0.53) on computeprices.com's
+#   "Tesla T4 GPU" page (last checked there 8 April 2026).
+# - V100: not priced. No citable list price of a V100 was found (aimultiple.com's "Cloud GPU
+#   Rental Price Index", 20 May 2026, reports the V100 leaving the hyperscalers' price sheets and
+#   only single listings left); a plan for it says "not priced" until you set one.
+_SPECIALTY = ("example: middle of the specialty-cloud on-demand range, mercatus-ai.com "
+              "'Cloud GPU pricing' (May 2026); set your own")
+EXAMPLE_PRICES = {"A100-80GB": 1.30, "H100-80GB": 3.00, "H200-141GB": 4.00, "T4-16GB": 0.44}
+EXAMPLE_PRICE_SOURCES = {
+    "A100-80GB": _SPECIALTY, "H100-80GB": _SPECIALTY, "H200-141GB": _SPECIALTY,
+    "T4-16GB": ("example: middle of the one-GPU on-demand listings ($0.35, $0.53), "
+                "computeprices.com 'Tesla T4 GPU' (checked 8 April 2026); set your own"),
+}
+NOT_PRICED = {"V100-32GB": "not priced: no citable V100 list price found (aimultiple.com 'Cloud "
+                           "GPU Rental Price Index', 20 May 2026: the V100 is leaving the price "
+                           "sheets); pass price_per_hour or set_price"}
 
 
 # ---- money: prices and costs in the learner's currency -----------------------------------------
@@ -222,8 +236,8 @@ def price_of(gpu: GPU, price_per_hour: Optional[float] = None) -> tuple[Optional
     if gpu.price_per_hour is not None:
         return _convert(gpu.price_per_hour, gpu.price_currency, gpu.price_source or "set for this GPU")
     if gpu.name in EXAMPLE_PRICES:
-        return _convert(EXAMPLE_PRICES[gpu.name], "USD", EXAMPLE_PRICE_SOURCE)
-    return None, "no price known: pass price_per_hour"
+        return _convert(EXAMPLE_PRICES[gpu.name], "USD", EXAMPLE_PRICE_SOURCES[gpu.name])
+    return None, NOT_PRICED.get(gpu.name, "not priced: no price known; pass price_per_hour")
 
 
 def add_gpu(name: str, memory_gb: float, peak_tflops: dict, memory_bandwidth_gbs: float,

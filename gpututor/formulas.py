@@ -50,28 +50,45 @@ def gpt_params(n_layer: int, d_model: int, vocab_size: int) -> int:
 
 # ---- FLOPs ---------------------------------------------------------------------------------------
 
-def attention_flops_per_token(n_layer: int, seq_len: int, d_model: int) -> float:
-    """Forward FLOPs per token of attention's two products, ``Q·Kᵀ`` and ``scores·V``, over the
-    full ``s×s`` square: ``2·2·L·s·h`` (PaLM, Chowdhery et al. 2022, Appendix B)."""
-    return 2 * 2 * n_layer * seq_len * d_model
+def attention_flops_per_token(n_layer: int, seq_len: int, d_model: int, causal: bool = False
+                              ) -> float:
+    """Forward FLOPs per token of attention's two products, ``Q·Kᵀ`` and ``scores·V``.
+
+    Over the full ``s×s`` square: ``2·2·L·s·h`` (PaLM, Chowdhery et al. 2022, Appendix B; plain
+    attention that masks after the product computes all of it). ``causal=True``: a kernel that
+    skips the blocks the causal mask zeroes computes about half the square, ``2·L·s·h`` (the
+    FLOPs count of FlashAttention-2, Dao 2023, section 4.1, halves the causal case)."""
+    full = 2 * 2 * n_layer * seq_len * d_model
+    return full / 2 if causal else full
 
 
 def training_flops_per_token(matmul_params: float, n_layer: int = 0, seq_len: int = 0,
-                             d_model: int = 0, recompute: str = "none") -> float:
-    """FLOPs per trained token: ``6·N + 12·L·s·h`` (``6·N`` alone without attention).
+                             d_model: int = 0, recompute: str = "none", causal: bool = False
+                             ) -> float:
+    """FLOPs per trained token: ``6·N + 12·L·s·h`` (``6·N`` alone without attention; with
+    ``causal`` attention's term is halved, :func:`attention_flops_per_token`).
 
     The forward is ``2·N`` (Kaplan et al. 2020, Table 1) plus attention's ``4·L·s·h``; training
     is 3 x the forward (backward twice the forward). ``recompute`` counts work that runs but is
     not the model's: ``"full"`` runs the forward a second time (``8·N + 16·L·s·h``, the four
     passes of Narayanan et al. 2021, section 5.1, so 4/3 of the work); ``"selective"`` re-runs
-    attention's scores only (``+ 4·L·s·h``, Korthikanti et al. 2022, section 5). MFU uses
-    ``"none"`` (the model's FLOPs), whatever the run recomputes (PaLM, Appendix B).
+    attention's scores only (``+ 4·L·s·h``, Korthikanti et al. 2022, section 5). With
+    ``"none"`` these are the model's FLOPs, what MFU divides (PaLM, Appendix B); with
+    recomputation they are the hardware's, what HFU divides (Korthikanti et al. 2022, §6.3).
     """
     checks.choice("recompute", recompute, RECOMPUTE)
-    attention = attention_flops_per_token(n_layer, seq_len, d_model)
+    attention = attention_flops_per_token(n_layer, seq_len, d_model, causal)
     passes = 4 if recompute == "full" else 3
     extra = attention if recompute == "selective" else 0
     return passes * (2 * matmul_params + attention) + extra
+
+
+def flops_utilization(flops: float, seconds: float, peak_flops: float) -> float:
+    """The share of a device's peak that ``flops`` in ``seconds`` reach: MFU when ``flops`` are
+    the model's, HFU when they include recomputation (Korthikanti et al. 2022, §6.3)."""
+    checks.positive("seconds", seconds)
+    checks.positive("peak_flops", peak_flops)
+    return flops / (seconds * peak_flops)
 
 
 # ---- collectives in the α-β model ----------------------------------------------------------------

@@ -144,6 +144,9 @@ WRONG = {
         "my_state_bytes": ("def my_state_bytes(n_params, per_param, zero_stage, dp):   # every stage shards all\n"
                            "    total = per_param.params + per_param.grads + per_param.optimizer\n"
                            "    return n_params * total / (dp if zero_stage else 1)"),
+        "my_implied_mfu": ("def my_implied_mfu(n_params, n_layer, seq_len, d_model, tokens, gpu_seconds, peak_flops):\n"
+                           "    return (6 * n_params + 12 * n_layer * seq_len * d_model) * tokens / (gpu_seconds * peak_flops)"
+                           "   # the whole square, not causal"),
     },
     "10_long_context": {
         "my_pairs": "my_pairs = 64 * 65 // 2 // 2              # half of all pairs: the zig-zag share",

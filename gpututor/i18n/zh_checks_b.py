@@ -81,7 +81,20 @@ CHECKS_B = {
     "relative error of the formula's peak for DDP": "DDP 的公式峰值的相对误差",
     "bytes per parameter per GPU, ZeRO-2 on 8 GPUs": "8 张 GPU 上用 ZeRO-2 时每张 GPU 每个参数的字节数",
     "fewest H200-141GB for the states with ZeRO-3": "用 ZeRO-3 放下模型状态所需的最少 H200-141GB 数",
-    "days of the smallest cluster at 30% of peak": "达到峰值的 30% 时最小集群所需的天数",
+    "days of the smallest cluster at 30% HFU": "硬件 FLOPs 利用率（HFU）为 30% 时最小集群所需的天数",
+    "implied MFU: not answered yet. Define your function and pass it in.":
+        "隐含 MFU：尚未作答。请定义你的函数并把它传进来。",
+    "implied MFU: your function called the package's FLOPs formula: write it yourself.":
+        "隐含 MFU：你的函数调用了本包的 FLOPs 公式：请自己写出它。",
+    "implied MFU [{case}]: your function returned {got}, not a number.":
+        "隐含 MFU [{case}]：你的函数返回了 {got}，不是一个数。",
+    "implied MFU [{case}]: yours is not the formula's. Are the FLOPs the model's (no "
+    "recomputation), with attention counted causal, and the time in GPU-seconds?":
+        "隐含 MFU [{case}]：你的结果与公式不符。FLOPs 是否只算模型本身（不含重计算）、注意力是否按因果"
+        "计数、时间是否以 GPU·秒为单位？",
+    "Correct: your implied MFU equals the package's for {cases} runs, the published ones of "
+    "section 5 among them.":
+        "正确：你的隐含 MFU 在 {cases} 次运行上都与本包的结果相同，其中包括第 5 节的已发表运行。",
     "Correct. {what}: None, no count fits": "正确。{what}：None，多少张都放不下",
     "model-state bytes: not answered yet. Define your function and pass it in.":
         "模型状态字节数：尚未作答。请定义你的函数并把它传进来。",

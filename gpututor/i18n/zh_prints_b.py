@@ -158,6 +158,28 @@ PRINTS_B = {
     "fitted: efficiency {efficiency:.0%} of the matmul rate, fixed cost {overhead_ms:.1f} ms per step":
         "拟合结果：效率为矩阵乘法速率的 {efficiency:.0%}，每步固定开销 {overhead_ms:.1f} ms",
     "{name:>18}: {gb:6.2f} GB per GPU": "{name:>18}：每个 GPU {gb:6.2f} GB",
+    # lesson 08: V100, A100 or H100; the 70B layout that fits; the published runs
+    "{gpu}: {label}: {days:.1f} days, not priced": "{gpu}：{label}：{days:.1f} 天，未定价",
+    "{gpu}: {label}: {days:.1f} days, {cost}, meets the deadline and budget":
+        "{gpu}：{label}：{days:.1f} 天，{cost}，满足期限和预算",
+    "{gpu}: {label}: {days:.1f} days, {cost}, misses the deadline or budget":
+        "{gpu}：{label}：{days:.1f} 天，{cost}，不满足期限或预算",
+    "{link:>8}: fits, {gb:.0f} GB per GPU of {usable:.0f} GB usable":
+        "{link:>8}：放得下，每个 GPU {gb:.0f} GB（可用 {usable:.0f} GB）",
+    "{link:>8}: does not fit, {gb:.0f} GB per GPU of {usable:.0f} GB usable":
+        "{link:>8}：放不下，每个 GPU {gb:.0f} GB（可用 {usable:.0f} GB）",
+    "{run}: predicted / published = {ratio:.2f}, inside the range this lesson states ({low} to {high})":
+        "{run}：预测 / 发表 = {ratio:.2f}，在本课给出的范围之内（{low} 到 {high}）",
+    "{run}: predicted / published = {ratio:.2f}, outside the range this lesson states ({low} to {high})":
+        "{run}：预测 / 发表 = {ratio:.2f}，超出了本课给出的范围（{low} 到 {high}）",
+    "{run}: memory per GPU predicted {predicted:.0f} GB, published {published:.0f} GB; an H100-80GB: "
+    "{usable:.0f} GB usable":
+        "{run}：每个 GPU 的显存，预测 {predicted:.0f} GB，发表 {published:.0f} GB；一张 H100-80GB 可用 {usable:.0f} GB",
+    "the planner's prediction fits that": "规划器的预测放得下",
+    "the planner's prediction does not fit that": "规划器的预测放不下",
+    "the published memory fits that": "发表的显存放得下",
+    "the published memory does not fit that either: torchtitan's H100s had 96 GB":
+        "发表的显存也放不下：torchtitan 用的 H100 有 96 GB",
     "{link:>8}: step {step:.2f} s (compute {compute:.2f} s, tensor-parallel all-reduces {tp:.2f} s), "
     "{days:.0f} days, link-bound: {link_bound}":
         "{link:>8}：单步 {step:.2f} s（计算 {compute:.2f} s，张量并行的全归约 {tp:.2f} s），"

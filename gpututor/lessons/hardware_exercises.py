@@ -6,21 +6,25 @@ notebook shows only the call. ``...`` means "not answered yet".
   over ``dp`` GPUs (``gpututor.plan.memory.model_state_bytes`` of one parameter).
 - :func:`check_smallest_count`: the fewest GPUs whose usable memory holds a model's states with
   ZeRO-3 (the same formula, the planner's usable share of the catalogue's memory).
-- :func:`check_days_at_mfu`: the days the recommendation's smallest cluster takes at another
-  fraction of peak, the planner's ``mfu`` (``gpututor.plan.recommend.estimate`` of its
-  configuration).
+- :func:`check_days_at_hfu`: the days the recommendation's smallest cluster takes at another
+  share of peak on all it computes, the planner's ``hfu`` (hardware FLOPs utilisation,
+  ``gpututor.plan.recommend.estimate`` of its configuration).
 - :func:`check_formula_error`: the general formula's relative peak error for one run of the
   calibration (measured).
 - :func:`check_state_bytes`: the learner's model-state formula, run against
   ``model_state_bytes`` for conventions, ZeRO stages and GPU counts the learner does not choose.
+- :func:`check_implied_mfu`: the learner's implied-MFU formula, run on the published runs of
+  ``gpututor.plan.published`` and one more, against the package's formulas.
 """
 from __future__ import annotations
 
 import math
 from typing import Callable
 
-from .. import catalog
+from .. import catalog, formulas
 from ..i18n import tr
+from ..plan import published as published_runs
+from ..plan import time as plan_time
 from ..plan.memory import CONVENTIONS, model_state_bytes, per_device_memory
 from ..plan.recommend import USABLE_FRACTION, estimate
 from .exercises import as_number, check_answer
@@ -59,14 +63,14 @@ def check_smallest_count(answer, model, gpu: str = "H200-141GB", zero_stage: int
     check_answer(answer, expected, what, rel_tol=0, source="formula")
 
 
-def check_days_at_mfu(answer, recommendation, model, tokens: float = 140e9,
-                      mfu: float = 0.30) -> None:
+def check_days_at_hfu(answer, recommendation, model, tokens: float = 140e9,
+                      hfu: float = 0.30) -> None:
     """Days the ``recommendation``'s smallest cluster takes for ``tokens`` of ``model`` if the
-    GPUs reach ``mfu`` of their peak on all the FLOPs a step runs (recomputation included)
+    GPUs reach ``hfu`` of their peak on all the FLOPs a step runs (recomputation included: HFU)
     instead of the planner's assumption (the defaults: the 7B scenario)."""
     smallest = recommendation.smallest
-    expected = estimate(model, tokens, smallest.config, mfu=mfu).days if smallest else None
-    check_answer(answer, expected, f"days of the smallest cluster at {mfu:.0%} of peak",
+    expected = estimate(model, tokens, smallest.config, hfu=hfu).days if smallest else None
+    check_answer(answer, expected, f"days of the smallest cluster at {hfu:.0%} HFU",
                  rel_tol=0.005, source="formula")
 
 
@@ -124,3 +128,59 @@ def check_state_bytes(candidate: Callable) -> None:
     print(tr("Correct: your bytes per GPU equal the planner's model_state_bytes for ZeRO stages "
              "0 to 3, in {cases} cases with {conventions} conventions.", cases=len(STATE_CASES),
              conventions=len({name for _, name, _, _ in STATE_CASES})))
+
+
+# ---- exercise 6: the MFU a published run implies, as code --------------------------------------
+
+def mfu_cases() -> list[tuple]:
+    """(n_params, n_layer, seq_len, d_model, tokens, gpu_seconds, peak_flops, name): every run of
+    ``plan.published.RUNS`` (a throughput as one GPU-hour at its rate) and one made up here."""
+    cases = []
+    for run in published_runs.RUNS:
+        m, peak = run.model, catalog.get_gpu(run.gpu).peak("bf16")
+        if run.measure == "GPU-hours":
+            tokens, seconds = run.tokens, run.published * published_runs.HOUR
+        else:
+            tokens, seconds = run.published * published_runs.HOUR, published_runs.HOUR
+        cases.append((m.n_params, m.n_layer, m.seq_len, m.d_model, tokens, seconds, peak, run.name))
+    cases.append((1.3e9, 24, 2048, 2048, 26e9, 5.0e5, catalog.get_gpu("V100-32GB").peak("fp16"),
+                  "1.3B on V100s"))
+    return cases
+
+
+def check_implied_mfu(candidate: Callable) -> None:
+    """Run ``candidate(n_params, n_layer, seq_len, d_model, tokens, gpu_seconds, peak_flops)``
+    on :func:`mfu_cases` against the model's FLOPs (causal attention) over GPU-seconds x peak;
+    the package's FLOPs formulas refuse while it runs. A percentage passes as well as a
+    fraction. Says which case is wrong, not what the answer is."""
+    if candidate is ...:
+        print(tr("implied MFU: not answered yet. Define your function and pass it in."))
+        return
+    cases = mfu_cases()
+    for n, layers, seq, width, tokens, seconds, peak, name in cases:
+        expected = formulas.flops_utilization(
+            formulas.training_flops_per_token(n, layers, seq, width, causal=True) * tokens,
+            seconds, peak)
+        try:
+            with RefusedWhileRunning(formulas.training_flops_per_token,
+                                     formulas.attention_flops_per_token,
+                                     formulas.flops_utilization, plan_time.training_flops_per_token,
+                                     published_runs.implied_mfu):
+                got = candidate(n, layers, seq, width, tokens, seconds, peak)
+        except Exception as exc:   # noqa: BLE001 - said to the learner
+            if called_the_reference(exc):
+                raise AssertionError(tr("implied MFU: your function called the package's FLOPs "
+                                        "formula: write it yourself.")) from None
+            raise
+        number = as_number(got)
+        if number is None:
+            raise AssertionError(tr("implied MFU [{case}]: your function returned {got}, not a "
+                                    "number.", case=name, got=repr(got)))
+        if math.isclose(number, 100 * expected, rel_tol=1e-6):
+            number /= 100   # given as a percentage
+        if not math.isclose(number, expected, rel_tol=1e-6):
+            raise AssertionError(tr("implied MFU [{case}]: yours is not the formula's. Are the "
+                                    "FLOPs the model's (no recomputation), with attention counted "
+                                    "causal, and the time in GPU-seconds?", case=name))
+    print(tr("Correct: your implied MFU equals the package's for {cases} runs, the published "
+             "ones of section 5 among them.", cases=len(cases)))

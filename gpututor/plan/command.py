@@ -23,7 +23,9 @@ from ..config import MODEL_SIZES, RunSpec, parse_bytes
 from ..formulas import RECOMPUTE
 from .layouts import HEADROOM, pick_layout, predict_layouts, transformer_of
 from .memory import CONVENTIONS, PRECISIONS, PRESETS, Transformer, transformer_for_params
-from .recommend import DEFAULT_COMM_EFFICIENCY, DEFAULT_MFU, Config, estimate, recommend
+from .recommend import (DEFAULT_CAUSAL, DEFAULT_COMM_EFFICIENCY, DEFAULT_HFU, DEFAULT_OVERLAP,
+                        DEFAULT_SEQUENCE_PARALLEL, DEFAULT_TOKENS_PER_STEP, Config, estimate,
+                        recommend)
 
 
 def add_parser(commands) -> argparse.ArgumentParser:
@@ -55,10 +57,24 @@ def add_parser(commands) -> argparse.ArgumentParser:
                    + "|".join(CONVENTIONS) + " (default from precision and optimizer)")
     p.add_argument("--tokens", type=float, default=None,
                    help="training tokens (default 20 per parameter, Chinchilla)")
-    p.add_argument("--tokens-per-step", type=float, default=2 ** 20)
-    p.add_argument("--mfu", type=float, default=DEFAULT_MFU,
-                   help=f"fraction of peak reached (default {DEFAULT_MFU}, an assumption)")
-    p.add_argument("--comm-efficiency", type=float, default=DEFAULT_COMM_EFFICIENCY)
+    p.add_argument("--tokens-per-step", type=float, default=DEFAULT_TOKENS_PER_STEP,
+                   help=f"global batch in tokens (default {DEFAULT_TOKENS_PER_STEP:,}, an "
+                        "assumption)")
+    p.add_argument("--hfu", type=float, default=DEFAULT_HFU,
+                   help=f"fraction of peak reached on all a step computes, recomputation "
+                        f"included (HFU; default {DEFAULT_HFU}, an assumption); the answer "
+                        "gives the MFU that follows")
+    p.add_argument("--comm-efficiency", type=float, default=DEFAULT_COMM_EFFICIENCY,
+                   help=f"fraction of a link's rate reached (default {DEFAULT_COMM_EFFICIENCY})")
+    p.add_argument("--overlap", type=float, default=DEFAULT_OVERLAP,
+                   help="share of the backward pass that hides data-parallel traffic "
+                        f"(default {DEFAULT_OVERLAP})")
+    p.add_argument("--no-sequence-parallel", dest="sequence_parallel", action="store_false",
+                   default=DEFAULT_SEQUENCE_PARALLEL,
+                   help="tensor parallel without sequence parallel (default: with)")
+    p.add_argument("--full-attention", dest="causal_attention", action="store_false",
+                   default=DEFAULT_CAUSAL,
+                   help="count attention's whole s×s square (default: causal, half of it)")
     p.add_argument("--price", type=float, default=None, help="per GPU-hour, in the planner's currency (US dollars)")
     p.add_argument("--budget", type=float, default=None, help="in the planner's currency (US dollars; with --recommend)")
     p.add_argument("--deadline-days", type=float, default=None, help="(with --recommend)")
@@ -117,8 +133,10 @@ def run(args) -> int:
         gpu = catalog.get_gpu(args.gpu)
         link = args.link or gpu.links[0]
         common = dict(precision=args.precision, optimizer=args.optimizer,
-                      tokens_per_step=args.tokens_per_step, mfu=args.mfu,
-                      price_per_hour=args.price)
+                      tokens_per_step=args.tokens_per_step, hfu=args.hfu,
+                      price_per_hour=args.price, overlap=args.overlap,
+                      sequence_parallel=args.sequence_parallel,
+                      causal_attention=args.causal_attention)
         if args.recommend:
             checks.positive("gpus", args.gpus)
             counts = [2 ** k for k in range(20) if 2 ** k <= args.gpus]
@@ -130,6 +148,7 @@ def run(args) -> int:
                                convention=args.convention, **common)
             payload = {"model": _model_dict(model), "tokens": tokens,
                        "ranked": [e.to_dict() for e in result.ranked[:10]],
+                       "rejected": [e.to_dict() for e in result.rejected],
                        "notes": result.notes, "one_gpu_enough": result.one_gpu_enough,
                        "link_bound": result.link_bound}
             text = result.table() + "\n" + "\n".join(result.notes)
@@ -141,8 +160,7 @@ def run(args) -> int:
                            convention=args.convention, **common)
             payload = {"model": _model_dict(model), "tokens": tokens, **est.to_dict()}
             text = f"{model.name} model, {tokens:.3g} tokens on {config.label}\n" + \
-                "\n".join(("fits. " if est.fits else "") + r if i == 0 else r
-                          for i, r in enumerate(est.reasons))
+                "\n".join(r for r in est.reasons)
     except ValueError as exc:
         print(f"gpututor: error: {exc}", file=sys.stderr)
         return 2

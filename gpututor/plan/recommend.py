@@ -16,15 +16,27 @@ import math
 from dataclasses import dataclass, field
 
 from .. import catalog, checks
-from ..catalog import CURRENCY_SYMBOLS, GB, currency, money, price_text
+from ..catalog import GB, currency, money, price_text
 from ..formulas import RECOMPUTE, bytes_per_value
 from .memory import PRECISIONS, ZERO_STAGES, Transformer, bytes_per_param, per_device_memory
+from .ranking import Recommendation, meets, rank_key, with_notes
 from .time import DAY, run_cost, step_time
 
 CATEGORIES = ("params", "grads", "optimizer", "activations", "total")
-DEFAULT_MFU = 0.4              # assumption: PaLM 540B reported 46.2 % MFU (Chowdhery et al. 2022)
-DEFAULT_COMM_EFFICIENCY = 0.8  # assumption: fraction of a link's datasheet rate a ring reaches
-USABLE_FRACTION = 0.9          # assumption: headroom for CUDA context, fragmentation, buffers
+# The planner's assumptions, each a parameter of estimate() and recommend() (and of the CLI and
+# the widget); an estimate lists the ones it used (Estimate.assumptions).
+DEFAULT_HFU = 0.4              # share of peak reached on all a step computes, recomputation
+#                                included (HFU); PaLM 540B: 57.8 % HFU, 46.2 % MFU (Chowdhery
+#                                et al. 2022, §4.1); small models and small batches reach less
+DEFAULT_TOKENS_PER_STEP = 2 ** 20  # global batch in tokens (GPT-3 6.7B: 2M, Brown et al. 2020)
+DEFAULT_COMM_EFFICIENCY = 0.8  # fraction of a link's datasheet rate a ring reaches
+DEFAULT_OVERLAP = 1.0          # share of the backward pass that hides data-parallel traffic
+DEFAULT_SEQUENCE_PARALLEL = True   # tensor parallel shards the layer norms' and dropouts'
+#                                    activations too (Korthikanti et al. 2022, §4.2.2)
+DEFAULT_CAUSAL = True          # attention computes half its s×s square (a causal kernel)
+USABLE_FRACTION = 0.9          # headroom for CUDA context, fragmentation, buffers
+ASSUMPTIONS = ("tokens_per_step", "hfu", "comm_efficiency", "overlap", "sequence_parallel",
+               "causal_attention", "usable_fraction")
 
 
 @dataclass(frozen=True)
@@ -102,6 +114,8 @@ class Estimate:
     link_bound: bool
     reasons: list = field(default_factory=list)
     meets: bool = True       # meets the deadline and budget it was ranked against
+    assumptions: dict = field(default_factory=dict)   # the named assumptions it was made with
+    precision: str = "bf16"  # what it was planned in (fp16 where the GPU has no bf16)
 
     @property
     def days(self) -> float:
@@ -116,11 +130,13 @@ class Estimate:
             "device_bytes": catalog.get_gpu(self.config.gpu).memory_bytes,
             "usable_bytes": self.usable_bytes,
             "fits": self.fits,
+            "precision": self.precision,
             "time": {**self.step, "steps": self.steps, "total_s": self.total_s,
                      "total_days": self.days},
             "cost": {"amount": self.cost, "currency": currency(), "price_per_gpu_hour": self.price_per_hour,
                      "price_source": self.price_source},
             "link_bound": self.link_bound,
+            "assumptions": dict(self.assumptions),
             "explanation": list(self.reasons),
         }
 
@@ -140,11 +156,12 @@ def usable_bytes(gpu, usable_fraction: float = USABLE_FRACTION) -> float:
 
 
 def estimate(model: Transformer, tokens: float, config: Config, precision: str = "bf16",
-             optimizer: str = "adam", tokens_per_step: float = 2 ** 20,
-             mfu: float = DEFAULT_MFU, comm_efficiency: float = DEFAULT_COMM_EFFICIENCY,
-             overlap: float = 1.0, price_per_hour: float | None = None,
-             usable_fraction: float = USABLE_FRACTION, convention: str | None = None
-             ) -> Estimate:
+             optimizer: str = "adam", tokens_per_step: float = DEFAULT_TOKENS_PER_STEP,
+             hfu: float = DEFAULT_HFU, comm_efficiency: float = DEFAULT_COMM_EFFICIENCY,
+             overlap: float = DEFAULT_OVERLAP, price_per_hour: float | None = None,
+             usable_fraction: float = USABLE_FRACTION, convention: str | None = None,
+             sequence_parallel: bool = DEFAULT_SEQUENCE_PARALLEL,
+             causal_attention: bool = DEFAULT_CAUSAL) -> Estimate:
     """Memory, time and cost of training ``model`` on ``tokens`` tokens with ``config``.
 
     Raises ``ValueError`` for impossible input (unknown GPU, degrees that do not divide, negative
@@ -154,6 +171,11 @@ def estimate(model: Transformer, tokens: float, config: Config, precision: str =
     A GPU without bf16 (V100, T4: no bf16 units, see the catalogue's sources) asked for bf16 is
     planned in fp16 instead, which needs loss scaling (Micikevicius et al. 2018) and keeps the
     same bytes per value; the first reason says so.
+
+    The assumptions (module constants above, each with its reason) are parameters: ``hfu`` the
+    share of peak reached on everything a step computes; ``tokens_per_step`` the global batch;
+    ``comm_efficiency`` and ``overlap``; ``sequence_parallel`` with tensor parallel;
+    ``causal_attention``; ``usable_fraction`` of the GPU's memory. The estimate lists them.
     """
     checks.positive("tokens", tokens)
     checks.positive("tokens_per_step", tokens_per_step)
@@ -166,7 +188,8 @@ def estimate(model: Transformer, tokens: float, config: Config, precision: str =
                          "allowed is a divisor of the layer count")
     memory = per_device_memory(model, config.micro_batch, config.zero_stage, config.dp,
                                config.tp, config.pp, precision, optimizer, config.recompute,
-                               sequence_parallel=config.tp > 1, convention=convention)
+                               sequence_parallel=sequence_parallel and config.tp > 1,
+                               convention=convention)
     usable = usable_bytes(gpu, usable_fraction)
     fits = memory["total"] <= usable
     multi_node = config.count > config.gpus_per_node
@@ -174,11 +197,12 @@ def estimate(model: Transformer, tokens: float, config: Config, precision: str =
     dp_link = min((intra, inter), key=lambda l: l.bandwidth) if multi_node else intra
     pp_link = inter if config.tp * config.pp > config.gpus_per_node else intra
     b = bytes_per_param(precision, optimizer, convention)
-    step = step_time(model, tokens_per_step, config.count, peak, mfu, config.dp, config.tp,
+    step = step_time(model, tokens_per_step, config.count, peak, hfu, config.dp, config.tp,
                      config.pp, config.zero_stage, config.micro_batch, config.recompute,
                      grad_bytes=b.grads, activation_bytes=bytes_per_value(precision),
                      dp_link=dp_link, tp_link=intra, pp_link=pp_link,
-                     comm_efficiency=comm_efficiency, overlap=overlap)
+                     comm_efficiency=comm_efficiency, overlap=overlap,
+                     causal=causal_attention)
     steps = math.ceil(tokens / tokens_per_step)
     total = steps * step["step_s"]
     price, price_source = catalog.price_of(gpu, price_per_hour)
@@ -186,6 +210,10 @@ def estimate(model: Transformer, tokens: float, config: Config, precision: str =
     link_bound = config.count > 1 and comm >= 0.5 * step["step_s"]
     est = Estimate(config, memory, usable, fits, step, steps, total,
                    run_cost(total, config.count, price), price, price_source, link_bound)
+    est.precision = precision
+    est.assumptions = dict(zip(ASSUMPTIONS, (tokens_per_step, hfu, comm_efficiency, overlap,
+                                             sequence_parallel, causal_attention,
+                                             usable_fraction)))
     est.reasons = _reasons(est, model, gpu, {"tensor-parallel": intra, "pipeline": pp_link,
                                              "data-parallel": dp_link})
     if fallback:
@@ -200,23 +228,25 @@ def _reasons(est: Estimate, model: Transformer, gpu, links: dict) -> list[str]:
     crosses ("tensor-parallel", "pipeline", "data-parallel")."""
     m, c, s = est.memory, est.config, est.step
     gb = lambda x: f"{x / GB:,.1f} GB"
-    out = [f"per GPU: parameters {gb(m['params'])}, gradients {gb(m['grads'])}, optimizer "
+    out = [("fits" if est.fits else "does not fit") + f" in memory: per GPU parameters "
+           f"{gb(m['params'])}, gradients {gb(m['grads'])}, optimizer "
            f"{gb(m['optimizer'])}, activations {gb(m['activations'])}: {gb(m['total'])} of "
            f"{gb(est.usable_bytes)} usable ({gb(gpu.memory_bytes)} x "
            f"{est.usable_bytes / gpu.memory_bytes:.0%})"]
     if not est.fits:
         states = m["params"] + m["grads"] + m["optimizer"]
         if states > est.usable_bytes:
-            out.append(f"does not fit: the model states alone ({gb(states)}) exceed the GPU; "
+            out.append(f"why it does not fit: the model states alone ({gb(states)}) exceed the GPU; "
                        + ("shard them (a higher ZeRO stage), " if c.zero_stage < 3 else "")
                        + "add GPUs, or split the model (tensor/pipeline parallel)")
         else:
-            out.append(f"does not fit: activations ({gb(m['activations'])}) push it over; "
+            out.append(f"why it does not fit: activations ({gb(m['activations'])}) push it over; "
                        "use recomputation, a smaller micro-batch, or tensor/pipeline parallel")
     compute, comm = s["compute_s"], s["tp_comm_s"] + s["pp_comm_s"] + s["dp_exposed_s"]
     out.append(f"step: compute {compute:.3g} s, waiting on links {comm:.3g} s"
                + (f", pipeline bubble {s['bubble_s']:.3g} s" if s["bubble_s"] else "")
-               + f"; {est.steps:,} steps = {est.days:,.1f} days")
+               + f"; {est.steps:,} steps = {est.days:,.1f} days"
+               + ("" if est.fits else " (if it fitted: it does not)"))
     if est.link_bound:   # name the link of the largest part of the wait
         waits = {"tensor-parallel": s["tp_comm_s"], "pipeline": s["pp_comm_s"],
                  "data-parallel": s["dp_exposed_s"]}
@@ -228,42 +258,24 @@ def _reasons(est: Estimate, model: Transformer, gpu, links: dict) -> list[str]:
         out.append(f"cost: {money(est.cost)} at {price_text(est.price_per_hour)}/GPU-hour "
                    f"({est.price_source})")
     else:
-        out.append(f"cost: unknown ({est.price_source})")
+        src = est.price_source
+        out.append(f"cost: {src}" if src.startswith("not priced") else f"cost: not priced ({src})")
+    a = est.assumptions
+    out.append(f"assumed: {a['hfu']:.0%} of peak on all it computes (HFU; MFU of the step "
+               f"{s['mfu']:.0%}), {a['tokens_per_step']:,.0f} tokens per step, links at "
+               f"{a['comm_efficiency']:.0%} of their rate, {a['overlap']:.0%} of backward hiding "
+               "data-parallel traffic, "
+               + ("sequence parallel with tensor parallel, " if a["sequence_parallel"] else "")
+               + ("causal attention (half the s×s square)" if a["causal_attention"]
+                  else "full s×s attention"))
     return out
-
-
-@dataclass
-class Recommendation:
-    """Ranked estimates that fit; the ones that do not; and notes for a person."""
-
-    ranked: list
-    rejected: list
-    notes: list
-    one_gpu_enough: bool
-    link_bound: bool
-
-    @property
-    def smallest(self) -> Estimate | None:
-        """The fewest GPUs that fit and meet the deadline and budget (cheapest among equals)."""
-        meeting = [e for e in self.ranked if e.meets]
-        return min(meeting, key=lambda e: (e.config.count, _rank(e)), default=None)
-
-    def table(self, top: int = 10) -> str:
-        """The best ``top`` configurations as plain text, one line each."""
-        cost_label = f"cost {CURRENCY_SYMBOLS[currency()]}"   # the currency set_currency chose
-        lines = [f"{'#':>2}  {'configuration':<72} {'GB/GPU':>7} {'days':>8} {cost_label:>10}  ok"]
-        for i, e in enumerate(self.ranked[:top], 1):
-            cost = f"{e.cost:,.0f}" if e.cost is not None else "n/a"
-            lines.append(f"{i:>2}  {e.config.label:<72} {e.memory['total'] / GB:7.1f} "
-                         f"{e.days:8.2f} {cost:>10}  {'yes' if e.meets else 'no'}")
-        return "\n".join(lines)
 
 
 def recommend(model: Transformer, tokens: float, gpus=("H100-80GB",), counts=None,
               links=None, max_gpus: int = 64, budget: float | None = None,
               deadline_days: float | None = None, precision: str = "bf16",
-              optimizer: str = "adam", tokens_per_step: float = 2 ** 20,
-              mfu: float = DEFAULT_MFU, price_per_hour: float | None = None,
+              optimizer: str = "adam", tokens_per_step: float = DEFAULT_TOKENS_PER_STEP,
+              hfu: float = DEFAULT_HFU, price_per_hour: float | None = None,
               gpus_per_node: int = 8, recomputes=RECOMPUTE, inter_link: str = "ib-ndr",
               **kwargs) -> Recommendation:
     """Try layouts for each GPU type, count and link; rank the configurations that fit.
@@ -285,25 +297,26 @@ def recommend(model: Transformer, tokens: float, gpus=("H100-80GB",), counts=Non
             if count == 1 and link != (links or gpu.links)[0]:
                 continue   # one GPU talks to no one: the link does not matter
             for est in _layouts(model, tokens, gpu.name, count, link, gpus_per_node, recomputes,
-                                inter_link, precision, optimizer, tokens_per_step, mfu,
+                                inter_link, precision, optimizer, tokens_per_step, hfu,
                                 price_per_hour, kwargs):
                 key = (gpu.name, count, link)
-                est.meets = _meets(est, budget, deadline_days)
+                est.meets = meets(est, budget, deadline_days)
                 if not est.fits:
                     if key not in best and (key not in rejected or
                                             est.memory["total"] < rejected[key].memory["total"]):
                         rejected[key] = est
                     continue
                 rejected.pop(key, None)
-                if key not in best or _rank(est) < _rank(best[key]):
+                if key not in best or rank_key(est) < rank_key(best[key]):
                     best[key] = est
-    ranked = sorted(best.values(), key=_rank)
-    return _with_notes(ranked, sorted(rejected.values(), key=lambda e: e.config.count),
-                       budget, deadline_days)
+    ranked = sorted(best.values(), key=rank_key)
+    fallbacks = [(g, precision, planned_precision(catalog.get_gpu(g), precision)) for g in gpus]
+    return with_notes(ranked, sorted(rejected.values(), key=lambda e: e.config.count),
+                      budget, deadline_days, [f for f in fallbacks if f[1] != f[2]])
 
 
 def _layouts(model, tokens, gpu, count, link, gpus_per_node, recomputes, inter_link,
-             precision, optimizer, tokens_per_step, mfu, price, kwargs):
+             precision, optimizer, tokens_per_step, hfu, price, kwargs):
     tps = [t for t in (1, 2, 4, 8) if t <= min(count, gpus_per_node) and count % t == 0
            and model.n_head % t == 0]
     for tp in tps:
@@ -315,55 +328,5 @@ def _layouts(model, tokens, gpu, count, link, gpus_per_node, recomputes, inter_l
                 continue
             config = Config(gpu, count, link, zero, tp, pp, mb, recompute, inter_link,
                             gpus_per_node)
-            yield estimate(model, tokens, config, precision, optimizer, tokens_per_step, mfu,
+            yield estimate(model, tokens, config, precision, optimizer, tokens_per_step, hfu,
                            price_per_hour=price, **kwargs)
-
-
-def _meets(est: Estimate, budget, deadline_days) -> bool:
-    on_time = deadline_days is None or est.days <= deadline_days
-    affordable = budget is None or (est.cost is not None and est.cost <= budget)
-    return on_time and affordable
-
-
-def _rank(est: Estimate) -> tuple:
-    cost = est.cost if est.cost is not None else math.inf
-    return (not est.meets, cost if est.meets else est.total_s, est.total_s, est.config.count)
-
-
-def _with_notes(ranked, rejected, budget, deadline_days) -> Recommendation:
-    notes = []
-    fitting_one = [e for e in ranked if e.config.count == 1]
-    one_enough = bool(fitting_one) and fitting_one[0].meets
-    if not ranked:
-        smallest = rejected[-1] if rejected else None
-        notes.append("nothing tried fits in memory"
-                     + (f"; even {smallest.config.count} GPUs need "
-                        f"{smallest.memory['total'] / GB:,.0f} GB per GPU" if smallest else "")
-                     + ": try more GPUs or a GPU with more memory")
-    elif one_enough:
-        notes.append(f"one GPU is enough: {fitting_one[0].config.label} fits and takes "
-                     f"{fitting_one[0].days:,.1f} days"
-                     + (f" for {money(fitting_one[0].cost)}" if fitting_one[0].cost else "")
-                     + "; more GPUs only buy time")
-    elif fitting_one:
-        notes.append(f"one GPU fits ({fitting_one[0].config.label}) but misses the deadline or "
-                     f"budget: {fitting_one[0].days:,.1f} days")
-    elif rejected:
-        first = min((e.config.count for e in ranked), default=None)
-        notes.append(f"the model does not fit on one GPU; the smallest count that fits is {first}")
-    meeting = [e for e in ranked if e.meets]
-    if meeting and not one_enough:
-        e = min(meeting, key=lambda e: (e.config.count, _rank(e)))
-        notes.append(f"the smallest cluster that meets the deadline and budget: {e.config.label}"
-                     f" ({e.days:,.1f} days" + (f", {money(e.cost)})" if e.cost else ")"))
-    if ranked and not meeting:
-        what = [w for w, v in (("deadline", deadline_days), ("budget", budget)) if v]
-        notes.append(f"no configuration meets the {' and '.join(what) or 'constraints'}: "
-                     "the fastest and cheapest that fit are shown")
-    link_bound = bool(ranked) and ranked[0].link_bound
-    bound = [e for e in ranked if e.link_bound]
-    if bound:
-        e = bound[0]
-        notes.append(f"link-bound: {e.config.label} waits on communication most of each step; "
-                     "a faster link would speed it up more than more GPUs")
-    return Recommendation(ranked, rejected, notes, one_enough, link_bound)

@@ -2,7 +2,10 @@
 
 - **Compute**: training FLOPs per token ``6·N + 12·L·s·h`` (PaLM, Chowdhery et al. 2022,
   Appendix B: 6N for the weights, forward + backward, and attention's Q·Kᵀ and scores·V),
-  divided by what a device achieves: peak x utilisation (MFU).
+  divided by what a device achieves on the FLOPs it runs: peak x *hardware* FLOPs utilisation
+  (HFU, recomputation included). What a step then reaches on the model's FLOPs alone, over the
+  whole step (waits included), is its MFU; both are returned (Korthikanti et al. 2022, §6.3,
+  define the two; PaLM 540B reached 46.2 % MFU and 57.8 % HFU, Chowdhery et al. 2022, §4.1).
 - **Communication**: ring algorithms in the α-β model (``gpututor.formulas.collective_seconds``:
   an all-reduce of S bytes over n ranks takes ``2(n-1)·(α + S/(n·β))``; all-gather and
   reduce-scatter half of that). What compute cannot hide is *exposed*.
@@ -19,7 +22,7 @@ import math
 
 from .. import checks
 from ..formulas import (attention_flops_per_token, bubble_to_compute_ratio, collective_seconds,
-                        ring_allreduce_seconds, ring_attention_shifts)
+                        flops_utilization, ring_allreduce_seconds, ring_attention_shifts)
 from ..formulas import training_flops_per_token as _formula
 from .memory import Transformer
 
@@ -28,15 +31,18 @@ DAY = 86400.0
 
 # ---- compute -------------------------------------------------------------------------------------
 
-def training_flops_per_token(model: Transformer, recompute: str = "none") -> float:
+def training_flops_per_token(model: Transformer, recompute: str = "none", causal: bool = False
+                             ) -> float:
     """FLOPs per trained token: ``6·N + 12·L·s·h`` (PaLM, Chowdhery et al. 2022, Appendix B).
 
     Recomputation adds work that is executed but is not the model's: full recomputation runs
     the forward again (``8·N + 16·L·s·h``, the 4-passes count of Narayanan et al. 2021, whose
     end-to-end estimate is ``8·T·P / (n·X)``); selective recomputation re-runs only attention's
-    scores (``+ 4·L·s·h``, Korthikanti et al. 2022).
+    scores (``+ 4·L·s·h``, Korthikanti et al. 2022). ``causal``: attention computes half its
+    ``s×s`` square (a kernel that skips what the causal mask zeroes).
     """
-    return _formula(model.n_params, model.n_layer, model.seq_len, model.d_model, recompute)
+    return _formula(model.n_params, model.n_layer, model.seq_len, model.d_model, recompute,
+                    causal)
 
 
 def training_flops(n_params: float, tokens: float) -> float:
@@ -47,10 +53,10 @@ def training_flops(n_params: float, tokens: float) -> float:
     return 6 * n_params * tokens
 
 
-def compute_seconds(flops: float, peak_flops: float, mfu: float) -> float:
-    """Seconds for ``flops`` on one device that reaches ``mfu`` x its peak."""
-    checks.fraction("mfu", mfu)
-    return flops / (peak_flops * mfu)
+def compute_seconds(flops: float, peak_flops: float, hfu: float) -> float:
+    """Seconds for ``flops`` (all it runs) on one device that reaches ``hfu`` x its peak."""
+    checks.fraction("hfu", hfu)
+    return flops / (peak_flops * hfu)
 
 
 def run_seconds(n_params: float, tokens: float, n_gpus: int, flops_per_gpu: float,
@@ -100,20 +106,26 @@ def exposed_seconds(comm_s: float, window_s: float, overlap: float = 1.0) -> flo
 # ---- one step of a configuration -----------------------------------------------------------------
 
 def step_time(model: Transformer, tokens_per_step: float, n_gpus: int, peak_flops: float,
-              mfu: float = 0.4, dp: int = 1, tp: int = 1, pp: int = 1, zero_stage: int = 0,
+              hfu: float = 0.4, dp: int = 1, tp: int = 1, pp: int = 1, zero_stage: int = 0,
               micro_batch: int = 1, recompute: str = "none", grad_bytes: float = 2,
               activation_bytes: float = 2, dp_link=None, tp_link=None, pp_link=None,
               comm_efficiency: float = 0.8, overlap: float = 1.0, cp: int = 1, ep: int = 1,
-              top_k: int = 2, cp_link=None, ep_link=None) -> dict[str, float]:
+              top_k: int = 2, cp_link=None, ep_link=None, causal: bool = False) -> dict[str, float]:
     """Seconds of one optimizer step, by part: ``compute_s``, ``bubble_s``, ``tp_comm_s``,
     ``pp_comm_s``, ``dp_comm_s`` (all of it), ``dp_exposed_s`` (what compute does not hide),
     ``cp_comm_s``, ``cp_exposed_s``, ``ep_comm_s``, ``step_s`` (the total), with
-    ``microbatches`` and ``flops_per_gpu``.
+    ``microbatches``, ``flops_per_gpu`` (what runs, recomputation included),
+    ``model_flops_per_gpu`` (the model's), and the step's ``hfu`` and ``mfu``: those FLOPs over
+    ``step_s`` x ``peak_flops`` (below the assumed ``hfu`` whenever the step waits).
 
-    - Compute: each GPU does ``1/(dp·tp·pp)`` of the step's FLOPs.
+    - Compute: each GPU does ``1/(dp·tp·pp)`` of the step's FLOPs at ``hfu`` x its peak.
+      ``causal``: attention computes half its ``s×s`` square.
+
     - Tensor parallel: 4 all-reduces of the activations (``b·s·h``) per layer and micro-batch,
       two in forward and two in backward (Shoeybi et al. 2019, Figure 4); 2 more with full
-      recomputation. On the critical path: not overlapped.
+      recomputation. On the critical path: not overlapped. With sequence parallel each
+      all-reduce becomes a reduce-scatter and an all-gather of the same bytes (Korthikanti et al.
+      2022, §4.2.2): the same time here; it changes activation memory, not traffic.
     - Pipeline: the bubble ``(p-1)/m`` of compute, and per micro-batch a send of activations
       forward and of their gradient backward between neighbouring stages.
     - Data parallel: the gradients (``N/(tp·pp)`` x ``grad_bytes``) are all-reduced; ZeRO-1/2
@@ -132,12 +144,13 @@ def step_time(model: Transformer, tokens_per_step: float, n_gpus: int, peak_flop
     Links are :class:`~gpututor.catalog.Link`; ``comm_efficiency`` is the fraction of their
     bandwidth a collective reaches (an assumption: measure yours with ``gpututor bench comm``).
     """
-    checks.fraction("mfu", mfu)
+    checks.fraction("hfu", hfu)
     checks.fraction("comm_efficiency", comm_efficiency)
     global_batch = max(1, round(tokens_per_step / model.seq_len))
     m = max(1, math.ceil(global_batch / (dp * micro_batch)))            # micro-batches per GPU
-    flops = training_flops_per_token(model, recompute) * tokens_per_step / n_gpus
-    compute = compute_seconds(flops, peak_flops, mfu)
+    flops = training_flops_per_token(model, recompute, causal) * tokens_per_step / n_gpus
+    model_flops = training_flops_per_token(model, "none", causal) * tokens_per_step / n_gpus
+    compute = compute_seconds(flops, peak_flops, hfu)
     bubble = compute * bubble_to_compute_ratio(pp, m) if pp > 1 else 0.0
     seq = model.seq_len / cp                                            # tokens per rank
     act = micro_batch * seq * model.d_model * activation_bytes
@@ -168,19 +181,22 @@ def step_time(model: Transformer, tokens_per_step: float, n_gpus: int, peak_flop
             micro_batch, model.seq_len, model.d_model // tp, cp, bw(cp_link), cp_link.latency,
             activation_bytes)
         attention_share = 3 * attention_flops_per_token(model.n_layer, model.seq_len,
-                                                        model.d_model) / \
-            training_flops_per_token(model, recompute)
+                                                        model.d_model, causal) / \
+            training_flops_per_token(model, recompute, causal)
         cp_exposed = exposed_seconds(cp_comm, compute * attention_share, overlap)
     ep_comm = 0.0
     if ep > 1:
         routed = top_k * act / tp
         ep_comm = model.n_layer / pp * m * 4 * all_to_all_seconds(routed, ep, bw(ep_link),
                                                                   ep_link.latency)
+    step = compute + bubble + tp_comm + pp_comm + dp_exposed + cp_exposed + ep_comm
     return {"compute_s": compute, "bubble_s": bubble, "tp_comm_s": tp_comm,
             "pp_comm_s": pp_comm, "dp_comm_s": dp_comm, "dp_exposed_s": dp_exposed,
             "cp_comm_s": cp_comm, "cp_exposed_s": cp_exposed, "ep_comm_s": ep_comm,
-            "step_s": compute + bubble + tp_comm + pp_comm + dp_exposed + cp_exposed + ep_comm,
-            "microbatches": m, "flops_per_gpu": flops}
+            "step_s": step, "microbatches": m, "flops_per_gpu": flops,
+            "model_flops_per_gpu": model_flops,
+            "hfu": flops_utilization(flops, step, peak_flops),
+            "mfu": flops_utilization(model_flops, step, peak_flops)}
 
 
 def run_cost(total_s: float, n_gpus: int, price_per_gpu_hour: float | None) -> float | None:

@@ -5,9 +5,9 @@ import math
 
 import pytest
 
-from gpututor.lessons.hardware_exercises import (check_bytes_per_param, check_days_at_mfu,
-                                                 check_formula_error, check_smallest_count,
-                                                 check_state_bytes)
+from gpututor.lessons.hardware_exercises import (check_bytes_per_param, check_days_at_hfu,
+                                                 check_formula_error, check_implied_mfu,
+                                                 check_smallest_count, check_state_bytes)
 from gpututor.plan.memory import PRESETS, model_state_bytes
 from gpututor.plan.recommend import recommend
 from exercise_solutions import published as _published, rejected
@@ -51,18 +51,18 @@ def rec7():
                      deadline_days=30, budget=60_000)
 
 
-def test_days_at_30_percent_mfu_of_the_smallest_cluster(capsys, rec7):
+def test_days_at_30_percent_hfu_of_the_smallest_cluster(capsys, rec7):
     model7 = PRESETS["7b"]
     days = published("my_days", rec7=rec7)
-    check_days_at_mfu(days, rec7, model7)
-    assert "days of the smallest cluster at 30% of peak" in capsys.readouterr().out
+    check_days_at_hfu(days, rec7, model7)
+    assert "days of the smallest cluster at 30% HFU" in capsys.readouterr().out
     assert days > 30   # the exercise's point: at 30 % of peak the cluster misses the deadline
     wrong = {"upside down": rec7.smallest.days * 0.30 / 0.40,
-             "as if MFU did not matter": rec7.smallest.days,
+             "as if HFU did not matter": rec7.smallest.days,
              "the GPU count, the old question": rec7.smallest.config.count,
              "minus 10 points read as minus 10 %": rec7.smallest.days / 0.9}
     for mistake, answer in wrong.items():
-        rejected(check_days_at_mfu, answer, rec7, model7, match="is not what the formula gives")
+        rejected(check_days_at_hfu, answer, rec7, model7, match="is not what the formula gives")
 
 
 def test_formula_error_reads_the_calibrations_ddp_row(capsys):
@@ -151,8 +151,40 @@ def test_every_message_of_the_checkers_has_its_chinese_line(capsys):
         for chinese in ("8 张 GPU 上用 ZeRO-2 时每张 GPU 每个参数的字节数",
                         "用 ZeRO-3 放下模型状态所需的最少 H200-141GB 数", "模型状态字节数：尚未作答"):
             assert chinese in out, (chinese, out)
-        assert "达到峰值的 30% 时最小集群所需的天数" == ZH["days of the smallest cluster at 30% of peak"]
+        assert "硬件 FLOPs 利用率（HFU）为 30% 时最小集群所需的天数" == ZH["days of the smallest cluster at 30% HFU"]
         with pytest.raises(AssertionError, match="ZeRO 阶段 1，64 张 GPU"):
             check_state_bytes(lambda n, b, stage, dp: n * 16 / (dp if stage else 1))
     finally:
         set_language("en")
+
+
+def test_implied_mfu_code_accepts_the_solution_and_refuses_the_package_and_named_mistakes(capsys):
+    check_implied_mfu(published("my_implied_mfu"))
+    assert "for 5 runs, the published ones of section 5 among them" in capsys.readouterr().out
+
+    def as_percent(n, layers, seq, width, tokens, seconds, peak):    # a right answer, in %
+        return 100 * (6 * n + 6 * layers * seq * width) * tokens / (seconds * peak)
+    check_implied_mfu(as_percent)
+    capsys.readouterr()
+
+    def full_square(n, layers, seq, width, tokens, seconds, peak):   # PaLM's count, not causal
+        return (6 * n + 12 * layers * seq * width) * tokens / (seconds * peak)
+
+    def weights_only(n, layers, seq, width, tokens, seconds, peak):  # forgot attention
+        return 6 * n * tokens / (seconds * peak)
+
+    def with_recomputation(n, layers, seq, width, tokens, seconds, peak):   # HFU of full recompute
+        return (8 * n + 8 * layers * seq * width) * tokens / (seconds * peak)
+
+    def in_hours(n, layers, seq, width, tokens, seconds, peak):      # GPU-hours, not seconds
+        return (6 * n + 6 * layers * seq * width) * tokens / (seconds / 3600 * peak)
+    for mistake in (full_square, weights_only, with_recomputation, in_hours):
+        rejected(check_implied_mfu, mistake, match="is not the formula's")
+
+    def calls_the_package(n, layers, seq, width, tokens, seconds, peak):
+        from gpututor import formulas
+        return formulas.training_flops_per_token(n, layers, seq, width, causal=True) * tokens / (
+            seconds * peak)
+    rejected(check_implied_mfu, calls_the_package, match="called the package")
+    check_implied_mfu(...)
+    assert "not answered yet" in capsys.readouterr().out
