@@ -25,14 +25,6 @@ def interrupt_after(seconds: float) -> threading.Timer:
     return timer
 
 
-@pytest.fixture
-def sigint_raises():
-    # a background job may start with SIGINT ignored (pitfalls.md): make it raise here
-    saved = signal.signal(signal.SIGINT, signal.default_int_handler)
-    yield
-    signal.signal(signal.SIGINT, saved)
-
-
 def gone(pids, within: float = 5.0) -> bool:
     deadline = time.monotonic() + within
     while time.monotonic() < deadline:
@@ -52,7 +44,7 @@ def listening(pid: int) -> list:
         return []
 
 
-def test_an_interrupt_stops_the_cell_on_every_rank_and_keeps_their_names(sigint_raises):
+def test_an_interrupt_stops_the_cell_on_every_rank_and_keeps_their_names(interruptible):
     with gpututor.ranks(4, timeout=60) as group:
         group.run("kept = rank")
         pids = list(group.pids)
@@ -70,7 +62,7 @@ def test_an_interrupt_stops_the_cell_on_every_rank_and_keeps_their_names(sigint_
         assert [o.value for o in group.run("kept").outcomes] == ["0", "1", "2", "3"]
 
 
-def test_an_interrupt_of_ranks_stuck_in_a_collective_restarts_the_group(sigint_raises):
+def test_an_interrupt_of_ranks_stuck_in_a_collective_restarts_the_group(interruptible):
     with gpututor.ranks(2, timeout=60) as group:
         group.run("lost = 1")
         timer = interrupt_after(1.0)
