@@ -8,11 +8,15 @@ server starts one), starts 4 ranks there, joins them in one gloo process group, 
 - a cell that all-reduces 1 MB (262,144 float32 on each rank) 20 times.
 
 Also reported: how long starting the 4 ranks took (to the first cell that can run a collective).
-nbdistributed is not run: its ``%dist_shutdown`` kills processes by name pattern
-(``pkill -f worker.py``, ``pkill -9 -f "python.*worker"``), which on a shared machine ends other
-people's processes, and it binds its coordinator on every interface at a fixed port (5555).
+Also reported: a plain cell (``x = 1``, no ranks) in the same kernel, the kernel's own round
+trip, and how long ``%ranks restart`` takes once the forkserver is warm.
 
-Usage: ``python benchmarks/bench_ranks.py [--repeats 50]`` (needs ``pip install ipyparallel``,
+nbdistributed is stopped with ``%unload_ext nbdistributed`` (its graceful path, which terminates
+the workers it started by their pids), never with ``%dist_shutdown``: that one kills processes
+by name pattern (``pkill -f worker.py``, ``pkill -9 -f "python.*worker"``), which on a shared
+machine ends other people's processes. Its coordinator binds every interface (``tcp://*``).
+
+Usage: ``python benchmarks/bench_ranks.py [--repeats 50]`` (needs ipyparallel and nbdistributed:
 the ``[peers]`` extra). Results go to benchmarks/results/bench_ranks.json.
 """
 from __future__ import annotations
@@ -34,7 +38,14 @@ TOOLS = {
         "setup": ["%load_ext gpututor", "%ranks start 4"],
         "trivial": "%%ranks\nx = rank",
         "allreduce": f"%%ranks\nt = torch.ones({MB_FLOATS})\ndist.all_reduce(t)",
+        "restart": "%ranks restart",
         "teardown": ["%ranks stop"],
+    },
+    "nbdistributed %%distributed": {
+        "setup": ["%load_ext nbdistributed", "%dist_init --num-processes 4"],
+        "trivial": "%%distributed\nx = rank",
+        "allreduce": f"%%distributed\nt = torch.ones({MB_FLOATS})\ndist.all_reduce(t)",
+        "teardown": ["%unload_ext nbdistributed"],
     },
     "ipyparallel %%px": {
         "setup": ["import ipyparallel as ipp, tempfile, shutil\n"
@@ -70,6 +81,8 @@ def execute(client, code: str, timeout: float = 600.0) -> tuple[float, str]:
         kind, content = msg["msg_type"], msg["content"]
         if kind == "stream":
             shown.append(content["text"])
+        elif kind in ("display_data", "execute_result"):
+            shown.append(content["data"].get("text/plain", ""))
         elif kind == "error":
             shown.append("\n".join(content["traceback"]))
         elif kind == "status" and content["execution_state"] == "idle":
@@ -87,12 +100,15 @@ def percentiles(seconds: list[float]) -> dict:
 def measure(name: str, tool: dict, repeats: int) -> dict:
     import jupyter_client
     km = jupyter_client.KernelManager(kernel_name="python3")
-    km.start_kernel(env={**os.environ, "OMP_NUM_THREADS": "1"})
+    # as in an activated venv: nbdistributed starts its workers as "python" from PATH
+    path = os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", "")
+    km.start_kernel(env={**os.environ, "OMP_NUM_THREADS": "1", "PATH": path})
     client = km.client()
     client.start_channels()
     try:
         client.wait_for_ready(timeout=120)
-        execute(client, "import torch")   # both kernels pay torch's import before the clock
+        execute(client, "import torch")   # every kernel pays torch's import before the clock
+        plain = [execute(client, "x = 1")[0] for _ in range(repeats)]
         start_s = 0.0
         for code in tool["setup"]:
             seconds, shown = execute(client, code)
@@ -104,12 +120,15 @@ def measure(name: str, tool: dict, repeats: int) -> dict:
         trivial = [execute(client, tool["trivial"])[0] for _ in range(repeats)]
         allreduce = [execute(client, tool["allreduce"])[0] for _ in range(max(5, repeats // 2))]
         _, shown = execute(client, f"{tool['allreduce']}\nprint(t[0].item())")
+        restart_s = execute(client, tool["restart"])[0] if "restart" in tool else None
         for code in tool["teardown"]:
             execute(client, code)
     finally:
         client.stop_channels()
         km.shutdown_kernel(now=True)
-    return {"start_4_ranks_s": round(start_s, 2), "trivial_cell": percentiles(trivial),
+    return {"start_4_ranks_s": round(start_s, 2),
+            "restart_4_ranks_s": None if restart_s is None else round(restart_s, 2),
+            "plain_cell_no_ranks": percentiles(plain), "trivial_cell": percentiles(trivial),
             "allreduce_1MB_cell": percentiles(allreduce), "allreduce_result_shown": "4.0" in shown}
 
 

@@ -137,3 +137,54 @@ def test_a_kernel_that_exits_or_is_killed_leaves_no_rank_or_temp_folder(tmp_path
     finally:
         if proc.poll() is None:
             proc.kill()
+
+
+def test_in_a_jupyter_kernel_the_interrupt_button_stops_the_cell_on_every_rank():
+    """A real kernel (jupyter_client, as a notebook server starts one): the interrupt signals
+    the kernel's process group; the cell ends with KeyboardInterrupt, the ranks keep their
+    names, and the next cell shows one HTML column per rank."""
+    import jupyter_client
+    km = jupyter_client.KernelManager(kernel_name="python3")
+    km.start_kernel(env={**os.environ, "OMP_NUM_THREADS": "1"})
+    client = km.client()
+    client.start_channels()
+
+    def run(code: str, interrupt_after_s: float | None = None, timeout: float = 240.0) -> list:
+        msg_id, messages = client.execute(code), []
+        deadline, interrupted = time.monotonic() + timeout, False
+        while time.monotonic() < deadline:
+            if interrupt_after_s is not None and not interrupted and \
+                    time.monotonic() > deadline - timeout + interrupt_after_s:
+                km.interrupt_kernel()
+                interrupted = True
+            try:
+                msg = client.get_iopub_msg(timeout=0.5)
+            except Exception:  # noqa: BLE001 - queue.Empty: nothing yet
+                continue
+            if msg["parent_header"].get("msg_id") != msg_id:
+                continue
+            if msg["msg_type"] == "status" and msg["content"]["execution_state"] == "idle":
+                return messages
+            messages.append(msg)
+        raise TimeoutError(code)
+
+    try:
+        client.wait_for_ready(timeout=120)
+        run("%load_ext gpututor\n%ranks start 2")
+        run("%%ranks\nkept = rank * 7")
+        started = time.monotonic()
+        stopped = run("%%ranks\nimport time\ntime.sleep(120)", interrupt_after_s=3.0)
+        assert time.monotonic() - started < 30
+        errors = [m["content"]["ename"] for m in stopped if m["msg_type"] == "error"]
+        assert errors == ["KeyboardInterrupt"]
+        shown = [m["content"]["data"] for m in stopped if m["msg_type"] == "display_data"]
+        assert shown and "KeyboardInterrupt" in shown[0]["text/html"]
+        after = run("%%ranks\nkept")
+        page = next(m["content"]["data"]["text/html"] for m in after
+                    if m["msg_type"] == "display_data")
+        assert page.count("<th") == 2 and "<pre style='margin:0'>0</pre>" in page \
+            and "<pre style='margin:0'>7</pre>" in page
+        run("%ranks stop")
+    finally:
+        client.stop_channels()
+        km.shutdown_kernel(now=True)
