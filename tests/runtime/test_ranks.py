@@ -172,3 +172,31 @@ def test_a_gathered_tensor_arrives_on_cpu_detached(group):
     values = group.gather("w", ranks=[1, 3])
     assert all(isinstance(v, torch.Tensor) and not v.requires_grad for v in values)
     assert [v.tolist() for v in values] == [[1.0] * 3, [3.0] * 3]
+
+
+def test_the_packages_models_grids_and_strategies_work_inside_the_ranks(group):
+    code = ("from gpututor import RunSpec, build_model\n"
+            "from gpututor.parallel.mesh import RankGrid\n"
+            "spec = RunSpec(model='gpt', model_size='tiny', world_size=world_size, "
+            "mesh={'dp': 2, 'tp': 2})\n"
+            "grid = RankGrid.of(spec)\n"
+            "model = build_model(spec)\n"
+            "w = next(model.parameters()).detach().clone()\n"
+            "dist.all_reduce(w)\n"
+            "torch.allclose(w, next(model.parameters()) * world_size)")
+    result = group.run(code)
+    assert result.ok, str(result)
+    assert [o.value for o in result.outcomes] == ["True"] * 4   # same seed, same weights
+    assert "tp" in str(group.gather("grid")[0])
+
+
+def test_a_script_that_starts_ranks_outside_the_main_guard_is_told_how_to_fix_it(tmp_path):
+    import subprocess
+    import sys
+    script = tmp_path / "script.py"
+    script.write_text("import gpututor\ngroup = gpututor.ranks(2)\n")
+    bad = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                         timeout=120)
+    assert bad.returncode != 0
+    assert "gpututor.ranks() is called at the top level of script.py (line 2)" in bad.stderr
+    assert "group = gpututor.ranks(4)" in bad.stderr

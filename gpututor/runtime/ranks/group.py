@@ -74,7 +74,7 @@ class RankGroup:
             raise ValueError(f"start_method={start_method!r} is invalid: allowed values are "
                              "'forkserver', 'spawn' (plain fork is unsafe in a kernel)")
         self.device = check_machine(self.spec)
-        check_main_guard()   # a script must start ranks under `if __name__ == "__main__":`
+        check_main_guard("gpututor.ranks()")   # a script: under `if __name__ == "__main__":`
         self.world_size, self.start_method = world_size, start_method
         self.cells = 0
         self.names: dict[int, list[str]] = {}

@@ -120,11 +120,15 @@ def run_cell(code: str, cell: int, namespace: dict, guarded: bool, interrupts: I
 
 
 def cell_traceback(exc: BaseException, filename: str) -> str:
-    """The traceback from the cell's own frames on (the rank's machinery left out)."""
+    """The traceback from the cell's own frames on: the rank's machinery, and the guard's frame
+    that refused a collective, left out."""
     tb = exc.__traceback__
     while tb is not None and tb.tb_frame.f_code.co_filename != filename:
         tb = tb.tb_next
-    return "".join(traceback.format_exception(type(exc), exc, tb))
+    shown = traceback.TracebackException(type(exc), exc, tb)
+    shown.stack = traceback.StackSummary.from_list(
+        [f for f in shown.stack if not f.filename.endswith(os.path.join("runtime", "refuse.py"))])
+    return "".join(shown.format())
 
 
 def capped(kept: list) -> list:
