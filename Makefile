@@ -36,10 +36,12 @@ test: install
 bench: install
 	$(BIN)/python benchmarks/run_all.py
 
-# gpututor's launcher against Lightning, Accelerate and plain spawn, in fresh Jupyter kernels
+# gpututor's launcher against Lightning, Accelerate and plain spawn, and %%ranks against
+# ipyparallel's %%px, in fresh Jupyter kernels
 bench-peers: install
 	$(BIN)/python -m pip install -q -e ".[peers]"
 	$(BIN)/python benchmarks/bench_peers.py
+	$(BIN)/python benchmarks/bench_ranks.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache

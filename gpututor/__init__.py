@@ -17,7 +17,8 @@ warm_up_in_kernel()
 
 _HOMES = {"RunSpec": ".config", "batches": ".data", "build_model": ".models",
           "launch": ".runtime.launcher", "Run": ".runtime.launcher",
-          "RunFailed": ".runtime.launcher", "warm_up": ".runtime.launcher"}
+          "RunFailed": ".runtime.launcher", "warm_up": ".runtime.launcher",
+          "ranks": ".runtime.ranks"}
 __all__ = list(_HOMES)
 __version__ = "0.1.0"
 
@@ -28,6 +29,18 @@ def __getattr__(name: str):
     value = getattr(import_module(_HOMES[name], __name__), name)
     globals()[name] = value   # once: later uses are plain lookups
     return value
+
+
+def load_ipython_extension(shell) -> None:
+    """``%load_ext gpututor``: the ``%ranks`` and ``%%ranks`` magics (runtime/ranks/magic.py)."""
+    from .runtime.ranks.magic import register
+    register(shell)
+
+
+def unload_ipython_extension(shell) -> None:
+    """``%unload_ext gpututor``: stop the magics' ranks."""
+    from .runtime.ranks.magic import unregister
+    unregister(shell)
 
 
 def __dir__() -> list[str]:

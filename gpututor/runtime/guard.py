@@ -55,9 +55,10 @@ def check_machine(spec, gpus: int | None = None) -> str:
     return device
 
 
-def check_main_guard() -> None:
-    """Raise ``RuntimeError`` if ``launch()`` is being called from the top level of the main
-    script outside ``if __name__ == "__main__":``, or from a main that is not a file."""
+def check_main_guard(what: str = "launch()") -> None:
+    """Raise ``RuntimeError`` if ``what`` (``launch()``, ``gpututor.ranks()``) is being called
+    from the top level of the main script outside ``if __name__ == "__main__":``, or from a main
+    that is not a file."""
     main = sys.modules.get("__main__")
     path = getattr(main, "__file__", None)
     if main is None or path is None or getattr(main, "__spec__", None) is not None:
@@ -70,20 +71,21 @@ def check_main_guard() -> None:
         return
     if not os.path.isfile(path):
         raise RuntimeError(
-            f"launch() was called from {path!r}, which is not a file the ranks can import "
+            f"{what} was called from {path!r}, which is not a file the ranks can import "
             "again (ranks start from a forkserver, which re-imports the main script): save "
             "the code to a .py file with the launch under `if __name__ == \"__main__\":`, or "
             "run it in a notebook")
     line = frame.f_lineno
     with open(path) as f:
         tree = ast.parse(f.read(), path)
+    example = "run = launch(spec)" if what == "launch()" else "group = gpututor.ranks(4)"
     if not any(_is_main_guard(node) and node.lineno <= line <= node.end_lineno
                for node in ast.walk(tree) if isinstance(node, ast.If)):
         raise RuntimeError(
-            f"launch() is called at the top level of {os.path.basename(path)} (line {line}), "
+            f"{what} is called at the top level of {os.path.basename(path)} (line {line}), "
             "outside `if __name__ == \"__main__\":`. Each rank starts by importing this script "
-            "again, and would launch again itself. Put the launch under the guard:\n\n"
-            "    if __name__ == \"__main__\":\n        run = launch(spec)\n        ...")
+            "again, and would start its ranks again itself. Put it under the guard:\n\n"
+            f"    if __name__ == \"__main__\":\n        {example}\n        ...")
 
 
 def _is_main_guard(node: ast.If) -> bool:

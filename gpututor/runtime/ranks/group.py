@@ -1,0 +1,378 @@
+"""``gpututor.ranks(4)``: a group of live ranks held by the kernel, for typing code into.
+
+Each rank is a process forked from the warm forkserver (runtime/warm.py, as ``launch()``'s ranks
+are), joined to one process group (gloo on CPU, NCCL with a GPU per rank: the device policy of
+``launch()``, ``guard.check_machine``), and keeps its own namespace from cell to cell
+(``rank.py``). The kernel talks to each rank over a pipe (no port); the ranks' rendezvous is a
+file in a fresh temp folder and gloo talks over loopback only.
+
+What can go wrong in a cell, and what the group does:
+
+- a rank raises: its traceback is shown under its column; every rank keeps its names;
+- the cell does not end within its timeout (a collective only some ranks call): the waiting
+  ranks' stacks are read (SIGUSR1, faulthandler), the group is restarted, and the message names
+  the waiting ranks, where they wait and which names were lost;
+- the kernel is interrupted: every rank running the cell gets SIGINT; a rank stuck where Python
+  cannot be interrupted (inside a collective) is restarted with the group;
+- a rank dies: the group is restarted, saying so.
+
+``stop()``, the group being garbage-collected and the kernel's exit (``weakref.finalize`` runs at
+exit) end every rank and remove the temp folder; a rank also exits by itself when the kernel's end
+of its ``alive`` pipe closes, so a killed kernel leaves no rank behind.
+"""
+from __future__ import annotations
+
+import os
+import pickle
+import shutil
+import signal
+import tempfile
+import time
+import weakref
+from multiprocessing import connection
+
+from ...checks import number_where
+from ...i18n import tr
+from .. import warm
+from ..guard import check_machine, check_main_guard
+from ..rank_output import STACK_SIGNAL, main_thread_stack
+from .view import CellResult, RankOutcome
+
+START_TIMEOUT_S = 120.0   # joining the group (the forkserver's first imports may take a while)
+INTERRUPT_GRACE_S = 2.0   # how long ranks have to stop after SIGINT before the group restarts
+
+
+class CellInterrupted(KeyboardInterrupt):
+    """The kernel was interrupted during a cell; ``result`` holds what each rank did."""
+
+    def __init__(self, result: CellResult):
+        super().__init__(result.message)
+        self.result = result
+
+
+def check_timeout(timeout) -> float:
+    """A cell's timeout: seconds in [1, 3600]."""
+    number_where("timeout", timeout, lambda t: 1 <= t <= 3600, "seconds in [1, 3600]")
+    return float(timeout)
+
+
+class RankGroup:
+    """``world_size`` live ranks. ``run(code)`` runs a cell on every rank (or ``ranks=[0, 2]``);
+    ``gather(name)`` brings one name's value from every rank; ``stop()`` ends them all.
+
+    ``timeout`` is how long a cell may run before the group gives up on it (seconds; each
+    ``run`` may pass its own). ``device`` is ``launch()``'s: "auto", "cpu" or "cuda"."""
+
+    def __init__(self, world_size: int = 4, device: str = "auto", timeout: float = 30.0,
+                 threads_per_rank: int = 1, start_method: str = "forkserver"):
+        from ...config import RunSpec
+        # the rendezvous' own timeout is long: the kernel, not the process group, ends a hang
+        self.spec = RunSpec(world_size=world_size, device=device, timeout=3600.0,
+                            threads_per_rank=threads_per_rank)
+        self.timeout = check_timeout(timeout)
+        if start_method not in ("forkserver", "spawn"):
+            raise ValueError(f"start_method={start_method!r} is invalid: allowed values are "
+                             "'forkserver', 'spawn' (plain fork is unsafe in a kernel)")
+        self.device = check_machine(self.spec)
+        check_main_guard("gpututor.ranks()")   # a script: under `if __name__ == "__main__":`
+        self.world_size, self.start_method = world_size, start_method
+        self.cells = 0
+        self.names: dict[int, list[str]] = {}
+        self.started_s: float | None = None
+        self._procs: list = []
+        self._finalizer = None
+        self._start()
+
+    # ---- life ------------------------------------------------------------------------------
+    def _start(self) -> None:
+        started = time.perf_counter()
+        ctx = warm.context(self.start_method)
+        self._tmp = tempfile.mkdtemp(prefix="gpututor-ranks-")
+        self._procs, self._conns, self._alive, self.pids = [], [], [], []
+        self._finalizer = weakref.finalize(self, _teardown, self._procs, self._conns,
+                                           self._alive, self._tmp)
+        from .rank import rank_main
+        try:
+            for rank in range(self.world_size):
+                ours, theirs = ctx.Pipe(duplex=True)
+                alive_reader, alive_writer = ctx.Pipe(duplex=False)
+                proc = ctx.Process(target=rank_main, name=f"gpututor-ranks-{rank}", daemon=True,
+                                   args=(rank, self.world_size, self.spec, self._tmp, theirs,
+                                         alive_reader))
+                proc.start()
+                theirs.close(), alive_reader.close()
+                self._procs.append(proc), self._conns.append(ours)
+                self._alive.append(alive_writer)
+            for rank in range(self.world_size):
+                reply = self._receive(rank, START_TIMEOUT_S)
+                if reply[0] != "ready":
+                    raise RuntimeError(f"rank {rank} could not join the group: {reply[1]}\n"
+                                       + (reply[2] if len(reply) > 2 else ""))
+                self.pids.append(reply[1])
+        except BaseException:
+            self._finalizer()
+            raise
+        self.names = {rank: [] for rank in range(self.world_size)}
+        self.started_s = time.perf_counter() - started
+
+    def _receive(self, rank: int, timeout: float):
+        """The next message of ``rank``; ``("died", ...)`` if it exits first."""
+        conn, proc = self._conns[rank], self._procs[rank]
+        ready = connection.wait([conn, proc.sentinel], timeout)
+        if conn in ready:
+            try:
+                return pickle.loads(conn.recv_bytes())
+            except (EOFError, OSError):
+                pass
+        if not ready:
+            return ("died", f"no answer within {timeout:.0f} s")
+        proc.join(1)
+        return ("died", f"it exited with code {proc.exitcode}")
+
+    @property
+    def running(self) -> bool:
+        return bool(self._procs) and all(p.is_alive() for p in self._procs)
+
+    def stop(self) -> None:
+        """End every rank and remove the group's temp folder; nothing is left when it returns."""
+        if self._finalizer is not None:
+            self._finalizer()
+        self.names = {}
+
+    def restart(self) -> None:
+        """A fresh group of the same size: every rank's names are gone."""
+        self.stop()
+        self._start()
+
+    def __enter__(self) -> "RankGroup":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+    # ---- cells -----------------------------------------------------------------------------
+    def check_ranks(self, ranks) -> list[int]:
+        """``ranks`` as a sorted list: None (every rank), an int, or a list of ints."""
+        allowed = (f"allowed: ranks 0 to {self.world_size - 1} of this group of "
+                   f"{self.world_size}, as one rank, a list such as [0, 2], or None for all")
+        if ranks is None:
+            return list(range(self.world_size))
+        chosen = [ranks] if isinstance(ranks, int) and not isinstance(ranks, bool) else ranks
+        if not isinstance(chosen, (list, tuple, range)) or not chosen or any(
+                not isinstance(r, int) or isinstance(r, bool) or not 0 <= r < self.world_size
+                for r in chosen):
+            raise ValueError(f"ranks={ranks!r} is invalid: {allowed}")
+        return sorted(set(chosen))
+
+    def run(self, code: str, ranks=None, timeout: float | None = None,
+            no_collectives: bool = False) -> CellResult:
+        """Run ``code`` on ``ranks`` (default: all) and return each rank's outcome, side by side.
+        With ``no_collectives`` every built-in collective refuses while the cell runs
+        (``runtime/refuse.OnlyPointToPoint``); ``dist.send``/``recv`` still work."""
+        if not isinstance(code, str):
+            raise ValueError(f"code={type(code).__name__} is invalid: allowed is a str of Python")
+        chosen = self.check_ranks(ranks)
+        timeout = self.timeout if timeout is None else check_timeout(timeout)
+        if not self.running:
+            raise RuntimeError(tr("The ranks are not running: start them with %ranks start N "
+                                  "or gpututor.ranks(N)."))
+        self.cells += 1
+        cell, started = self.cells, time.monotonic()
+        for rank in chosen:
+            self._conns[rank].send_bytes(pickle.dumps(("run", cell, code, bool(no_collectives))))
+        outcomes = {r: RankOutcome(r, state="waiting", seconds=None) for r in chosen}
+        result = CellResult(cell, [outcomes[r] for r in chosen])
+        try:
+            waiting = self._collect(outcomes, started + timeout, result)
+            if waiting:
+                self._timed_out(waiting, result, code, timeout)
+        except KeyboardInterrupt:
+            self._interrupt(outcomes, result)
+            result.seconds = time.monotonic() - started
+            raise CellInterrupted(result) from None
+        result.seconds = time.monotonic() - started
+        return result
+
+    def _collect(self, outcomes: dict, deadline: float, result: CellResult) -> list[int]:
+        """Take the ranks' replies until all came or ``deadline`` (``time.monotonic``) passed;
+        return the ranks still waiting. A rank that dies restarts the group."""
+        pending = {r for r, o in outcomes.items() if o.state == "waiting"}
+        while pending:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return sorted(pending)
+            waits = {self._conns[r]: r for r in pending}
+            waits.update({self._procs[r].sentinel: r for r in pending})
+            for handle in connection.wait(list(waits), timeout=min(0.5, left)):
+                rank = waits[handle]
+                if rank not in pending:
+                    continue
+                reply = self._receive(rank, 1.0)
+                if reply[0] == "died":
+                    outcomes[rank].state = "died"
+                    self._restart_after(result, tr("rank {rank} died during the cell "
+                                                   "({why}).", rank=rank, why=reply[1]))
+                    return []
+                self._take(outcomes[rank], reply[1])
+                pending.discard(rank)
+        return []
+
+    def _take(self, outcome: RankOutcome, reply: dict) -> None:
+        outcome.text, outcome.value, outcome.error = reply["text"], reply["value"], reply["error"]
+        outcome.seconds = reply["seconds"]
+        outcome.state = "done" if reply["error"] is None else "error"
+        if reply["error"] is not None and reply["error"]["type"] == "KeyboardInterrupt":
+            outcome.state = "interrupted"
+        self.names[outcome.rank] = reply["names"]
+
+    def _timed_out(self, waiting: list[int], result: CellResult, code: str,
+                   timeout: float) -> None:
+        finished = [o.rank for o in result.outcomes if o.state != "waiting"]
+        stacks = "".join(self._stack_text(rank, code) for rank in waiting)
+        message = tr("The cell did not end within timeout={timeout:g} s: ranks {waiting} were "
+                     "still waiting (a collective that not every rank called waits forever); "
+                     "ranks that finished: {finished}.", timeout=timeout,
+                     waiting=_listed(waiting), finished=_listed(finished) or "-") + stacks
+        self._restart_after(result, message)
+
+    def _stack_text(self, rank: int, code: str) -> str:
+        """Where ``rank`` waits: its main thread's stack, innermost first, with the cell's line."""
+        path = os.path.join(self._tmp, f"stack-rank{rank}.txt")
+        try:
+            before = os.path.getsize(path)
+            os.kill(self._procs[rank].pid, STACK_SIGNAL)
+        except (OSError, TypeError):
+            return ""
+        frames, deadline = [], time.monotonic() + 1.0
+        while not frames and time.monotonic() < deadline:
+            time.sleep(0.02)
+            with open(path) as f:
+                f.seek(before)
+                frames = main_thread_stack(f.read())
+        lines = code.splitlines()
+        shown = []
+        for frame in frames:
+            if "runtime/ranks/rank.py" in frame:   # the rank's own machinery: not the learner's
+                break
+            shown.append("    " + frame)
+            if f'"{_cell_file(self.cells)}"' in frame and ", line " in frame:
+                number = int(frame.split(", line ")[1].split()[0])
+                if 0 < number <= len(lines):
+                    shown.append("        " + lines[number - 1].strip())
+        return ("\n\n" + tr("rank {rank} is waiting here (innermost first):", rank=rank) + "\n"
+                + "\n".join(shown)) if shown else ""
+
+    def _interrupt(self, outcomes: dict, result: CellResult) -> None:
+        pending = [r for r, o in outcomes.items() if o.state == "waiting"]
+        for rank in pending:
+            try:
+                os.kill(self._procs[rank].pid, signal.SIGINT)
+            except OSError:
+                pass
+        result.interrupted = True
+        try:
+            stuck = self._collect(outcomes, time.monotonic() + INTERRUPT_GRACE_S, result)
+        except KeyboardInterrupt:   # a second interrupt: stop waiting for them
+            stuck = [r for r, o in outcomes.items() if o.state == "waiting"]
+        if stuck and not result.restarted:
+            self._restart_after(result, tr("Interrupted: ranks {stuck} did not stop within "
+                                           "{grace:g} s (a rank waiting inside a collective "
+                                           "cannot be interrupted).", stuck=_listed(stuck),
+                                           grace=INTERRUPT_GRACE_S))
+        elif not result.message:
+            result.message = tr("Interrupted: every rank stopped the cell and kept its names.")
+
+    def _restart_after(self, result: CellResult, why: str) -> None:
+        lost = {r: names for r, names in self.names.items() if names}
+        self.restart()
+        result.restarted = True
+        gone = "; ".join(f"{tr('rank {rank}', rank=r)}: {', '.join(n)}" for r, n in lost.items())
+        result.message = why + "\n\n" + (
+            tr("The group was restarted ({n} fresh ranks, in {seconds:.1f} s). Lost: {gone}.",
+               n=self.world_size, seconds=self.started_s, gone=gone) if lost else
+            tr("The group was restarted ({n} fresh ranks, in {seconds:.1f} s); no names were "
+               "lost.", n=self.world_size, seconds=self.started_s))
+
+    # ---- values ----------------------------------------------------------------------------
+    def gather(self, name: str, ranks=None) -> list:
+        """``name``'s value on each rank (rank order), brought to the kernel (tensors on CPU)."""
+        if not isinstance(name, str) or not name.isidentifier():
+            raise ValueError(f"name={name!r} is invalid: allowed is a Python name defined in "
+                             "the ranks' cells")
+        import cloudpickle
+        chosen, values, missing = self.check_ranks(ranks), [], []
+        for rank in chosen:
+            self._conns[rank].send_bytes(pickle.dumps(("get", name)))
+        for rank in chosen:
+            kind, body = self._receive(rank, 60.0)[:2]
+            if kind == "missing":
+                missing.append(rank)
+            elif kind != "value":
+                raise RuntimeError(f"rank {rank} could not send {name!r}: {body}")
+            else:
+                values.append(cloudpickle.loads(body))
+        if missing:
+            raise KeyError(f"name={name!r} is not defined on ranks {_listed(missing)}; "
+                           f"allowed: a name every rank has ({self._names_everywhere()})")
+        return values
+
+    def _names_everywhere(self) -> str:
+        sets = [set(n) for n in self.names.values()]
+        common = sorted(set.intersection(*sets)) if sets else []
+        return ", ".join(common) or "none yet"
+
+    def status(self) -> str:
+        """One line per rank: its pid, whether it lives, its names."""
+        lines = [tr("{n} ranks on {device} ({backend}), cells run: {cells}, started in "
+                    "{seconds:.2f} s", n=self.world_size, device=self.device,
+                    backend="nccl" if self.device == "cuda" else "gloo", cells=self.cells,
+                    seconds=self.started_s or 0.0)]
+        for rank, proc in enumerate(self._procs):
+            state = tr("alive") if proc.is_alive() else tr("gone")
+            names = ", ".join(self.names.get(rank, [])) or "-"
+            lines.append(tr("rank {rank}: pid {pid}, {state}, names: {names}", rank=rank,
+                            pid=proc.pid, state=state, names=names))
+        return "\n".join(lines) if self._procs else tr("The ranks are not running.")
+
+    def __repr__(self) -> str:
+        return (f"<RankGroup {self.world_size} ranks on {self.device}, "
+                f"{'running' if self.running else 'stopped'}>")
+
+
+def _cell_file(cell: int) -> str:
+    from .rank import cell_name
+    return cell_name(cell)
+
+
+def _listed(ranks) -> str:
+    return ", ".join(str(r) for r in ranks)
+
+
+def _teardown(procs: list, conns: list, alive: list, tmp: str) -> None:
+    """Ask each rank to stop, then make sure: terminate, kill; close the pipes; remove ``tmp``."""
+    for conn in conns:
+        try:
+            conn.send_bytes(pickle.dumps(("stop",)))
+        except OSError:
+            pass
+    deadline = time.monotonic() + 2.0
+    for proc in procs:
+        proc.join(max(0.0, deadline - time.monotonic()))
+    for proc in procs:
+        if proc.is_alive():
+            proc.terminate()
+            proc.join(2.0)
+        if proc.is_alive():
+            proc.kill()
+            proc.join(2.0)
+    for pipe in conns + alive:
+        pipe.close()
+    procs.clear(), conns.clear(), alive.clear()
+    shutil.rmtree(tmp, ignore_errors=True)
+
+
+def ranks(world_size: int = 4, device: str = "auto", timeout: float = 30.0,
+          threads_per_rank: int = 1) -> RankGroup:
+    """Start ``world_size`` live ranks (about a second once the forkserver is warm)."""
+    return RankGroup(world_size, device=device, timeout=timeout,
+                     threads_per_rank=threads_per_rank)

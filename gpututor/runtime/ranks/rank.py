@@ -1,0 +1,218 @@
+"""What one persistent rank runs: join the group, then run cells in its own namespace until told
+to stop (or until the kernel goes).
+
+A rank is forked from the warm forkserver (runtime/warm.py), joins a gloo (CPU) or NCCL (GPU)
+process group the way ``launch()``'s ranks do (``worker.init_process_group``), and then waits on
+its pipe for one message at a time:
+
+- ``("run", cell, code, guarded)``: run ``code`` in the rank's namespace, which starts with
+  ``rank``, ``world_size``, ``device``, ``torch`` and ``dist`` and keeps every name a cell
+  defines; reply with what it printed, the value of its last expression and its error, if any;
+- ``("get", name)``: reply with that name's value (``group.gather``);
+- ``("stop",)``: leave the process group and exit.
+
+While a cell runs, SIGINT (the kernel's interrupt button) raises ``KeyboardInterrupt`` in it;
+between cells it is ignored. SIGUSR1 writes every thread's stack to a file the kernel reads when
+a cell does not end in time (``rank_output.dump_stack_on_request``). Nothing here imports
+plotting or widget code.
+"""
+from __future__ import annotations
+
+import ast
+import io
+import linecache
+import os
+import pickle
+import shutil
+import signal
+import sys
+import threading
+import time
+import traceback
+
+import cloudpickle
+import torch
+import torch.distributed as dist
+
+from ..rank_output import dump_stack_on_request
+from ..refuse import OnlyPointToPoint
+from ..worker import init_process_group, rank_device, rank_threads
+
+OUTPUT_LIMIT = 100_000   # characters of one cell's output a rank sends back (the rest: counted)
+VALUE_LIMIT = 10_000     # characters of a last expression's repr
+
+
+class CellOutput(io.TextIOBase):
+    """A stream that keeps what a cell prints, up to ``OUTPUT_LIMIT`` characters."""
+
+    def __init__(self, kept: list, stream: str):
+        self.kept, self.stream = kept, stream
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, text: str) -> int:
+        self.kept.append((self.stream, text))
+        return len(text)
+
+
+class Interrupts:
+    """SIGINT raises ``KeyboardInterrupt`` once, and only while a cell runs."""
+
+    def __init__(self):
+        self.busy = self.raised = False
+        signal.signal(signal.SIGINT, self.handle)
+
+    def handle(self, signum, frame):
+        if self.busy and not self.raised:
+            self.raised = True
+            raise KeyboardInterrupt
+
+
+def cell_name(cell: int) -> str:
+    """The file name a cell's code has in tracebacks and stacks: ``<cell 3>``."""
+    return f"<cell {cell}>"
+
+
+def user_names(namespace: dict, preset: set) -> list[str]:
+    """The names a learner's cells defined (not the preset ones, not ``_private``)."""
+    return sorted(k for k in namespace if k not in preset and not k.startswith("_"))
+
+
+def run_cell(code: str, cell: int, namespace: dict, guarded: bool, interrupts: Interrupts) -> dict:
+    """Run ``code`` as IPython would (the last expression's value is shown) and say what came of
+    it: ``text`` (what it printed, as ``(stream, text)`` pairs), ``value``, ``error``."""
+    filename = cell_name(cell)
+    linecache.cache[filename] = (len(code), None, code.splitlines(True), filename)
+    kept: list = []
+    value = error = None
+    saved = sys.stdout, sys.stderr
+    sys.stdout, sys.stderr = CellOutput(kept, "stdout"), CellOutput(kept, "stderr")
+    started = time.perf_counter()
+    try:
+        tree = ast.parse(code, filename)
+        last = tree.body.pop() if tree.body and isinstance(tree.body[-1], ast.Expr) else None
+        body = compile(tree, filename, "exec")
+        tail = compile(ast.Expression(last.value), filename, "eval") if last else None
+        interrupts.busy, interrupts.raised = True, False
+        try:
+            if guarded:
+                with OnlyPointToPoint():
+                    exec(body, namespace)
+                    result = eval(tail, namespace) if tail else None
+            else:
+                exec(body, namespace)
+                result = eval(tail, namespace) if tail else None
+        finally:
+            interrupts.busy = False
+        if result is not None:
+            namespace["_"] = result
+            value = repr(result)
+            if len(value) > VALUE_LIMIT:
+                value = value[:VALUE_LIMIT] + f"... [{len(value) - VALUE_LIMIT:,} characters more]"
+    except BaseException as exc:  # noqa: BLE001 - a cell's error is shown, the rank lives on
+        error = {"type": type(exc).__name__, "message": str(exc),
+                 "traceback": cell_traceback(exc, filename)}
+    finally:
+        sys.stdout, sys.stderr = saved
+    return {"text": capped(kept), "value": value, "error": error,
+            "seconds": time.perf_counter() - started}
+
+
+def cell_traceback(exc: BaseException, filename: str) -> str:
+    """The traceback from the cell's own frames on: the rank's machinery, and the guard's frame
+    that refused a collective, left out."""
+    tb = exc.__traceback__
+    while tb is not None and tb.tb_frame.f_code.co_filename != filename:
+        tb = tb.tb_next
+    shown = traceback.TracebackException(type(exc), exc, tb)
+    shown.stack = traceback.StackSummary.from_list(
+        [f for f in shown.stack if not f.filename.endswith(os.path.join("runtime", "refuse.py"))])
+    return "".join(shown.format())
+
+
+def capped(kept: list) -> list:
+    """Join neighbouring pieces of one stream; keep at most ``OUTPUT_LIMIT`` characters."""
+    joined, total = [], 0
+    for stream, text in kept:
+        if total + len(text) > OUTPUT_LIMIT:
+            left = sum(len(t) for _, t in kept) - total
+            joined.append(("stderr", f"\n[{left:,} characters of output not shown]\n"))
+            break
+        total += len(text)
+        if joined and joined[-1][0] == stream:
+            joined[-1] = (stream, joined[-1][1] + text)
+        else:
+            joined.append((stream, text))
+    return joined
+
+
+def rank_main(rank: int, world_size: int, spec, tmp: str, conn, alive) -> None:
+    """One persistent rank: join the group, then answer the kernel's messages on ``conn``."""
+    interrupts = Interrupts()
+    exit_when_the_kernel_goes(alive, tmp)
+    os.environ["GLOO_SOCKET_IFNAME"] = "lo"   # loopback only
+    stacks = dump_stack_on_request(os.path.join(tmp, f"stack-rank{rank}.txt"))
+    grouped = False
+    try:
+        device = rank_device(spec, rank)
+        init_process_group(spec, rank, world_size, device,
+                           store=dist.FileStore(os.path.join(tmp, "store"), world_size))
+        grouped = True
+        torch.set_num_threads(rank_threads(spec, device))
+        namespace = {"__name__": "__ranks__", "rank": rank, "world_size": world_size,
+                     "device": device, "torch": torch, "dist": dist}
+        preset = set(namespace) | {"__builtins__"}
+        conn.send_bytes(pickle.dumps(("ready", os.getpid(), device.type)))
+        while True:
+            try:
+                message = pickle.loads(conn.recv_bytes())
+            except (EOFError, OSError):
+                break
+            if message[0] == "run":
+                _, cell, code, guarded = message
+                reply = run_cell(code, cell, namespace, guarded, interrupts)
+                reply["names"] = user_names(namespace, preset)
+                conn.send_bytes(pickle.dumps(("done", reply)))
+            elif message[0] == "get":
+                conn.send_bytes(value_of(namespace, message[1]))
+            else:
+                break
+    except BaseException as exc:  # noqa: BLE001 - the kernel must hear why the rank failed
+        try:
+            conn.send_bytes(pickle.dumps(("failed", f"{type(exc).__name__}: {exc}",
+                                          traceback.format_exc())))
+        except OSError:
+            pass
+    finally:
+        if grouped:
+            dist.destroy_process_group()
+        stacks.close()
+
+
+def exit_when_the_kernel_goes(alive, tmp: str) -> None:
+    """A daemon thread that ends this rank, and removes the group's temp folder, when the
+    kernel's end of ``alive`` closes: after ``stop()``, or when the kernel died (even killed)."""
+
+    def watch():
+        try:
+            alive.recv()
+        except (EOFError, OSError):
+            pass
+        shutil.rmtree(tmp, ignore_errors=True)
+        os._exit(3)
+
+    threading.Thread(target=watch, name="gpututor-ranks-watch", daemon=True).start()
+
+
+def value_of(namespace: dict, name: str) -> bytes:
+    """``name``'s value, pickled by value (cloudpickle: a function defined in a cell too)."""
+    if name not in namespace:
+        return pickle.dumps(("missing", name))
+    value = namespace[name]
+    if isinstance(value, torch.Tensor):
+        value = value.detach().cpu()
+    try:
+        return pickle.dumps(("value", cloudpickle.dumps(value)))
+    except Exception as exc:  # noqa: BLE001 - say which value could not travel, and why
+        return pickle.dumps(("unpicklable", f"{type(exc).__name__}: {exc}"))
