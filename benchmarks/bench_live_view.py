@@ -42,6 +42,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 from common import report   # noqa: E402
 from jupyterlab_browser import (NOTEBOOK, LabServer, launch_chromium,  # noqa: E402
                                 open_notebook, run_all_cells)
+PANEL_LINE = re.compile(r"finished: \d+ steps of (ddp|single) on \d rank\(s\): ([0-9,]+) tokens/s")
+QUIET_LINE = re.compile(r"DDP on 2 ranks ([0-9,]+) tokens/s, one rank ([0-9,]+) tokens/s")
 SPEEDUPS = re.compile(r"speedup ([0-9.]+)× \(the panels above, each with its live view: ([0-9.]+)×\)")
 
 SETUP = """\
@@ -215,14 +217,22 @@ def lesson_00(base: Path) -> dict:
             timings: dict = {}
             cells = run_all_cells(page, timings)
             text = cells.filter(has_text="without_view(spec)").locator(".jp-OutputArea").inner_text()
+            everything = "\n".join(cells.locator(".jp-OutputArea").all_inner_texts())
             context.close()
     finally:
         server.close()
     found = SPEEDUPS.search(text)
     assert found, f"lesson 00's cell 18 printed no speedups: {text[:2000]}"
     without, with_view = map(float, found.groups())
+    # each run's tokens/s: the panels' status lines, and cell 18's runs without a view
+    number = lambda text: float(text.replace(",", ""))
+    panels = {strategy: number(tps) for strategy, tps in PANEL_LINE.findall(everything)}
+    quiet = QUIET_LINE.search(text)
     return {"speedup_without_view": without, "speedup_with_panels": with_view,
             "panels_over_without": round(with_view / without, 3),
+            "tokens_per_s": {"ddp_panel": panels.get("ddp"), "single_panel": panels.get("single"),
+                             "ddp_none": number(quiet[1]) if quiet else None,
+                             "single_none": number(quiet[2]) if quiet else None},
             "run_all_cells_s": timings.get("run_all_cells_s"), "printed": text.strip()}
 
 

@@ -28,7 +28,8 @@ def test_the_test_extra_is_installed(requirement: Requirement):
     try:
         version = metadata.version(requirement.name)
     except metadata.PackageNotFoundError:
-        pytest.fail(f"{requirement.name} is missing: the tests need {requirement} (pyproject.toml's "
+        pytest.fail(f"{requirement.name} is missing: the tests need "
+                    f"{requirement.name}{requirement.specifier} (pyproject.toml's "
                     "test extra; `make test` installs it, or pip install -e '.[test]')")
     assert requirement.specifier.contains(version, prereleases=True), \
         f"{requirement.name} {version} is installed; the tests need {requirement}"

@@ -180,6 +180,8 @@ PRINTS_B = {
     "the published memory fits that": "发表的显存放得下",
     "the published memory does not fit that either: torchtitan's H100s had 96 GB":
         "发表的显存也放不下：torchtitan 用的 H100 有 96 GB",
+    "the published memory does not fit that: torchtitan's H100s had 96 GB":
+        "发表的显存放不下：torchtitan 用的 H100 有 96 GB",
     "{link:>8}: step {step:.2f} s (compute {compute:.2f} s, tensor-parallel all-reduces {tp:.2f} s), "
     "{days:.0f} days, link-bound: {link_bound}":
         "{link:>8}：单步 {step:.2f} s（计算 {compute:.2f} s，张量并行的全归约 {tp:.2f} s），"
@@ -223,10 +225,18 @@ PRINTS_B = {
         "{peak_mb:.1f} MB（容量 {capacity_mb:.1f} MB）。",
     "The planner picked {layout}, and the run did not fit: {failure}":
         "规划器选择了 {layout}，但运行时放不下：{failure}",
+    "no ZeRO, no recomputation: {gb:.0f} GB per GPU, fits in {usable:.0f} GB":
+        "不用 ZeRO、不做重计算：每个 GPU {gb:.0f} GB，放得进 {usable:.0f} GB",
+    "no ZeRO, no recomputation: {gb:.0f} GB per GPU, does not fit in {usable:.0f} GB":
+        "不用 ZeRO、不做重计算：每个 GPU {gb:.0f} GB，放不下 {usable:.0f} GB",
+    "ZeRO-2, selective recomputation: {gb:.0f} GB per GPU, fits in {usable:.0f} GB":
+        "ZeRO-2、选择性重计算：每个 GPU {gb:.0f} GB，放得进 {usable:.0f} GB",
+    "ZeRO-2, selective recomputation: {gb:.0f} GB per GPU, does not fit in {usable:.0f} GB":
+        "ZeRO-2、选择性重计算：每个 GPU {gb:.0f} GB，放不下 {usable:.0f} GB",
     "{where:>34}: step {step:6.1f} s = compute {compute:.1f} s + tensor-parallel all-reduces {tp:.1f} s "
-    "+ exposed data-parallel all-reduce {dp:.1f} s":
+    "+ exposed data-parallel gradient sync {dp:.1f} s":
         "{where:>34}：单步 {step:6.1f} s = 计算 {compute:.1f} s + 张量并行的全归约 {tp:.1f} s "
-        "+ 未被重叠掩盖的数据并行全归约 {dp:.1f} s",
+        "+ 未被重叠掩盖的数据并行梯度同步 {dp:.1f} s",
     # 08 choosing hardware, 10 long context: whether a worked example fits
     "    fits in {usable:.0f} GB, 90 % of an {gpu}": "    放得进 {usable:.0f} GB（{gpu} 的 90 %）",
     "    does not fit in {usable:.0f} GB, 90 % of an {gpu}": "    放不下 {usable:.0f} GB（{gpu} 的 90 %）",

@@ -75,11 +75,13 @@ def with_notes(ranked, rejected, budget, deadline_days, precisions=()) -> Recomm
     one_enough = bool(fitting_one) and fitting_one[0].meets
     if not ranked:
         smallest = rejected[-1] if rejected else None
-        notes.append("nothing tried fits in memory"
-                     + (f"; even {smallest.config.count} GPUs need "
-                        f"{smallest.memory['total'] / GB:,.0f} GB per GPU of "
-                        f"{smallest.usable_bytes / GB:,.0f} usable" if smallest else "")
-                     + ": try more GPUs or a GPU with more memory")
+        need = ""
+        if smallest:
+            count = smallest.config.count
+            need = (f"; even {count} {'GPU needs' if count == 1 else 'GPUs need'} "
+                    f"{smallest.memory['total'] / GB:,.0f} GB per GPU of "
+                    f"{smallest.usable_bytes / GB:,.0f} usable")
+        notes.append(f"nothing tried fits in memory{need}: try more GPUs or a GPU with more memory")
     elif one_enough:
         notes.append(f"one GPU is enough: {fitting_one[0].config.label} fits and takes "
                      f"{fitting_one[0].days:,.1f} days"
