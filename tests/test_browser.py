@@ -243,10 +243,11 @@ def _save_artifacts(page, folder: Path, server: LabServer, console: list, timing
         shutil.copy(server.log_path, folder / "server.log")
 
 
-def test_the_gantt_and_expert_load_views_draw_in_a_real_browser(tmp_path: Path):
+def test_the_gantt_and_expert_load_views_and_a_ranks_cell_draw_in_a_real_browser(tmp_path: Path):
     """Lesson 05's live Gantt chart (spans in rows) and lesson 11's expert load (bars and two
     line charts) drawn by the LiveFigure's canvases, not plotly.js: each chart reports what it
-    drew (``data-points``: spans, bars or points)."""
+    drew (``data-points``: spans, bars or points). Then a ``%%ranks`` cell (lesson 03) on four
+    live ranks shows four columns side by side, each with its own rank's value."""
     import nbformat
     lesson = nbformat.read(NOTEBOOK, as_version=4)
     nb = nbformat.v4.new_notebook(metadata=lesson.metadata)
@@ -263,7 +264,10 @@ def test_the_gantt_and_expert_load_views_draw_in_a_real_browser(tmp_path: Path):
         "            'comm_bytes': 1e6 * s} for s in range(4)]\n"
         "load = LiveFigure()\n"
         "load.show(expert_load_figure(records))\n"
-        "load")]
+        "load",
+        "%load_ext gpututor\n%ranks start 4",
+        "%%ranks\nanswer = torch.tensor([10 * rank])\ndist.all_reduce(answer)\n(rank, answer.item())",
+        "%ranks stop")]
     path = tmp_path / "views.ipynb"
     nbformat.write(nb, path)
 
@@ -277,6 +281,12 @@ def test_the_gantt_and_expert_load_views_draw_in_a_real_browser(tmp_path: Path):
             for i in range(views.count())]
         assert drawn[0] == [6], f"the Gantt chart drew {drawn[0]} spans, not the 6 given"
         assert drawn[1] == [4, 4, 4], f"the expert load drew {drawn[1]}: 4 bars, 4 and 4 points"
+        table = page.locator("table.gpututor-ranks")
+        table.wait_for(timeout=60_000)
+        heads = table.locator("th").all_inner_texts()
+        columns = table.locator("td").all_inner_texts()
+        assert [h.strip() for h in heads] == [f"rank {r}" for r in range(4)], heads
+        assert [c.strip() for c in columns] == [f"({r}, 60)" for r in range(4)], columns
         page.screenshot(path=str(tmp_path / "views.png"), full_page=True)
 
     print("views timings:", json.dumps(_in_browser(tmp_path, path, drive)))
