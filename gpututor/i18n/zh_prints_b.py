@@ -144,8 +144,11 @@ PRINTS_B = {
         "{name:18} {n:,} 个参数，验证损失 {loss:.3f}",
 
     # ---- 08 choosing hardware -------------------------------------------------------------------
-    "peak memory: largest error {error:.1%} over {runs} runs (target: within 10 %)":
-        "峰值显存：{runs} 次运行中的最大误差 {error:.1%}（目标：10 % 以内）",
+    "calibrate took {seconds:.0f} s here": "calibrate 在这里用了 {seconds:.0f} s",
+    "peak memory: largest error {error:.1%} over {runs} runs, within the 10 % target":
+        "峰值显存：{runs} 次运行中的最大误差 {error:.1%}，在 10 % 的目标以内",
+    "peak memory: largest error {error:.1%} over {runs} runs, outside the 10 % target":
+        "峰值显存：{runs} 次运行中的最大误差 {error:.1%}，超出了 10 % 的目标",
     "peak memory by the general formula: largest error {error:.1%}":
         "通用公式给出的峰值显存：最大误差 {error:.1%}",
     "no formula error measured": "没有测得公式误差",
@@ -183,9 +186,13 @@ PRINTS_B = {
     "the published memory does not fit that: torchtitan's H100s had 96 GB":
         "发表的显存放不下：torchtitan 用的 H100 有 96 GB",
     "{link:>8}: step {step:.2f} s (compute {compute:.2f} s, tensor-parallel all-reduces {tp:.2f} s), "
-    "{days:.0f} days, link-bound: {link_bound}":
+    "{days:.0f} days; communication is half the step or more: the link is the limit":
         "{link:>8}：单步 {step:.2f} s（计算 {compute:.2f} s，张量并行的全归约 {tp:.2f} s），"
-        "{days:.0f} 天，受限于链路：{link_bound}",
+        "{days:.0f} 天；通信开销占一步的一半或更多：瓶颈在链路",
+    "{link:>8}: step {step:.2f} s (compute {compute:.2f} s, tensor-parallel all-reduces {tp:.2f} s), "
+    "{days:.0f} days; communication is under half the step":
+        "{link:>8}：单步 {step:.2f} s（计算 {compute:.2f} s，张量并行的全归约 {tp:.2f} s），"
+        "{days:.0f} 天；通信开销不到一步的一半",
 
     # ---- 09 composing parallelisms --------------------------------------------------------------
     "{params:,} parameters; one rank held {held}; peak during a step {peak_mb:.1f} MB":
