@@ -256,7 +256,7 @@ def _reasons(est: Estimate, model: Transformer, gpu, links: dict) -> list[str]:
                    "much, a faster link would")
     if est.cost is not None:
         out.append(f"cost: {money(est.cost)} at {price_text(est.price_per_hour)}/GPU-hour "
-                   f"({est.price_source})")
+                   f"({est.price_source})" + ("" if est.fits else " (if it fitted: it does not)"))
     else:
         src = est.price_source
         out.append(f"cost: {src}" if src.startswith("not priced") else f"cost: not priced ({src})")
@@ -265,7 +265,9 @@ def _reasons(est: Estimate, model: Transformer, gpu, links: dict) -> list[str]:
                f"{s['mfu']:.0%}), {a['tokens_per_step']:,.0f} tokens per step, links at "
                f"{a['comm_efficiency']:.0%} of their rate, {a['overlap']:.0%} of backward hiding "
                "data-parallel traffic, "
-               + ("sequence parallel with tensor parallel, " if a["sequence_parallel"] else "")
+               + ("sequence parallel with tensor parallel (the layer norms' and dropouts' "
+                  "activations split over the tensor-parallel GPUs), " if a["sequence_parallel"]
+                  else "")
                + ("causal attention (half the s×s square)" if a["causal_attention"]
                   else "full s×s attention"))
     return out
