@@ -22,6 +22,7 @@ the ``[peers]`` extra). Results go to benchmarks/results/bench_ranks.json.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import statistics
 import sys
@@ -39,12 +40,17 @@ TOOLS = {
         "trivial": "%%ranks\nx = rank",
         "allreduce": f"%%ranks\nt = torch.ones({MB_FLOATS})\ndist.all_reduce(t)",
         "restart": "%ranks restart",
+        "in_kernel": "group = get_ipython().magics_manager.registry['RanksMagics'].group\n"
+                     "call = lambda: group.run('x = rank')",
         "teardown": ["%ranks stop"],
     },
     "nbdistributed %%distributed": {
         "setup": ["%load_ext nbdistributed", "%dist_init --num-processes 4"],
         "trivial": "%%distributed\nx = rank",
         "allreduce": f"%%distributed\nt = torch.ones({MB_FLOATS})\ndist.all_reduce(t)",
+        "in_kernel": "from nbdistributed.magic import DistributedMagic\n"
+                     "call = lambda: DistributedMagic._comm_manager.send_to_all('execute', "
+                     "'x = rank')",
         "teardown": ["%unload_ext nbdistributed"],
     },
     "ipyparallel %%px": {
@@ -62,11 +68,23 @@ TOOLS = {
                   "world_size=4)"],
         "trivial": "%%px\nx = rank",
         "allreduce": f"%%px\nt = torch.ones({MB_FLOATS})\ndist.all_reduce(t)",
+        "in_kernel": "call = lambda: rc[:].execute('x = rank', block=True)",
         "teardown": ["%px dist.destroy_process_group()",
                      "cluster.stop_cluster_sync()\nshutil.rmtree(profile, ignore_errors=True)\n"
                      "shutil.rmtree(store, ignore_errors=True)"],
     },
 }
+
+
+# the transport alone: the same trivial cell sent to the 4 ranks from inside the kernel, no
+# Jupyter message or display in between (each tool's own call, defined as `call` above)
+IN_KERNEL = """
+import json as _json, time as _time
+_seconds = []
+for _ in range({n}):
+    _started = _time.perf_counter(); call(); _seconds.append(_time.perf_counter() - _started)
+print("IN_KERNEL " + _json.dumps(_seconds))
+"""
 
 
 def execute(client, code: str, timeout: float = 600.0) -> tuple[float, str]:
@@ -116,10 +134,14 @@ def measure(name: str, tool: dict, repeats: int) -> dict:
             if "Error" in shown:
                 raise RuntimeError(f"{name}: setup failed:\n{shown[-2000:]}")
         for code in (tool["trivial"], tool["allreduce"]):   # one of each before the clock
-            execute(client, code)
+            _, shown = execute(client, code)
+            if "Error" in shown:   # a tool that cannot run a cell here says why, not IndexError
+                raise RuntimeError(f"{name}: a cell failed:\n{shown[-2000:]}")
         trivial = [execute(client, tool["trivial"])[0] for _ in range(repeats)]
         allreduce = [execute(client, tool["allreduce"])[0] for _ in range(max(5, repeats // 2))]
         _, shown = execute(client, f"{tool['allreduce']}\nprint(t[0].item())")
+        in_kernel = json.loads(execute(client, tool["in_kernel"] + IN_KERNEL.format(
+            n=repeats))[1].split("IN_KERNEL ")[1].splitlines()[0])
         restart_s = execute(client, tool["restart"])[0] if "restart" in tool else None
         for code in tool["teardown"]:
             execute(client, code)
@@ -129,6 +151,7 @@ def measure(name: str, tool: dict, repeats: int) -> dict:
     return {"start_4_ranks_s": round(start_s, 2),
             "restart_4_ranks_s": None if restart_s is None else round(restart_s, 2),
             "plain_cell_no_ranks": percentiles(plain), "trivial_cell": percentiles(trivial),
+            "trivial_in_kernel": percentiles(in_kernel),
             "allreduce_1MB_cell": percentiles(allreduce), "allreduce_result_shown": "4.0" in shown}
 
 
