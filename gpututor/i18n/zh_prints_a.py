@@ -50,6 +50,10 @@ PRINTS_A = {
     "parameters: {params:,}": "参数个数：{params:,}",
 
     # ---- 01 single device ---------------------------------------------------------------------
+    "{seconds:.0f} s since the first cell ran: with Run All, how long this notebook takes here; "
+    "run cell by cell, your reading time too":
+        "从第一个单元格运行到现在共 {seconds:.0f} s：如果用的是全部运行（Run All），这就是本笔记本在这里运行所需的时间；"
+        "如果逐个单元格运行，其中也包括你阅读的时间",
     "{params:,} parameters, {tokens:,} tokens per step, median step {step_ms:.0f} ms on {device}":
         "{params:,} 个参数，每步 {tokens:,} 个 token，在 {device} 上单步中位数 {step_ms:.0f} ms",
     "backward / forward = {ratio:.2f}; optimizer = {share:.1%} of the step":
