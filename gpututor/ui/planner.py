@@ -247,14 +247,16 @@ def gpu_choice_figure(rec: Recommendation, deadline_days: float | None = None,
 def published_table_text(rows: list[dict]) -> str:
     """:func:`gpututor.plan.published.published_table`'s rows as a narrow text table: run,
     what is compared, published, predicted, predicted / published, implied MFU (causal count;
-    whole-square count in brackets, as PaLM and torchtitan count)."""
+    whole-square count in brackets, as PaLM and torchtitan count), and whether the predicted
+    plan fits its GPUs' usable memory."""
     head = (f"{tr('run'):<24} {tr('figure'):<13} {tr('published'):>11} {tr('predicted'):>11} "
-            f"{tr('ratio'):>6}  {tr('implied MFU')}")
+            f"{tr('ratio'):>6}  {tr('implied MFU'):<15} {tr('fits')}")
     lines = [head]
     for r in rows:
         predicted = f"{r['predicted']:,.0f}" if r["predicted"] is not None else tr("none fits")
         ratio = f"{r['ratio']:.2f}" if r["ratio"] is not None else "-"
+        fits = "-" if r["fits"] is None else tr("yes") if r["fits"] else tr("no")
+        mfu = f"{r['implied_mfu']:.1%} ({r['implied_mfu_full_square']:.1%})"
         lines.append(f"{r['run']:<24} {r['measure']:<13} {r['published']:>11,.0f} "
-                     f"{predicted:>11} {ratio:>6}  {r['implied_mfu']:.1%} "
-                     f"({r['implied_mfu_full_square']:.1%})")
+                     f"{predicted:>11} {ratio:>6}  {mfu:<15} {fits}")
     return "\n".join(lines)

@@ -114,3 +114,7 @@ def test_the_gpu_choice_figure_draws_priced_types_as_cost_against_days_and_unpri
     assert all(y is not None and y > 0 for y in a100.y)
     text = published_table_text(published_table())
     assert "Llama 2 70B" in text.splitlines()[3] and "5,762" in text
+    fits = {row["run"]: row["fits"] for row in published_table()}   # each row says whether it fits
+    for line in text.splitlines()[1:]:
+        run = next(name for name in fits if line.startswith(name))
+        assert line.split()[-1] == {True: "yes", False: "no", None: "-"}[fits[run]], line
