@@ -11,6 +11,7 @@ import math
 from dataclasses import dataclass
 
 from ..catalog import CURRENCY_SYMBOLS, GB, currency, money
+from ..i18n import tr
 
 
 @dataclass
@@ -39,17 +40,18 @@ class Recommendation:
     def table(self, top: int = 10) -> str:
         """The best ``top`` configurations as plain text, one line each; every row fits (the
         ``fits`` column says so); ``meets``: within the deadline and budget."""
-        cost_label = f"cost {CURRENCY_SYMBOLS[currency()]}"   # the currency set_currency chose
-        lines = [f"{'#':>2}  {'configuration':<72} {'GB/GPU':>7} {'fits':>4} {'days':>8} "
-                 f"{cost_label:>10}  meets"]
+        cost_label = tr("cost {symbol}", symbol=CURRENCY_SYMBOLS[currency()])   # set_currency's
+        yes, no = tr("yes"), tr("no")
+        lines = [f"{'#':>2}  {tr('configuration'):<72} {tr('GB/GPU'):>7} {tr('fits'):>4} "
+                 f"{tr('days'):>8} {cost_label:>10}  {tr('meets')}"]
         for i, e in enumerate(self.ranked[:top], 1):
-            cost = f"{e.cost:,.0f}" if e.cost is not None else "not priced"
+            cost = f"{e.cost:,.0f}" if e.cost is not None else tr("not priced")
             lines.append(f"{i:>2}  {e.config.label:<72} {e.memory['total'] / GB:7.1f} "
-                         f"{'yes' if e.fits else 'no':>4} {e.days:8.2f} {cost:>10}  "
-                         f"{'yes' if e.meets else 'no'}")
+                         f"{yes if e.fits else no:>4} {e.days:8.2f} {cost:>10}  "
+                         f"{yes if e.meets else no}")
         if self.rejected:
-            lines.append(f"    ({len(self.rejected)} GPU counts and links where no layout fits "
-                         "are left out: see the notes)")
+            lines.append("    " + tr("({count} GPU counts and links where no layout fits are left "
+                                     "out: see the notes)", count=len(self.rejected)))
         return "\n".join(lines)
 
 
@@ -69,51 +71,74 @@ def rank_key(est) -> tuple:
 def with_notes(ranked, rejected, budget, deadline_days, precisions=()) -> Recommendation:
     """The :class:`Recommendation` of ``ranked`` (fit) and ``rejected`` (do not), with notes;
     ``precisions``: (gpu, asked, planned) where a GPU was planned in another precision."""
-    notes = [f"{gpu} has no bf16: planned in {planned} with loss scaling (asked for {asked})"
-             for gpu, asked, planned in precisions]
+    notes = [tr("{gpu} has no bf16: planned in {planned} with loss scaling (asked for {asked})",
+                gpu=gpu, planned=planned, asked=asked) for gpu, asked, planned in precisions]
     fitting_one = [e for e in ranked if e.config.count == 1]
     one_enough = bool(fitting_one) and fitting_one[0].meets
     if not ranked:
         smallest = rejected[-1] if rejected else None
-        need = ""
-        if smallest:
+        if smallest is None:
+            notes.append(tr("nothing tried fits in memory: try more GPUs or a GPU with more memory"))
+        else:
             count = smallest.config.count
-            need = (f"; even {count} {'GPU needs' if count == 1 else 'GPUs need'} "
-                    f"{smallest.memory['total'] / GB:,.0f} GB per GPU of "
-                    f"{smallest.usable_bytes / GB:,.0f} usable")
-        notes.append(f"nothing tried fits in memory{need}: try more GPUs or a GPU with more memory")
+            notes.append(tr("nothing tried fits in memory; even {count} GPU needs {need:,.0f} GB "
+                            "per GPU of {usable:,.0f} usable: try more GPUs or a GPU with more "
+                            "memory" if count == 1 else
+                            "nothing tried fits in memory; even {count} GPUs need {need:,.0f} GB "
+                            "per GPU of {usable:,.0f} usable: try more GPUs or a GPU with more "
+                            "memory", count=count, need=smallest.memory["total"] / GB,
+                            usable=smallest.usable_bytes / GB))
     elif one_enough:
-        notes.append(f"one GPU is enough: {fitting_one[0].config.label} fits and takes "
-                     f"{fitting_one[0].days:,.1f} days"
-                     + (f" for {money(fitting_one[0].cost)}" if fitting_one[0].cost else "")
-                     + "; more GPUs only buy time")
+        one = fitting_one[0]
+        notes.append(tr("one GPU is enough: {label} fits and takes {days:,.1f} days for {cost}; "
+                        "more GPUs only buy time", label=one.config.label, days=one.days,
+                        cost=money(one.cost)) if one.cost else
+                     tr("one GPU is enough: {label} fits and takes {days:,.1f} days; more GPUs "
+                        "only buy time", label=one.config.label, days=one.days))
     elif fitting_one:
-        notes.append(f"one GPU fits ({fitting_one[0].config.label}) but misses the deadline or "
-                     f"budget: {fitting_one[0].days:,.1f} days")
-    elif rejected:
-        first = min((e.config.count for e in ranked), default=None)
-        notes.append(f"the model does not fit on one GPU; the smallest count that fits is {first}")
+        notes.append(tr("one GPU fits ({label}) but misses the deadline or budget: {days:,.1f} "
+                        "days", label=fitting_one[0].config.label, days=fitting_one[0].days))
+    elif rejected:   # the smallest count that fits, for each GPU type planned
+        for gpu, first in sorted(_first_counts(ranked).items()):
+            notes.append(tr("{gpu}: the model does not fit on one GPU; the smallest count that "
+                            "fits is {count}", gpu=gpu, count=first))
     if ranked:
-        notes.append("every configuration listed fits in its GPU's usable memory; "
-                     f"{len(rejected)} GPU counts and links where none fits are left out")
+        notes.append(tr("every configuration listed fits in its GPU's usable memory; {count} GPU "
+                        "counts and links where none fits are left out", count=len(rejected)))
     meeting = [e for e in ranked if e.meets]
     if meeting and not one_enough:
         e = min(meeting, key=lambda e: (e.config.count, rank_key(e)))
-        notes.append(f"the smallest cluster that meets the deadline and budget: {e.config.label}"
-                     f" ({e.days:,.1f} days" + (f", {money(e.cost)})" if e.cost else ")"))
+        notes.append(tr("the smallest cluster that meets the deadline and budget: {label} "
+                        "({days:,.1f} days, {cost})", label=e.config.label, days=e.days,
+                        cost=money(e.cost)) if e.cost else
+                     tr("the smallest cluster that meets the deadline and budget: {label} "
+                        "({days:,.1f} days)", label=e.config.label, days=e.days))
     if ranked and not meeting:
-        what = [w for w, v in (("deadline", deadline_days), ("budget", budget)) if v]
-        notes.append(f"no configuration meets the {' and '.join(what) or 'constraints'}: "
-                     "the fastest and cheapest that fit are shown")
+        what = {(True, True): "no configuration meets the deadline and budget: the fastest and "
+                              "cheapest that fit are shown",
+                (True, False): "no configuration meets the deadline: the fastest and cheapest "
+                               "that fit are shown",
+                (False, True): "no configuration meets the budget: the fastest and cheapest that "
+                               "fit are shown",
+                (False, False): "no configuration meets the constraints: the fastest and "
+                                "cheapest that fit are shown"}
+        notes.append(tr(what[(bool(deadline_days), bool(budget))]))
     unpriced = sorted({e.config.gpu for e in ranked if e.cost is None})
     if budget is not None and unpriced:
-        notes.append(f"{', '.join(unpriced)}: not priced, so the budget cannot be checked and "
-                     "none of its layouts counts as meeting it; give a price "
-                     "(catalog.set_price or price_per_hour) to rank it")
+        notes.append(tr("{gpus}: not priced, so the budget cannot be checked and none of its "
+                        "layouts counts as meeting it; give a price (catalog.set_price or "
+                        "price_per_hour) to rank it", gpus=", ".join(unpriced)))
     link_bound = bool(ranked) and ranked[0].link_bound
     bound = [e for e in ranked if e.link_bound]
     if bound:
-        e = bound[0]
-        notes.append(f"link-bound: {e.config.label} waits on communication most of each step; "
-                     "a faster link would speed it up more than more GPUs")
+        notes.append(tr("link-bound: {label} waits on communication most of each step; a faster "
+                        "link would speed it up more than more GPUs", label=bound[0].config.label))
     return Recommendation(ranked, rejected, notes, one_enough, link_bound)
+
+
+def _first_counts(ranked) -> dict:
+    """GPU type -> the fewest GPUs of that type among ``ranked`` (the estimates that fit)."""
+    first: dict = {}
+    for e in ranked:
+        first[e.config.gpu] = min(first.get(e.config.gpu, e.config.count), e.config.count)
+    return first

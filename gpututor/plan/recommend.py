@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from .. import catalog, checks
 from ..catalog import GB, currency, money, price_text
 from ..formulas import RECOMPUTE, bytes_per_value
+from ..i18n import tr
 from .memory import PRECISIONS, ZERO_STAGES, Transformer, bytes_per_param, per_device_memory
 from .ranking import Recommendation, meets, rank_key, with_notes
 from .time import DAY, run_cost, step_time
@@ -217,59 +218,71 @@ def estimate(model: Transformer, tokens: float, config: Config, precision: str =
     est.reasons = _reasons(est, model, gpu, {"tensor-parallel": intra, "pipeline": pp_link,
                                              "data-parallel": dp_link})
     if fallback:
-        est.reasons.insert(0, f"precision: {gpu.name} has no bf16, so this plans fp16 with loss "
-                              "scaling (the same 2 bytes per value; fp16's narrow range needs a "
-                              "loss scaler, lesson 06)")
+        est.reasons.insert(0, tr("precision: {gpu} has no bf16, so this plans fp16 with loss "
+                                 "scaling (the same 2 bytes per value; fp16's narrow range needs "
+                                 "a loss scaler, lesson 06)", gpu=gpu.name))
     return est
 
 
 def _reasons(est: Estimate, model: Transformer, gpu, links: dict) -> list[str]:
-    """Why the estimate is what it is, in words; ``links``: the link each kind of traffic
-    crosses ("tensor-parallel", "pipeline", "data-parallel")."""
+    """Why the estimate is what it is, in words (in the notebook's language); ``links``: the
+    link each kind of traffic crosses ("tensor-parallel", "pipeline", "data-parallel")."""
     m, c, s = est.memory, est.config, est.step
     gb = lambda x: f"{x / GB:,.1f} GB"
-    out = [("fits" if est.fits else "does not fit") + f" in memory: per GPU parameters "
-           f"{gb(m['params'])}, gradients {gb(m['grads'])}, optimizer "
-           f"{gb(m['optimizer'])}, activations {gb(m['activations'])}: {gb(m['total'])} of "
-           f"{gb(est.usable_bytes)} usable ({gb(gpu.memory_bytes)} x "
-           f"{est.usable_bytes / gpu.memory_bytes:.0%})"]
+    memory = dict(params=gb(m["params"]), grads=gb(m["grads"]), optimizer=gb(m["optimizer"]),
+                  activations=gb(m["activations"]), total=gb(m["total"]),
+                  usable=gb(est.usable_bytes), memory=gb(gpu.memory_bytes),
+                  share=f"{est.usable_bytes / gpu.memory_bytes:.0%}")
+    out = [tr("fits in memory: per GPU parameters {params}, gradients {grads}, optimizer "
+              "{optimizer}, activations {activations}: {total} of {usable} usable ({memory} x "
+              "{share})", **memory) if est.fits else
+           tr("does not fit in memory: per GPU parameters {params}, gradients {grads}, optimizer "
+              "{optimizer}, activations {activations}: {total} of {usable} usable ({memory} x "
+              "{share})", **memory)]
     if not est.fits:
-        states = m["params"] + m["grads"] + m["optimizer"]
-        if states > est.usable_bytes:
-            out.append(f"why it does not fit: the model states alone ({gb(states)}) exceed the GPU; "
-                       + ("shard them (a higher ZeRO stage), " if c.zero_stage < 3 else "")
-                       + "add GPUs, or split the model (tensor/pipeline parallel)")
+        states = gb(m["params"] + m["grads"] + m["optimizer"])
+        if m["params"] + m["grads"] + m["optimizer"] > est.usable_bytes:
+            out.append(tr("why it does not fit: the model states alone ({states}) exceed the GPU; "
+                          "shard them (a higher ZeRO stage), add GPUs, or split the model "
+                          "(tensor/pipeline parallel)", states=states) if c.zero_stage < 3 else
+                       tr("why it does not fit: the model states alone ({states}) exceed the GPU; "
+                          "add GPUs, or split the model (tensor/pipeline parallel)", states=states))
         else:
-            out.append(f"why it does not fit: activations ({gb(m['activations'])}) push it over; "
-                       "use recomputation, a smaller micro-batch, or tensor/pipeline parallel")
+            out.append(tr("why it does not fit: activations ({activations}) push it over; use "
+                          "recomputation, a smaller micro-batch, or tensor/pipeline parallel",
+                          activations=gb(m["activations"])))
+    unfit = "" if est.fits else tr(" (if it fitted: it does not)")
     compute, comm = s["compute_s"], s["tp_comm_s"] + s["pp_comm_s"] + s["dp_exposed_s"]
-    out.append(f"step: compute {compute:.3g} s, waiting on links {comm:.3g} s"
-               + (f", pipeline bubble {s['bubble_s']:.3g} s" if s["bubble_s"] else "")
-               + f"; {est.steps:,} steps = {est.days:,.1f} days"
-               + ("" if est.fits else " (if it fitted: it does not)"))
+    bubble = tr(", pipeline bubble {bubble:.3g} s", bubble=s["bubble_s"]) if s["bubble_s"] else ""
+    out.append(tr("step: compute {compute:.3g} s, waiting on links {comm:.3g} s{bubble}; {steps:,} "
+                  "steps = {days:,.1f} days{unfit}", compute=compute, comm=comm, bubble=bubble,
+                  steps=est.steps, days=est.days, unfit=unfit))
     if est.link_bound:   # name the link of the largest part of the wait
         waits = {"tensor-parallel": s["tp_comm_s"], "pipeline": s["pp_comm_s"],
                  "data-parallel": s["dp_exposed_s"]}
         kind = max(waits, key=waits.get)
-        out.append(f"link-bound: {comm / s['step_s']:.0%} of each step waits on communication, "
-                   f"most of it {kind} traffic over {links[kind].name}; more GPUs would not help "
-                   "much, a faster link would")
+        out.append(tr("link-bound: {share:.0%} of each step waits on communication, most of it "
+                      "{kind} traffic over {link}; more GPUs would not help much, a faster link "
+                      "would", share=comm / s["step_s"], kind=tr(kind), link=links[kind].name))
     if est.cost is not None:
-        out.append(f"cost: {money(est.cost)} at {price_text(est.price_per_hour)}/GPU-hour "
-                   f"({est.price_source})" + ("" if est.fits else " (if it fitted: it does not)"))
+        out.append(tr("cost: {cost} at {price}/GPU-hour ({source}){unfit}", cost=money(est.cost),
+                      price=price_text(est.price_per_hour), source=est.price_source, unfit=unfit))
     else:
         src = est.price_source
-        out.append(f"cost: {src}" if src.startswith("not priced") else f"cost: not priced ({src})")
+        out.append(tr("cost: {source}", source=src) if src.startswith("not priced") else
+                   tr("cost: not priced ({source})", source=src))
     a = est.assumptions
-    out.append(f"assumed: {a['hfu']:.0%} of peak on all it computes (HFU; MFU of the step "
-               f"{s['mfu']:.0%}), {a['tokens_per_step']:,.0f} tokens per step, links at "
-               f"{a['comm_efficiency']:.0%} of their rate, {a['overlap']:.0%} of backward hiding "
-               "data-parallel traffic, "
-               + ("sequence parallel with tensor parallel (the layer norms' and dropouts' "
-                  "activations split over the tensor-parallel GPUs), " if a["sequence_parallel"]
-                  else "")
-               + ("causal attention (half the s×s square)" if a["causal_attention"]
-                  else "full s×s attention"))
+    parallel = tr("sequence parallel with tensor parallel (the layer norms' and dropouts' "
+                  "activations split over the tensor-parallel GPUs), ") \
+        if a["sequence_parallel"] else ""
+    attention = tr("causal attention (half the s×s square)") if a["causal_attention"] else \
+        tr("full s×s attention")
+    out.append(tr("assumed: {hfu:.0%} of peak on all it computes (HFU; MFU of the step {mfu:.0%}), "
+                  "{tokens:,.0f} tokens per step, links at {efficiency:.0%} of their rate, "
+                  "{overlap:.0%} of backward hiding data-parallel traffic, {parallel}{attention}",
+                  hfu=a["hfu"], mfu=s["mfu"], tokens=a["tokens_per_step"],
+                  efficiency=a["comm_efficiency"], overlap=a["overlap"], parallel=parallel,
+                  attention=attention))
     return out
 
 
