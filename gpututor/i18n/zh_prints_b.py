@@ -194,6 +194,9 @@ PRINTS_B = {
         "{link:>8}：单步 {step:.2f} s（计算 {compute:.2f} s，张量并行的全归约 {tp:.2f} s），"
         "{days:.0f} 天；通信开销不到一步的一半",
 
+    # 11 mixture of experts: what expert parallel holds per rank
+    "parameter bytes held: one rank {one:.2f} MB; ep=2 rank 0 {first:.2f} MB, rank 1 {second:.2f} MB":
+        "持有的参数字节数：单进程 {one:.2f} MB；ep=2 时进程 0 为 {first:.2f} MB，进程 1 为 {second:.2f} MB",
     # ---- 09 composing parallelisms --------------------------------------------------------------
     "{params:,} parameters; one rank held {held}; peak during a step {peak_mb:.1f} MB":
         "{params:,} 个参数；单个进程持有 {held}；一步中的峰值 {peak_mb:.1f} MB",
