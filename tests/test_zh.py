@@ -76,3 +76,28 @@ def test_the_chinese_readme_gives_the_same_two_commands_and_is_linked():
     assert _setup_commands(ROOT / "README.zh-CN.md") == _setup_commands(ROOT / "README.md") \
         == ["make lab", "make test"]
     assert "(README.zh-CN.md)" in (ROOT / "README.md").read_text(encoding="utf-8")
+
+
+def _readme_parts(path: Path) -> dict:
+    """What README.md and its Chinese twin must share: the number of sections and subsections,
+    every code block's code (comments aside), every file or folder linked, every lesson row."""
+    text = path.read_text(encoding="utf-8")
+    blocks = re.findall(r"```\w*\n(.*?)```", text, re.S)
+    code = [[line.split("#")[0].rstrip() for line in block.splitlines()
+             if line.split("#")[0].strip()] for block in blocks]
+    links = sorted(set(re.findall(r"\]\(((?:docs|notebooks)/[^)#]+)\)", text))
+                   - {"notebooks/zh/glossary.md"})   # the Chinese lessons' glossary: zh only
+    return {"sections": len(re.findall(r"^## ", text, re.M)),
+            "subsections": len(re.findall(r"^### ", text, re.M)), "code": code,
+            "links": [link.replace("notebooks/zh/", "notebooks/") for link in links],
+            "lessons": re.findall(r"^\| (\d\d\w?) · ", text, re.M)}
+
+
+def test_the_chinese_readme_carries_what_the_english_one_does():
+    """README.zh-CN.md has README.md's sections, code, links and lesson table: a section, a
+    command or a lesson added to one and not the other fails here (issue 32)."""
+    english, chinese = _readme_parts(ROOT / "README.md"), _readme_parts(ROOT / "README.zh-CN.md")
+    for part in english:
+        assert chinese[part] == english[part], (
+            f"README.zh-CN.md differs from README.md in its {part}: {chinese[part]!r} against "
+            f"{english[part]!r}")
