@@ -147,6 +147,11 @@ FIGURES = {
     "validation loss": "验证损失",
     "Validation loss against the fraction of weights pruned": "验证损失随剪枝权重比例的变化",
     "weights pruned (%)": "剪枝的权重（%）",
+    "One Linear's matmul, dense kernel and sparse CSR, against the weights pruned (measured here)":
+        "一个 Linear 层的矩阵乘法：稠密内核与稀疏 CSR，随剪枝权重比例的变化（本机实测）",
+    "dense kernel": "稠密内核",
+    "sparse CSR": "稀疏 CSR",
+    "time per matmul (µs)": "每次矩阵乘法的耗时（µs）",
 
     # ---- titles the English notebooks pass (tests/test_i18n.py finds them there) -----------------
     "2 ranks over 1 rank on an EMULATED link": "模拟链路上 2 个进程相对 1 个进程的加速比",

@@ -119,6 +119,11 @@ PRINTS_B = {
     "peak memory: fp32 {fp32_mb:.1f} MB, bf16 {bf16_mb:.1f} MB":
         "峰值显存：fp32 {fp32_mb:.1f} MB，bf16 {bf16_mb:.1f} MB",
     "largest loss gap over {steps} steps: {gap:.1e}": "{steps} 步中最大的损失差距：{gap:.1e}",
+    "{category}: bf16 / fp32 = {ratio:.2f}": "{category}：bf16 / fp32 = {ratio:.2f}",
+    "parameters, gradients and optimizer state: the same bytes in both runs (autocast leaves them in fp32)":
+        "参数、梯度和优化器状态：两次运行的字节数相同（autocast 让它们保持 fp32）",
+    "parameters, gradients or optimizer state differ between the two runs: read the ratios above":
+        "两次运行的参数、梯度或优化器状态不同：请看上面的比值",
     "activations: bf16 / fp32 = {ratio:.2f} (0.50 would mean every kept tensor was bf16)":
         "激活值：bf16 / fp32 = {ratio:.2f}（0.50 意味着保留的每个张量都是 bf16）",
     "CPU matrix instructions found: {features}": "找到的 CPU 矩阵指令：{features}",
@@ -131,6 +136,19 @@ PRINTS_B = {
     'torchao is not installed here: pip install "gpututor[compress]" adds its variant':
         '本机没有安装 torchao：pip install "gpututor[compress]" 会加上它的那个变体',
     "{name:28} {mb:5.2f} MB, validation loss {loss:.4f}": "{name:28} {mb:5.2f} MB，验证损失 {loss:.4f}",
+    "Linear weights (the head's tied copy counted as the embedding's) hold {share:.0%} of the teacher's bytes: "
+    "with them in 1 byte and the rest fp32, the file could shrink at best to {bound:.2f}x (4x smaller would be 0.25x), "
+    "plus the scales and, where a variant makes one, an int8 copy of the tied head":
+        "Linear 权重（与嵌入绑定的输出层算作嵌入的）占教师模型字节数的 {share:.0%}：它们变成 1 字节、其余保持 fp32 时，"
+        "文件最多缩小到 {bound:.2f}x（缩小 4 倍是 0.25x），另加缩放因子，以及某些变体为绑定的输出层另做的一份 int8 副本",
+    "{name:28} file {ratio:.2f}x the fp32 one": "{name:28} 文件是 fp32 的 {ratio:.2f}x",
+    "sparse CSR was faster than the dense kernel at: {where} pruned":
+        "稀疏 CSR 比稠密内核快的剪枝比例：{where}",
+    "sparse CSR was slower than the dense kernel at every sparsity measured":
+        "在测量的每个稀疏度下，稀疏 CSR 都比稠密内核慢",
+    "{name}: file {ratio:.3f}x the unpruned one: zeros are stored like any other number":
+        "{name}：文件是未剪枝的 {ratio:.3f}x：零值像其他数字一样被存储",
+    "{name}: file {ratio:.3f}x the unpruned one": "{name}：文件是未剪枝的 {ratio:.3f}x",
     "{s:4.0%} pruned: validation loss {loss:.3f}": "剪枝 {s:4.0%}：验证损失 {loss:.3f}",
     "{s:.0%}: sparsity reached {sparsity:.2%}, validation loss {before:.3f} -> {after:.3f} "
     "after {steps} steps":
