@@ -161,6 +161,10 @@ FIGURES = {
     "Measured memory of rank 0 by tensor-parallel degree": "进程 0 的实测显存，按张量并行度",
     "Measured memory per rank: one process and three 2-D layouts":
         "每个进程的实测显存：单进程与三种二维布局",
+    "Tensor parallel on 2 ranks over one process, the same batches":
+        "2 个进程上的张量并行相对单进程的加速比，相同的批次",
+    "Plain DDP and PowerSGD: loss per step, the same batches":
+        "普通 DDP 与 PowerSGD：每步的损失，相同的批次",
     "Median step on EMULATED links: compute and waiting": "模拟链路上的单步中位数：计算与等待",
     "Median step on an EMULATED link: compute and waiting": "一条模拟链路上的单步中位数：计算与等待",
     "Median step: compute and all-to-all (measured)": "单步中位数：计算与全对全通信（实测）",

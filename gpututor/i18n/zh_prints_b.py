@@ -14,11 +14,23 @@ PRINTS_B = {
     "where messages are cheap; section 4 makes the link slower":
         "在这里，DDP 的单步耗时是朴素版本的 {ratio:.2f} 倍：在本机的回环（loopback）上并不更快，"
         "因为在回环上发消息代价很低；第 4 节会把链路变慢",
-    "the A100 computes {ratio:,.0f}x faster than one rank here, so the link is that much slower:":
-        "A100 的计算速度是本机一个进程的 {ratio:,.0f} 倍，所以链路也要慢同样的倍数：",
-    "{name}: {gbps:.0f} GB/s and {us:.0f} us per message -> emulated as {mbps:.2f} MB/s and "
-    "{ms:.1f} ms per message":
-        "{name}：{gbps:.0f} GB/s，每条消息 {us:.0f} us -> 模拟为 {mbps:.2f} MB/s，每条消息 {ms:.1f} ms",
+    "all-reduce here: {small_kb:.0f} KB took {small_us:.0f} us, {large_mb:.1f} MB {large_us:.0f} us: "
+    "{more_bytes:,.0f}x the bytes in {more_time:,.1f}x the time, so at most {bytes_share:.1%} of the "
+    "small one's time was its bytes: it was mostly fixed cost (latency)":
+        "本机的全归约：{small_kb:.0f} KB 用了 {small_us:.0f} us，{large_mb:.1f} MB 用了 {large_us:.0f} us："
+        "字节数是 {more_bytes:,.0f} 倍，时间是 {more_time:,.1f} 倍，所以小消息的耗时中最多 {bytes_share:.1%} "
+        "花在字节上：它主要是固定开销（延迟）",
+    "all-reduce here: {small_kb:.0f} KB took {small_us:.0f} us, {large_mb:.1f} MB {large_us:.0f} us: "
+    "{more_bytes:,.0f}x the bytes in {more_time:,.1f}x the time, so at most {bytes_share:.1%} of the "
+    "small one's time was its bytes: these two sizes cannot tell whether it was mostly fixed cost":
+        "本机的全归约：{small_kb:.0f} KB 用了 {small_us:.0f} us，{large_mb:.1f} MB 用了 {large_us:.0f} us："
+        "字节数是 {more_bytes:,.0f} 倍，时间是 {more_time:,.1f} 倍，所以小消息的耗时中最多 {bytes_share:.1%} "
+        "花在字节上：仅凭这两个大小，无法判断它是否主要是固定开销",
+    "PowerSGD rank 1 all-reduced {mb:.3f} MB per steady step, plain DDP {plain_mb:.2f} MB: "
+    "{ratio:.0f}x fewer bytes":
+        "PowerSGD（秩 1）每个稳定步全归约 {mb:.3f} MB，普通 DDP {plain_mb:.2f} MB：字节数少了 {ratio:.0f} 倍",
+    "over {steps} steps the two losses differed by at most {gap:.4f} (final {loss:.4f} and {plain_loss:.4f})":
+        "{steps} 步中两者的损失最多相差 {gap:.4f}（最终分别为 {loss:.4f} 和 {plain_loss:.4f}）",
     "{name:>34}: {speedup:.2f}x one rank, waiting {waiting:.0%} of each step":
         "{name:>34}：单进程的 {speedup:.2f} 倍，每步有 {waiting:.0%} 的时间在等待",
     "{cores} usable CPU cores here": "本机有 {cores} 个可用的 CPU 核心",
@@ -67,6 +79,26 @@ PRINTS_B = {
         "{label}：进程 0 持有 {params_mb:.2f} MB 参数，{tokens_per_s:,.0f} tokens/s",
     "{name:>36}: {mb:.2f} MB per step, waiting {waiting:.0%} of each step":
         "{name:>36}：每步 {mb:.2f} MB，每步有 {waiting:.0%} 的时间在等待",
+
+    "here tp-dtensor reached {ratio:.2f}x the tokens/s of tp: slower":
+        "在这里，tp-dtensor 的 tokens/s 是 tp 的 {ratio:.2f} 倍：更慢",
+    "here tp-dtensor reached {ratio:.2f}x the tokens/s of tp: not slower":
+        "在这里，tp-dtensor 的 tokens/s 是 tp 的 {ratio:.2f} 倍：并不更慢",
+    "the reference, an {gpu} at {share:.0%} of its {precision} peak, computes {ratio:,.0f}x "
+    "faster than one rank here":
+        "参考系统（{gpu}，按其 {precision} 峰值的 {share:.0%} 计）的计算速度是本机一个进程的 {ratio:,.0f} 倍",
+    "{name} ({link}): {gbps:g} GB/s and {us:.0f} us per message -> emulated as "
+    "{mbps:.2f} MB/s and {ms:.0f} ms per message":
+        "{name}（{link}）：{gbps:g} GB/s，每条消息 {us:.0f} us -> 模拟为 {mbps:.2f} MB/s，每条消息 {ms:.0f} ms",
+    "{name}: one {mb:.2f} MB all-reduce takes {ms:.0f} ms emulated, {share:.0%} of it latency":
+        "{name}：一次 {mb:.2f} MB 的全归约模拟耗时 {ms:.0f} ms，其中 {share:.0%} 是延迟",
+    "these {n} runs took {seconds:.0f} s here": "这 {n} 次运行在本机共用了 {seconds:.0f} s",
+    "{name}: tensor parallel waited {tp:.0%} of its step, data parallel {dp:.0%}: tensor "
+    "parallel waited more":
+        "{name}：张量并行每步有 {tp:.0%} 的时间在等待，数据并行 {dp:.0%}：张量并行等得更久",
+    "{name}: tensor parallel waited {tp:.0%} of its step, data parallel {dp:.0%}: tensor "
+    "parallel did not wait more":
+        "{name}：张量并行每步有 {tp:.0%} 的时间在等待，数据并行 {dp:.0%}：张量并行并没有等得更久",
 
     # ---- 05 pipeline parallel -------------------------------------------------------------------
     "stage {s}: embeddings, blocks {blocks}: {n:,} parameters":

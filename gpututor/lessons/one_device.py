@@ -183,23 +183,25 @@ def largest_that_fits(spec, capacity: int, configs=MEMORY_LEVERS, sizes=None) ->
 
 # ---- offload: optimizer state in host memory --------------------------------------------------
 
-def offload_costs(spec, link_bytes_per_s: float | None = None) -> dict:
+def offload_costs(spec, link=None) -> dict:
     """``torch.optim.Adam`` on the device against :class:`OffloadedAdam`, trained side by side
-    for ``spec.steps`` steps on the same batches, and, if ``link_bytes_per_s`` is given, an
-    ``OffloadedAdam`` whose copies are each delayed to take ``bytes / link_bytes_per_s``: an
-    emulated host link (the delay is a sleep, reported as ``emulated_s``, never as measured).
+    for ``spec.steps`` steps on the same batches, and, if ``link`` (a
+    ``parallel.link.EmulatedLink``, e.g. ``scaled_link("pcie4", here)``) is given, an
+    ``OffloadedAdam`` whose copies are each delayed to take ``link.send_seconds(bytes)``
+    (α + bytes/β): an emulated host link (the delay is a sleep, reported as ``emulated_s``,
+    never as measured).
 
     Per way: ``losses``, ``step_s`` (median full step), ``bytes_per_step`` (to the host and to
     the device) and ``emulated_s`` (sleep added per step)."""
     slept = []                                 # seconds the emulated link added, per copy
 
     def over_the_link(nbytes: int, direction: str) -> None:
-        slept.append(nbytes / link_bytes_per_s)
+        slept.append(link.send_seconds(nbytes))
         time.sleep(slept[-1])
 
     ways = {"Adam on the device": lambda p: torch.optim.Adam(p, lr=spec.lr),
             "Adam offloaded to the host": lambda p: OffloadedAdam(p, lr=spec.lr)}
-    if link_bytes_per_s is not None:
+    if link is not None:
         ways["offloaded, emulated link"] = lambda p: OffloadedAdam(p, lr=spec.lr,
                                                                   on_transfer=over_the_link)
     runs = {}
