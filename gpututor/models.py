@@ -38,14 +38,23 @@ class CausalSelfAttention(nn.Module):
         self.register_buffer("mask", mask, persistent=False)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        C = x.shape[-1]
-        q, k, v = self.qkv(x).split(C, dim=2)
+        q, k, v = self.qkv(x).split(x.shape[-1], dim=2)
+        if self.recompute_core and self.training:
+            # selective recomputation (Korthikanti et al. 2022, section 4.2): keep q, k, v and
+            # the output, recompute the attention core (QKᵀ, mask, softmax, ·V) in backward
+            return self.proj(checkpoint(self.core, q, k, v, use_reentrant=False))
+        return self.proj(self.core(q, k, v))
+
+    recompute_core = False   # set by GPT for recompute="selective"
+
+    def core(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+        """Attention from the projected ``q``, ``k``, ``v`` (``B x T x C``) to ``B x T x C``."""
+        B, T, C = q.shape
         if self.attention == "sdpa":   # torch's fused kernel: no T x T scores kept
-            B, T, _ = q.shape
             q, k, v = (t.view(B, T, self.n_head, -1).transpose(1, 2) for t in (q, k, v))
             y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
-            return self.proj(y.transpose(1, 2).reshape(B, T, C))
-        return self.proj(causal_attention(q, k, v, C // self.n_head, self.mask))
+            return y.transpose(1, 2).reshape(B, T, C)
+        return causal_attention(q, k, v, C // self.n_head, self.mask)
 
 
 def causal_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, head_dim: int,
@@ -92,11 +101,13 @@ class GPT(nn.Module):
         self.cfg = cfg
         self.activation_checkpointing = activation_checkpointing
         recompute = recompute or ("full" if activation_checkpointing else "none")
-        checks.choice("recompute", recompute, RECOMPUTE)
+        checks.choice("recompute", recompute, RECOMPUTE + MODEL_ONLY_RECOMPUTE)
         self.recompute = recompute
         self.tok_emb = nn.Embedding(cfg.vocab_size, cfg.d_model)
         self.pos_emb = nn.Embedding(cfg.block_size, cfg.d_model)
         self.blocks = nn.ModuleList(Block(cfg) for _ in range(cfg.n_layer))
+        for block in self.blocks:
+            block.attn.recompute_core = recompute == "selective"
         self.ln_f = nn.LayerNorm(cfg.d_model)
         self.head = nn.Linear(cfg.d_model, cfg.vocab_size, bias=False)
         self.head.weight = self.tok_emb.weight  # weight tying, as in GPT-2
@@ -109,7 +120,7 @@ class GPT(nn.Module):
             if self.recompute == "full" and self.training:
                 # Keep only the block's input; recompute its insides during backward.
                 x = checkpoint(block, x, use_reentrant=False)
-            elif self.recompute == "selective" and self.training:
+            elif self.recompute == "matmul-outputs" and self.training:
                 # Keep the matmuls' outputs; recompute the cheap rest (softmax, GELU, norms).
                 x = checkpoint(block, x, use_reentrant=False, context_fn=partial(
                     create_selective_checkpoint_contexts, save_matmul_outputs))
@@ -118,16 +129,18 @@ class GPT(nn.Module):
         return self.head(self.ln_f(x))
 
 
+# a policy the model runs (lesson 01b compares it) but the planner does not price
+MODEL_ONLY_RECOMPUTE = ("matmul-outputs",)
 MATMULS = {torch.ops.aten.mm.default, torch.ops.aten.addmm.default, torch.ops.aten.bmm.default}
 
 
 def save_matmul_outputs(ctx, op, *args, **kwargs):
-    """The package's ``"selective"`` policy (torch's selective checkpoint contexts), a variant
-    of selective recomputation: every matmul's output (``mm``, ``addmm``, ``bmm``) is saved for
-    backward, the cheap elementwise ops (softmax, GELU, layer norms) are recomputed there.
-    Matmuls hold most of a block's FLOPs, so recomputing the rest costs little time. Saving
-    ``bmm`` keeps the ``T x T`` attention scores ``QKᵀ``; Korthikanti et al. 2022 (section 4.2)
-    instead recompute the whole attention core (``QKᵀ``, softmax, dropout, ``·V``)."""
+    """The ``"matmul-outputs"`` policy (torch's selective checkpoint contexts): every matmul's
+    output (``mm``, ``addmm``, ``bmm``) is saved for backward, the cheap elementwise ops
+    (softmax, GELU, layer norms) are recomputed there. Matmuls hold most of a block's FLOPs, so
+    recomputing the rest costs little time; but saving ``bmm`` keeps the ``T x T`` scores
+    ``QKᵀ``, the very term that ``"selective"`` (Korthikanti et al. 2022, section 4.2, which
+    recomputes the attention core: ``QKᵀ``, softmax, dropout, ``·V``) exists to drop."""
     return CheckpointPolicy.MUST_SAVE if op in MATMULS else CheckpointPolicy.PREFER_RECOMPUTE
 
 

@@ -123,11 +123,11 @@ WRONG = {
                 if clean_steps == growth_interval:
                     return scale * 2.0, 0
                 return scale, clean_steps + 1'''),
-        "my_bytes_per_param": "my_bytes_per_param = 4 + 2 + 8       # AdamW's two averages, not SGD's one buffer",
+        "my_fp16_bytes": "my_fp16_bytes = (4 + 2 + 8) * 257_664   # the tiny model's count, not the small one's",
         "my_flush_threshold": "my_flush_threshold = 2**-24 / 1000   # the smallest subnormal, not where g*S rounds to 0",
     },
     "07_compression": {
-        "my_scale": "my_scale = row.abs().max().item() / 128   # int8 has no +128",
+        "my_changed": "my_changed = 0                         # as if torchao's rule were ours",
         "my_removed": "my_removed = 2 * 96 * (96 + 96)          # forgot fc's biases",
         "my_int8_bytes": ("my_int8_bytes = sum(m.weight.numel() for m in teacher.modules()"
                           " if isinstance(m, torch.nn.Linear))   # forgot the scales"),

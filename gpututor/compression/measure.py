@@ -28,6 +28,20 @@ def serialized_bytes(model: nn.Module) -> int:
     return buffer.tell()
 
 
+def int8_size_bound(model: nn.Module) -> dict[str, float]:
+    """What int8 weights can do to ``model``'s file: ``linear_share``, the share of its parameter
+    bytes held by ``nn.Linear`` weights (a weight tied to an embedding counts as the
+    embedding's: the lookup table stays float), and ``bound``, the file's size relative to now
+    if those weights took 1 byte instead of 4 and everything else stayed (scales not counted)."""
+    embeddings = {m.weight.data_ptr() for m in model.modules() if isinstance(m, nn.Embedding)}
+    linear = {m.weight.data_ptr(): m.weight.numel() * m.weight.element_size()
+              for m in model.modules() if isinstance(m, nn.Linear)
+              and m.weight.data_ptr() not in embeddings}
+    total = sum(p.numel() * p.element_size() for p in model.parameters())   # tied ones once
+    share = sum(linear.values()) / total
+    return {"linear_share": share, "bound": 1 - share + share / 4}
+
+
 def validation_batches(spec, n_batches: int = 4) -> list[tuple[torch.Tensor, torch.Tensor]]:
     """``n_batches`` global batches of ``spec``'s shape from the held-out 10 % of the corpus."""
     return list(batches(spec.replace(steps=n_batches), split_name="val"))

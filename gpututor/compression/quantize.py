@@ -8,16 +8,19 @@ layer computes ``y = (x @ qᵀ) · s + b``. Rounding moves each weight by at mos
 **Production**:
 
 - :func:`quantize_torchao_int8` — torchao's ``quantize_(model, Int8WeightOnlyConfig())``, the
-  path PyTorch points to today. It is the same weight-only, per-channel symmetric scheme (its
-  scale divides by 127.5 and allows -128), storing int8 weights in an ``Int8Tensor``.
+  path PyTorch points to today. The same idea (weight-only, per channel, symmetric), not the
+  same numbers: its scale is ``max|w| / 127.5`` and its codes span [-128, 127], so some weights
+  get another code than here (lesson 07's exercise 1 counts them); it stores them in an
+  ``Int8Tensor``.
   torchao is an optional dependency: ``pip install "gpututor[compress]"``.
 - :func:`quantize_dynamic_int8` — ``torch.ao.quantization.quantize_dynamic``: weights int8 *and*
   activations quantized on the fly, so the matmul itself runs in int8 (fbgemm/onednn kernels,
   CPU only). Deprecated in favour of torchao and due to be removed from torch, but still shipped
   with torch 2.6-2.13; its deprecation warnings are silenced here, and said so in the lesson.
 
-Weights shrink 4× either way; whether inference gets faster depends on the kernel, so the
-lesson measures it (:mod:`gpututor.compression.measure`).
+Linear weights take 1 byte instead of 4 either way (embeddings, norms and biases stay float:
+:func:`gpututor.compression.measure.int8_size_bound`); whether inference gets faster depends on
+the kernel, so the lesson measures it (:mod:`gpututor.compression.measure`).
 """
 from __future__ import annotations
 

@@ -5,7 +5,8 @@ CHECKS_B = {
     # 06 mixed precision, 08 choosing hardware
     "bytes per parameter": "每个参数的字节数",
     # 06 mixed precision (its checkers, gpututor/lessons/precision_exercises.py)
-    "bytes per parameter, bf16 master weights with SGD": "每个参数的字节数（bf16 主权重，SGD 优化器）",
+    "bytes held between steps, fp16 trainer with loss scaling and AdamW":
+        "两步之间保存的字节数（fp16 训练器，带损失缩放，AdamW 优化器）",
     "fp16 flush threshold of a gradient with loss scale 1000":
         "损失缩放因子为 1000 时，梯度在 fp16 中被冲刷为 0 的阈值",
     "section 3's stream": "第 3 节的那串梯度",
@@ -30,7 +31,8 @@ CHECKS_B = {
         "正确：在第 3 节的那串梯度和检查器的 {count} 串梯度（起始缩放因子和增长间隔各不相同）上，"
         "每一步的缩放因子都与 GradScaler 相同。",
     # 07 compression (its checkers, gpututor/lessons/compression_exercises.py)
-    "int8 scale of row 3": "第 3 行的 int8 缩放因子",
+    "weights of row 3 whose int8 code differs under torchao's rule":
+        "第 3 行中按 torchao 的规则得到不同 int8 编码的权重个数",
     "parameters removed with 25% of the MLP neurons": "去掉 25% 的 MLP 神经元时移除的参数个数",
     "bytes of int8 weights and scales": "int8 权重与缩放因子的字节数",
     "a 6x10 weight": "一个 6x10 的权重",

@@ -147,6 +147,11 @@ FIGURES = {
     "validation loss": "验证损失",
     "Validation loss against the fraction of weights pruned": "验证损失随剪枝权重比例的变化",
     "weights pruned (%)": "剪枝的权重（%）",
+    "One Linear's matmul, dense kernel and sparse CSR, against the weights pruned (measured here)":
+        "一个 Linear 层的矩阵乘法：稠密内核与稀疏 CSR，随剪枝权重比例的变化（本机实测）",
+    "dense kernel": "稠密内核",
+    "sparse CSR": "稀疏 CSR",
+    "time per matmul (µs)": "每次矩阵乘法的耗时（µs）",
 
     # ---- titles the English notebooks pass (tests/test_i18n.py finds them there) -----------------
     "2 ranks over 1 rank on an EMULATED link": "模拟链路上 2 个进程相对 1 个进程的加速比",
@@ -156,6 +161,10 @@ FIGURES = {
     "Measured memory of rank 0 by tensor-parallel degree": "进程 0 的实测显存，按张量并行度",
     "Measured memory per rank: one process and three 2-D layouts":
         "每个进程的实测显存：单进程与三种二维布局",
+    "Tensor parallel on 2 ranks over one process, the same batches":
+        "2 个进程上的张量并行相对单进程的加速比，相同的批次",
+    "Plain DDP and PowerSGD: loss per step, the same batches":
+        "普通 DDP 与 PowerSGD：每步的损失，相同的批次",
     "Median step on EMULATED links: compute and waiting": "模拟链路上的单步中位数：计算与等待",
     "Median step on an EMULATED link: compute and waiting": "一条模拟链路上的单步中位数：计算与等待",
     "Median step: compute and all-to-all (measured)": "单步中位数：计算与全对全通信（实测）",

@@ -84,14 +84,15 @@ PRINTS_A = {
         "T = {T} 时：普通注意力保留 {naive_mb:.1f} MB，分块注意力 {tiled_mb:.2f} MB，sdpa {sdpa_mb:.2f} MB",
     "time at T = {T}: tiled / naive = {tiled:.2f}, sdpa / naive = {sdpa:.2f}":
         "T = {T} 时的耗时：分块 / 普通 = {tiled:.2f}，sdpa / 普通 = {sdpa:.2f}",
-    "over no recomputation: selective keeps {selective_less:.0%} less for {selective_ms:+.0f} ms, "
-    "full keeps {full_less:.0%} less for {full_ms:+.0f} ms":
-        "与不重计算相比：选择性重计算少保留 {selective_less:.0%}，耗时变化 {selective_ms:+.0f} ms；"
-        "完全重计算少保留 {full_less:.0%}，耗时变化 {full_ms:+.0f} ms",
-    "here {here_gflops:.0f} GFLOP/s, the A100 {gpu_tflops:.0f} TFLOP/s: PCIe 4.0's {pcie_gbs:.1f} GB/s "
-    "is emulated as {link_mbs:.1f} MB/s":
-        "本机 {here_gflops:.0f} GFLOP/s，A100 {gpu_tflops:.0f} TFLOP/s：PCIe 4.0 的 {pcie_gbs:.1f} GB/s "
-        "被模拟为 {link_mbs:.1f} MB/s",
+    "{policies}: the same gradients as no recomputation":
+        "{policies}：梯度与不重计算时相同",
+    "{policy:>14}: keeps {mb:5.1f} MB for backward ({less:4.0%} less than none), step {ms:4.0f} ms ({extra:+.0f} ms)":
+        "{policy:>14}：为反向保留 {mb:5.1f} MB（比不重计算少 {less:4.0%}），一步 {ms:4.0f} ms（{extra:+.0f} ms）",
+    "here {here_gflops:.1f} GFLOP/s in a training step, the A100 at 40 % {gpu_tflops:.0f} TFLOP/s: "
+    "PCIe 4.0's {pcie_gbs:.1f} GB/s and {us:.0f} us are emulated as {link_mbs:.1f} MB/s and "
+    "{ms:.0f} ms per copy":
+        "本机训练步 {here_gflops:.1f} GFLOP/s，按 40 % 计的 A100 {gpu_tflops:.0f} TFLOP/s："
+        "PCIe 4.0 的 {pcie_gbs:.1f} GB/s 和 {us:.0f} us 被模拟为 {link_mbs:.1f} MB/s、每次拷贝 {ms:.0f} ms",
     "same losses all three ways; per step {to_host_mb:.2f} MB went to the host and "
     "{to_device_mb:.2f} MB back ({per_parameter:.0f} bytes per parameter)":
         "三种方式的损失相同；每步有 {to_host_mb:.2f} MB 传到主机，{to_device_mb:.2f} MB 传回"
@@ -116,8 +117,14 @@ PRINTS_A = {
     "{gpu} (datasheet, bf16): ridge at {ridge_gpu:.0f}":
         "本机：峰值 {peak_gflops:.0f} GFLOP/s，内存带宽 {bandwidth_gbs:.1f} GB/s，脊点在 {ridge_here:.1f} FLOP/byte；"
         "{gpu}（数据手册，bf16）：脊点在 {ridge_gpu:.0f}",
-    "compute-bound here: {n_here} of {n_ops} operators ({ops_here}); on the {gpu}: {n_gpu} ({ops_gpu})":
-        "本机受计算限制的算子：{n_ops} 个中有 {n_here} 个（{ops_here}）；在 {gpu} 上：{n_gpu} 个（{ops_gpu}）",
+    "compute-bound here (fp32): {n_here} of {n_ops} operators ({ops_here}); on the {gpu} in bf16: {n_gpu} ({ops_gpu})":
+        "本机（fp32）受计算限制的：{n_ops} 个算子中有 {n_here} 个（{ops_here}）；在 {gpu} 上（bf16）：{n_gpu} 个（{ops_gpu}）",
+    "the most intense operator, {op}: {fp32:.0f} FLOP/byte in fp32, {bf16:.0f} in bf16, against the {gpu}'s ridge of {ridge_gpu:.0f}":
+        "运算强度最高的算子 {op}：fp32 下 {fp32:.0f} FLOP/byte，bf16 下 {bf16:.0f}，而 {gpu} 的脊点在 {ridge_gpu:.0f}",
+    "{name:>20}: largest loss gap to the row above {gap:.1e}":
+        "{name:>20}：与上一行损失的最大差 {gap:.1e}",
+    "within 1e-4 of the row above (float rounding): {same}; further: {other}":
+        "与上一行相差不超过 1e-4（浮点舍入）：{same}；相差更大：{other}",
     "{name}: largest that fits is {size} ({millions:.2f} M parameters)":
         "{name}：放得下的最大模型是 {size}（{millions:.2f} M 个参数）",
     "{name}: nothing fits": "{name}：什么都放不下",

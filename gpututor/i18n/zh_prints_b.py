@@ -14,11 +14,23 @@ PRINTS_B = {
     "where messages are cheap; section 4 makes the link slower":
         "在这里，DDP 的单步耗时是朴素版本的 {ratio:.2f} 倍：在本机的回环（loopback）上并不更快，"
         "因为在回环上发消息代价很低；第 4 节会把链路变慢",
-    "the A100 computes {ratio:,.0f}x faster than one rank here, so the link is that much slower:":
-        "A100 的计算速度是本机一个进程的 {ratio:,.0f} 倍，所以链路也要慢同样的倍数：",
-    "{name}: {gbps:.0f} GB/s and {us:.0f} us per message -> emulated as {mbps:.2f} MB/s and "
-    "{ms:.1f} ms per message":
-        "{name}：{gbps:.0f} GB/s，每条消息 {us:.0f} us -> 模拟为 {mbps:.2f} MB/s，每条消息 {ms:.1f} ms",
+    "all-reduce here: {small_kb:.0f} KB took {small_us:.0f} us, {large_mb:.1f} MB {large_us:.0f} us: "
+    "{more_bytes:,.0f}x the bytes in {more_time:,.1f}x the time, so at most {bytes_share:.1%} of the "
+    "small one's time was its bytes: it was mostly fixed cost (latency)":
+        "本机的全归约：{small_kb:.0f} KB 用了 {small_us:.0f} us，{large_mb:.1f} MB 用了 {large_us:.0f} us："
+        "字节数是 {more_bytes:,.0f} 倍，时间是 {more_time:,.1f} 倍，所以小消息的耗时中最多 {bytes_share:.1%} "
+        "花在字节上：它主要是固定开销（延迟）",
+    "all-reduce here: {small_kb:.0f} KB took {small_us:.0f} us, {large_mb:.1f} MB {large_us:.0f} us: "
+    "{more_bytes:,.0f}x the bytes in {more_time:,.1f}x the time, so at most {bytes_share:.1%} of the "
+    "small one's time was its bytes: these two sizes cannot tell whether it was mostly fixed cost":
+        "本机的全归约：{small_kb:.0f} KB 用了 {small_us:.0f} us，{large_mb:.1f} MB 用了 {large_us:.0f} us："
+        "字节数是 {more_bytes:,.0f} 倍，时间是 {more_time:,.1f} 倍，所以小消息的耗时中最多 {bytes_share:.1%} "
+        "花在字节上：仅凭这两个大小，无法判断它是否主要是固定开销",
+    "PowerSGD rank 1 all-reduced {mb:.3f} MB per steady step, plain DDP {plain_mb:.2f} MB: "
+    "{ratio:.0f}x fewer bytes":
+        "PowerSGD（秩 1）每个稳定步全归约 {mb:.3f} MB，普通 DDP {plain_mb:.2f} MB：字节数少了 {ratio:.0f} 倍",
+    "over {steps} steps the two losses differed by at most {gap:.4f} (final {loss:.4f} and {plain_loss:.4f})":
+        "{steps} 步中两者的损失最多相差 {gap:.4f}（最终分别为 {loss:.4f} 和 {plain_loss:.4f}）",
     "{name:>34}: {speedup:.2f}x one rank, waiting {waiting:.0%} of each step":
         "{name:>34}：单进程的 {speedup:.2f} 倍，每步有 {waiting:.0%} 的时间在等待",
     "{cores} usable CPU cores here": "本机有 {cores} 个可用的 CPU 核心",
@@ -67,6 +79,26 @@ PRINTS_B = {
         "{label}：进程 0 持有 {params_mb:.2f} MB 参数，{tokens_per_s:,.0f} tokens/s",
     "{name:>36}: {mb:.2f} MB per step, waiting {waiting:.0%} of each step":
         "{name:>36}：每步 {mb:.2f} MB，每步有 {waiting:.0%} 的时间在等待",
+
+    "here tp-dtensor reached {ratio:.2f}x the tokens/s of tp: slower":
+        "在这里，tp-dtensor 的 tokens/s 是 tp 的 {ratio:.2f} 倍：更慢",
+    "here tp-dtensor reached {ratio:.2f}x the tokens/s of tp: not slower":
+        "在这里，tp-dtensor 的 tokens/s 是 tp 的 {ratio:.2f} 倍：并不更慢",
+    "the reference, an {gpu} at {share:.0%} of its {precision} peak, computes {ratio:,.0f}x "
+    "faster than one rank here":
+        "参考系统（{gpu}，按其 {precision} 峰值的 {share:.0%} 计）的计算速度是本机一个进程的 {ratio:,.0f} 倍",
+    "{name} ({link}): {gbps:g} GB/s and {us:.0f} us per message -> emulated as "
+    "{mbps:.2f} MB/s and {ms:.0f} ms per message":
+        "{name}（{link}）：{gbps:g} GB/s，每条消息 {us:.0f} us -> 模拟为 {mbps:.2f} MB/s，每条消息 {ms:.0f} ms",
+    "{name}: one {mb:.2f} MB all-reduce takes {ms:.0f} ms emulated, {share:.0%} of it latency":
+        "{name}：一次 {mb:.2f} MB 的全归约模拟耗时 {ms:.0f} ms，其中 {share:.0%} 是延迟",
+    "these {n} runs took {seconds:.0f} s here": "这 {n} 次运行在本机共用了 {seconds:.0f} s",
+    "{name}: tensor parallel waited {tp:.0%} of its step, data parallel {dp:.0%}: tensor "
+    "parallel waited more":
+        "{name}：张量并行每步有 {tp:.0%} 的时间在等待，数据并行 {dp:.0%}：张量并行等得更久",
+    "{name}: tensor parallel waited {tp:.0%} of its step, data parallel {dp:.0%}: tensor "
+    "parallel did not wait more":
+        "{name}：张量并行每步有 {tp:.0%} 的时间在等待，数据并行 {dp:.0%}：张量并行并没有等得更久",
 
     # ---- 05 pipeline parallel -------------------------------------------------------------------
     "stage {s}: embeddings, blocks {blocks}: {n:,} parameters":
@@ -119,6 +151,11 @@ PRINTS_B = {
     "peak memory: fp32 {fp32_mb:.1f} MB, bf16 {bf16_mb:.1f} MB":
         "峰值显存：fp32 {fp32_mb:.1f} MB，bf16 {bf16_mb:.1f} MB",
     "largest loss gap over {steps} steps: {gap:.1e}": "{steps} 步中最大的损失差距：{gap:.1e}",
+    "{category}: bf16 / fp32 = {ratio:.2f}": "{category}：bf16 / fp32 = {ratio:.2f}",
+    "parameters, gradients and optimizer state: the same bytes in both runs (autocast leaves them in fp32)":
+        "参数、梯度和优化器状态：两次运行的字节数相同（autocast 让它们保持 fp32）",
+    "parameters, gradients or optimizer state differ between the two runs: read the ratios above":
+        "两次运行的参数、梯度或优化器状态不同：请看上面的比值",
     "activations: bf16 / fp32 = {ratio:.2f} (0.50 would mean every kept tensor was bf16)":
         "激活值：bf16 / fp32 = {ratio:.2f}（0.50 意味着保留的每个张量都是 bf16）",
     "CPU matrix instructions found: {features}": "找到的 CPU 矩阵指令：{features}",
@@ -131,6 +168,19 @@ PRINTS_B = {
     'torchao is not installed here: pip install "gpututor[compress]" adds its variant':
         '本机没有安装 torchao：pip install "gpututor[compress]" 会加上它的那个变体',
     "{name:28} {mb:5.2f} MB, validation loss {loss:.4f}": "{name:28} {mb:5.2f} MB，验证损失 {loss:.4f}",
+    "Linear weights (the head's tied copy counted as the embedding's) hold {share:.0%} of the teacher's bytes: "
+    "with them in 1 byte and the rest fp32, the file could shrink at best to {bound:.2f}x (4x smaller would be 0.25x), "
+    "plus the scales and, where a variant makes one, an int8 copy of the tied head":
+        "Linear 权重（与嵌入绑定的输出层算作嵌入的）占教师模型字节数的 {share:.0%}：它们变成 1 字节、其余保持 fp32 时，"
+        "文件最多缩小到 {bound:.2f}x（缩小 4 倍是 0.25x），另加缩放因子，以及某些变体为绑定的输出层另做的一份 int8 副本",
+    "{name:28} file {ratio:.2f}x the fp32 one": "{name:28} 文件是 fp32 的 {ratio:.2f}x",
+    "sparse CSR was faster than the dense kernel at: {where} pruned":
+        "稀疏 CSR 比稠密内核快的剪枝比例：{where}",
+    "sparse CSR was slower than the dense kernel at every sparsity measured":
+        "在测量的每个稀疏度下，稀疏 CSR 都比稠密内核慢",
+    "{name}: file {ratio:.3f}x the unpruned one: zeros are stored like any other number":
+        "{name}：文件是未剪枝的 {ratio:.3f}x：零值像其他数字一样被存储",
+    "{name}: file {ratio:.3f}x the unpruned one": "{name}：文件是未剪枝的 {ratio:.3f}x",
     "{s:4.0%} pruned: validation loss {loss:.3f}": "剪枝 {s:4.0%}：验证损失 {loss:.3f}",
     "{s:.0%}: sparsity reached {sparsity:.2%}, validation loss {before:.3f} -> {after:.3f} "
     "after {steps} steps":

@@ -81,6 +81,10 @@ UI = {
     "speedup over one rank (tokens/s, same model and global batch)":
         "相对单进程的加速比（tokens/s，相同模型与全局批大小）",
     "ranks (world size)": "进程数（world size）",
+    "weak scaling, {batch} sequences per rank": "弱扩展，每个进程 {batch} 条序列",
+    "Weak scaling: tokens/s over one rank, the same batch per rank":
+        "弱扩展：相对单进程的 tokens/s，每个进程的批次相同",
+    "tokens/s over one rank": "相对单进程的 tokens/s",
     "speedup": "加速比",
     "the 1-rank run ran on {there}, this one on {here}; a speedup across kinds of device would "
     "compare the devices, not the parallelism, so none is given (pin both: RunSpec.pin_device)":

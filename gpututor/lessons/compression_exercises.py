@@ -2,8 +2,9 @@
 (the trained teacher, the quantized models) and derives what it expects, so the notebook shows
 only the call. ``...`` means "not answered yet".
 
-- :func:`check_row_scale`: the int8 scale of one row of the teacher's first attention weight
-  (the from-scratch rule ``max|w| / 127``, applied by the package).
+- :func:`check_torchao_changes`: how many weights of one row of the teacher's first attention
+  weight get another int8 code under torchao's rule (``max|w| / 127.5``, [-128, 127]) than
+  under the from-scratch one (``max|w| / 127``, [-127, 127]).
 - :func:`check_removed_parameters`: the parameters the teacher loses when a share of each MLP's
   hidden neurons is removed (counted on the model ``prune.shrink_mlps`` builds).
 - :func:`check_int8_bytes`: the bytes of the from-scratch int8 model's weights and scales
@@ -30,15 +31,23 @@ from .guards import RefusedAttributes, RefusedWhileRunning, called_the_reference
 
 # ---- exercises 1-3: numbers of the lesson's own models ----------------------------------------
 
-def check_row_scale(answer, teacher: nn.Module, row: int = 3) -> None:
-    """The int8 scale of row ``row`` of ``teacher.blocks[0].attn.qkv.weight``, by the
-    from-scratch rule (per output row, symmetric, 127 levels each way)."""
-    what = f"int8 scale of row {row}"
+def torchao_rule_codes(w: torch.Tensor) -> torch.Tensor:
+    """int8 codes of one row by torchao's symmetric int8 rule: ``max|w| / 127.5``, round half to
+    even, clamp to [-128, 127] (torchao's ``choose_qparams_affine``, ``MappingType.SYMMETRIC``)."""
+    w = w.detach().float()
+    return torch.clamp(torch.round(w / (w.abs().max() / 127.5)), -128, 127)
+
+
+def check_torchao_changes(answer, teacher: nn.Module, row: int = 3) -> None:
+    """How many weights of row ``row`` of ``teacher.blocks[0].attn.qkv.weight`` get a different
+    int8 code under torchao's rule than under the from-scratch rule (both by their formula)."""
+    what = f"weights of row {row} whose int8 code differs under torchao's rule"
     if answer is ...:
         return check_answer(answer, None, what)
-    weight = teacher.blocks[0].attn.qkv.weight
-    check_answer(answer, quantize.symmetric_scale(weight)[row].item(), what, rel_tol=1e-4,
-                 source="formula")
+    w = teacher.blocks[0].attn.qkv.weight[row]
+    ours, _ = quantize.quantize_per_channel(w[None])
+    changed = int((ours[0].float() != torchao_rule_codes(w)).sum())
+    check_answer(answer, changed, what, rel_tol=0, source="formula")
 
 
 def check_removed_parameters(answer, teacher: nn.Module, share: float = 0.25) -> None:

@@ -18,12 +18,12 @@ from ..data import batches
 from ..formulas import RECOMPUTE
 from ..measure.capacity import CapacityGuard, DeviceOutOfMemory
 from ..measure.memory import LiveBytesProbe
-from ..models import build_model, count_parameters
+from ..models import MODEL_ONLY_RECOMPUTE, build_model, count_parameters
 from ..precision.adam8bit import Adam8bit, state_bytes_per_param
 from ..precision.offload import OffloadedAdam
 
 
-def recomputation_costs(spec, policies=RECOMPUTE, repeats: int = 3) -> list[dict]:
+def recomputation_costs(spec, policies=RECOMPUTE + MODEL_ONLY_RECOMPUTE, repeats: int = 3) -> list[dict]:
     """Per policy: what forward left for backward (bytes, probed), the step's time (fastest of
     ``repeats``, interleaved) and its gradients, which must not depend on the policy."""
     x, y = next(iter(batches(spec)))
@@ -145,6 +145,14 @@ def before_and_after(spec, configs=BEFORE_AND_AFTER, steps: int = 6) -> list[dic
             for r in runs]
 
 
+def loss_gaps(rows: list[dict]) -> dict[str, float]:
+    """Per :func:`before_and_after` row after the first: the largest ``|loss - the row above's
+    loss|`` over the timed steps. Each row adds one lever to the row above it
+    (:data:`BEFORE_AND_AFTER`), so this is how far that one lever moved what was learned."""
+    return {row["name"]: max(abs(a - b) for a, b in zip(row["losses"], above["losses"]))
+            for above, row in zip(rows, rows[1:])}
+
+
 MEMORY_LEVERS = (Levers("as in lesson 01"),
                  Levers("SDPA + 8-bit Adam + full recomputation", attention="sdpa",
                         optimizer="adam8bit", recompute="full"))
@@ -152,7 +160,8 @@ MEMORY_LEVERS = (Levers("as in lesson 01"),
 
 def largest_that_fits(spec, capacity: int, configs=MEMORY_LEVERS, sizes=None) -> list[dict]:
     """For each configuration and model size (smallest first): does one training step fit in
-    ``capacity`` bytes, enforced by :class:`CapacityGuard` as a GPU's allocator would? Rows
+    ``capacity`` bytes of live tensors, enforced by :class:`CapacityGuard` (which counts tensor
+    storages, not a GPU allocator's rounding, fragmentation or workspaces)? Rows
     ``{"name", "model_size", "parameters", "fits", "peak_bytes"}`` (``peak_bytes``: the step's
     peak when it fits, else what it tried to hold when it failed)."""
     sizes = sizes or tuple(MODEL_SIZES[spec.model])
@@ -174,23 +183,25 @@ def largest_that_fits(spec, capacity: int, configs=MEMORY_LEVERS, sizes=None) ->
 
 # ---- offload: optimizer state in host memory --------------------------------------------------
 
-def offload_costs(spec, link_bytes_per_s: float | None = None) -> dict:
+def offload_costs(spec, link=None) -> dict:
     """``torch.optim.Adam`` on the device against :class:`OffloadedAdam`, trained side by side
-    for ``spec.steps`` steps on the same batches, and, if ``link_bytes_per_s`` is given, an
-    ``OffloadedAdam`` whose copies are each delayed to take ``bytes / link_bytes_per_s``: an
-    emulated host link (the delay is a sleep, reported as ``emulated_s``, never as measured).
+    for ``spec.steps`` steps on the same batches, and, if ``link`` (a
+    ``parallel.link.EmulatedLink``, e.g. ``scaled_link("pcie4", here)``) is given, an
+    ``OffloadedAdam`` whose copies are each delayed to take ``link.send_seconds(bytes)``
+    (α + bytes/β): an emulated host link (the delay is a sleep, reported as ``emulated_s``,
+    never as measured).
 
     Per way: ``losses``, ``step_s`` (median full step), ``bytes_per_step`` (to the host and to
     the device) and ``emulated_s`` (sleep added per step)."""
     slept = []                                 # seconds the emulated link added, per copy
 
     def over_the_link(nbytes: int, direction: str) -> None:
-        slept.append(nbytes / link_bytes_per_s)
+        slept.append(link.send_seconds(nbytes))
         time.sleep(slept[-1])
 
     ways = {"Adam on the device": lambda p: torch.optim.Adam(p, lr=spec.lr),
             "Adam offloaded to the host": lambda p: OffloadedAdam(p, lr=spec.lr)}
-    if link_bytes_per_s is not None:
+    if link is not None:
         ways["offloaded, emulated link"] = lambda p: OffloadedAdam(p, lr=spec.lr,
                                                                   on_transfer=over_the_link)
     runs = {}

@@ -6,9 +6,9 @@ yet".
   ``torch.amp.GradScaler`` on the lesson's gradient stream and on streams the learner does not
   choose (other start scales and growth intervals), with the package's scaler and GradScaler's
   own update refused while it runs.
-- :func:`check_bytes_per_param`: bytes per parameter that the from-scratch bf16 trainer holds
-  between steps with SGD (momentum) instead of the lesson's AdamW, measured by the checker on
-  the lesson's tiny spec.
+- :func:`check_fp16_trainer_bytes`: the bytes the from-scratch fp16 trainer (loss scaling,
+  AdamW) holds between steps on the lesson's small GPT, whose parameters the lesson never
+  counts, measured by the checker on a one-step run.
 - :func:`check_flush_threshold`: below what magnitude a true gradient becomes 0 in fp16 with a
   static loss scale (fp16's smallest subnormal, from ``format_table``, and round-to-nearest).
 """
@@ -121,27 +121,24 @@ def check_loss_scaler(update_rule, gradients: list[float], init_scale: float = 2
              count=len(STREAMS)))
 
 
-# ---- exercise 2: bytes per parameter with another optimizer ------------------------------------
+# ---- exercise 2: what the fp16 trainer holds, on a model the lesson did not count -----------------
 
-OPTIMIZER_NAMES = {"sgd": "SGD", "adamw": "AdamW"}
-
-
-def measured_bytes_per_param(spec, dtype: str = "bf16", optimizer: str = "sgd") -> float:
-    """Bytes per parameter that :class:`MasterWeightsTrainer` holds after one step of ``spec``'s
-    model and data, in ``dtype`` with ``optimizer`` (momentum buffers appear at the first step)."""
-    one_step = spec.replace(steps=1, optimizer=optimizer)
-    run = train_master_weights(one_step, dtype)
-    n_params = sum(p.numel() for p in build_model(one_step).parameters())
-    return sum(run.memory.values()) / n_params
+def fp16_trainer_bytes(spec) -> int:
+    """Bytes :class:`MasterWeightsTrainer` holds between steps after one fp16 step with a
+    dynamic loss scaler and AdamW on ``spec``'s model (a short batch: what is held between
+    steps does not depend on it)."""
+    one_step = spec.replace(steps=1, optimizer="adamw", batch_size=2, seq_len=16, grad_accum=1)
+    run = train_master_weights(one_step, "fp16", DynamicLossScaler())
+    return sum(run.memory.values())
 
 
-def check_bytes_per_param(answer, spec, optimizer: str = "sgd") -> None:
-    """Bytes per parameter held between steps by the from-scratch bf16 trainer with
-    ``optimizer`` (SGD with momentum 0.9 by default), measured here on ``spec``'s model."""
-    what = f"bytes per parameter, bf16 master weights with {OPTIMIZER_NAMES[optimizer]}"
+def check_fp16_trainer_bytes(answer, spec) -> None:
+    """Bytes held between steps by section 4's fp16 trainer with loss scaling and AdamW, on
+    ``spec``'s model (the small GPT, whose parameters the lesson never counts), measured."""
+    what = "bytes held between steps, fp16 trainer with loss scaling and AdamW"
     if answer is ...:   # not answered: no need to train
         return check_answer(answer, None, what)
-    check_answer(answer, measured_bytes_per_param(spec, "bf16", optimizer), what, rel_tol=0.01)
+    check_answer(answer, fp16_trainer_bytes(spec), what, rel_tol=0.01)
 
 
 # ---- exercise 3: where fp16 flushes a scaled gradient to zero -----------------------------------

@@ -32,6 +32,7 @@ import torch.nn.functional as F
 from .. import checks
 from ..catalog import get_gpu
 from ..config import torch_dtype
+from ..formulas import bytes_per_value
 from ..models import MLP, build_model
 from .matmul import matmul_flops
 from .timing import seconds_per_call
@@ -110,9 +111,10 @@ def operator_costs(spec, threads: int = 1, repeats: int = 3, min_time_s: float =
                    ) -> list[dict]:
     """The main forward operators of ``spec``'s model, each timed alone on its forward shapes.
 
-    One row per operator: ``op``, ``shape`` (its input's), ``flops``, ``bytes`` (the least
-    traffic: every input read once, every output written once, weights included),
-    ``intensity`` (FLOP/byte), ``seconds`` (one call, best of ``repeats`` rounds) and
+    One row per operator: ``op``, ``shape`` (its input's), ``flops``, ``elements`` (the least
+    traffic: every input read once, every output written once, weights included), ``bytes``
+    (those elements in ``spec.precision``), ``intensity`` (FLOP/byte; :func:`intensity_in`
+    gives it for elements of another size), ``seconds`` (one call, best of ``repeats`` rounds) and
     ``flops_per_s``. The micro-batch is ``spec.batch_size // spec.grad_accum`` sequences of
     ``spec.seq_len`` tokens, in ``spec.precision``, on ``spec.resolved_device()``.
     """
@@ -126,10 +128,22 @@ def operator_costs(spec, threads: int = 1, repeats: int = 3, min_time_s: float =
         for op, shape, flops, nbytes, call in _operators(model, spec.batch_size // spec.grad_accum,
                                                          spec.seq_len, device, dtype):
             seconds = _best_seconds(call, device, threads, repeats, min_time_s)
-            rows.append({"op": op, "shape": shape, "flops": flops, "bytes": nbytes,
+            rows.append({"op": op, "shape": shape, "flops": flops,
+                         "elements": nbytes // _element_size(dtype), "bytes": nbytes,
                          "intensity": flops / nbytes, "seconds": seconds,
                          "flops_per_s": flops / seconds})
     return rows
+
+
+def intensity_in(row: dict, precision: str) -> float:
+    """An :func:`operator_costs` row's FLOPs per byte were its elements ``precision`` numbers
+    (in bf16 every element is 2 bytes, so an fp32 row's intensity doubles): the intensity to
+    place against a roof drawn for that precision."""
+    return row["flops"] / (row["elements"] * bytes_per_value(precision))
+
+
+def _element_size(dtype: torch.dtype) -> int:
+    return torch.tensor([], dtype=dtype).element_size()
 
 
 def catalog_roofs(names: Iterable[str] = ("A100-80GB", "H100-80GB"), precision: str = "bf16"
@@ -152,7 +166,7 @@ def catalog_roofs(names: Iterable[str] = ("A100-80GB", "H100-80GB"), precision: 
 def _operators(model: nn.Module, batch: int, seq_len: int, device: torch.device,
                dtype: torch.dtype):
     """``(op, input shape, FLOPs, bytes, call)`` for each main operator of ``model``."""
-    size = torch.tensor([], dtype=dtype).element_size()
+    size = _element_size(dtype)
 
     randn = partial(torch.randn, device=device, dtype=dtype)
     seen = set()

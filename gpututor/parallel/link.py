@@ -11,6 +11,15 @@ collective communication operations in MPICH"):
 
 Measured numbers stay measured: the record's ``comm_busy_s`` is the real time plus exactly this
 delay, and ``emulated_comm_s`` says how much of it was added. Plots label such runs "emulated".
+
+**One scaling rule for every lesson** (01b's offload link, 02's and 04's collectives):
+:func:`scaled_link` takes a link of the catalogue (``gpututor.catalog.LINKS``: its bandwidth and
+latency, one home) and stretches *both* by the ratio of the reference system's achieved FLOP/s
+(:data:`REFERENCE`, :func:`reference_flops`) to the FLOP/s one rank of *this* machine achieved
+in a real training step of the lesson's model (a 1-rank run's ``achieved_flops``: achieved
+against achieved, never a peak against an achieved rate). A byte and a message then cost as many
+FLOPs here as they do there, so small (latency-bound) and large (bandwidth-bound) messages keep
+their real weight against compute.
 """
 from __future__ import annotations
 
@@ -19,7 +28,14 @@ from dataclasses import dataclass
 
 import torch
 
-from ..formulas import ring_allreduce_seconds
+from ..catalog import get_gpu, get_link
+from ..formulas import collective_seconds, ring_allreduce_seconds
+
+# The real system an emulated link stands for: an A100 at 40 % of its bf16 peak (datasheet
+# peak: gpututor.catalog). 40 % is this project's assumption of a well-tuned large training run:
+# PaLM reports 46.2 % MFU (Chowdhery et al. 2022, Table 3) and Megatron-LM 52 % of the A100's
+# peak on 3072 GPUs (Narayanan et al. 2021, abstract and §5.1).
+REFERENCE = {"gpu": "A100-80GB", "precision": "bf16", "fraction_of_peak": 0.4}
 
 
 @dataclass(frozen=True)
@@ -38,6 +54,14 @@ class EmulatedLink:
         """Ring all-reduce time: n-1 reduce-scatter steps and n-1 all-gather steps
         (``gpututor.formulas.ring_allreduce_seconds``)."""
         return ring_allreduce_seconds(nbytes, world, self.bandwidth, self.latency)
+
+    def send_seconds(self, nbytes: int) -> float:
+        """One point-to-point message of ``nbytes``: ``α + S/β``."""
+        return collective_seconds("send", nbytes, 2, self.bandwidth, self.latency)
+
+    def options(self) -> tuple:
+        """The ``RunSpec.options`` that make a run's collectives wait for this link."""
+        return (("link_gbps", self.bandwidth / 1e9), ("link_latency_us", self.latency * 1e6))
 
     def delay_allreduce(self, nbytes: int, world: int, meter, device=None) -> None:
         """Once the all-reduce just issued on ``device`` has really completed, sleep as long as
@@ -81,3 +105,20 @@ def equivalent_latency(device_flops: float, latency_s: float, here_flops: float)
     real device: time stretches by device/here (the inverse of the bandwidth's scaling), so a
     latency-bound message weighs as much against compute here as it does there."""
     return latency_s * device_flops / here_flops
+
+
+def reference_flops() -> float:
+    """The achieved FLOP/s of :data:`REFERENCE`: its datasheet peak times the fraction."""
+    return get_gpu(REFERENCE["gpu"]).peak(REFERENCE["precision"]) * REFERENCE["fraction_of_peak"]
+
+
+def scaled_link(name: str, here_flops: float) -> EmulatedLink:
+    """The catalogue's link ``name`` as this machine should feel it: bandwidth divided and latency
+    multiplied by ``reference_flops() / here_flops`` (``here_flops``: the FLOP/s one rank here
+    achieved in a training step, e.g. a 1-rank run's ``achieved_flops``)."""
+    if not here_flops or here_flops <= 0:
+        raise ValueError(f"here_flops={here_flops!r} is invalid: allowed is the FLOP/s a rank here "
+                         "achieved (> 0), e.g. a 1-rank run's summary['achieved_flops']")
+    real, reference = get_link(name), reference_flops()
+    return EmulatedLink(equivalent_bandwidth(reference, real.bandwidth, here_flops),
+                        equivalent_latency(reference, real.latency, here_flops))

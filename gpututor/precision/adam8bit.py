@@ -1,5 +1,5 @@
-"""Adam with 8-bit optimizer state, from scratch (block-wise quantization, after Dettmers et al.
-2022, "8-bit Optimizers via Block-wise Quantization").
+"""Adam with 8-bit optimizer state, from scratch: a simpler variant of block-wise quantization
+(Dettmers et al. 2022, "8-bit Optimizers via Block-wise Quantization").
 
 fp32 Adam keeps two numbers per parameter, the running mean ``m`` of the gradient and the running
 mean ``v`` of its square: 8 bytes. Here each state tensor is cut into blocks of ``block`` numbers,
@@ -7,13 +7,19 @@ and each block is stored as one byte per number plus one fp32 scale (its largest
 
 - ``m`` (signed) as int8: ``q = round(m / absmax · 127)``;
 - ``v`` (never negative, spanning many orders of magnitude) through its square root, as uint8:
-  ``q = round(√v / max√v · 255)``. The square root halves the range in orders of magnitude, and
-  it is what the update divides by anyway.
+  ``q = round(√v / max√v · 255)``, and never below 1. The square root halves the range in
+  orders of magnitude, and it is what the update divides by anyway. The floor of 1 matters: a
+  linear code rounds a √v below half a level to 0, the update's denominator then falls to
+  ``eps`` and that parameter takes a step of about ``lr · m / eps``. Code 1 then stands for
+  everything below 1.5 levels, so a √v below half a level is stored too large, never as 0: the
+  step it gets is smaller than Adam's, not one of ``lr · m / eps``.
 
 With ``block=64`` that is ``2 + 8/64 = 2.125`` bytes per parameter instead of 8. Each step
 dequantizes a tensor's state, does the ordinary Adam update in fp32, and quantizes again.
-(Dettmers et al. use a non-linear "dynamic" 8-bit code instead of the linear one here; the
-linear code is the simplest that shows the mechanism and the bytes.) ``quantize=False`` keeps
+Where this differs from Dettmers et al. 2022 (section 2): they use blocks of 2048, a non-linear
+"dynamic" 8-bit code (dynamic tree quantization, fine steps near 0 and coarse ones far from it)
+and store ``v`` itself; here blocks are 64, the code is linear and ``v`` is stored as √v. The
+linear code is the simplest that shows the mechanism and the bytes. ``quantize=False`` keeps
 the same code path in fp32, and equals ``torch.optim.Adam``: the tests check both.
 """
 from __future__ import annotations
@@ -24,13 +30,16 @@ import torch
 
 
 def quantize_blocks(x: torch.Tensor, block: int, signed: bool) -> tuple[torch.Tensor, torch.Tensor]:
-    """``x`` (flat) as 8-bit codes and one fp32 scale per block of ``block`` numbers."""
+    """``x`` (flat) as 8-bit codes and one fp32 scale per block of ``block`` numbers. Unsigned
+    codes (for √v, never negative) are at least 1, so nothing is stored as 0."""
     n = x.numel()
     pad = (-n) % block
     blocks = torch.nn.functional.pad(x.reshape(-1), (0, pad)).view(-1, block)
     scale = blocks.abs().amax(dim=1).clamp_min(torch.finfo(torch.float32).tiny)
     levels = 127 if signed else 255
     codes = torch.round(blocks / scale[:, None] * levels)
+    if not signed:
+        codes = codes.clamp_min(1)   # never 0: see the module's docstring
     return codes.to(torch.int8 if signed else torch.uint8), scale
 
 

@@ -15,7 +15,9 @@ from .. import checks
 
 
 class DynamicLossScaler:
-    """Loss scaling with the update rule of ``torch.amp.GradScaler`` (same defaults).
+    """Loss scaling with the update rule of ``torch.amp.GradScaler`` and its defaults: start at
+    2¹⁶, ×2 after 2000 clean steps in a row, ×0.5 on an overflow
+    (https://pytorch.org/docs/stable/amp.html#torch.amp.GradScaler).
 
     Each step: backward on ``scale_loss(loss)``; ``unscale_(grads)`` divides the gradients by
     the scale and says whether any is inf/nan; the caller skips the optimizer step if so; then

@@ -47,7 +47,11 @@ def check_machine(spec, gpus: int | None = None) -> str:
                              f"most {free} ranks per machine, or device='auto'/'cpu'")
     device = spec.resolved_device()
     if spec.precision == "fp16" and device != "cuda":
-        raise ValueError("precision='fp16' is invalid on CPU: fp16 is a GPU format; "
+        # not a format question (torch computes fp16 on CPU, and lesson 06 trains in it with
+        # GradScaler("cpu")): most CPUs have no fp16 arithmetic, so a run would time emulation
+        raise ValueError("precision='fp16' is invalid on CPU: most CPUs have no fp16 "
+                         "arithmetic, so PyTorch emulates it, many times slower than fp32, and a "
+                         "run would measure the emulation (lesson 06 measures this CPU's rate); "
                          "allowed here: 'fp32' or 'bf16'")
     strategy = STRATEGIES.get(spec.strategy)   # (a task run may name none of them)
     if strategy is not None:

@@ -1,7 +1,9 @@
 """The summary of a training run: one JSON-ready dict made from every rank's step records.
 
 Throughput and times are medians over steady steps (after ``warmup_steps``, and without the two
-steps slowed down by counting FLOPs and probing memory). What a run did not measure is None.
+steps slowed down by counting FLOPs and probing memory). What a run did not measure is None: a
+run too short to have a steady step (with the defaults, fewer than 4 steps) has no steady
+figures, rather than figures that mix in the warm-up and the measuring steps.
 """
 from __future__ import annotations
 
@@ -18,7 +20,7 @@ def summarize(spec, records: list[dict], status: str = "finished") -> dict:
     # steady state: after warm-up, and not the steps slowed down by counting FLOPs or memory
     first = steps[0] if steps else 0  # > 0 for a run resumed from a checkpoint
     steady = [s for s in complete if s >= first + spec.warmup_steps
-              and not any(r.get("probe") for r in by_step[s])] or complete
+              and not any(r.get("probe") for r in by_step[s])]   # may be empty: then None
     step_times = [max(r["step_time_s"] for r in by_step[s]) for s in steady]
     tokens = spec.batch_size * spec.seq_len
     per_rank = lambda key: [max((r[key] for r in records

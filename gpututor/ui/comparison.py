@@ -10,7 +10,7 @@ import plotly.graph_objects as go
 
 from ..i18n import tr
 from .live_figure import LiveFigure
-from .series import comparison_key, speedup_rows
+from .series import comparison_key, speedup_rows, weak_scaling
 
 
 def speedup_figure(rows: list[dict]) -> go.Figure:
@@ -31,6 +31,26 @@ def speedup_figure(rows: list[dict]) -> go.Figure:
     fig.update_layout(title=tr("speedup over one rank (tokens/s, same model and global batch)"),
                       xaxis=dict(title=tr("ranks (world size)"), dtick=1),
                       yaxis=dict(title=tr("speedup"), rangemode="tozero"), height=360)
+    return fig
+
+
+def weak_scaling_figure(run: dict, one_rank: dict) -> go.Figure:
+    """Weak scaling on a chart of its own: ``run`` on N ranks against ``one_rank`` with the same
+    batch per rank (:func:`~gpututor.ui.series.weak_scaling`), as tokens/s over one rank, with
+    the ideal y = x. A run without measured throughput draws the ideal only."""
+    w = weak_scaling(run, one_rank)
+    n = w["world_size"]
+    fig = go.Figure(go.Scatter(x=[1, n], y=[1, n], mode="lines", name=tr("ideal (N ranks = N×)"),
+                               line=dict(dash="dash", color="gray")))
+    if w["throughput_ratio"] is not None:
+        fig.add_scatter(x=[1, n], y=[1.0, w["throughput_ratio"]], mode="lines+markers+text",
+                        name=tr("weak scaling, {batch} sequences per rank",
+                                batch=w["per_rank_batch"]), textposition="top center",
+                        text=["1.00×", f"{w['throughput_ratio']:.2f}×"])
+    fig.update_layout(title=tr("Weak scaling: tokens/s over one rank, the same batch per rank"),
+                      xaxis=dict(title=tr("ranks (world size)"), dtick=1),
+                      yaxis=dict(title=tr("tokens/s over one rank"), rangemode="tozero"),
+                      height=360)
     return fig
 
 

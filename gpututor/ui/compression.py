@@ -43,3 +43,17 @@ def sparsity_figure(sparsities: list[float], curves: dict[str, list[float]],
     fig.update_layout(title=tr(title), xaxis_title=tr("weights pruned (%)"), yaxis_title=tr("loss"),
                       template="plotly_white", height=360, margin=dict(l=60, r=20, t=80, b=50))
     return fig
+
+
+def sparse_timing_figure(rows: list[dict], title: str = "One Linear's matmul, dense kernel and "
+                         "sparse CSR, against the weights pruned (measured here)") -> go.Figure:
+    """Two lines, microseconds against the share of zeros: ``rows`` of ``{"sparsity", "dense",
+    "sparse_csr"}`` (seconds, from :func:`gpututor.compression.prune.matmul_seconds`)."""
+    fig = go.Figure()
+    x = [r["sparsity"] * 100 for r in rows]
+    for key, label in (("dense", "dense kernel"), ("sparse_csr", "sparse CSR")):
+        fig.add_scatter(x=x, y=[r[key] * 1e6 for r in rows], mode="lines+markers", name=tr(label))
+    fig.update_layout(title=tr(title), xaxis_title=tr("weights pruned (%)"),
+                      yaxis_title=tr("time per matmul (µs)"), template="plotly_white", height=360,
+                      margin=dict(l=60, r=20, t=80, b=50))
+    return fig

@@ -15,7 +15,7 @@ from gpututor.compression import measure, quantize
 from gpututor.compression import prune as pruning
 from gpututor.compression.distill import distillation_loss
 from gpututor.lessons.compression import launch_distillation
-from gpututor.ui.compression import tradeoff_figure
+from gpututor.ui.compression import sparse_timing_figure, tradeoff_figure
 
 
 def small_model():
@@ -42,6 +42,27 @@ def test_int8_rounding_error_is_at_most_half_a_scale_step():
 
 @pytest.mark.skipif(not hasattr(torch, "quantize_per_channel"), reason="removed from torch")
 @pytest.mark.filterwarnings("ignore:.*deprecated:UserWarning")
+def test_the_int8_size_bound_counts_linear_weights_once_and_leaves_the_tied_head_out():
+    model = small_model()
+    bound = measure.int8_size_bound(model)
+    linears = [m for m in model.modules() if isinstance(m, nn.Linear) and m is not model.head]
+    weights = sum(m.weight.numel() for m in linears)
+    total = sum(p.numel() for p in model.parameters())   # the tied head once
+    assert bound["linear_share"] == pytest.approx(weights / total)
+    assert bound["bound"] == pytest.approx(1 - 0.75 * weights / total)
+    # the files measured: within the bound's reach (plus scales and, for scratch, the head's copy)
+    fp32 = measure.serialized_bytes(model)
+    for q in (quantize.quantize_dynamic_int8(model), quantize.quantize_linears(model)):
+        assert measure.serialized_bytes(q) / fp32 >= bound["bound"]
+
+
+def test_sparse_timing_figure_draws_both_kernels():
+    rows = [{"sparsity": s, "dense": 1e-4, "sparse_csr": 2e-4 * (1 - s)} for s in (0.0, 0.5, 0.9)]
+    fig = sparse_timing_figure(rows)
+    assert [list(t.x) for t in fig.data] == [[0.0, 50.0, 90.0]] * 2
+    assert list(fig.data[1].y) == pytest.approx([200.0, 100.0, 20.0])
+
+
 def test_scratch_int8_equals_torch_quantize_per_channel_with_the_same_scales():
     torch.manual_seed(1)
     w = torch.randn(32, 16)

@@ -9,7 +9,7 @@ from gpututor import RunSpec
 from gpututor.lessons import compiled as compiled_mod
 from gpututor.lessons.compiled import (CompilerMissing, compile_costs, compiler_for, fused_ops,
                                        kernels_in, require_compiler)
-from gpututor.lessons.one_device import Levers, before_and_after, largest_that_fits
+from gpututor.lessons.one_device import Levers, before_and_after, largest_that_fits, loss_gaps
 
 # the spec lesson 01b compiles: the same graph here and there, so Inductor's cache serves the second
 LESSON_SPEC = RunSpec(model="gpt", model_size="small", attention="sdpa", batch_size=16,
@@ -70,6 +70,10 @@ def test_levers_train_the_same_model():
                                rtol=0, atol=0.05)
     assert base["peak_bytes"] > sdpa["peak_bytes"] > eight["peak_bytes"] > 0
     assert all(r["tokens_per_s"] > 0 for r in rows)
+    gaps = loss_gaps(rows)   # what lesson 01b prints: each row's largest loss gap to the row above
+    assert list(gaps) == ["sdpa", "selective", "8-bit"]
+    assert gaps["sdpa"] < 1e-4 and gaps["selective"] < 1e-4 and 0 < gaps["8-bit"] < 0.05
+    assert gaps["8-bit"] == max(abs(a - b) for a, b in zip(eight["losses"], selective["losses"]))
 
 
 @pytest.mark.usefixtures("one_thread")

@@ -10,7 +10,7 @@ import torch
 
 from gpututor import RunSpec
 from gpututor.i18n import set_language
-from gpututor.lessons.precision_exercises import (STREAMS, check_bytes_per_param,
+from gpututor.lessons.precision_exercises import (STREAMS, check_fp16_trainer_bytes,
                                                   check_flush_threshold, check_loss_scaler,
                                                   grad_scaler_scales)
 from gpututor.precision import DynamicLossScaler, replay_scalers
@@ -25,6 +25,8 @@ def published(stem: str, variable: str, **names):
 
 TINY = RunSpec(model="gpt", model_size="tiny", strategy="single", world_size=1,
                batch_size=16, seq_len=32, steps=15)   # lesson 06's `tiny`
+SPEC = RunSpec(model="gpt", model_size="small", strategy="single", world_size=1,
+               batch_size=32, seq_len=64, steps=12)   # lesson 06's `spec`
 
 
 # ---- exercise 1: the update rule -----------------------------------------------------------------
@@ -151,18 +153,24 @@ def test_a_rule_that_returns_one_number_is_told_so(capsys):
     assert "Not answered yet" in capsys.readouterr().out
 
 
-# ---- exercise 2: bytes per parameter with SGD ------------------------------------------------------
+# ---- exercise 2: what the fp16 trainer holds on the small GPT ----------------------------------------
 
-def test_bytes_per_parameter_with_sgd_is_measured_and_the_classic_mistakes_fail(capsys):
-    check_bytes_per_param(published("06_mixed_precision", "my_bytes_per_param"), TINY)
-    assert "(measured: 10)" in capsys.readouterr().out
-    for mistake in (4 + 2 + 8,      # AdamW's two averages
-                    4 + 2,          # forgot the momentum buffer
-                    2 * 4 + 4 + 4,  # the fp16-gradients convention for SGD, gradients kept
-                    4 + 4):         # forgot the bf16 copy
-        rejected(check_bytes_per_param, mistake, TINY, match="is not what this notebook measured")
-    check_bytes_per_param(np.float32(10.0), TINY)
-    check_bytes_per_param(torch.tensor(10.0), TINY)
+def test_the_fp16_trainers_bytes_are_measured_and_the_classic_mistakes_fail(capsys):
+    from gpututor import build_model
+    n_small = sum(p.numel() for p in build_model(SPEC).parameters())
+    n_tiny = sum(p.numel() for p in build_model(TINY).parameters())
+    check_fp16_trainer_bytes(published("06_mixed_precision", "my_fp16_bytes",
+                                       build_model=build_model, spec=SPEC), SPEC)
+    assert "Correct" in capsys.readouterr().out
+    for mistake in (14 * n_tiny,      # counted the tiny model, which section 4 printed
+                    12 * n_small,     # forgot the fp16 copy of the model
+                    18 * n_small,     # as if fp32 gradients were kept between steps
+                    16 * n_small):    # as if the loss scaler kept a number per parameter
+        rejected(check_fp16_trainer_bytes, mistake, SPEC, match="is not what this notebook measured")
+    check_fp16_trainer_bytes(np.float32(14 * n_small), SPEC)
+    check_fp16_trainer_bytes(torch.tensor(14 * n_small), SPEC)
+    check_fp16_trainer_bytes(..., SPEC)
+    assert "not answered yet" in capsys.readouterr().out
 
 
 # ---- exercise 3: the flush threshold --------------------------------------------------------------

@@ -10,7 +10,8 @@ from torch.utils.flop_counter import FlopCounterMode
 
 from gpututor import RunSpec, build_model
 from gpututor.measure.roofline import (FLOPS_PER_ELEMENT, attainable, bound, catalog_roofs,
-                                       memory_bandwidth, operator_costs, peak_matmul_flops, ridge)
+                                       intensity_in, memory_bandwidth, operator_costs,
+                                       peak_matmul_flops, ridge)
 from gpututor.catalog import GPUS
 from gpututor.ui.roofline import roofline_figure
 
@@ -163,3 +164,13 @@ def test_timed_calls_wait_for_the_device_between_batches_not_after_every_call(mo
     mean = timing.seconds_per_call(lambda: calls.append(1), torch.device("cpu"), budget_s=0.02)
     assert len(calls) > 100 and mean > 0
     assert len(syncs) <= 2 + math.log2(len(calls) + 1), (len(syncs), len(calls))
+
+
+def test_intensity_in_bf16_is_twice_the_fp32_rows(rows):
+    """The GPU roofs are bf16 roofs: the same operator moves 2-byte elements there."""
+    for r in rows.values():
+        assert r["bytes"] == 4 * r["elements"]
+        assert intensity_in(r, "fp32") == pytest.approx(r["intensity"])
+        assert intensity_in(r, "bf16") == pytest.approx(2 * r["intensity"])
+    with pytest.raises(ValueError, match="precision='int3' is invalid"):
+        intensity_in(next(iter(rows.values())), "int3")

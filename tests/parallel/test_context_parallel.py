@@ -83,7 +83,7 @@ def test_zigzag_split_balances_causal_work():
     ("cp", 2, None, "zigzag"), ("cp", 2, None, "contiguous"), ("cp", 4, None, "zigzag"),
     ("ddp+cp", 4, {"dp": 2, "cp": 2}, "zigzag")])
 def test_context_parallel_training_equals_one_process(tmp_path, strategy, world, mesh, split):
-    spec = tiny_spec(strategy=strategy, world_size=world, mesh=mesh, steps=3, optimizer="sgd",
+    spec = tiny_spec(strategy=strategy, world_size=world, mesh=mesh, steps=4, optimizer="sgd",
                      options=(("cp_split", split),), save_state=str(tmp_path / "cp.pt"))
     summary = launch(spec).wait()
     assert_equals_one_process(spec, summary, weights_atol=1e-5)

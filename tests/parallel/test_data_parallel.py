@@ -134,6 +134,34 @@ def test_equivalent_link_keeps_flops_per_byte_and_flops_per_message():
             2000 * real.allreduce_seconds(nbytes, 4))
 
 
+def test_the_lessons_one_scaling_rule_stretches_a_catalogue_link_in_both_parts():
+    """scaled_link: the catalogue's bandwidth and latency (one home), both scaled by the
+    reference's achieved FLOP/s over this machine's; every message, small or large, costs the
+    same multiple of its real time; a RunSpec carries it as options; a bad rate is refused."""
+    from gpututor import RunSpec
+    from gpututor.catalog import get_link
+    from gpututor.parallel.link import EmulatedLink, reference_flops, scaled_link
+    here = 5e9
+    ratio = reference_flops() / here
+    assert reference_flops() == pytest.approx(0.4 * 312e12)   # A100 bf16 datasheet, 40 %
+    real = get_link("pcie4")
+    emulated = scaled_link("pcie4", here)
+    assert emulated.bandwidth == pytest.approx(real.bandwidth / ratio)
+    assert emulated.latency == pytest.approx(real.latency * ratio)
+    for nbytes in (4, 4e6, 4e9):
+        assert emulated.allreduce_seconds(nbytes, 2) == pytest.approx(
+            ratio * EmulatedLink(real.bandwidth, real.latency).allreduce_seconds(nbytes, 2))
+        assert emulated.send_seconds(nbytes) == pytest.approx(
+            ratio * (real.latency + nbytes / real.bandwidth))
+    spec = RunSpec(strategy="ddp", world_size=2, options=emulated.options())
+    carried = EmulatedLink.from_spec(spec)
+    assert carried.bandwidth == pytest.approx(emulated.bandwidth)
+    assert carried.latency == pytest.approx(emulated.latency)
+    for bad in (None, 0, -1.0):
+        with pytest.raises(ValueError, match=rf"here_flops={bad!r} is invalid: allowed is"):
+            scaled_link("pcie4", bad)
+
+
 def test_the_emulated_delay_starts_when_the_cuda_all_reduce_is_done(monkeypatch):
     """NCCL returns (and completes its futures' callbacks) when the all-reduce is queued: the
     link synchronises the stream that waits for it before sleeping, in the blocking form and

@@ -63,7 +63,7 @@ SCHEDULE_RUNS = [
 @pytest.mark.parametrize("strategy,schedule,m", SCHEDULE_RUNS)
 def test_each_schedule_equals_one_process(tmp_path, strategy, schedule, m):
     options = (("schedule", schedule),) + ((("microbatches", m),) if schedule != "naive" else ())
-    spec = tiny_spec(strategy=strategy, world_size=2, steps=3,
+    spec = tiny_spec(strategy=strategy, world_size=2, steps=4,
                      options=options, save_state=str(tmp_path / "pp.pt"), **SGD)
     run = launch(spec)
     summary = run.wait()

@@ -145,7 +145,7 @@ CHUNKED_RUNS = [("pp", "interleaved-1f1b"), ("pp-torch", "interleaved-1f1b"),
 @pytest.mark.parametrize("strategy,schedule", CHUNKED_RUNS)
 def test_chunked_schedule_equals_one_process(tmp_path, strategy, schedule):
     p, v, m = 2, 2, 4     # the small GPT's 4 blocks: one per virtual stage
-    spec = tiny_spec(strategy=strategy, model_size="small", world_size=p, steps=3, optimizer="sgd",
+    spec = tiny_spec(strategy=strategy, model_size="small", world_size=p, steps=4, optimizer="sgd",
                      options=(("schedule", schedule), ("microbatches", m)),
                      save_state=str(tmp_path / "pp.pt"))
     run = launch(spec)
@@ -170,7 +170,7 @@ def test_chunked_schedule_equals_one_process(tmp_path, strategy, schedule):
 
 
 def test_interleaved_on_four_ranks_equals_one_process(tmp_path):
-    spec = tiny_spec(strategy="pp", model_size="large", world_size=4, steps=2, optimizer="sgd",
+    spec = tiny_spec(strategy="pp", model_size="large", world_size=4, steps=4, optimizer="sgd",
                      seq_len=16,
                      options=(("schedule", "interleaved-1f1b"), ("microbatches", 4)),
                      save_state=str(tmp_path / "pp4.pt"), timeout=60.0)

@@ -102,7 +102,7 @@ METERED = ["dp-naive", "dp-bucketed", "ddp", "zero1", "zero2", "zero3", "tp"]
 
 @pytest.mark.parametrize("name", METERED)
 def test_the_collectives_a_strategy_describes_are_those_its_ranks_meter(name):
-    spec = RunSpec(strategy=name, world_size=2, batch_size=8, seq_len=32, steps=3,
+    spec = RunSpec(strategy=name, world_size=2, batch_size=8, seq_len=32, steps=4,
                    model_size="tiny", timeout=60.0)
     described = sum(nbytes for _, nbytes in collectives(spec))
     measured = launch(spec).wait()["comm_bytes_per_step"]

@@ -48,3 +48,23 @@ def test_quantized_state_is_about_two_bytes_per_parameter_and_trains_like_adam()
 def test_bad_block_is_refused():
     with pytest.raises(ValueError, match="block=0 is invalid"):
         Adam8bit([torch.zeros(2, requires_grad=True)], block=0)
+
+
+def test_a_small_square_root_of_v_is_never_stored_as_zero():
+    """In one block with a large √v, a √v below half a level would round to code 0; a step whose
+    gradient is then 0 divides the remembered m by eps alone (a step of ~80 for lr = 1e-3 before
+    the fix). The code is at least 1, and every step stays an Adam-sized step."""
+    codes, scale = quantize_blocks(torch.tensor([1.0, 1e-4, 0.0]), 64, signed=False)
+    assert codes.flatten()[:3].tolist() == [255, 1, 1]
+    # entry 0 had one large gradient (its √v stays large; its m decays fast); entry 1 then gets
+    # small gradients (its m grows past a level of m's code, its √v stays below one of √v's)
+    p = torch.nn.Parameter(torch.zeros(2))
+    opt = Adam8bit([p], lr=1e-3, block=64)
+    largest = 0.0
+    for g in [[1.0, 0.0]] + [[0.0, 1e-3]] * 30 + [[0.0, 0.0]]:
+        before = p.detach().clone()
+        p.grad = torch.tensor(g)
+        opt.step()
+        largest = max(largest, (p.detach() - before).abs().max().item())
+    # Adam's step is at most about lr · (1 − β1) / √(1 − β2) ≈ 3.2 · lr per entry
+    assert largest < 4e-3, largest

@@ -101,6 +101,17 @@ def test_weak_scaling_keeps_the_batch_per_rank_and_says_what_was_lost():
         weak_scaling(summary(2, 170.0, batch_size=64, model_size="tiny"), one)
 
 
+def test_the_weak_scaling_run_has_a_chart_and_a_line_of_its_own():
+    from gpututor.ui.comparison import weak_scaling_figure
+    one = summary(1, 100.0, batch_size=32)
+    fig = weak_scaling_figure(summary(2, 170.0, batch_size=64), one)
+    ideal, line = fig.data
+    assert list(ideal.x) == [1, 2] and list(ideal.y) == [1, 2]
+    assert list(line.y) == [1.0, pytest.approx(1.7)] and line.name == "weak scaling, 32 sequences per rank"
+    assert list(line.text) == ["1.00×", "1.70×"]
+    assert len(weak_scaling_figure(summary(2, None, batch_size=64), one).data) == 1   # ideal only
+
+
 def test_unmetered_communication_is_drawn_and_said_as_not_measured():
     from gpututor.ui import plots
     metered = summary(2, 150.0)

@@ -85,8 +85,9 @@ class FullyShardedFSDP2(Strategy):
 
     def check_device(self, spec, device: str) -> None:
         if spec.option("mixed_precision") == "fp16" and device != "cuda":
-            raise ValueError("option mixed_precision='fp16' is invalid on CPU: fp16 is a GPU "
-                             "format; allowed here: 'none' or 'bf16'")
+            raise ValueError("option mixed_precision='fp16' is invalid on CPU: most CPUs have no "
+                             "fp16 arithmetic, so PyTorch emulates it, many times slower than "
+                             "fp32 (lesson 06); allowed here: 'none' or 'bf16'")
 
     def validate(self, spec) -> None:
         super().validate(spec)
