@@ -63,5 +63,24 @@ def summarize(spec, records: list[dict], status: str = "finished") -> dict:
         "mfu": median("mfu"),
         **({"bubble_fraction": median("bubble_fraction")}  # pipeline runs: measured idle share
            if any(r.get("bubble_fraction") is not None for r in records) else {}),
+        "checkpoint": checkpoint_figures(records, world),
         "spec": {k: v for k, v in vars(spec).items()},
     }
+
+
+def checkpoint_figures(records: list[dict], world: int) -> dict:
+    """What the run's checkpoints cost: per rank the bytes it wrote (largest save), and the
+    median over saves of the slowest rank's save seconds and of the seconds training waited for
+    it (the same as the save when it is synchronous). None where not measured."""
+    saves = sorted({r["checkpoint_step"] for r in records if r.get("checkpoint_step") is not None})
+
+    def slowest(key):
+        values = [max(vals) for s in saves if (vals := [
+            r[key] for r in records if r.get("checkpoint_step") == s and r.get(key) is not None])]
+        return statistics.median(values) if values else None
+
+    per_rank = [max((r["checkpoint_bytes"] for r in records if r["rank"] == k
+                     and r.get("checkpoint_bytes") is not None), default=None)
+                for k in range(world)]
+    return {"saves": len(saves), "bytes_per_rank": per_rank,
+            "save_s": slowest("checkpoint_save_s"), "blocked_s": slowest("checkpoint_blocked_s")}
