@@ -262,10 +262,10 @@ class Checkpointer:
                 dcp.load(sd, storage_reader=safe_reader(self.spec.resume), planner=LoadPlanner())
         except CheckpointError:
             raise
-        except Exception as exc:
+        except (Exception, dcp.api.CheckpointException) as exc:   # (DCP's: a BaseException)
             raise CheckpointError(f"resume={self.spec.resume!r} is invalid: reading it failed "
-                                  f"({type(exc).__name__}: {exc}); allowed is a complete, "
-                                  "uncorrupted checkpoint") from exc
+                                  f"({_first_failure(exc)}); allowed is a complete, "
+                                  "uncorrupted checkpoint") from None
         for value in sd.values():
             if isinstance(value, Boxes):
                 value.fill_copies()
@@ -275,6 +275,16 @@ class Checkpointer:
             for state in optimizer.state.values():
                 state["step"] = sd["optim/step"].clone()
         return int(info["step"]) + 1
+
+
+def _first_failure(exc: BaseException) -> str:
+    """One line for what went wrong, from DCP's per-rank failures when it reports them."""
+    failures = getattr(exc, "failures", None)
+    if failures:
+        exc = next(iter(failures.values()))
+        exc = exc[0] if isinstance(exc, tuple) else exc
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0] if text else ''}"[:300]
 
 
 class _Passthrough:
