@@ -336,14 +336,12 @@ class RunSpec:
         if not isinstance(self.checkpoint_async, bool):
             raise ValueError(f"checkpoint_async={self.checkpoint_async!r} is invalid: allowed "
                              "is True or False")
-        if isinstance(self.resume, str) and self.resume.endswith(".pt") and \
-                not os.path.exists(self.resume) and os.path.isdir(self.resume[:-3]):
-            # a name from before DCP checkpoints (lesson 02 says D/step4.pt): the folder D/step4
-            object.__setattr__(self, "resume", self.resume[:-3])
         if self.resume is not None:   # what is inside is checked by runtime.checkpoint_files
             if not isinstance(self.resume, str) or not os.path.isdir(self.resume):
-                raise ValueError(f"resume={self.resume!r} is invalid: allowed is the path of an "
-                                 "existing checkpoint folder (checkpoint_dir/step{K})")
+                why = " (a file: torch.save files are not read, unpickling them could run " \
+                      "code)" if isinstance(self.resume, str) and os.path.isfile(self.resume) else ""
+                raise ValueError(f"resume={self.resume!r} is invalid{why}: allowed is the path of "
+                                 "an existing checkpoint folder (checkpoint_dir/step{K})")
 
 
 def parse_bytes(value) -> Optional[int]:

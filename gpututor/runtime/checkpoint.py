@@ -20,6 +20,7 @@ written by a thread, over a gloo process group of their own, while the next step
 from __future__ import annotations
 
 import json
+import threading
 import time
 from pathlib import Path
 
@@ -28,9 +29,11 @@ import torch.distributed as dist
 
 from ..models import build_model
 from ..parallel.pieces import local_tensor, model_names
-from .checkpoint_files import FORMAT, INFO, CheckpointError, check_folder, safe_reader
+from .checkpoint_files import (FORMAT, INFO, METADATA, CheckpointError, check_folder,
+                               read_metadata, safe_reader)
 
 STATE_KEYS = {"adamw": ("exp_avg", "exp_avg_sq"), "sgd": ("momentum_buffer",)}
+SCALER_KEYS = ("scaler/scale", "scaler/growth_tracker")   # fp16's loss scale (GradScaler)
 
 
 class Boxes:
@@ -166,6 +169,24 @@ def state_dict(spec, strategy, model, optimizer, aliases: dict, shapes: dict) ->
     return out
 
 
+def scaler_state(scaler) -> dict:
+    """An fp16 run's loss scale and growth tracker, as tensors: without them a resumed run
+    would start again from the first scale and skip or take other steps than the original."""
+    state = scaler.state_dict()
+    return {"scaler/scale": torch.tensor(float(state["scale"]), dtype=torch.float64),
+            "scaler/growth_tracker": torch.tensor(int(state["_growth_tracker"]))}
+
+
+def load_scaler(values: dict, device: torch.device):
+    """A ``GradScaler`` that continues from :func:`scaler_state`'s ``values``."""
+    scaler = torch.amp.GradScaler(device.type)
+    state = scaler.state_dict()
+    state.update(scale=float(values["scaler/scale"]),
+                 _growth_tracker=int(values["scaler/growth_tracker"]))
+    scaler.load_state_dict(state)
+    return scaler
+
+
 def expected_keys(spec, shapes: dict) -> set:
     kind = "sgd" if spec.optimizer == "sgd" else "adamw"
     keys = {f"model/{n}" for n in shapes} | {f"optim/{k}/{n}" for k in STATE_KEYS[kind]
@@ -194,15 +215,30 @@ class Checkpointer:
     def folder(self, step: int) -> Path:
         return Path(self.spec.checkpoint_dir) / f"step{step + 1}"
 
-    def save(self, model, optimizer, step: int) -> dict:
-        """Save after ``step``; return what was measured so far (``checkpoint_*`` fields)."""
+    def save(self, model, optimizer, step: int, scaler=None) -> dict:
+        """Save after ``step``; return the record's ``checkpoint_*`` fields: this save's step
+        and the seconds training waited for it, and ``checkpoint_written``, the saves that
+        finished meanwhile (:meth:`wait`; a synchronous save is one of them). ``scaler``: an
+        fp16 run's ``GradScaler``, saved with it."""
         import torch.distributed.checkpoint as dcp
+        waited = time.perf_counter()    # training waits from here: for the last save, too
         done = self.wait()              # one save at a time
         folder = self.folder(step)
         start = time.perf_counter()
+        # state a first step would make (zeros), where no step has made it yet (an fp16 run
+        # whose first steps overflowed and were skipped): AdamW and SGD start from it anyway
+        init_optimizer_state(optimizer, "sgd" if self.spec.optimizer == "sgd" else "adamw")
         sd = state_dict(self.spec, self.strategy, model, optimizer, self.aliases, self.shapes)
+        if scaler is not None:
+            sd.update(scaler_state(scaler))
         if self.rank == 0:
             folder.mkdir(parents=True, exist_ok=True)
+            # an older save in this folder goes first, its index first: a save that stops
+            # half-way leaves a folder without .metadata (refused), never an old index over new
+            # data (the other ranks write only after the planning collective rank 0 joins next)
+            (folder / METADATA).unlink(missing_ok=True)
+            for old in folder.glob("__*.distcp"):
+                old.unlink()
             info = {"format": FORMAT, "step": step, "strategy": self.spec.strategy,
                     "world_size": self.spec.world_size, "model": self.spec.model,
                     "model_size": self.spec.resolved_model_size, "optimizer": self.spec.optimizer,
@@ -214,41 +250,47 @@ class Checkpointer:
         if self.group is None:
             dcp.save(sd, storage_writer=writer, planner=SavePlanner())
             seconds = time.perf_counter() - start
-            return {**done, "checkpoint_step": step, "checkpoint_save_s": seconds,
-                    "checkpoint_blocked_s": seconds,
-                    "checkpoint_bytes": self.bytes_written(folder)}
+            written = {"step": step, "save_s": seconds, "bytes": self.bytes_written(folder)}
+            return {"checkpoint_step": step, "checkpoint_blocked_s": seconds,
+                    "checkpoint_written": [written]}
         staged = {k: v.staged() if isinstance(v, Boxes) else v.clone() for k, v in sd.items()}
-        figures = {"checkpoint_step": step}
+        figures = {"step": step}
+        ended = threading.Event()
+
+        def end(_future) -> None:   # runs in the writer thread when the save is done
+            figures["save_s"] = time.perf_counter() - start
+            ended.set()
+
         future = dcp.async_save(staged, storage_writer=writer, planner=SavePlanner(),
                                 process_group=self.group, async_stager=_Passthrough())
-        blocked = time.perf_counter() - start
-        figures["checkpoint_blocked_s"] = blocked
-        future.add_done_callback(lambda _: figures.setdefault(
-            "checkpoint_save_s", time.perf_counter() - start))
-        self.pending = (future, figures, folder)
-        return {**done, "checkpoint_step": step, "checkpoint_blocked_s": blocked}
+        blocked = time.perf_counter() - waited
+        future.add_done_callback(end)
+        self.pending = (future, figures, folder, ended)
+        return {"checkpoint_step": step, "checkpoint_blocked_s": blocked,
+                "checkpoint_written": done}
 
-    def wait(self) -> dict:
-        """Wait for an asynchronous save; return its figures ({} if none was running)."""
+    def wait(self) -> list:
+        """Wait for an asynchronous save; return its figures (``[{"step", "save_s",
+        "bytes"}]``; ``[]`` if none was running)."""
         if self.pending is None:
-            return {}
-        future, figures, folder = self.pending
+            return []
+        future, figures, folder, ended = self.pending
         self.pending = None
         future.result()
-        return {"checkpoint_step": figures["checkpoint_step"],
-                "checkpoint_save_s": figures.get("checkpoint_save_s"),
-                "checkpoint_bytes": self.bytes_written(folder)}
+        ended.wait()   # a Future wakes its waiters before it runs its callbacks
+        return [{**figures, "bytes": self.bytes_written(folder)}]
 
-    def finished(self) -> dict:
-        """The figures of an asynchronous save that has finished by now (else {})."""
-        return self.wait() if self.pending is not None and self.pending[0].done() else {}
+    def finished(self) -> list:
+        """The figures of an asynchronous save that has finished by now (else [])."""
+        return self.wait() if self.pending is not None and self.pending[0].done() else []
 
     def bytes_written(self, folder: Path) -> int:
         """Bytes of this rank's data file(s) (DCP names them ``__{rank}_*.distcp``)."""
         return sum(f.stat().st_size for f in folder.glob(f"__{self.rank}_*.distcp"))
 
-    def load(self, model, optimizer) -> int:
-        """Fill ``model`` and ``optimizer`` from ``spec.resume``; return the next step."""
+    def load(self, model, optimizer, ctx=None) -> int:
+        """Fill ``model`` and ``optimizer`` from ``spec.resume``; return the next step. An fp16
+        run continues with the saved loss scale (``ctx.grad_scaler``) where there is one."""
         import torch.distributed.checkpoint as dcp
         info = check_folder(self.spec.resume, self.shapes, expected_keys(self.spec, self.shapes))
         kind = "sgd" if self.spec.optimizer == "sgd" else "adamw"
@@ -256,6 +298,10 @@ class Checkpointer:
         sd = state_dict(self.spec, self.strategy, model, optimizer, self.aliases, self.shapes)
         if kind == "adamw":
             sd["optim/step"] = torch.zeros(())
+        saved_scaler = set(SCALER_KEYS) <= set(read_metadata(self.spec.resume).state_dict_metadata)
+        if self.spec.precision == "fp16" and saved_scaler:
+            sd.update({"scaler/scale": torch.zeros((), dtype=torch.float64),
+                       "scaler/growth_tracker": torch.zeros((), dtype=torch.int64)})
         _, LoadPlanner = _planners()
         try:
             with torch.no_grad():
@@ -274,6 +320,8 @@ class Checkpointer:
         if kind == "adamw":
             for state in optimizer.state.values():
                 state["step"] = sd["optim/step"].clone()
+        if "scaler/scale" in sd and ctx is not None:
+            ctx.grad_scaler = load_scaler(sd, ctx.device)
         return int(info["step"]) + 1
 
 

@@ -153,6 +153,9 @@ def check_folder(folder, shapes: dict, expected_keys: set | None = None) -> dict
         end = storage.offset + storage.length
         sizes[storage.relative_path] = max(sizes.get(storage.relative_path, 0), end)
     for rel, end in sizes.items():
+        if Path(rel).name != rel or rel in (".", ".."):   # DCP names files inside the folder
+            raise CheckpointError(f"{where}: its index names data file {rel!r}, outside the "
+                                  "folder: allowed are the folder's own files")
         path = Path(folder) / rel
         if not path.is_file() or os.path.getsize(path) < end:
             have = os.path.getsize(path) if path.is_file() else "no file"

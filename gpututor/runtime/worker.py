@@ -38,10 +38,11 @@ load_corpus()  # read once here, so a forkserver that preloads this module has i
 
 
 NOT_COUNTED = {"params": None, "grads": None, "optimizer": None}
-# a step's checkpoint figures (None where that step saved nothing or they are not known yet):
-# bytes this rank wrote, the whole save's seconds, and the seconds training waited for it
-CHECKPOINT_FIELDS = ("checkpoint_step", "checkpoint_bytes", "checkpoint_save_s",
-                     "checkpoint_blocked_s")
+# a step's checkpoint figures: the save it started (its step, the seconds training waited for
+# it; None where it started none), and the saves that finished by its end, each with its step,
+# the whole save's seconds and the bytes this rank wrote (an asynchronous save finishes later)
+CHECKPOINT_FIELDS = {"checkpoint_step": None, "checkpoint_blocked_s": None,
+                     "checkpoint_written": []}
 
 
 class InjectedFault(RuntimeError):
@@ -114,7 +115,7 @@ def train(spec, rank: int, world_size: int, device: torch.device,
     start_step = 0
     saver = Checkpointer(spec, strategy, rank) if spec.checkpoint_every or spec.resume else None
     if spec.resume:  # continue where a checkpoint left off, in any layout (runtime/checkpoint.py)
-        start_step = saver.load(model, optimizer)
+        start_step = saver.load(model, optimizer, ctx)
     if spec.device_memory is not None:  # the model's state alone may not fit
         check_setup(capacity, rank, start_step, model, optimizer, spec.device_memory)
     dp_size, dp_rank = strategy.data_parallel_size(spec), strategy.data_parallel_rank(rank, spec)
@@ -147,11 +148,13 @@ def train(spec, rank: int, world_size: int, device: torch.device,
                 raise
             raise from_cuda_oom(exc, rank, step, getattr(ctx.probe, "phase", "step"), capacity,
                                 device, model, optimizer, spec.device_memory) from exc
-        saved = {}
+        saved = dict(CHECKPOINT_FIELDS, checkpoint_written=[])
         if spec.checkpoint_every and (step + 1) % spec.checkpoint_every == 0:
-            saved = saver.save(model, optimizer, step)   # sync: all of it; async: the copy
+            saved = saver.save(model, optimizer, step,   # sync: all of it; async: the copy
+                               getattr(ctx, "grad_scaler", None))
         if saver is not None:   # an asynchronous save's figures, once it has finished
-            saved.update(saver.wait() if step == spec.steps - 1 else saver.finished())
+            saved["checkpoint_written"] += saver.wait() if step == spec.steps - 1 \
+                else saver.finished()
         if counted is not None:
             flops = counted + uncounted_attention_flops(model_cfg,
                                                         inputs.numel(), spec.seq_len, device)
@@ -177,7 +180,7 @@ def train(spec, rank: int, world_size: int, device: torch.device,
             "mfu": model_flops / step_time / peak_flops if peak_flops else None,
             "params": n_params, "device": str(device), "world_size": world_size,
             "probe": step in (flop_step, probe_step),  # slowed by measuring
-            **{key: saved.get(key) for key in CHECKPOINT_FIELDS},
+            **{key: saved[key] for key in CHECKPOINT_FIELDS},
         })
     if saver is not None:
         saver.wait()

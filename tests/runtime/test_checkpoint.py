@@ -6,11 +6,12 @@ import sys
 import pytest
 import torch
 
-from gpututor import launch
+from gpututor import RunSpec, launch
 from gpututor.parallel import STRATEGIES, small_layout, small_model
 from conftest import tiny_spec
 
 RTOL = 1e-5
+SHARE = 0.8   # the most of a checkpoint's bytes one of several ranks writes
 
 
 def same_curve(resumed: dict, full: dict, start: int) -> None:
@@ -34,7 +35,12 @@ def test_every_strategy_saves_its_pieces_and_resumes_from_them(name, tmp_path):
     assert (tmp_path / "step2" / ".metadata").is_file()
     assert full["checkpoint"]["saves"] == 2
     written = full["checkpoint"]["bytes_per_rank"]
-    assert all(b is not None and b > 0 for b in written[:1])
+    # every value once (fp32 parameters and AdamW's two moments: 12 bytes a parameter, plus
+    # DCP's framing), and every rank writes a part of it: none writes the whole state
+    assert all(b is not None and b > 0 for b in written), written
+    assert 12 * full["params"] <= sum(written) <= 1.5 * 12 * full["params"], (written, full["params"])
+    if spec.world_size > 1:
+        assert max(written) <= SHARE * sum(written), written
     resumed = launch(spec.replace(checkpoint_every=0, checkpoint_dir=None,
                                   resume=str(tmp_path / "step2"))).wait()
     same_curve(resumed, full, 2)
@@ -80,10 +86,52 @@ def test_async_save_blocks_training_less_than_the_save_takes(tmp_path):
     full = launch(spec).wait()
     figures = full["checkpoint"]
     assert figures["saves"] == 2 and all(b > 0 for b in figures["bytes_per_rank"])
-    assert 0 < figures["blocked_s"] <= figures["save_s"]
+    assert 0 < figures["blocked_s"] < figures["save_s"], figures
     resumed = launch(spec.replace(checkpoint_every=0, checkpoint_async=False,
                                   resume=str(tmp_path / "step2"))).wait()
     same_curve(resumed, full, 2)
+
+
+def test_an_fp16_loss_scale_is_saved_and_continued(tmp_path):
+    """fp16's GradScaler (a GPU run's; fp16 is refused on CPU, so here in one process, no
+    ranks): its scale and growth tracker are saved and a resume continues from them, not from
+    the first scale (a resumed run would then skip other steps than the original did)."""
+    from types import SimpleNamespace
+    from gpututor.models import build_model
+    from gpututor.parallel import get_strategy
+    from gpututor.runtime.checkpoint import Checkpointer
+    spec = RunSpec(model_size="tiny", strategy="single", world_size=1, precision="fp16",
+                   steps=4, checkpoint_every=2, checkpoint_dir=str(tmp_path))
+    model = build_model(spec)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=spec.lr)
+    scaler = torch.amp.GradScaler("cpu")   # as after 6 overflows, then 3 good steps
+    scaler.load_state_dict({**scaler.state_dict(), "scale": 2.0**10, "_growth_tracker": 3})
+    Checkpointer(spec, get_strategy("single"), 0).save(model, optimizer, 1, scaler)
+    resume = spec.replace(checkpoint_every=0, checkpoint_dir=None, resume=str(tmp_path / "step2"))
+    ctx = SimpleNamespace(device=torch.device("cpu"))
+    fresh = build_model(spec.replace(seed=spec.seed + 1))
+    assert Checkpointer(resume, get_strategy("single"), 0).load(
+        fresh, torch.optim.AdamW(fresh.parameters(), lr=spec.lr), ctx) == 2
+    assert ctx.grad_scaler.get_scale() == 2.0**10
+    assert ctx.grad_scaler.state_dict()["_growth_tracker"] == 3
+    for (name, p), q in zip(model.named_parameters(), fresh.parameters()):
+        torch.testing.assert_close(q, p, rtol=0, atol=0, msg=name)
+
+
+def test_checkpoint_figures_keep_each_save_apart():
+    """An asynchronous save may finish while the next one starts: each save's seconds and
+    bytes stay with its own step (the summary's medians are over saves)."""
+    from gpututor.runtime.summary import checkpoint_figures
+    rec = lambda rank, started=None, blocked=None, written=(): {
+        "rank": rank, "checkpoint_step": started, "checkpoint_blocked_s": blocked,
+        "checkpoint_written": list(written)}
+    save = lambda step, seconds, size: {"step": step, "save_s": seconds, "bytes": size}
+    records = [rec(0, 1, 0.01), rec(1, 1, 0.02),                       # save 1 starts
+               rec(0, 3, 0.03, [save(1, 1.0, 100)]), rec(1, 3, 0.01, [save(1, 2.0, 80)]),
+               rec(0, written=[save(3, 4.0, 120)]), rec(1, written=[save(3, 3.0, 90)])]
+    figures = checkpoint_figures(records, world=2)
+    assert figures == {"saves": 2, "bytes_per_rank": [120, 90], "save_s": 3.0,
+                       "blocked_s": 0.025}
 
 
 def test_checkpoint_fields_are_validated(tmp_path):

@@ -107,3 +107,14 @@ def test_a_metadata_file_that_would_run_code_is_refused(saved, tmp_path):
     with pytest.raises(CheckpointError, match="never runs code"):
         resume(evil)
     assert not marker.exists() and not (evil / "PWNED").exists()
+
+
+def test_an_index_that_points_outside_the_folder_is_refused(saved, tmp_path):
+    moved = copy_of(saved, tmp_path)
+    metadata = read_metadata(moved)
+    first = next(iter(metadata.storage_data))
+    metadata.storage_data[first].relative_path = "../elsewhere.distcp"
+    (moved / ".metadata").write_bytes(pickle.dumps(metadata))
+    with pytest.raises(CheckpointError, match=r"names data file '\.\./elsewhere\.distcp', "
+                                              "outside the folder"):
+        resume(moved)
