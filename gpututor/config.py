@@ -115,7 +115,8 @@ SECTIONS = {
             "activation_checkpointing"),                                   # how to split it
     "where": ("device", "first_gpu", "ranks_per_node", "threads_per_rank", "device_memory",
               "peak_flops", "timeout"),                                                  # on what machine
-    "harness": ("warmup_steps", "inject_fault", "checkpoint_every", "checkpoint_dir", "resume",
+    "harness": ("warmup_steps", "inject_fault", "checkpoint_every", "checkpoint_dir",
+                "checkpoint_async", "resume",
                 "save_state"),        # what the harness around the loop does and records
 }
 
@@ -155,8 +156,9 @@ class RunSpec:
     timeout: float = 30.0               # seconds a rank may wait for a peer
     warmup_steps: int = 2               # steps left out of throughput figures
     checkpoint_every: int = 0           # save a checkpoint every K steps (0 = never)
-    checkpoint_dir: Optional[str] = None  # where checkpoints go (step{K}.pt)
-    resume: Optional[str] = None        # a checkpoint file to continue from (any world size)
+    checkpoint_dir: Optional[str] = None  # where checkpoints go (a folder step{K} each)
+    checkpoint_async: bool = False      # save with DCP's async_save (training waits for the copy)
+    resume: Optional[str] = None        # a checkpoint folder to continue from (any layout)
     options: tuple = field(default=())  # strategy options as (name, value) pairs
     save_state: Optional[str] = None    # rank 0 writes the trained weights here (a .pt file)
     ranks_per_node: Optional[int] = None  # ranks on this machine (torchrun: LOCAL_WORLD_SIZE);
@@ -331,10 +333,15 @@ class RunSpec:
         if self.checkpoint_every and not self.checkpoint_dir:
             raise ValueError(f"checkpoint_dir={self.checkpoint_dir!r} is invalid with "
                              f"checkpoint_every={self.checkpoint_every}: allowed is a folder path")
-        if self.resume is not None:
-            if not isinstance(self.resume, str) or not os.path.isfile(self.resume):
-                raise ValueError(f"resume={self.resume!r} is invalid: allowed is the path of an "
-                                 "existing checkpoint file")
+        if not isinstance(self.checkpoint_async, bool):
+            raise ValueError(f"checkpoint_async={self.checkpoint_async!r} is invalid: allowed "
+                             "is True or False")
+        if self.resume is not None:   # what is inside is checked by runtime.checkpoint_files
+            if not isinstance(self.resume, str) or not os.path.isdir(self.resume):
+                why = " (a file: torch.save files are not read, unpickling them could run " \
+                      "code)" if isinstance(self.resume, str) and os.path.isfile(self.resume) else ""
+                raise ValueError(f"resume={self.resume!r} is invalid{why}: allowed is the path of "
+                                 "an existing checkpoint folder (checkpoint_dir/step{K})")
 
 
 def parse_bytes(value) -> Optional[int]:

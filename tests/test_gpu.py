@@ -38,3 +38,17 @@ def test_every_strategy_on_gpus_equals_one_process(name):
     torch.testing.assert_close(torch.tensor(summary["losses"]), torch.tensor(reference_run(spec)[0]),
                                rtol=1e-3, atol=1e-3)
     assert sorted({r["device"] for r in run.records}) == [f"cuda:{k}" for k in range(world)]
+
+
+@pytest.mark.skipif(GPUS < 1, reason="needs a CUDA device")
+def test_fp16_resumes_with_its_loss_scale(tmp_path):
+    """An fp16 run resumed from a checkpoint continues the uninterrupted run's losses: the
+    GradScaler's scale (halved on the first, overflowing steps) is saved with the checkpoint."""
+    spec = tiny_spec(strategy="single", world_size=1, device="cuda", precision="fp16", steps=6,
+                     checkpoint_every=3, checkpoint_dir=str(tmp_path))
+    full = launch(spec).wait()
+    resumed = launch(spec.replace(checkpoint_every=0, checkpoint_dir=None,
+                                  resume=str(tmp_path / "step3"))).wait()
+    assert resumed["first_step"] == 3
+    torch.testing.assert_close(torch.tensor(resumed["losses"]), torch.tensor(full["losses"][3:]),
+                               rtol=1e-5, atol=0)

@@ -25,6 +25,7 @@ from .. import checks
 from ..config import PRECISIONS, torch_dtype
 from ..moe import auxiliary_loss, expert_load
 from .mesh import RankGrid
+from .pieces import default_pieces
 
 
 def check_option(name: str, value, ok, allowed: str) -> None:
@@ -66,7 +67,8 @@ class Strategy:
     memory_layout = None   # a MemoryLayout: how it holds the tiny GPT (None: no prediction)
     planned = False      # the planner proposes it (plan.layouts), in registry order
     precisions = PRECISIONS  # the precisions it trains in
-    supports_checkpoint = True  # full_state_dict / optimizer state are whole on every rank
+    supports_checkpoint = True  # it says which pieces of the whole model each rank holds
+    #                             (checkpoint_pieces): DCP checkpoints, any layout to any other
     builds_on_meta = False      # True: wrap() gets the model on "meta" and keeps only its part,
     #                             which gpututor.parallel.meta.materialize then makes
     meters_comm = True          # False: torch's own collectives run unmetered, so the records'
@@ -131,14 +133,17 @@ class Strategy:
         """The whole model's parameters as one state dict (collective for sharded strategies)."""
         return getattr(model, "module", model).state_dict()
 
-    def checkpoint_state(self, model, optimizer) -> dict:
-        """What a checkpoint holds: full model and optimizer state (equal on every rank here)."""
-        return {"model": self.full_state_dict(model), "optimizer": optimizer.state_dict()}
+    def checkpoint_pieces(self, model, aliases: dict) -> list:
+        """What this rank holds of the one-process model, for a checkpoint: one
+        :class:`~gpututor.parallel.pieces.Piece` per tensor the optimizer updates, with the
+        boxes of whole parameters it holds (``aliases``: a tied weight's other names -> its
+        first). The default: every parameter under its own name, whole, or a DTensor's shard
+        (replicated strategies, pipeline stages, experts, FSDP2). Nothing is communicated."""
+        return default_pieces(model, aliases)
 
-    def load_checkpoint(self, model, optimizer, state: dict) -> None:
-        """Restore :meth:`checkpoint_state` into the wrapped model and its optimizer."""
-        getattr(model, "module", model).load_state_dict(state["model"])
-        optimizer.load_state_dict(state["optimizer"])
+    def after_load(self, model) -> None:
+        """After a checkpoint filled this rank's pieces: make what depends on them (all ranks
+        call it; ZeRO-1/2 all-gather the shards into the whole parameters)."""
 
     def no_sync(self, model):
         """Context in which backward does not synchronise gradients (accumulation steps)."""

@@ -30,7 +30,6 @@ from .tensor_parallel.megatron import gather_full_state
 class Composed(Strategy):
     """The strategies ``parts`` (outermost first, at most one per dim) on one rank grid."""
 
-    supports_checkpoint = False   # each rank holds a slice: no single-file checkpoint here yet
 
     def __init__(self, *parts: Strategy, name: str | None = None, description: str = "",
                  planned: bool = False):
@@ -110,6 +109,12 @@ class Composed(Strategy):
             if timer is not None:
                 timer.flush()   # CUDA: read the timing events (a no-op on CPU)
         return loss
+
+    def checkpoint_pieces(self, model, aliases):
+        """What the tensor-parallel part holds (Megatron slices, DTensor shards, also sharded
+        again by FSDP2); else what the data-parallel part does; else whole parameters."""
+        inner = self.part.get("tp") or self.data_part or super()
+        return inner.checkpoint_pieces(model, aliases)
 
     def full_state_dict(self, model) -> dict:
         """The whole model's state dict: tensor-parallel slices gathered within each tp group,

@@ -55,8 +55,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="the device's dense peak FLOP/s at this precision, for MFU (default: the "
              "catalogue's, for the GPUs it names exactly)")
     add("--checkpoint-every", type=int, help="save a checkpoint every K steps (0 = never)")
-    add("--checkpoint-dir", help="folder for checkpoints (step{K}.pt)")
-    add("--resume", metavar="PATH", help="continue from this checkpoint (world size may differ)")
+    add("--checkpoint-dir", help="folder for checkpoints (a folder step{K} each, written by "
+        "torch.distributed.checkpoint: every rank writes its own pieces)")
+    run.add_argument("--checkpoint-async", action="store_true",
+                     help="save with async_save: training waits only for the copy to memory")
+    add("--resume", metavar="FOLDER", help="continue from this checkpoint folder (any strategy "
+        "and world size: the pieces are read into this run's layout)")
     add("--mesh", metavar="DIM=N,...", help="the rank grid, e.g. dp=2,tp=2 (with --strategy "
         "ddp+tp etc.; the degrees multiply to the world size)")
     run.add_argument("--option", action="append", default=[], metavar="NAME=VALUE",
@@ -201,6 +205,9 @@ def _run_torchrun(args) -> int:
     spec = spec_from_args(args, world).replace(
         ranks_per_node=int(os.environ.get("LOCAL_WORLD_SIZE", world)))
     check_machine(spec)   # this node: a GPU for each of its LOCAL_WORLD_SIZE ranks, fp16
+    if spec.resume:       # the checkpoint fits this model (before any process group)
+        from .checkpoint import check_resume
+        check_resume(spec)
     if args.dry_run:      # this node's checks passed; rank 0 shows the whole job's layout
         return _dry_run(spec.replace(ranks_per_node=None), args) if rank == 0 else 0
     device = rank_device(spec, local_rank)

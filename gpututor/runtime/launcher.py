@@ -77,6 +77,9 @@ def launch(spec, start_method: str = "forkserver", task=None) -> "Run":
                          "(ranks_per_node describes a torchrun node)")
     if task is None:
         check_spec(spec)   # the strategy's own checks: before any process starts
+        if spec.resume:    # the checkpoint folder is complete and fits this model
+            from .checkpoint import check_resume
+            check_resume(spec)
     check_machine(spec)    # what this machine can do: a GPU per rank, fp16
     if start_method not in ("forkserver", "spawn"):
         raise ValueError(f"start_method={start_method!r} is invalid: allowed values are "

@@ -65,5 +65,29 @@ def summarize(spec, records: list[dict], status: str = "finished") -> dict:
         "mfu": median("mfu"),
         **({"bubble_fraction": median("bubble_fraction")}  # pipeline runs: measured idle share
            if any(r.get("bubble_fraction") is not None for r in records) else {}),
+        "checkpoint": checkpoint_figures(records, world),
         "spec": {k: v for k, v in vars(spec).items()},
     }
+
+
+def checkpoint_figures(records: list[dict], world: int) -> dict:
+    """What the run's checkpoints cost: per rank the bytes it wrote (largest save), and the
+    median over saves of the slowest rank's save seconds and of the seconds training waited for
+    it (the same as the save when it is synchronous). None where not measured."""
+    started = [r for r in records if r.get("checkpoint_step") is not None]
+    written = [(r["rank"], w) for r in records for w in r.get("checkpoint_written") or []]
+    saves = sorted({r["checkpoint_step"] for r in started})
+
+    def slowest(pairs):   # (save's step, seconds) of every rank -> median of each save's max
+        per_save = {}
+        for step, seconds in pairs:
+            if seconds is not None:
+                per_save[step] = max(per_save.get(step, seconds), seconds)
+        return statistics.median(per_save.values()) if per_save else None
+
+    per_rank = [max((w["bytes"] for k, w in written if k == rank and w.get("bytes") is not None),
+                    default=None) for rank in range(world)]
+    return {"saves": len(saves), "bytes_per_rank": per_rank,
+            "save_s": slowest((w["step"], w.get("save_s")) for _, w in written),
+            "blocked_s": slowest((r["checkpoint_step"], r.get("checkpoint_blocked_s"))
+                                 for r in started)}

@@ -13,7 +13,6 @@ import threading
 import time
 from contextlib import ExitStack
 from datetime import timedelta
-from pathlib import Path
 from typing import Callable
 
 import torch
@@ -32,12 +31,18 @@ from ..parallel import get_strategy
 from ..parallel.link import EmulatedLink
 from ..parallel.mesh import RankGrid, build_groups
 from ..parallel.meta import materialize
+from .checkpoint import Checkpointer
 from .rank_output import RankOutput, dump_stack_on_request
 
 load_corpus()  # read once here, so a forkserver that preloads this module has it in memory
 
 
 NOT_COUNTED = {"params": None, "grads": None, "optimizer": None}
+# a step's checkpoint figures: the save it started (its step, the seconds training waited for
+# it; None where it started none), and the saves that finished by its end, each with its step,
+# the whole save's seconds and the bytes this rank wrote (an asynchronous save finishes later)
+CHECKPOINT_FIELDS = {"checkpoint_step": None, "checkpoint_blocked_s": None,
+                     "checkpoint_written": []}
 
 
 class InjectedFault(RuntimeError):
@@ -108,10 +113,9 @@ def train(spec, rank: int, world_size: int, device: torch.device,
         optimizer = strategy.make_optimizer(model, spec)
     setup_peak = setup.peak
     start_step = 0
-    if spec.resume:  # continue where a checkpoint left off; its world size may differ from ours
-        state = torch.load(spec.resume, map_location=device, weights_only=False)
-        strategy.load_checkpoint(model, optimizer, state)
-        start_step = state["step"] + 1
+    saver = Checkpointer(spec, strategy, rank) if spec.checkpoint_every or spec.resume else None
+    if spec.resume:  # continue where a checkpoint left off, in any layout (runtime/checkpoint.py)
+        start_step = saver.load(model, optimizer, ctx)
     if spec.device_memory is not None:  # the model's state alone may not fit
         check_setup(capacity, rank, start_step, model, optimizer, spec.device_memory)
     dp_size, dp_rank = strategy.data_parallel_size(spec), strategy.data_parallel_rank(rank, spec)
@@ -144,6 +148,13 @@ def train(spec, rank: int, world_size: int, device: torch.device,
                 raise
             raise from_cuda_oom(exc, rank, step, getattr(ctx.probe, "phase", "step"), capacity,
                                 device, model, optimizer, spec.device_memory) from exc
+        saved = dict(CHECKPOINT_FIELDS, checkpoint_written=[])
+        if spec.checkpoint_every and (step + 1) % spec.checkpoint_every == 0:
+            saved = saver.save(model, optimizer, step,   # sync: all of it; async: the copy
+                               getattr(ctx, "grad_scaler", None))
+        if saver is not None:   # an asynchronous save's figures, once it has finished
+            saved["checkpoint_written"] += saver.wait() if step == spec.steps - 1 \
+                else saver.finished()
         if counted is not None:
             flops = counted + uncounted_attention_flops(model_cfg,
                                                         inputs.numel(), spec.seq_len, device)
@@ -169,9 +180,10 @@ def train(spec, rank: int, world_size: int, device: torch.device,
             "mfu": model_flops / step_time / peak_flops if peak_flops else None,
             "params": n_params, "device": str(device), "world_size": world_size,
             "probe": step in (flop_step, probe_step),  # slowed by measuring
+            **{key: saved[key] for key in CHECKPOINT_FIELDS},
         })
-        if spec.checkpoint_every and (step + 1) % spec.checkpoint_every == 0:
-            save_checkpoint(spec, strategy, model, optimizer, step, rank)
+    if saver is not None:
+        saver.wait()
 
     if spec.save_state:  # for tests and by-hand comparison: the trained weights, by rank 0
         state = strategy.full_state_dict(model)
@@ -241,19 +253,6 @@ def step_record(ctx, step_time: float, tokens: int, mem: dict) -> dict:
         **ctx.extra,
         "mem_params": mem["params"], "mem_grads": mem["grads"], "mem_optimizer": mem["optimizer"],
     }
-
-
-def save_checkpoint(spec, strategy, model, optimizer, step: int, rank: int) -> None:
-    """Rank 0 writes ``checkpoint_dir/step{step+1}.pt`` (atomically: a reader never sees half)."""
-    state = strategy.checkpoint_state(model, optimizer)
-    if rank != 0:
-        return
-    folder = Path(spec.checkpoint_dir)
-    folder.mkdir(parents=True, exist_ok=True)
-    path = folder / f"step{step + 1}.pt"
-    torch.save({**state, "step": step, "seed": spec.seed, "batch_size": spec.batch_size,
-                "world_size": spec.world_size}, path.with_suffix(".tmp"))
-    os.replace(path.with_suffix(".tmp"), path)
 
 
 # ---- entry point for launch(): one process per rank, started by the launcher -----------------

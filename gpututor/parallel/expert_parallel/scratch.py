@@ -116,7 +116,6 @@ class ExpertParallel(Strategy):
     needs_model = "moe"
     description = "from scratch: experts split over ranks, tokens sent to them by all-to-all"
     builds_on_meta = True        # each rank makes only its own experts (parallel/meta.py)
-    supports_checkpoint = False  # each rank holds some experts: no single-file checkpoint yet
 
     def validate(self, spec) -> None:
         super().validate(spec)

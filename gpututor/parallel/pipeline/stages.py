@@ -283,7 +283,6 @@ class PipelineStrategy(Strategy):
     only the first reads the inputs) and the merged state dict."""
 
     dim = "pp"
-    supports_checkpoint = False  # each rank holds its stage: no single-file checkpoint here yet
     builds_on_meta = True        # each rank makes only its own stage (parallel/meta.py)
     defaults = {"schedule": DEFAULT_SCHEDULE, "microbatches": DEFAULT_MICROBATCHES}
     precisions = ("fp32", "bf16")   # fp16 would need loss scaling across stages: not built

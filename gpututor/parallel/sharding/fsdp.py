@@ -61,7 +61,6 @@ class FullyShardedFSDP2(Strategy):
     allowed = {"reshard_after_forward": "True or False",
                "mixed_precision": "one of " + ", ".join(MIXED_PRECISION),
                "hsdp_replicas": "an integer >= 1 that divides the dp degree"}
-    supports_checkpoint = False  # sharded state: no single-file checkpoint here yet
     builds_on_meta = True        # sharded on meta, then each rank makes only its shards
     zero_stage = 3
     memory_layout = MemoryLayout(gathered_blocks=2, gathered_root=True,

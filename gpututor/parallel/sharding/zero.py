@@ -35,6 +35,7 @@ import torch.nn as nn
 
 from ..base import MemoryLayout, Strategy
 from ..data_parallel.scratch import broadcast_parameters
+from ..pieces import canonical, flat_shard_pieces
 from .flat import FlatShard, all_gather, padded_unit_bytes, reduce_scatter_mean, unit_parameters
 from .zero3 import ZeRO3
 
@@ -142,7 +143,6 @@ class ZeRO2(ZeRO1):
 
 class _ZeRO(Strategy):
     zero_stage, wrapper = 0, None
-    supports_checkpoint = False  # the optimizer state is sharded: no single-file checkpoint yet
 
     def step_collectives(self, spec, model):
         """Stages 1 and 2: each unit's gradients reduce-scattered, its parameters all-gathered
@@ -182,6 +182,22 @@ class _ZeRO(Strategy):
 
     def sync_gradients(self, model, ctx) -> None:
         model.finish_gradients()
+
+    def checkpoint_pieces(self, model, aliases):
+        """Each unit's slice of its flat vector: the boxes of the parameters it overlaps."""
+        if self.zero_stage < 3:
+            names = {id(p): n for n, p in model.module.named_parameters()}
+            units = [(unit, shard, [names[id(p)] for p in unit.params])
+                     for unit, shard in zip(model.units, model.shards)]
+        else:
+            units = [(unit.layout, unit.shard, [aliases_[0] for aliases_ in original])
+                     for unit, original in model.units]
+        return [flat_shard_pieces(shard, layout, [canonical(n, aliases) for n in names])
+                for layout, shard, names in units]
+
+    def after_load(self, model) -> None:
+        if self.zero_stage < 3:   # every rank's parameters whole again, from all shards
+            model.all_gather_parameters()
 
     def full_state_dict(self, model) -> dict:
         if self.zero_stage < 3:  # parameters are whole on every rank after each step

@@ -33,6 +33,7 @@ import torch.nn as nn
 from ...models import GPT, CausalSelfAttention, causal_attention
 from ..base import MemoryLayout, Strategy
 from ..mesh import device_mesh
+from ..pieces import Box, Piece, default_pieces, dtensor_box
 from .megatron import check_degree, tensor_parallel_collectives
 
 
@@ -74,7 +75,6 @@ class TensorParallelDTensor(Strategy):
     dim = "tp"
     builds_on_meta = True   # each rank makes only its shards (parallel/meta.py)
     description = "torch DTensor parallelize_module: ColwiseParallel/RowwiseParallel plan"
-    supports_checkpoint = False
     meters_comm = False     # DTensor's collectives run inside torch, unmetered
     memory_layout = MemoryLayout(tensor_parallel=True, note="same split through DTensor")
     # fp16 would need GradScaler.unscale_ over a mix of DTensors (the split Linears) and plain
@@ -97,6 +97,11 @@ class TensorParallelDTensor(Strategy):
             parallelize_module(model.get_submodule(path), mesh, plan)
         return model
 
+    def checkpoint_pieces(self, model, aliases):
+        """DTensor shards in place, except that q, k and v are the thirds of the fused
+        ``qkv`` of the one-process model (rows k·d.. of its weight and bias)."""
+        return dtensor_tp_pieces(model, aliases)
+
     def full_state_dict(self, model) -> dict:
         """The dense model's state dict: each DTensor's ``full_tensor()`` (an all-gather), and
         q, k, v put back together into the fused ``qkv``."""
@@ -108,3 +113,24 @@ class TensorParallelDTensor(Strategy):
                 state[f"{prefix}qkv.{kind}"] = torch.cat(
                     [state.pop(f"{prefix}{p}.{kind}") for p in "qkv"])
         return state
+
+
+def dtensor_tp_pieces(model, aliases) -> list:
+    """:meth:`TensorParallelDTensor.checkpoint_pieces` (also for ``fsdp+tp``)."""
+    pieces = []
+    for piece in default_pieces(model, aliases):
+        box = piece.boxes[0]
+        prefix, _, rest = box.name.rpartition(".attn.")
+        part, _, kind = rest.partition(".")
+        if prefix and part in ("q", "k", "v"):
+            p = piece.param
+            d = p.shape[0]
+            name, whole = f"{prefix}.attn.qkv.{kind}", (3 * d,) + tuple(p.shape[1:])
+            shift = ("qkv".index(part) * d,) + (0,) * (p.dim() - 1)
+            if hasattr(p, "device_mesh"):
+                box = dtensor_box(name, p, shift, whole)
+            else:
+                box = Box(name, whole, shift, tuple(p.shape), lambda t: t)
+            piece = Piece(p, [box])
+        pieces.append(piece)
+    return pieces

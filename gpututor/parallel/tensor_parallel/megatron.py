@@ -41,6 +41,7 @@ from ...models import MLP, CausalSelfAttention, causal_attention
 from ..base import MemoryLayout, Strategy
 from ..link import LINK_ALLOWED, LINK_OPTIONS
 from ..mesh import degree_of, dim_group
+from ..pieces import Piece, default_pieces, run_boxes
 from .sequence import sequence_parallelize, sync_sequence_parallel_gradients
 
 
@@ -277,6 +278,28 @@ def gather_full_state(model: nn.Module) -> dict[str, torch.Tensor]:
     return state
 
 
+def megatron_pieces(model: nn.Module, aliases: dict) -> list:
+    """A column-parallel layer holds runs of the dense layer's rows (its weight and bias), a
+    row-parallel one runs of its columns (its bias whole); every other parameter is whole."""
+    split = {}
+    for path, module in model.named_modules():
+        if isinstance(module, ColumnParallelLinear):
+            rows = (module.full_out_features, module.weight.shape[1])
+            split[id(module.weight)] = (rows, 0, module.init_rows)
+            if module.bias is not None:
+                split[id(module.bias)] = (rows[:1], 0, module.init_rows)
+        elif isinstance(module, RowParallelLinear):
+            split[id(module.weight)] = ((module.weight.shape[0], module.full_in_features), 1,
+                                        module.init_cols)
+    pieces = []
+    for piece in default_pieces(model, aliases):
+        if id(piece.param) in split:
+            shape, dim, owned = split[id(piece.param)]
+            piece = Piece(piece.param, run_boxes(piece.boxes[0].name, shape, dim, owned))
+        pieces.append(piece)
+    return pieces
+
+
 # ---- the strategy ------------------------------------------------------------------------------
 
 def check_degree(spec, strategy: str) -> None:
@@ -317,7 +340,6 @@ class TensorParallel(Strategy):
     # an emulated link delays every all-reduce; sequence_parallel splits the norms' regions
     options = {**LINK_OPTIONS, "sequence_parallel": lambda v: isinstance(v, bool)}
     allowed = {**LINK_ALLOWED, "sequence_parallel": "True or False"}
-    supports_checkpoint = False  # each rank holds a slice: no single-file checkpoint here yet
     memory_layout = MemoryLayout(tensor_parallel=True,
                                  note="Megatron split of attention and MLP; rest replicated")
     planned = True
@@ -360,6 +382,9 @@ class TensorParallel(Strategy):
         loss = super().train_step(model, optimizer, micro_batches, ctx)
         model.tp.timer.flush()   # CUDA: read the timing events (a no-op on CPU)
         return loss
+
+    def checkpoint_pieces(self, model, aliases):
+        return megatron_pieces(model, aliases)
 
     def full_state_dict(self, model) -> dict:
         return gather_full_state(model)

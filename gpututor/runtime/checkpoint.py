@@ -1,0 +1,360 @@
+"""Distributed checkpoints: every rank writes its own pieces, any layout reads any other's.
+
+One layout on disk for every strategy (``gpututor.parallel.pieces``): ``model/NAME`` is the
+one-process model's parameter NAME at its full shape, ``optim/KEY/NAME`` the optimizer's state
+KEY of it (``exp_avg``, ``exp_avg_sq`` for AdamW, ``momentum_buffer`` for SGD), ``optim/step``
+AdamW's step count. Each rank hands ``torch.distributed.checkpoint`` (DCP) the boxes it holds
+(its strategy's :meth:`~gpututor.parallel.base.Strategy.checkpoint_pieces`) as :class:`Boxes`,
+which speaks DCP's protocol for sharded values (``__create_write_items__``,
+``__create_chunk_list__``, ``__get_tensor_shard__``, as DTensor does): DCP writes each box
+once (a box several ranks hold is written by one of them) and, on load, reads into each box
+of the new layout the parts of the saved chunks that overlap it. Nothing is gathered onto one
+rank, and the world size and the strategy may change between save and load.
+
+Where a run is: the step (the data position follows from it: ``data.batches``'s
+``start_step``); no step draws random numbers, so no random state is saved.
+
+``async_save``: the boxes are copied to CPU memory (this is all training waits for) and
+written by a thread, over a gloo process group of their own, while the next steps run.
+"""
+from __future__ import annotations
+
+import json
+import threading
+import time
+from pathlib import Path
+
+import torch
+import torch.distributed as dist
+
+from ..models import build_model
+from ..parallel.pieces import local_tensor, model_names
+from .checkpoint_files import (FORMAT, INFO, METADATA, CheckpointError, check_folder,
+                               read_metadata, safe_reader)
+
+STATE_KEYS = {"adamw": ("exp_avg", "exp_avg_sq"), "sgd": ("momentum_buffer",)}
+SCALER_KEYS = ("scaler/scale", "scaler/growth_tracker")   # fp16's loss scale (GradScaler)
+
+
+class Boxes:
+    """The boxes one rank holds of one whole tensor, as DCP's sharded-value protocol wants
+    them. ``entries`` are ``(offsets, view, copies)``: ``copies`` are other local views of the
+    same values (a pipeline rank holding both copies of a tied weight), filled after a load."""
+
+    def __init__(self, shape: tuple, dtype: torch.dtype, entries: list):
+        self.shape, self.dtype, self.entries = tuple(shape), dtype, entries
+
+    def size(self) -> torch.Size:
+        return torch.Size(self.shape)
+
+    def __create_write_items__(self, fqn: str, obj) -> list:
+        from torch.distributed.checkpoint.metadata import ChunkStorageMetadata, MetadataIndex, \
+            TensorProperties
+        from torch.distributed.checkpoint.planner import TensorWriteData, WriteItem, WriteItemType
+        return [WriteItem(index=MetadataIndex(fqn, torch.Size(offsets)),
+                          type=WriteItemType.SHARD,
+                          tensor_data=TensorWriteData(
+                              chunk=ChunkStorageMetadata(offsets=torch.Size(offsets),
+                                                         sizes=view.size()),
+                              properties=TensorProperties.create_from_tensor(view),
+                              size=self.size()))
+                for offsets, view, _ in self.entries]
+
+    def __create_chunk_list__(self) -> list:
+        from torch.distributed.checkpoint.metadata import ChunkStorageMetadata
+        return [ChunkStorageMetadata(offsets=torch.Size(o), sizes=v.size())
+                for o, v, _ in self.entries]
+
+    def __get_tensor_shard__(self, index) -> torch.Tensor:
+        for offsets, view, _ in self.entries:
+            if torch.Size(offsets) == index.offset:
+                return view
+        raise ValueError(f"no box of {index.fqn} at {tuple(index.offset)}")
+
+    def fill_copies(self) -> None:
+        for _, view, copies in self.entries:
+            for other in copies:
+                other.copy_(view)
+
+    def staged(self) -> "Boxes":
+        """The same boxes copied to CPU memory (what an asynchronous save writes from)."""
+        return Boxes(self.shape, self.dtype,
+                     [(o, v.detach().to("cpu", copy=True), []) for o, v, _ in self.entries])
+
+
+def _planners():
+    from torch.distributed.checkpoint import DefaultLoadPlanner, DefaultSavePlanner
+
+    class SavePlanner(DefaultSavePlanner):
+        def lookup_object(self, index):
+            obj = self.state_dict[index.fqn]
+            if isinstance(obj, Boxes):   # write a compact CPU copy, not the view's storage
+                view = obj.__get_tensor_shard__(index).detach()
+                compact = view.untyped_storage().nbytes() == view.numel() * view.element_size()
+                return view.cpu() if compact and view.is_contiguous() else \
+                    view.to("cpu", copy=True).contiguous()
+            return super().lookup_object(index)
+
+    class LoadPlanner(DefaultLoadPlanner):
+        """Reads into :class:`Boxes` in place (DCP's own set-up would replace them: it only
+        knows tensors); the state dict is flat already."""
+
+        def __init__(self):
+            super().__init__(flatten_state_dict=False, flatten_sharded_tensors=False)
+
+        def set_up_planner(self, state_dict, metadata=None, is_coordinator=False):
+            self.original_state_dict = self.state_dict = state_dict
+            self.metadata, self.is_coordinator = metadata, is_coordinator
+
+        def lookup_tensor(self, index):
+            obj = self.state_dict[index.fqn]
+            if isinstance(obj, Boxes):
+                return obj.__get_tensor_shard__(index)
+            return super().lookup_tensor(index)
+
+    return SavePlanner, LoadPlanner
+
+
+def canonical_shapes(spec) -> tuple[dict, dict]:
+    """``(aliases, shapes)`` of the one-process model of ``spec`` (built on meta: no memory)."""
+    return model_names(build_model(spec, meta=True))
+
+
+def init_optimizer_state(optimizer, kind: str) -> None:
+    """Make the state a first step would make (zeros), so a load has tensors to fill."""
+    for group in optimizer.param_groups:
+        for p in group["params"]:
+            state = optimizer.state[p]
+            for key in STATE_KEYS[kind]:
+                state.setdefault(key, torch.zeros_like(p, memory_format=torch.preserve_format))
+            if kind == "adamw":
+                state.setdefault("step", torch.tensor(0.0))
+
+
+def state_dict(spec, strategy, model, optimizer, aliases: dict, shapes: dict) -> dict:
+    """This rank's DCP state dict: a :class:`Boxes` per whole tensor it holds part of."""
+    kind = "sgd" if spec.optimizer == "sgd" else "adamw"
+    entries: dict[str, list] = {}
+    meta: dict[str, tuple] = {}
+
+    def add(key: str, box, local: torch.Tensor) -> None:
+        view = box.take(local)
+        if tuple(view.shape) != tuple(box.sizes):
+            raise RuntimeError(f"{strategy.name}: box of {key} is {tuple(view.shape)}, "
+                               f"expected {box.sizes}")
+        found = entries.setdefault(key, [])
+        for offsets, first, copies in found:
+            if offsets == tuple(box.offsets) and first.shape == view.shape:
+                copies.append(view)   # the same values held twice on this rank
+                return
+        found.append((tuple(box.offsets), view, []))
+        meta[key] = (box.shape, view.dtype)
+
+    step = None
+    for piece in strategy.checkpoint_pieces(model, aliases):
+        state = optimizer.state.get(piece.param, {})
+        for box in piece.boxes:
+            if box.name not in shapes:
+                raise RuntimeError(f"{strategy.name}: piece {box.name!r} is not a parameter of "
+                                   "the one-process model")
+            add(f"model/{box.name}", box, local_tensor(piece.param).detach())
+            for key in STATE_KEYS[kind]:
+                if key in state:
+                    add(f"optim/{key}/{box.name}", box, local_tensor(state[key]))
+        if "step" in state:
+            step = state["step"]
+    out = {k: Boxes(*meta[k], v) for k, v in entries.items()}
+    if kind == "adamw" and step is not None:
+        out["optim/step"] = torch.as_tensor(step, dtype=torch.float32).detach().cpu().reshape(())
+    return out
+
+
+def scaler_state(scaler) -> dict:
+    """An fp16 run's loss scale and growth tracker, as tensors: without them a resumed run
+    would start again from the first scale and skip or take other steps than the original."""
+    state = scaler.state_dict()
+    return {"scaler/scale": torch.tensor(float(state["scale"]), dtype=torch.float64),
+            "scaler/growth_tracker": torch.tensor(int(state["_growth_tracker"]))}
+
+
+def load_scaler(values: dict, device: torch.device):
+    """A ``GradScaler`` that continues from :func:`scaler_state`'s ``values``."""
+    scaler = torch.amp.GradScaler(device.type)
+    state = scaler.state_dict()
+    state.update(scale=float(values["scaler/scale"]),
+                 _growth_tracker=int(values["scaler/growth_tracker"]))
+    scaler.load_state_dict(state)
+    return scaler
+
+
+def expected_keys(spec, shapes: dict) -> set:
+    kind = "sgd" if spec.optimizer == "sgd" else "adamw"
+    keys = {f"model/{n}" for n in shapes} | {f"optim/{k}/{n}" for k in STATE_KEYS[kind]
+                                             for n in shapes}
+    return keys | ({"optim/step"} if kind == "adamw" else set())
+
+
+def check_resume(spec) -> dict:
+    """Check ``spec.resume`` against the model ``spec`` trains, before any rank starts."""
+    _, shapes = canonical_shapes(spec)
+    return check_folder(spec.resume, shapes, expected_keys(spec, shapes))
+
+
+class Checkpointer:
+    """A rank's saves and its resume. Every rank constructs it (the asynchronous save's process
+    group is made collectively)."""
+
+    def __init__(self, spec, strategy, rank: int):
+        self.spec, self.strategy, self.rank = spec, strategy, rank
+        self.aliases, self.shapes = canonical_shapes(spec)
+        self.pending = None            # (future, figures) of an asynchronous save
+        self.group = None
+        if spec.checkpoint_every and spec.checkpoint_async and dist.is_initialized():
+            self.group = dist.new_group(backend="gloo")   # the writer thread's own collectives
+
+    def folder(self, step: int) -> Path:
+        return Path(self.spec.checkpoint_dir) / f"step{step + 1}"
+
+    def save(self, model, optimizer, step: int, scaler=None) -> dict:
+        """Save after ``step``; return the record's ``checkpoint_*`` fields: this save's step
+        and the seconds training waited for it, and ``checkpoint_written``, the saves that
+        finished meanwhile (:meth:`wait`; a synchronous save is one of them). ``scaler``: an
+        fp16 run's ``GradScaler``, saved with it."""
+        import torch.distributed.checkpoint as dcp
+        waited = time.perf_counter()    # training waits from here: for the last save, too
+        done = self.wait()              # one save at a time
+        folder = self.folder(step)
+        start = time.perf_counter()
+        # state a first step would make (zeros), where no step has made it yet (an fp16 run
+        # whose first steps overflowed and were skipped): AdamW and SGD start from it anyway
+        init_optimizer_state(optimizer, "sgd" if self.spec.optimizer == "sgd" else "adamw")
+        sd = state_dict(self.spec, self.strategy, model, optimizer, self.aliases, self.shapes)
+        if scaler is not None:
+            sd.update(scaler_state(scaler))
+        if self.rank == 0:
+            folder.mkdir(parents=True, exist_ok=True)
+            # an older save in this folder goes first, its index first: a save that stops
+            # half-way leaves a folder without .metadata (refused), never an old index over new
+            # data (the other ranks write only after the planning collective rank 0 joins next)
+            (folder / METADATA).unlink(missing_ok=True)
+            for old in folder.glob("__*.distcp"):
+                old.unlink()
+            info = {"format": FORMAT, "step": step, "strategy": self.spec.strategy,
+                    "world_size": self.spec.world_size, "model": self.spec.model,
+                    "model_size": self.spec.resolved_model_size, "optimizer": self.spec.optimizer,
+                    "seed": self.spec.seed, "batch_size": self.spec.batch_size,
+                    "shapes": {k: list(v) for k, v in self.shapes.items()}}
+            (folder / INFO).write_text(json.dumps(info, indent=1))
+        SavePlanner, _ = _planners()
+        writer = dcp.FileSystemWriter(str(folder), single_file_per_rank=True, thread_count=1)
+        if self.group is None:
+            dcp.save(sd, storage_writer=writer, planner=SavePlanner())
+            seconds = time.perf_counter() - start
+            written = {"step": step, "save_s": seconds, "bytes": self.bytes_written(folder)}
+            return {"checkpoint_step": step, "checkpoint_blocked_s": seconds,
+                    "checkpoint_written": [written]}
+        staged = {k: v.staged() if isinstance(v, Boxes) else v.clone() for k, v in sd.items()}
+        figures = {"step": step}
+        ended = threading.Event()
+
+        def end(_future) -> None:   # runs in the writer thread when the save is done
+            figures["save_s"] = time.perf_counter() - start
+            ended.set()
+
+        future = dcp.async_save(staged, storage_writer=writer, planner=SavePlanner(),
+                                process_group=self.group, async_stager=_Passthrough())
+        blocked = time.perf_counter() - waited
+        future.add_done_callback(end)
+        self.pending = (future, figures, folder, ended)
+        return {"checkpoint_step": step, "checkpoint_blocked_s": blocked,
+                "checkpoint_written": done}
+
+    def wait(self) -> list:
+        """Wait for an asynchronous save; return its figures (``[{"step", "save_s",
+        "bytes"}]``; ``[]`` if none was running)."""
+        if self.pending is None:
+            return []
+        future, figures, folder, ended = self.pending
+        self.pending = None
+        future.result()
+        ended.wait()   # a Future wakes its waiters before it runs its callbacks
+        return [{**figures, "bytes": self.bytes_written(folder)}]
+
+    def finished(self) -> list:
+        """The figures of an asynchronous save that has finished by now (else [])."""
+        return self.wait() if self.pending is not None and self.pending[0].done() else []
+
+    def bytes_written(self, folder: Path) -> int:
+        """Bytes of this rank's data file(s) (DCP names them ``__{rank}_*.distcp``)."""
+        return sum(f.stat().st_size for f in folder.glob(f"__{self.rank}_*.distcp"))
+
+    def load(self, model, optimizer, ctx=None) -> int:
+        """Fill ``model`` and ``optimizer`` from ``spec.resume``; return the next step. An fp16
+        run continues with the saved loss scale (``ctx.grad_scaler``) where there is one."""
+        import torch.distributed.checkpoint as dcp
+        info = check_folder(self.spec.resume, self.shapes, expected_keys(self.spec, self.shapes))
+        kind = "sgd" if self.spec.optimizer == "sgd" else "adamw"
+        init_optimizer_state(optimizer, kind)
+        sd = state_dict(self.spec, self.strategy, model, optimizer, self.aliases, self.shapes)
+        if kind == "adamw":
+            sd["optim/step"] = torch.zeros(())
+        saved_scaler = set(SCALER_KEYS) <= set(read_metadata(self.spec.resume).state_dict_metadata)
+        if self.spec.precision == "fp16" and saved_scaler:
+            sd.update({"scaler/scale": torch.zeros((), dtype=torch.float64),
+                       "scaler/growth_tracker": torch.zeros((), dtype=torch.int64)})
+        _, LoadPlanner = _planners()
+        try:
+            with torch.no_grad():
+                dcp.load(sd, storage_reader=safe_reader(self.spec.resume), planner=LoadPlanner())
+        except CheckpointError:
+            raise
+        except (Exception, dcp.api.CheckpointException) as exc:   # (DCP's: a BaseException)
+            raise CheckpointError(f"resume={self.spec.resume!r} is invalid: reading it failed "
+                                  f"({_first_failure(exc)}); allowed is a complete, "
+                                  "uncorrupted checkpoint") from None
+        for value in sd.values():
+            if isinstance(value, Boxes):
+                value.fill_copies()
+        with torch.no_grad():
+            self.strategy.after_load(model)
+        if kind == "adamw":
+            for state in optimizer.state.values():
+                state["step"] = sd["optim/step"].clone()
+        if "scaler/scale" in sd and ctx is not None:
+            ctx.grad_scaler = load_scaler(sd, ctx.device)
+        return int(info["step"]) + 1
+
+
+def _first_failure(exc: BaseException) -> str:
+    """One line for what went wrong, from DCP's per-rank failures when it reports them."""
+    failures = getattr(exc, "failures", None)
+    if failures:
+        exc = next(iter(failures.values()))
+        exc = exc[0] if isinstance(exc, tuple) else exc
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0] if text else ''}"[:300]
+
+
+class _Passthrough:
+    """An async stager that stages nothing more: :meth:`Checkpointer.save` copied the boxes."""
+
+    should_synchronize_after_execute = False
+
+    def stage(self, state_dict):
+        return state_dict
+
+    def synchronize_staging(self) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
+def latest(folder) -> str | None:
+    """The newest complete checkpoint (``step{K}`` with its ``.metadata``) in ``folder``."""
+    found = [(int(p.name[4:]), p) for p in Path(folder).glob("step*")
+             if p.name[4:].isdigit() and (p / ".metadata").is_file() and (p / INFO).is_file()]
+    return str(max(found)[1]) if found else None
+
+
+__all__ = ["Boxes", "Checkpointer", "CheckpointError", "check_resume", "latest"]

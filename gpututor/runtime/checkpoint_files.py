@@ -1,0 +1,164 @@
+"""A checkpoint folder on disk, read without running code from it, and checked before training.
+
+A gpututor checkpoint is a folder that ``torch.distributed.checkpoint`` (DCP) wrote: each
+rank's tensor data in ``__{rank}_0.distcp``, the index of every chunk in ``.metadata`` (DCP
+writes it last, once every rank has written its data: a folder without it is incomplete) and
+our own ``gpututor.json`` (plain JSON: the format, the step, the model's shapes).
+
+DCP's own reader loads ``.metadata`` with :func:`pickle.load`, which runs whatever a file
+asks of it. :class:`SafeReader` reads it with an unpickler that makes only DCP's plain
+metadata records and torch's sizes and dtypes (:data:`ALLOWED`), and refuses anything else;
+the tensors themselves DCP reads with ``torch.load(weights_only=True)``. Values that are not
+tensors are never put into a checkpoint (DCP would read them back with
+``torch.load(weights_only=False)``): :func:`check_folder` refuses a checkpoint whose index
+says otherwise.
+"""
+from __future__ import annotations
+
+import json
+import os
+import pickle
+from pathlib import Path
+
+FORMAT = "gpututor-dcp-1"
+INFO = "gpututor.json"
+METADATA = ".metadata"
+
+# The classes a DCP .metadata file is made of (torch 2.11-2.13), and nothing else.
+ALLOWED = {
+    ("torch.distributed.checkpoint.metadata", n) for n in (
+        "Metadata", "TensorStorageMetadata", "BytesStorageMetadata", "ChunkStorageMetadata",
+        "TensorProperties", "MetadataIndex", "StorageMeta", "_MEM_FORMAT_ENCODING")
+} | {
+    ("torch.distributed.checkpoint.filesystem", "_StorageInfo"),
+    ("torch.distributed.checkpoint._extension", "_ExtensionDescriptor"),
+    ("torch", "Size"), ("torch", "float32"), ("torch", "float64"), ("torch", "float16"),
+    ("torch", "bfloat16"), ("torch", "int64"), ("torch", "int32"), ("torch", "uint8"),
+    ("torch", "bool"), ("torch", "strided"), ("torch", "contiguous_format"),
+    ("torch", "preserve_format"), ("collections", "OrderedDict"), ("builtins", "set"),
+    ("builtins", "frozenset"), ("copyreg", "_reconstructor"), ("builtins", "object"),
+    ("torch.serialization", "SerializationFormat"), ("torch.serialization", "_get_layout"),
+    ("pathlib", "PosixPath"), ("pathlib", "WindowsPath"), ("pathlib", "PurePosixPath"),
+    ("torch.distributed.checkpoint.filesystem", "SerializationFormat"),
+}
+
+
+class CheckpointError(ValueError):
+    """A checkpoint that cannot be resumed: what is wrong, named, before any step runs."""
+
+
+class _Unpickler(pickle.Unpickler):
+    def find_class(self, module: str, name: str):
+        if (module, name) not in ALLOWED:
+            raise CheckpointError(f"{METADATA} asks for {module}.{name}: a gpututor checkpoint's "
+                                  "index holds only DCP's metadata records, sizes and dtypes, "
+                                  "and loading never runs code from a file")
+        return super().find_class(module, name)
+
+
+def read_metadata(folder) -> object:
+    """DCP's index of ``folder``, read with the restricted unpickler (no code runs)."""
+    path = Path(folder) / METADATA
+    try:
+        with open(path, "rb") as f:
+            metadata = _Unpickler(f).load()
+    except CheckpointError:
+        raise
+    except Exception as exc:   # truncated or not a pickle at all
+        raise CheckpointError(f"resume={str(folder)!r} is invalid: its {METADATA} cannot be "
+                              f"read ({type(exc).__name__}: {exc}); allowed is a complete "
+                              "checkpoint folder written by gpututor") from exc
+    return metadata
+
+
+def safe_reader(folder):
+    """DCP's ``FileSystemReader`` for ``folder`` whose index is read by :func:`read_metadata`."""
+    from torch.distributed.checkpoint import FileSystemReader
+    from torch.distributed.checkpoint.metadata import StorageMeta
+
+    class SafeReader(FileSystemReader):
+        def read_metadata(self, *args, **kwargs):
+            if kwargs.get("rank") is not None:   # per-rank metadata: not written by gpututor
+                raise CheckpointError("per-rank metadata is not part of a gpututor checkpoint")
+            metadata = read_metadata(self.path)
+            if getattr(metadata, "storage_meta", None) is None:
+                metadata.storage_meta = StorageMeta()
+            metadata.storage_meta.load_id = self.load_id
+            return metadata
+
+    return SafeReader(folder)
+
+
+def read_info(folder) -> dict:
+    """``gpututor.json`` of a checkpoint folder, checked: a clear error if it is not one."""
+    folder = Path(folder)
+    bad = lambda why: CheckpointError(f"resume={str(folder)!r} is invalid: {why}")
+    if folder.is_file():
+        raise bad("it is a file; allowed is a checkpoint folder (checkpoint_dir/step{K}) that "
+                  "gpututor wrote with torch.distributed.checkpoint (files saved by torch.save "
+                  "are not read: unpickling them could run code)")
+    if not folder.is_dir():
+        raise bad("no such folder; allowed is an existing checkpoint folder")
+    try:
+        info = json.loads((folder / INFO).read_text())
+    except FileNotFoundError:
+        raise bad(f"it has no {INFO}: allowed is a folder gpututor wrote") from None
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise bad(f"its {INFO} is not JSON ({exc})") from None
+    if not isinstance(info, dict) or info.get("format") != FORMAT:
+        raise bad(f"its {INFO} has format={info.get('format') if isinstance(info, dict) else info!r}"
+                  f"; allowed is {FORMAT!r}")
+    if not (folder / METADATA).is_file():
+        raise bad(f"it has no {METADATA}: the save did not finish (DCP writes it last); "
+                  "allowed is a complete checkpoint")
+    return info
+
+
+def check_folder(folder, shapes: dict, expected_keys: set | None = None) -> dict:
+    """Check a checkpoint folder against the model about to train; return its info.
+
+    ``shapes`` is the one-process model's ``{name: shape}``. Refused, naming what differs: not a
+    gpututor checkpoint, an unfinished one, a parameter missing, extra or of another shape, an
+    entry that is not a tensor, a data file missing or shorter than its index says."""
+    from torch.distributed.checkpoint.metadata import TensorStorageMetadata
+    info = read_info(folder)
+    metadata = read_metadata(folder)
+    entries = metadata.state_dict_metadata
+    where = f"resume={str(folder)!r} is invalid"
+    for key, md in entries.items():
+        if not isinstance(md, TensorStorageMetadata):
+            raise CheckpointError(f"{where}: entry {key!r} is not a tensor; allowed are tensors "
+                                  "only (other values would be unpickled)")
+    saved = {k[len("model/"):]: tuple(md.size) for k, md in entries.items()
+             if k.startswith("model/")}
+    for name, shape in shapes.items():
+        if name not in saved:
+            raise CheckpointError(f"{where}: it has no parameter {name!r} (shape {shape}) of "
+                                  "this model: allowed is a checkpoint of the same model")
+        if saved[name] != tuple(shape):
+            raise CheckpointError(f"{where}: parameter {name!r} has shape {saved[name]} there "
+                                  f"and {tuple(shape)} in this model: allowed is a checkpoint "
+                                  "of the same model shape")
+    extra = sorted(set(saved) - set(shapes))
+    if extra:
+        raise CheckpointError(f"{where}: it has parameter(s) {', '.join(extra[:3])} that this "
+                              "model lacks: allowed is a checkpoint of the same model")
+    missing = sorted((expected_keys or set()) - set(entries))
+    if missing:
+        raise CheckpointError(f"{where}: it has no {missing[0]!r} (optimizer state of another "
+                              f"kind: it saved {info.get('optimizer')!r}); allowed is a "
+                              "checkpoint of the same optimizer")
+    sizes = {}
+    for storage in metadata.storage_data.values():
+        end = storage.offset + storage.length
+        sizes[storage.relative_path] = max(sizes.get(storage.relative_path, 0), end)
+    for rel, end in sizes.items():
+        if Path(rel).name != rel or rel in (".", ".."):   # DCP names files inside the folder
+            raise CheckpointError(f"{where}: its index names data file {rel!r}, outside the "
+                                  "folder: allowed are the folder's own files")
+        path = Path(folder) / rel
+        if not path.is_file() or os.path.getsize(path) < end:
+            have = os.path.getsize(path) if path.is_file() else "no file"
+            raise CheckpointError(f"{where}: data file {rel!r} holds {have} bytes, its index "
+                                  f"says {end}: allowed is a complete, uncorrupted checkpoint")
+    return info
