@@ -101,3 +101,31 @@ def test_the_chinese_readme_carries_what_the_english_one_does():
         assert chinese[part] == english[part], (
             f"README.zh-CN.md differs from README.md in its {part}: {chinese[part]!r} against "
             f"{english[part]!r}")
+
+
+@pytest.mark.parametrize("chinese", CHINESE, ids=lambda p: p.stem)
+def test_every_chinese_cell_translates_the_english_cell_as_it_is_now(chinese: Path):
+    """Each zh markdown cell records a hash of the English it translates (tests/zh_drift.py):
+    an English cell changed without its twin is named here until the twin is reviewed."""
+    from zh_drift import stale_cells
+    stale = stale_cells(chinese)
+    assert not stale, (
+        f"{chinese.name}: markdown cell(s) {stale} translate English that has changed (or were "
+        "never recorded). Review each against the English lesson's cell of the same index, fix "
+        f"the Chinese, then run: python tests/zh_drift.py --reviewed notebooks/zh/{chinese.name} "
+        f"--cells {','.join(map(str, stale))}")
+
+
+def test_a_changed_english_cell_makes_its_twin_stale(tmp_path: Path):
+    from zh_drift import record, stale_cells
+    english, chinese = ENGLISH[0], CHINESE[0]
+    en, zh = nbformat.read(english, as_version=4), nbformat.read(chinese, as_version=4)
+    en_copy, zh_copy = tmp_path / "en.ipynb", tmp_path / chinese.name
+    nbformat.write(en, en_copy)
+    nbformat.write(zh, zh_copy)
+    assert stale_cells(zh_copy, en_copy) == stale_cells(chinese)      # the same record
+    first = next(i for i, c in enumerate(en.cells) if c.cell_type == "markdown")
+    en.cells[first].source += "\nOne more English sentence."
+    nbformat.write(en, en_copy)
+    assert first in stale_cells(zh_copy, en_copy)
+    assert first not in stale_cells(chinese)
