@@ -240,8 +240,9 @@ def _reasons(est: Estimate, model: Transformer, gpu, links: dict) -> list[str]:
               "{optimizer}, activations {activations}: {total} of {usable} usable ({memory} x "
               "{share})", **memory)]
     if not est.fits:
-        states = gb(m["params"] + m["grads"] + m["optimizer"])
-        if m["params"] + m["grads"] + m["optimizer"] > est.usable_bytes:
+        held = m["params"] + m["grads"] + m["optimizer"]
+        states = gb(held)
+        if held > est.usable_bytes:
             out.append(tr("why it does not fit: the model states alone ({states}) exceed the GPU; "
                           "shard them (a higher ZeRO stage), add GPUs, or split the model "
                           "(tensor/pipeline parallel)", states=states) if c.zero_stage < 3 else
