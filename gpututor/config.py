@@ -23,6 +23,7 @@ CORPORA = {"en": "corpus.txt",      # the text trained on, a file of data/ (data
            "zh": "corpus_zh.txt"}   # English docstrings (ASCII), Chinese poems (UTF-8)
 DEVICES = ("auto", "cpu", "cuda")
 MAX_SEQ_LEN = 256
+MAX_RESTARTS = 100   # restarts of one run (a run that fails this often has a bug, not bad luck)
 MESH_DIMS = ("dp", "pp", "cp", "ep", "tp")   # grid order: outermost first, tp innermost
 BYTE_UNITS = {"B": 1, "KB": 10**3, "MB": 10**6, "GB": 10**9, "KIB": 2**10, "MIB": 2**20,
               "GIB": 2**30}
@@ -116,8 +117,7 @@ SECTIONS = {
     "where": ("device", "first_gpu", "ranks_per_node", "threads_per_rank", "device_memory",
               "peak_flops", "timeout"),                                                  # on what machine
     "harness": ("warmup_steps", "inject_fault", "checkpoint_every", "checkpoint_dir",
-                "checkpoint_async", "resume",
-                "save_state"),        # what the harness around the loop does and records
+                "checkpoint_async", "resume", "max_restarts", "save_state"),   # around the loop
 }
 
 
@@ -128,7 +128,7 @@ class RunSpec:
     The fields come in four sections (:data:`SECTIONS`, :meth:`section`): **what** to train
     (model, data, steps, optimizer), **how** to split it over ranks (strategy, world size, grid,
     precision), **where** it runs (device, ranks per node, memory cap, peak FLOP/s) and the
-    **harness**'s hooks (warm-up steps left out of throughput, fault injection, checkpoints).
+    **harness**'s hooks (warm-up steps out of throughput, faults, checkpoints, restarts).
     ``validate`` checks values only; what this machine can do (a GPU per rank, fp16) is checked
     where the ranks start (``gpututor.runtime.guard.check_machine``), so a spec for another
     machine can be written here.
@@ -159,6 +159,7 @@ class RunSpec:
     checkpoint_dir: Optional[str] = None  # where checkpoints go (a folder step{K} each)
     checkpoint_async: bool = False      # save with DCP's async_save (training waits for the copy)
     resume: Optional[str] = None        # a checkpoint folder to continue from (any layout)
+    max_restarts: int = 0               # a rank died: restart all from the last checkpoint, N times
     options: tuple = field(default=())  # strategy options as (name, value) pairs
     save_state: Optional[str] = None    # rank 0 writes the trained weights here (a .pt file)
     ranks_per_node: Optional[int] = None  # ranks on this machine (torchrun: LOCAL_WORLD_SIZE);
@@ -336,6 +337,11 @@ class RunSpec:
         if not isinstance(self.checkpoint_async, bool):
             raise ValueError(f"checkpoint_async={self.checkpoint_async!r} is invalid: allowed "
                              "is True or False")
+        checks.integer("max_restarts", self.max_restarts, 0, MAX_RESTARTS)
+        if self.max_restarts and not self.checkpoint_every:
+            raise ValueError(f"max_restarts={self.max_restarts!r} is invalid with "
+                             "checkpoint_every=0: allowed is 0, or restarts with checkpoint_every "
+                             "> 0 (a restart resumes from the last complete checkpoint)")
         if self.resume is not None:   # what is inside is checked by runtime.checkpoint_files
             if not isinstance(self.resume, str) or not os.path.isdir(self.resume):
                 why = " (a file: torch.save files are not read, unpickling them could run " \

@@ -76,6 +76,13 @@ UI = {
         "（理想值 {n}x），效率 {efficiency:.0%}；每步耗时是单进程的 {step_ratio:.2f}x。"
         "也就是说，{verdict}。",
 
+    # ---- runtime/summary.py: a failure and the restart after it (the panel's loss plot) -----
+    "rank {rank} failed at step {step}; restarted from step {resumed} (attempt {attempt} of "
+    "{attempts})":
+        "进程 {rank} 在第 {step} 步失败；已从第 {resumed} 步重启（第 {attempt} 次尝试，共 {attempts} 次）",
+    "rank {rank} failed at step {step} (attempt {attempt} of {attempts}); no restart left":
+        "进程 {rank} 在第 {step} 步失败（第 {attempt} 次尝试，共 {attempts} 次）；没有剩余的重启次数",
+
     # ---- ui/comparison.py: speedup over one rank --------------------------------------------
     "ideal (N ranks = N×)": "理想值（N 个进程 = N×）",
     "speedup over one rank (tokens/s, same model and global batch)":

@@ -29,8 +29,8 @@ import torch.distributed as dist
 
 from ..models import build_model
 from ..parallel.pieces import local_tensor, model_names
-from .checkpoint_files import (FORMAT, INFO, METADATA, CheckpointError, check_folder,
-                               read_metadata, safe_reader)
+from .checkpoint_files import (FORMAT, INFO, METADATA, CheckpointError, check_folder, latest,
+                               next_step, read_metadata, safe_reader)
 
 STATE_KEYS = {"adamw": ("exp_avg", "exp_avg_sq"), "sgd": ("momentum_buffer",)}
 SCALER_KEYS = ("scaler/scale", "scaler/growth_tracker")   # fp16's loss scale (GradScaler)
@@ -350,11 +350,4 @@ class _Passthrough:
         pass
 
 
-def latest(folder) -> str | None:
-    """The newest complete checkpoint (``step{K}`` with its ``.metadata``) in ``folder``."""
-    found = [(int(p.name[4:]), p) for p in Path(folder).glob("step*")
-             if p.name[4:].isdigit() and (p / ".metadata").is_file() and (p / INFO).is_file()]
-    return str(max(found)[1]) if found else None
-
-
-__all__ = ["Boxes", "Checkpointer", "CheckpointError", "check_resume", "latest"]
+__all__ = ["Boxes", "Checkpointer", "CheckpointError", "check_resume", "latest", "next_step"]

@@ -162,3 +162,25 @@ def check_folder(folder, shapes: dict, expected_keys: set | None = None) -> dict
             raise CheckpointError(f"{where}: data file {rel!r} holds {have} bytes, its index "
                                   f"says {end}: allowed is a complete, uncorrupted checkpoint")
     return info
+
+
+def latest(folder, since: float | None = None) -> str | None:
+    """The newest complete checkpoint (``step{K}`` with its ``.metadata``) in ``folder``;
+    with ``since`` (a ``time.time()``), only one whose ``.metadata`` was written since then:
+    a restart must not pick up an older run's checkpoint left in the same folder."""
+    found = []
+    for p in Path(folder).glob("step*"):
+        if not (p.name[4:].isdigit() and (p / INFO).is_file()):
+            continue
+        try:
+            written = (p / METADATA).stat().st_mtime
+        except OSError:   # no .metadata: a save that did not finish (DCP writes it last)
+            continue
+        if since is None or written >= since:
+            found.append((int(p.name[4:]), p))
+    return str(max(found)[1]) if found else None
+
+
+def next_step(folder: str | None) -> int:
+    """The step a run resumed from ``folder`` starts at (0 without a checkpoint)."""
+    return 0 if folder is None else int(read_info(folder)["step"]) + 1

@@ -4,6 +4,12 @@ The same command works in two ways:
 - on its own, it launches ``--world-size`` ranks itself (like a notebook's ``launch()``);
 - under ``torchrun --nproc-per-node N``, each process torchrun started runs one rank of the
   same worker, and rank 0 writes the summary.
+
+Restarts: ``--max-restarts N`` (with ``--checkpoint-every``) restarts every rank from the last
+complete checkpoint when one dies, up to N times. Under torchrun, torchrun's own option does it
+(``torchrun --max-restarts N ... -m gpututor run --checkpoint-every K ...``): torchrun starts the
+worker group again and each rank, seeing ``TORCHELASTIC_RESTART_COUNT`` > 0, resumes by itself
+from the newest complete checkpoint written since torchrun started.
 """
 from __future__ import annotations
 
@@ -13,6 +19,7 @@ import math
 import os
 import sys
 import time
+from datetime import timedelta
 
 from ..config import PRECISIONS, RunSpec, parse_mesh
 from ..parallel import STRATEGIES, check_spec
@@ -59,6 +66,9 @@ def build_parser() -> argparse.ArgumentParser:
         "torch.distributed.checkpoint: every rank writes its own pieces)")
     run.add_argument("--checkpoint-async", action="store_true",
                      help="save with async_save: training waits only for the copy to memory")
+    add("--max-restarts", type=int, metavar="N",
+        help="when a rank dies, restart every rank from the last complete checkpoint, up to N "
+             "times (needs --checkpoint-every; under torchrun use torchrun's own --max-restarts)")
     add("--resume", metavar="FOLDER", help="continue from this checkpoint folder (any strategy "
         "and world size: the pieces are read into this run's layout)")
     add("--mesh", metavar="DIM=N,...", help="the rank grid, e.g. dp=2,tp=2 (with --strategy "
@@ -204,6 +214,12 @@ def _run_torchrun(args) -> int:
                          f"torchrun started WORLD_SIZE={world} ranks (omit --world-size)")
     spec = spec_from_args(args, world).replace(
         ranks_per_node=int(os.environ.get("LOCAL_WORLD_SIZE", world)))
+    if spec.max_restarts:
+        raise ValueError(f"max_restarts={spec.max_restarts} is invalid under torchrun: allowed is "
+                         "0; torchrun restarts the ranks itself: pass `torchrun --max-restarts "
+                         f"{spec.max_restarts} ...` (and --checkpoint-every here)")
+    asked = spec
+    spec, failures, attempt = torchrun_attempt(spec, world)
     check_machine(spec)   # this node: a GPU for each of its LOCAL_WORLD_SIZE ranks, fp16
     if spec.resume:       # the checkpoint fits this model (before any process group)
         from .checkpoint import check_resume
@@ -211,19 +227,75 @@ def _run_torchrun(args) -> int:
     if args.dry_run:      # this node's checks passed; rank 0 shows the whole job's layout
         return _dry_run(spec.replace(ranks_per_node=None), args) if rank == 0 else 0
     device = rank_device(spec, local_rank)
-    init_process_group(spec, rank, world, device)
+    restarts = int(os.environ.get("TORCHELASTIC_RESTART_COUNT", "0"))
+    init_process_group(spec, rank, world, device,
+                       store=restarted_store(rank, world, restarts, spec.timeout))
     records = []
     progress = Progress(spec, enabled=rank == 0 and not args.quiet and sys.stderr.isatty())
     try:
-        train(spec, rank, world, device, emit=lambda r: (records.append(r), progress.update(r)))
+        train(spec, rank, world, device,
+              emit=lambda r: (records.append({**r, "attempt": attempt}), progress.update(r)))
         gathered = [None] * world if rank == 0 else None
         dist.gather_object(records, gathered, dst=0)
     finally:
         progress.close()
         dist.destroy_process_group()
     if rank == 0:
-        _write_summary(summarize(spec, [r for part in gathered for r in part]), args.json)
+        _write_summary(summarize(asked, [r for part in gathered for r in part],
+                                 failures=failures, attempts=attempt), args.json)
     return 0
+
+
+def torchrun_attempt(spec: RunSpec, world: int) -> tuple[RunSpec, list[dict], int]:
+    """The spec this attempt of a torchrun job trains, what is known of the failure before it,
+    and the attempt's number (1 for the first).
+
+    With ``torchrun --max-restarts N`` (``TORCHELASTIC_MAX_RESTARTS``), torchrun starts the
+    worker group again when a rank fails. The rank then resumes from the newest complete
+    checkpoint written since torchrun started (its agent is this process's parent; an older
+    job's checkpoints in the same folder are passed over), else from where the job began
+    (``--resume`` or step 0), and the injected fault is not injected again. The checkpoint
+    folder decides, not the restart count: torchrun counts restarts per node, and a node whose
+    ranks did not fail restarts them with a count of 0 (torch issue #108158). Which rank failed
+    where is in torchrun's log, not here: the failure is noted with rank, step and error None."""
+    restarts = int(os.environ.get("TORCHELASTIC_RESTART_COUNT", "0"))
+    allowed = int(os.environ.get("TORCHELASTIC_MAX_RESTARTS", "0"))
+    local = int(os.environ.get("LOCAL_WORLD_SIZE", world))
+    if allowed and local != world and os.environ.get("TORCHELASTIC_USE_AGENT_STORE") == "True":
+        raise ValueError(
+            f"torchrun --max-restarts {allowed} on several nodes is invalid with torchrun's shared "
+            "store: a restarted rank reads the previous attempt's addresses there (torch issue "
+            "#135712), and the per-node restart count cannot keep the attempts apart; allowed is "
+            "TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1 in torchrun's environment")
+    if not allowed:
+        return spec, [], 1
+    import psutil
+
+    from .checkpoint_files import latest, next_step
+    since = psutil.Process(os.getppid()).create_time()
+    resume = latest(spec.checkpoint_dir, since=since) if spec.checkpoint_dir and \
+        os.path.isdir(spec.checkpoint_dir) else None
+    if restarts == 0 and resume is None:   # the first attempt
+        return spec, [], 1
+    resume = resume or spec.resume
+    failure = {"attempt": max(restarts, 1), "rank": None, "step": None, "error": None,
+               "resumed_from": next_step(resume)}
+    return spec.replace(inject_fault=None, resume=resume), [failure], max(restarts, 1) + 1
+
+
+def restarted_store(rank: int, world: int, restarts: int, timeout: float):
+    """The store a restarted rank meets its peers through, or None (torch's default).
+
+    On one node torchrun's agent keeps one TCPStore for every attempt
+    (``TORCHELASTIC_USE_AGENT_STORE``): a restarted rank would read the previous attempt's gloo
+    or NCCL addresses there and fail to connect (torch issue #135712; measured here with gloo).
+    Each restart gets keys of its own, under a prefix named by the restart count (the same on
+    every rank of one node)."""
+    if restarts == 0 or os.environ.get("TORCHELASTIC_USE_AGENT_STORE") != "True":
+        return None
+    import torch.distributed as dist
+    store, _, _ = next(dist.rendezvous("env://", rank, world, timeout=timedelta(seconds=timeout)))
+    return dist.PrefixStore(f"gpututor-attempt{restarts}", store)
 
 
 def _bench_comm(args) -> int:

@@ -8,13 +8,15 @@ How it stays safe in a notebook (the traps are listed in docs/architecture.md):
 - a collector thread drains records while watching every rank: the first failure stops the
   others and is raised in the notebook with the failing rank's traceback;
 - each rank holds the read end of a pipe from the kernel and exits when it closes, so no rank
-  outlives ``stop()`` or its kernel. No signal handler of the kernel is touched.
+  outlives ``stop()`` or its kernel. No signal handler of the kernel is touched;
+- with ``max_restarts=N`` a failure takes every rank of the attempt down the same way, and the
+  collector starts fresh ranks (a new rendezvous folder and queue) that resume from the last
+  complete checkpoint this run wrote, up to N times.
 """
 from __future__ import annotations
 
 import os
 import shutil
-import signal
 import sys
 import tempfile
 import threading
@@ -27,20 +29,13 @@ import psutil
 
 from . import warm as _warm
 from ..parallel import check_spec
+from .checkpoint_files import latest, next_step
+from .failures import RunFailed, died, rank_failed, silent_failure, stack_of
 from .guard import check_machine, check_main_guard, warn_if_oversubscribed
-from .rank_output import STACK_SIGNAL, main_thread_stack
-from .summary import summarize
+from .processes import start_ranks, terminate_ranks
+from .summary import failure_note, summarize
 
 STARTUP_GRACE_S = 60.0   # a rank may take this long (beyond the spec's timeout) to first report
-
-
-class RunFailed(RuntimeError):
-    """A rank failed; the message names the rank and carries its traceback."""
-
-    def __init__(self, message: str, rank: int | None = None, traceback: str = ""):
-        super().__init__(message + (f"\n\n--- traceback of rank {rank} ---\n{traceback}"
-                                    if traceback else ""))
-        self.rank, self.rank_traceback = rank, traceback
 
 
 def _context(start_method: str):
@@ -58,8 +53,15 @@ def warm_up(start_method: str = "forkserver", block: bool = False) -> None:
         _warm.start_in_background()
 
 
-def launch(spec, start_method: str = "forkserver", task=None) -> "Run":
+def launch(spec, start_method: str = "forkserver", task=None,
+           max_restarts: int | None = None) -> "Run":
     """Start ``spec.world_size`` ranks training ``spec``; return a :class:`Run` immediately.
+
+    ``max_restarts=N`` (or the spec's ``max_restarts``): when a rank dies, every rank of the
+    attempt is stopped and fresh ones resume from the last complete checkpoint this run wrote
+    (``checkpoint_every`` must be set; from ``spec.resume`` or step 0 if none was written yet),
+    up to N times; ``inject_fault`` fires in the first attempt only. ``Run.failures`` and the
+    summary's ``failures`` say what failed, at which step, and where the run resumed.
 
     ``task`` replaces the training loop with your own callable
     ``task(spec, rank, world_size, device, emit)`` (a benchmark, an exercise checker): a
@@ -69,7 +71,12 @@ def launch(spec, start_method: str = "forkserver", task=None) -> "Run":
     ``task.summarize(spec, records, status)`` if the task has that method, else the list of
     records. A task run uses only the spec's world size, device, threads, timeout and seed.
     """
+    if max_restarts is not None:   # validated as the spec's field: named, with what is allowed
+        spec = spec.replace(max_restarts=max_restarts)
     spec.validate()
+    if task is not None and spec.max_restarts:
+        raise ValueError(f"max_restarts={spec.max_restarts} is invalid with a task: allowed is 0 "
+                         "(a restart resumes training from a checkpoint; a task writes none)")
     if spec.ranks_per_node not in (None, spec.world_size):
         raise ValueError(f"ranks_per_node={spec.ranks_per_node} is invalid with launch(): it "
                          f"starts all world_size={spec.world_size} ranks on this machine (two of "
@@ -92,7 +99,9 @@ def launch(spec, start_method: str = "forkserver", task=None) -> "Run":
 class Run:
     """A running (or finished) training run. Iterate it for records as they arrive.
 
-    ``status`` is one of "starting", "running", "finished", "failed", "stopped". What the ranks
+    ``status`` is one of "starting", "running", "restarting" (after a failure, with restarts
+    left: ``failures`` says which rank failed where, and the step the ranks resumed from),
+    "finished", "failed", "stopped". What the ranks
     print is kept in ``output`` as ``(rank, stream, line)`` and, while you iterate or wait,
     echoed to ``echo`` (default: this process's stdout, so the notebook cell shows it) as
     ``[rank R] line``; set ``echo = None`` to keep it quiet (the panel shows it in its log).
@@ -100,49 +109,55 @@ class Run:
 
     def __init__(self, spec, start_method: str = "forkserver", task=None):
         self.spec = spec
-        self._summarize = summarize if task is None else \
+        self._task = task
+        # a training run's summary is summarize()'s; a task's its own (a bound method of this
+        # Run kept here would tie the Run into a cycle that holds its pipes until gc runs)
+        self._summarize = None if task is None else \
             getattr(task, "summarize", lambda spec, records, status: list(records))
-        self.records: list[dict] = []
+        self.records: list[dict] = []   # every attempt's, each tagged with its "attempt"
         self.status = "starting"
         self.error: RunFailed | None = None
         self.summary: dict | None = None
         self.launched_at = time.perf_counter()
+        self.started_wall = time.time()   # checkpoints written since then are this run's
         self.first_record_at: float | None = None
         self.output: list[tuple[int, str, str]] = []
         self.echo = sys.stdout
-        self._echoed = 0
+        self._echoed = self._echoed_failures = 0
+        # each failure: the attempt it ended, the rank, the step, the error's first line, and
+        # the step the next attempt resumed from (None where it ended the run)
+        self.failures: list[dict] = []
+        self.attempt = 1
         self._cond = threading.Condition()
         self._end_lock = threading.Lock()
         self._tmp = tempfile.mkdtemp(prefix="gpututor-")
-        ctx = _context(start_method)
-        self._queue = ctx.SimpleQueue()
-        payload = cloudpickle.dumps((spec, task))
+        self._ctx = _context(start_method)
         self._procs, self._controls = [], []
         try:
-            for rank in range(spec.world_size):
-                reader, writer = ctx.Pipe(duplex=False)
-                proc = ctx.Process(
-                    target=_rank_entry, name=f"gpututor-rank{rank}",
-                    args=(payload, rank, spec.world_size, f"{self._tmp}/store", self._queue,
-                          reader, time.time()), daemon=True)
-                try:
-                    proc.start()
-                except EOFError as exc:  # the forkserver died before it could fork the rank
-                    raise RuntimeError(
-                        "the ranks' forkserver died while starting: it imports "
-                        + ", ".join(_warm.PRELOAD) + " first. Run `python -c 'import "
-                        "gpututor.runtime.worker'` in this environment to see the error"
-                    ) from exc
-                reader.close()
-                self._procs.append(proc)
-                self._controls.append(writer)
+            self._start_ranks(spec)
         except BaseException:
-            self._terminate()
             shutil.rmtree(self._tmp, ignore_errors=True)
             raise
         self._collector = threading.Thread(target=self._collect, name="gpututor-collector",
                                            daemon=True)
         self._collector.start()
+
+    def _start_ranks(self, spec) -> None:
+        """Start this attempt's ranks, with a rendezvous folder and a queue of their own: nothing
+        of an earlier attempt (a message half-sent by a rank that was killed, a stale store
+        file, a stack dump) can reach them."""
+        self._folder = os.path.join(self._tmp, f"attempt{self.attempt}")
+        os.mkdir(self._folder)
+        self._queue = self._ctx.SimpleQueue()
+        # a record's "time" counts from the run's start, across attempts
+        start = time.time() if self.attempt == 1 else self.started_wall
+        try:
+            self._procs, self._controls = start_ranks(
+                self._ctx, spec, cloudpickle.dumps((spec, self._task)),
+                f"{self._folder}/store", self._queue, start)
+        except BaseException:
+            self._queue.close()
+            raise
 
     # ---- what a notebook calls ---------------------------------------------------------------
     @property
@@ -195,11 +210,17 @@ class Run:
         return self.summary
 
     def _echo_new(self) -> None:
-        """Print the ranks' lines that arrived since the last call (to ``echo``)."""
+        """Print the ranks' lines that arrived since the last call (to ``echo``), and a line
+        for each restart."""
         new = self.output[self._echoed:]
         self._echoed += len(new)
-        if self.echo is not None and new:
+        failures = self.failures[self._echoed_failures:]
+        self._echoed_failures += len(failures)
+        restarts = [f for f in failures if f["resumed_from"] is not None]
+        if self.echo is not None and (new or restarts):
             self.echo.write("".join(f"[rank {rank}] {line}\n" for rank, _, line in new))
+            self.echo.write("".join(f"[gpututor] {failure_note(f, self.spec.max_restarts + 1)} "
+                                    f"({f['error']})\n" for f in restarts))
             self.echo.flush()
 
     def stop(self) -> None:
@@ -213,62 +234,117 @@ class Run:
 
     # ---- the collector thread ----------------------------------------------------------------
     def _collect(self) -> None:
-        spec, world = self.spec, self.spec.world_size
-        finished, last_seen = set(), {r: time.monotonic() for r in range(world)}
-        last_step = {r: -1 for r in range(world)}
-        cpu_seen = {r: self._cpu_seconds(r) for r in range(world)}
-        reader = self._queue._reader
+        """Follow each attempt until it ends; after a failure, restart or end the run."""
         try:
             while not self.done:
-                connection.wait([reader] + [p.sentinel for p in self._procs], timeout=0.2)
-                while not self.done and reader.poll():
-                    kind, rank, body = self._queue.get()
-                    if kind == "output":   # a line a rank printed: not a sign of progress
-                        with self._cond:
-                            self.output.append((rank, body["stream"], body["text"]))
-                            self._cond.notify_all()
-                        continue
-                    last_seen[rank] = time.monotonic()
-                    if kind == "record":
-                        last_step[rank] = body["step"]
-                        self._add(body)
-                    elif kind == "done":
-                        finished.add(rank)
-                    else:
-                        self._fail(rank, body, last_step, finished)
-                if self.done:
+                failure = self._watch()
+                if failure is None or self.done:
                     break
-                if len(finished) == world:
-                    self._end("finished")
-                    break
-                for rank, proc in enumerate(self._procs):
-                    if proc.exitcode not in (None, 0) and rank not in finished and not reader.poll():
-                        self._fail(rank, self._died(rank, proc.exitcode), last_step, finished)
-                        break
-                now = time.monotonic()
-                for rank in range(world):
-                    allowed = spec.timeout + (STARTUP_GRACE_S if last_step[rank] < 0 else 5.0)
-                    if rank not in finished and now - last_seen[rank] > allowed and not self.done:
-                        # A long step (a big model's first, autotuning) keeps using CPU time; a
-                        # rank that hangs does not. Only the second is reported.
-                        cpu = self._cpu_seconds(rank)
-                        if cpu is not None and cpu_seen[rank] is not None and \
-                                cpu - cpu_seen[rank] > 0.05 * allowed:
-                            last_seen[rank], cpu_seen[rank] = now, cpu
-                            continue
-                        self._fail_silent(rank, last_step)
-                        break
+                failure = self._restart(failure)
+                if failure is not None:
+                    self._end("failed", failure)
         finally:
             self._end("failed" if self.error else "stopped")
             # Only this thread reads the queue, so only it closes it: closing it in _end() from
             # stop()'s thread raced with a get() here ("OSError: handle is closed").
             self._queue.close()
 
+    def _watch(self) -> "RunFailed | None":
+        """Drain this attempt's records while watching its ranks. Returns the failure that
+        ended it, or None when it finished (the run ends) or the run was stopped."""
+        spec, world = self.spec, self.spec.world_size
+        finished, last_seen = set(), {r: time.monotonic() for r in range(world)}
+        last_step = {r: -1 for r in range(world)}
+        cpu_seen = {r: self._cpu_seconds(r) for r in range(world)}
+        reader = self._queue._reader
+        while not self.done:
+            connection.wait([reader] + [p.sentinel for p in self._procs], timeout=0.2)
+            while not self.done and reader.poll():
+                kind, rank, body = self._queue.get()
+                if kind == "output":   # a line a rank printed: not a sign of progress
+                    with self._cond:
+                        self.output.append((rank, body["stream"], body["text"]))
+                        self._cond.notify_all()
+                    continue
+                last_seen[rank] = time.monotonic()
+                if kind == "record":
+                    last_step[rank] = body["step"]
+                    self._add({**body, "attempt": self.attempt})
+                elif kind == "done":
+                    finished.add(rank)
+                else:
+                    # a peer killed by a signal (it could say nothing) is the cause of the
+                    # error its partner reports ("connection closed"): name the killed one
+                    killed = [r for r, p in enumerate(self._procs)
+                              if r != rank and (p.exitcode or 0) < 0 and r not in finished]
+                    if killed:
+                        return self._fail(killed[0], self._died(killed[0],
+                                                                self._procs[killed[0]].exitcode),
+                                          last_step, finished)
+                    return self._fail(rank, body, last_step, finished)
+            if self.done:
+                return None
+            if len(finished) == world:
+                self._end("finished")
+                return None
+            for rank, proc in enumerate(self._procs):
+                if proc.exitcode not in (None, 0) and rank not in finished and not reader.poll():
+                    return self._fail(rank, self._died(rank, proc.exitcode), last_step, finished)
+            now = time.monotonic()
+            for rank in range(world):
+                allowed = spec.timeout + (STARTUP_GRACE_S if last_step[rank] < 0 else 5.0)
+                if rank not in finished and now - last_seen[rank] > allowed and not self.done:
+                    # A long step (a big model's first, autotuning) keeps using CPU time; a
+                    # rank that hangs does not. Only the second is reported.
+                    cpu = self._cpu_seconds(rank)
+                    if cpu is not None and cpu_seen[rank] is not None and \
+                            cpu - cpu_seen[rank] > 0.05 * allowed:
+                        last_seen[rank], cpu_seen[rank] = now, cpu
+                        continue
+                    return self._fail_silent(rank, last_step)
+        return None
+
+    def _restart(self, failure: RunFailed) -> "RunFailed | None":
+        """Note ``failure``; if restarts are left, stop every rank of this attempt and start
+        fresh ones from the last complete checkpoint this run wrote (else from where the run
+        began: ``spec.resume`` or step 0), without the injected fault. Returns the failure that
+        ends the run (none left, or the restart itself failed), or None."""
+        spec = self.spec
+        note = {"attempt": self.attempt, "rank": failure.failed_rank, "step": failure.step,
+                "error": failure.cause, "resumed_from": None}
+        with self._end_lock:
+            if self.done:        # stopped meanwhile: nothing to restart
+                return None
+            if self.attempt > spec.max_restarts:
+                with self._cond:
+                    self.failures.append(note)
+                return failure
+            self._terminate()    # every rank of the attempt is gone before new ones start
+            self._queue.close()
+            # A checkpoint being written when the rank died has no .metadata (DCP writes it
+            # last): latest() passes it over, and an older run's checkpoints too.
+            resume = (latest(spec.checkpoint_dir, since=self.started_wall)
+                      if spec.checkpoint_dir and os.path.isdir(spec.checkpoint_dir) else None) \
+                or spec.resume
+            note["resumed_from"] = next_step(resume)
+            with self._cond:
+                self.failures.append(note)
+                self.attempt += 1
+                self.status = "restarting"
+                self._cond.notify_all()
+            try:
+                self._start_ranks(spec.replace(inject_fault=None, resume=resume))
+            except Exception as exc:  # noqa: BLE001 - the run must end, and say why
+                return RunFailed(f"restarting the ranks after this failure failed "
+                                 f"({type(exc).__name__}: {exc}): {note['error']}",
+                                 failure.rank, tb.format_exc())
+        return None
+
     def _add(self, record: dict) -> None:
         with self._cond:
             if self.first_record_at is None:
                 self.first_record_at = time.perf_counter()
-            if self.status == "starting":
+            if self.status in ("starting", "restarting"):
                 self.status = "running"
             self.records.append(record)
             self._cond.notify_all()
@@ -283,7 +359,9 @@ class Run:
             try:
                 self._terminate()
                 try:
-                    summary = self._summarize(self.spec, self.records, status)
+                    summary = summarize(self.spec, self.records, status, self.failures,
+                                        self.attempt) if self._summarize is None else \
+                        self._summarize(self.spec, self.records, status)
                 except Exception as exc:  # noqa: BLE001 - the run must end, and say why
                     summary, status = None, "failed"
                     self.error = self.error or RunFailed(
@@ -295,67 +373,18 @@ class Run:
                 self.summary, self.status = summary, status
                 self._cond.notify_all()
 
+    # ---- what went wrong: runtime/failures.py says it -------------------------------------------
     def _died(self, rank: int, exitcode: int) -> dict:
-        """What to say of a rank that died without telling the collector why. On CUDA, a rank
-        killed by SIGABRT is what NCCL's watchdog does to a rank whose collective timed out
-        (torch.distributed docs, ``TORCH_NCCL_ASYNC_ERROR_HANDLING``): it waited for a peer, so
-        it is reported as a timeout and the peer that stopped answering is named."""
-        message = f"rank {rank} exited with code {exitcode}"
-        if exitcode == -signal.SIGABRT and self.spec.resolved_device() == "cuda":
-            message += (" (SIGABRT: NCCL's watchdog aborts a rank whose collective timed out "
-                        "waiting for a peer)")
-        return {"type": "ProcessDied", "message": message, "traceback": ""}
+        return died(self.spec, rank, exitcode)
 
-    def _fail(self, rank: int, body: dict, last_step: dict, finished: set) -> None:
-        if self.done:
-            return
-        step = last_step[rank] + 1
-        own = f"rank {rank} failed at step {step}: {body['type']}: {body['message']}"
-        text = (body["message"] + body["traceback"]).lower()
-        others = [r for r in range(self.spec.world_size) if r != rank and r not in finished]
-        behind = [r for r in others if last_step[r] < last_step[rank]] or others
-        if ("timeout" in text or "timed out" in text) and behind:
-            # The root cause is the rank that stopped answering, not the one that gave up on it.
-            silent = behind[0]
-            where, stack = self._stack_of(silent)
-            message = (f"rank {silent} stopped answering at step {last_step[silent] + 1}{where}; "
-                       f"rank {rank} gave up waiting for it after timeout={self.spec.timeout} s"
-                       f"\nrank {rank}: {body['type']}: {body['message'].splitlines()[0] if body['message'] else ''}"
-                       + "".join(f"\nrank {r}: no record after step {last_step[r]}"
-                                 for r in behind[1:]) + stack)
-            self._end("failed", RunFailed(message, rank, body["traceback"]))
-            return
-        self._end("failed", RunFailed(own, rank, body["traceback"]))
+    def _fail(self, rank: int, body: dict, last_step: dict, finished: set) -> RunFailed:
+        return rank_failed(self.spec, rank, body, last_step, finished, self._stack_of)
 
-    def _fail_silent(self, rank: int, last_step: dict) -> None:
-        where, stack = self._stack_of(rank)
-        message = (f"rank {rank} stopped answering at step {last_step[rank] + 1}{where}: no "
-                   f"record and no CPU time used for more than timeout={self.spec.timeout} s "
-                   f"(last record: step {last_step[rank]})" + stack)
-        self._end("failed", RunFailed(message, rank))
+    def _fail_silent(self, rank: int, last_step: dict) -> RunFailed:
+        return silent_failure(self.spec, rank, last_step, self._stack_of)
 
     def _stack_of(self, rank: int) -> tuple[str, str]:
-        """``(" (in FILE line N, FUNC)", the stack as text)`` of a live rank's main thread,
-        which it writes on request (rank_output.dump_stack_on_request); empty if it cannot."""
-        proc, path = self._procs[rank], os.path.join(self._tmp, f"stack-rank{rank}.txt")
-        try:
-            os.kill(proc.pid, STACK_SIGNAL)
-        except (OSError, TypeError):
-            return "", ""
-        deadline, frames = time.monotonic() + 1.0, []
-        while time.monotonic() < deadline and not frames:
-            time.sleep(0.05)
-            try:
-                with open(path) as f:
-                    frames = main_thread_stack(f.read())
-            except OSError:
-                pass
-        if not frames:
-            return "", ""
-        ours = next((f for f in frames if "gpututor" in f), frames[0])
-        where = " (in " + ours.replace("File ", "").replace('"', "") + ")"
-        return where, (f"\n\n--- what rank {rank} was doing (its main thread, innermost "
-                       "first) ---\n" + "\n".join(frames))
+        return stack_of(self._procs[rank].pid, self._folder, rank)
 
     def _cpu_seconds(self, rank: int) -> float | None:
         try:
@@ -364,31 +393,7 @@ class Run:
         except (psutil.Error, TypeError, ValueError):
             return None
 
-    # ---- teardown ----------------------------------------------------------------------------
     def _terminate(self) -> None:
-        for writer in self._controls:  # closing the pipe makes each rank exit by itself
-            try:
-                writer.close()
-            except OSError:
-                pass
-        for proc in self._procs:
-            if proc.is_alive():
-                proc.terminate()
-        deadline = time.monotonic() + 3
-        for proc in self._procs:
-            proc.join(timeout=max(0.0, deadline - time.monotonic()))
-            if proc.is_alive():
-                proc.kill()
-                proc.join(timeout=2)
+        terminate_ranks(self._procs, self._controls)
 
 
-def _rank_entry(payload, rank, world_size, store_path, queue, control, start_time) -> None:
-    try:  # the forkserver has it preloaded (runtime/preload.py), unless that import failed
-        from .worker import rank_main
-    except BaseException as exc:  # noqa: BLE001 - e.g. a corpus missing from an install
-        queue.put(("error", rank, {
-            "type": type(exc).__name__,
-            "message": f"the rank could not import gpututor's worker: {exc}",
-            "traceback": tb.format_exc()}))
-        raise SystemExit(1)
-    rank_main(payload, rank, world_size, store_path, queue, control, start_time)

@@ -4,23 +4,66 @@ Throughput and times are medians over steady steps (after ``warmup_steps``, and 
 steps slowed down by counting FLOPs and probing memory). What a run did not measure is None: a
 run too short to have a steady step (with the defaults, fewer than 4 steps) has no steady
 figures, rather than figures that mix in the warm-up and the measuring steps.
+
+A run restarted after a failure (``launch(spec, max_restarts=N)``) re-runs the steps after its
+last checkpoint: its figures are made of :func:`current_records` (the re-run's record of each
+step replaces the lost attempt's), and ``failures`` says what failed and where it resumed.
 """
 from __future__ import annotations
 
 import statistics
 
+from ..i18n import tr
 
-def summarize(spec, records: list[dict], status: str = "finished") -> dict:
-    """The run's JSON summary (the contract in docs/architecture.md) from all ranks' records."""
+
+def current_records(records: list[dict]) -> list[dict]:
+    """For each rank and step, the record of the latest attempt (in arrival order): after a
+    restart the steps from the checkpoint on run again, and their new records replace those of
+    the attempt that failed (the failure itself stays in the run's ``failures``)."""
+    latest = {}
+    for r in records:
+        key = (r["rank"], r["step"])
+        if key not in latest or r.get("attempt", 1) >= latest[key].get("attempt", 1):
+            latest[key] = r
+    return [r for r in records if latest[(r["rank"], r["step"])] is r]
+
+
+def failure_note(failure: dict, attempts: int) -> str:
+    """One sentence for a failure of a run allowed ``attempts`` attempts (``max_restarts + 1``):
+    which rank failed at which step and where the run restarted from (``failure`` is an entry
+    of ``Run.failures``: ``attempt``, ``rank``, ``step``, ``error``, ``resumed_from``; under
+    torchrun a summary's failure has no rank or step: torchrun's log names them)."""
+    if failure.get("resumed_from") is None:
+        return tr("rank {rank} failed at step {step} (attempt {attempt} of {attempts}); no "
+                  "restart left", rank=failure["rank"], step=failure["step"],
+                  attempt=failure["attempt"], attempts=attempts)
+    return tr("rank {rank} failed at step {step}; restarted from step {resumed} (attempt "
+              "{attempt} of {attempts})", rank=failure["rank"], step=failure["step"],
+              resumed=failure["resumed_from"], attempt=failure["attempt"] + 1, attempts=attempts)
+
+
+def summarize(spec, records: list[dict], status: str = "finished",
+              failures: list[dict] = (), attempts: int | None = None) -> dict:
+    """The run's JSON summary (the contract in docs/architecture.md) from all ranks' records.
+    ``failures``: the run's failures (``Run.failures``), each with the step it resumed from
+    (None for one that ended the run); ``attempts``: how many times the ranks started (default:
+    one more than the restarts)."""
     world = spec.world_size
+    records = current_records(records)
+    restarts = sum(f.get("resumed_from") is not None for f in failures)
     steps = sorted({r["step"] for r in records})
     by_step = {s: [r for r in records if r["step"] == s] for s in steps}
     complete = [s for s in steps if len(by_step[s]) == world]
     losses = [statistics.fmean(r["loss"] for r in by_step[s]) for s in complete]
-    # steady state: after warm-up, and not the steps slowed down by counting FLOPs or memory
+    # steady state: after each attempt's warm-up (a restart warms up again), and not the steps
+    # slowed down by counting FLOPs or memory
     first = steps[0] if steps else 0  # > 0 for a run resumed from a checkpoint
-    steady = [s for s in complete if s >= first + spec.warmup_steps
-              and not any(r.get("probe") for r in by_step[s])]   # may be empty: then None
+    began = {}   # attempt -> its first step
+    for r in records:
+        began[r.get("attempt", 1)] = min(began.get(r.get("attempt", 1), r["step"]), r["step"])
+    warming = lambda r: r["step"] < began[r.get("attempt", 1)] + spec.warmup_steps
+    steady = [s for s in complete if not any(warming(r) or r.get("probe")
+                                             for r in by_step[s])]   # may be empty: then None
     step_times = [max(r["step_time_s"] for r in by_step[s]) for s in steady]
     tokens = spec.batch_size * spec.seq_len
     per_rank = lambda key: [max((r[key] for r in records
@@ -66,6 +109,8 @@ def summarize(spec, records: list[dict], status: str = "finished") -> dict:
         **({"bubble_fraction": median("bubble_fraction")}  # pipeline runs: measured idle share
            if any(r.get("bubble_fraction") is not None for r in records) else {}),
         "checkpoint": checkpoint_figures(records, world),
+        "attempts": attempts if attempts is not None else 1 + restarts,
+        "failures": [dict(f) for f in failures],
         "spec": {k: v for k, v in vars(spec).items()},
     }
 

@@ -1,7 +1,7 @@
 // The front end of gpututor.ui.live_figure.LiveFigure: line and stacked-bar charts drawn on
 // canvases, a few kilobytes of JavaScript instead of plotly.js (about 5 MB, parsed and laid out
 // for every new FigureWidget). Each chart is {title, xlabel, kind: "lines" | "bars" | "spans",
-// categories (bars), rows (spans), series: [{name, x, y}] or, for spans (a Gantt chart),
+// categories (bars), rows (spans), series: [{name, x, y, dash, color?}] or, for spans (a Gantt chart),
 // [{name, color, row, start, length, label}]}; null values are "not measured": nothing drawn.
 // The figure is redrawn when the kernel changes "charts"; the time spent drawing is sent back in
 // "draw_ms" (150 ms after the last redraw) so the kernel can say what the view cost.
@@ -62,7 +62,7 @@ function drawLines(ctx, chart) {
   ylo -= pad; yhi += pad;
   const { X, Y } = axes(ctx, Math.min(...xs), Math.max(...xs), ylo, yhi, null);
   chart.series.forEach((s, k) => {
-    ctx.strokeStyle = ctx.fillStyle = COLORS[k % COLORS.length]; ctx.lineWidth = 1.6;
+    ctx.strokeStyle = ctx.fillStyle = s.color || COLORS[k % COLORS.length]; ctx.lineWidth = 1.6;
     ctx.setLineDash(DASHES[s.dash] || []);   // equal curves lie on top of each other: dash them
     ctx.beginPath();
     let drawing = false;

@@ -52,7 +52,8 @@ def charts_of(fig: go.Figure) -> list[dict]:
     """The subplots of ``fig`` (``make_subplots``; its subplot titles are its annotations, in
     order) as the charts the front end draws: scatter traces become lines (dashed where the
     trace is), bar traces stacked bars over their categories, a scatter trace in a subplot of
-    bars a mark over each bar, and horizontal bars with a base (a Gantt chart) spans in rows."""
+    bars a mark over each bar, and horizontal bars with a base (a Gantt chart) spans in rows.
+    A line keeps its trace's color where the trace sets one (a failure's marker)."""
     # a figure of one plot has no subplot titles: its own title names the chart
     titles = [a.text or "" for a in fig.layout.annotations] or [fig.layout.title.text or ""]
     charts: dict[int, dict] = {}
@@ -76,9 +77,11 @@ def charts_of(fig: go.Figure) -> list[dict]:
         elif chart["kind"] == "bars":   # points over bars (a formula's value): a mark per bar
             chart.setdefault("marks", []).append({"name": trace.name or "", "y": ys})
         else:
-            dash = trace.line.dash if trace.type == "scatter" and trace.line else None
+            line = trace.line if trace.type == "scatter" and trace.line else None
+            color = line.color if line is not None and isinstance(line.color, str) else None
             chart["series"].append({"name": trace.name or "", "x": [_number(x) for x in xs],
-                                    "y": ys, "dash": dash or "solid"})
+                                    "y": ys, "dash": (line.dash if line is not None else None)
+                                    or "solid", **({"color": color} if color else {})})
     return [charts[i] for i in sorted(charts)]
 
 

@@ -31,11 +31,12 @@ from ..measure.memory import CATEGORIES as MEMORY_CATEGORIES
 from ..parallel import STRATEGIES, check_spec
 from ..runtime.guard import check_machine
 from ..runtime.launcher import Run, RunFailed, launch, warm_up
+from ..runtime.summary import failure_note
 from .comparison import Comparison
 from .follow import UPDATE_INTERVAL_S, Follower
 from .live_figure import LiveFigure
-from .series import (downsample, global_loss, memory_by_rank, step_breakdown_by_rank,
-                     summary_line, throughput_by_rank)
+from .series import (downsample, failure_marks, global_loss, memory_by_rank,
+                     step_breakdown_by_rank, summary_line, throughput_by_rank)
 
 LOG_LINES = 40               # lines of the ranks' output kept in the log area
 DEFAULT_FIELDS = ("model_size", "strategy", "world_size", "batch_size", "steps", "precision")
@@ -71,9 +72,16 @@ def build_figure(world_size: int, title: str = "") -> go.Figure:
     return fig
 
 
-def fill_figure(fig: go.Figure, records: list[dict], world_size: int) -> None:
-    """Put the series of ``records`` into the traces of a :func:`build_figure` figure."""
-    fig.data[0].update(dict(zip("xy", downsample(*global_loss(records, world_size)))))
+FAILURE_COLOR = "#cf222e"
+
+
+def fill_figure(fig: go.Figure, records: list[dict], world_size: int,
+                failures: list[dict] = (), attempts: int = 1) -> None:
+    """Put the series of ``records`` into the traces of a :func:`build_figure` figure, and a
+    dotted vertical line on the loss at each of the run's ``failures`` (``Run.failures``), named
+    with the failed rank and step and where the run restarted (of ``attempts`` allowed)."""
+    steps, losses = global_loss(records, world_size)
+    fig.data[0].update(dict(zip("xy", downsample(steps, losses))))
     for rank, series in throughput_by_rank(records, world_size).items():
         fig.data[1 + rank].update(dict(zip("xy", downsample(*series))))
     memory = memory_by_rank(records, world_size)
@@ -85,6 +93,10 @@ def fill_figure(fig: go.Figure, records: list[dict], world_size: int) -> None:
     fig.data[first_bar + 1].y = breakdown["comm"]
     if any(r.get("emulated_comm_s") for r in records):  # say so wherever a link is emulated
         fig.data[first_bar + 1].name = tr("waiting for communication (EMULATED link)")
+    fig.data = fig.data[:first_bar + 2]   # the failure lines are drawn anew each time
+    for mark in failure_marks(failures, steps, losses, attempts):
+        fig.add_scatter(**mark, mode="lines", line=dict(dash="dot", color=FAILURE_COLOR),
+                        row=1, col=1)
 
 
 # ---- the widget ---------------------------------------------------------------------------------
@@ -201,7 +213,9 @@ class RunPanel(Follower):
         """A plain ``go.Figure`` copy of the plots of the current (or last) run."""
         spec = self.current.spec if self.current else self.spec
         fig = build_figure(spec.world_size, title=self.fig.layout.title.text or "")
-        fill_figure(fig, list(self.current.records) if self.current else [], spec.world_size)
+        if self.current:
+            fill_figure(fig, list(self.current.records), spec.world_size,
+                        list(self.current.failures), spec.max_restarts + 1)
         return fig
 
     def _repr_mimebundle_(self, **kwargs):
@@ -272,13 +286,18 @@ class RunPanel(Follower):
         started = time.thread_time()   # this thread's CPU: what the view costs the kernel
         self.show_log(run)
         records, world = list(run.records), run.spec.world_size
-        fill_figure(self.fig, records, world)
+        failures, attempts = list(run.failures), run.spec.max_restarts + 1
+        fill_figure(self.fig, records, world, failures, attempts)
         self.view.show(self.fig)
         self.view_cost["redraws"] += 1
         self.view_cost["kernel_cpu_s"] += time.thread_time() - started
         if not run.done and not self._stop_requested:
-            self._set_status("running", tr("step {step} of {steps} on {n} rank(s)",
-                                           step=len(records) // world, steps=run.spec.steps, n=world))
+            steps = global_loss(records, world)[0]
+            text = tr("step {step} of {steps} on {n} rank(s)", step=steps[-1] + 1 if steps else 0,
+                      steps=run.spec.steps, n=world)
+            if failures:   # the latest failure and restart, until the run ends
+                text += "; " + failure_note(failures[-1], attempts)
+            self._set_status("running", html.escape(text))
 
     def _show_end(self, run: Run, problem: Exception | None) -> None:
         if run.status == "finished":

@@ -10,14 +10,16 @@ from collections import defaultdict
 
 from ..i18n import tr
 from ..measure.memory import CATEGORIES as MEMORY_CATEGORIES
+from ..runtime.summary import current_records, failure_note
 
 MAX_POINTS = 400             # per line; longer series are downsampled
 
 
 def global_loss(records: list[dict], world_size: int) -> tuple[list[int], list[float]]:
-    """Steps every rank has reported, and the loss averaged over the ranks at each one."""
+    """Steps every rank has reported, and the loss averaged over the ranks at each one (after a
+    restart, a step run again counts once: the latest attempt's record)."""
     count, losses = defaultdict(int), defaultdict(list)
-    for r in records:
+    for r in current_records(records):
         count[r["step"]] += 1
         if r.get("loss") is not None:
             losses[r["step"]].append(r["loss"])
@@ -28,7 +30,7 @@ def global_loss(records: list[dict], world_size: int) -> tuple[list[int], list[f
 def throughput_by_rank(records: list[dict], world_size: int) -> dict[int, tuple[list, list]]:
     """For each rank: the steps it reported and the tokens/s it measured at each."""
     series = {rank: ([], []) for rank in range(world_size)}
-    for r in sorted(records, key=lambda r: (r["rank"], r["step"])):
+    for r in sorted(current_records(records), key=lambda r: (r["rank"], r["step"])):
         series[r["rank"]][0].append(r["step"])
         series[r["rank"]][1].append(r["tokens_per_s"])
     return series
@@ -42,6 +44,15 @@ def memory_by_rank(records: list[dict], world_size: int) -> dict[str, list[int]]
             if r.get("mem_" + c) is not None:
                 memory[c][r["rank"]] = r["mem_" + c]
     return memory
+
+
+def failure_marks(failures: list[dict], steps: list[int], losses: list[float],
+                  attempts: int) -> list[dict]:
+    """A vertical line at the step where each failure happened, over the loss curve's range,
+    named with what happened (:func:`~gpututor.runtime.summary.failure_note`)."""
+    low, high = (min(losses), max(losses)) if losses else (None, None)
+    return [{"x": [f["step"], f["step"]], "y": [low, high],
+             "name": failure_note(f, attempts)} for f in failures if f.get("step") is not None]
 
 
 def downsample(xs: list, ys: list, max_points: int = MAX_POINTS) -> tuple[list, list]:

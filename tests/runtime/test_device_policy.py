@@ -214,22 +214,18 @@ def test_a_rank_aborted_by_nccls_watchdog_names_the_peer_that_hung(gpus):
     run = Run.__new__(Run)
     run.spec, run.status = RunSpec(model="gpt", model_size="tiny", world_size=2,
                                    device="cuda", timeout=5), "running"
-    ended = []
-    run._end = lambda status, error=None: ended.append(error)
     run._stack_of = lambda rank: ("", "")
-    run._fail(0, run._died(0, -signal.SIGABRT), {0: 2, 1: 2}, set())
-    message = str(ended[0])
+    failure = run._fail(0, run._died(0, -signal.SIGABRT), {0: 2, 1: 2}, set())
+    message = str(failure)
     assert message.startswith("rank 1 stopped answering at step 3; rank 0 gave up waiting for "
                               "it after timeout=5 s"), message
-    assert "NCCL's watchdog" in message
+    assert "NCCL's watchdog" in message and failure.failed_rank == 1 and failure.step == 3
     # on CPU, or another exit code, the rank that died is the one named
-    ended.clear()
-    run._fail(0, run._died(0, 1), {0: 2, 1: 2}, set())
-    assert str(ended[0]).startswith("rank 0 failed at step 3: ProcessDied: rank 0 exited with code 1")
+    failure = run._fail(0, run._died(0, 1), {0: 2, 1: 2}, set())
+    assert str(failure).startswith("rank 0 failed at step 3: ProcessDied: rank 0 exited with code 1")
     run.spec = run.spec.replace(device="cpu")
-    ended.clear()
-    run._fail(0, run._died(0, -signal.SIGABRT), {0: 2, 1: 2}, set())
-    assert str(ended[0]).startswith("rank 0 failed at step 3")
+    failure = run._fail(0, run._died(0, -signal.SIGABRT), {0: 2, 1: 2}, set())
+    assert str(failure).startswith("rank 0 failed at step 3")
 
 
 def test_a_torchrun_dry_run_checks_each_node_and_starts_no_process_group(monkeypatch, capsys,

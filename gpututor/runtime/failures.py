@@ -1,0 +1,101 @@
+"""What went wrong in a run, said so that a person can act on it: which rank, at which step, why.
+
+The launcher's collector (runtime/launcher.py) calls these when a rank reports an error, dies
+without a word, or stops answering. A rank that gave up waiting for a peer is not the cause: the
+peer that stopped answering is named, with what its main thread was doing (its stack, which it
+writes on request: rank_output.dump_stack_on_request).
+"""
+from __future__ import annotations
+
+import os
+import signal
+import time
+from typing import Callable
+
+from .rank_output import STACK_SIGNAL, main_thread_stack
+
+
+class RunFailed(RuntimeError):
+    """A rank failed; the message names the rank and carries its traceback."""
+
+    def __init__(self, message: str, rank: int | None = None, traceback: str = "",
+                 step: int | None = None, failed_rank: int | None = None, cause: str = ""):
+        super().__init__(message + (f"\n\n--- traceback of rank {rank} ---\n{traceback}"
+                                    if traceback else ""))
+        self.rank, self.rank_traceback, self.step = rank, traceback, step
+        # the rank at fault, where it is not the one whose traceback this is (a rank that gave
+        # up waiting for a peer that stopped answering), and what went wrong, in one line
+        self.failed_rank = rank if failed_rank is None else failed_rank
+        self.cause = cause or (message.splitlines() or [""])[0]
+
+
+def died(spec, rank: int, exitcode: int) -> dict:
+    """What to say of a rank that died without telling the collector why. On CUDA, a rank
+    killed by SIGABRT is what NCCL's watchdog does to a rank whose collective timed out
+    (torch.distributed docs, ``TORCH_NCCL_ASYNC_ERROR_HANDLING``): it waited for a peer, so
+    it is reported as a timeout and the peer that stopped answering is named."""
+    message = f"rank {rank} exited with code {exitcode}"
+    if exitcode == -signal.SIGABRT and spec.resolved_device() == "cuda":
+        message += (" (SIGABRT: NCCL's watchdog aborts a rank whose collective timed out "
+                    "waiting for a peer)")
+    return {"type": "ProcessDied", "message": message, "traceback": ""}
+
+
+def rank_failed(spec, rank: int, body: dict, last_step: dict, finished: set,
+                stack_of: Callable[[int], tuple[str, str]]) -> RunFailed:
+    """The failure ``rank`` reported (``body``: its error's type, message and traceback), given
+    each rank's last step and the ranks that finished; ``stack_of(rank)`` asks a live rank for
+    its stack."""
+    step = last_step[rank] + 1
+    cause = f"{body['type']}: " + (body["message"].splitlines() or [""])[0]
+    own = f"rank {rank} failed at step {step}: {body['type']}: {body['message']}"
+    text = (body["message"] + body["traceback"]).lower()
+    others = [r for r in range(spec.world_size) if r != rank and r not in finished]
+    behind = [r for r in others if last_step[r] < last_step[rank]] or others
+    if ("timeout" in text or "timed out" in text) and behind:
+        # The root cause is the rank that stopped answering, not the one that gave up on it.
+        silent = behind[0]
+        where, stack = stack_of(silent)
+        message = (f"rank {silent} stopped answering at step {last_step[silent] + 1}{where}; "
+                   f"rank {rank} gave up waiting for it after timeout={spec.timeout} s"
+                   f"\nrank {rank}: {cause}"
+                   + "".join(f"\nrank {r}: no record after step {last_step[r]}"
+                             for r in behind[1:]) + stack)
+        return RunFailed(message, rank, body["traceback"], step=last_step[silent] + 1,
+                         failed_rank=silent, cause=f"stopped answering; rank {rank} gave up "
+                         f"waiting after timeout={spec.timeout} s ({cause})")
+    return RunFailed(own, rank, body["traceback"], step=step, cause=cause)
+
+
+def silent_failure(spec, rank: int, last_step: dict,
+                   stack_of: Callable[[int], tuple[str, str]]) -> RunFailed:
+    """A rank that sent no record and used no CPU time for longer than the spec's timeout."""
+    where, stack = stack_of(rank)
+    quiet = f"no record and no CPU time used for more than timeout={spec.timeout} s"
+    message = (f"rank {rank} stopped answering at step {last_step[rank] + 1}{where}: {quiet} "
+               f"(last record: step {last_step[rank]})" + stack)
+    return RunFailed(message, rank, step=last_step[rank] + 1, cause=f"stopped answering: {quiet}")
+
+
+def stack_of(pid: int, folder: str, rank: int) -> tuple[str, str]:
+    """``(" (in FILE line N, FUNC)", the stack as text)`` of a live rank's main thread, which it
+    writes on request into ``folder`` (rank_output.dump_stack_on_request); empty if it cannot."""
+    path = os.path.join(folder, f"stack-rank{rank}.txt")
+    try:
+        os.kill(pid, STACK_SIGNAL)
+    except (OSError, TypeError):
+        return "", ""
+    deadline, frames = time.monotonic() + 1.0, []
+    while time.monotonic() < deadline and not frames:
+        time.sleep(0.05)
+        try:
+            with open(path) as f:
+                frames = main_thread_stack(f.read())
+        except OSError:
+            pass
+    if not frames:
+        return "", ""
+    ours = next((f for f in frames if "gpututor" in f), frames[0])
+    where = " (in " + ours.replace("File ", "").replace('"', "") + ")"
+    return where, (f"\n\n--- what rank {rank} was doing (its main thread, innermost "
+                   "first) ---\n" + "\n".join(frames))
