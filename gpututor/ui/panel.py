@@ -302,7 +302,9 @@ class RunPanel(Follower):
     def _show_end(self, run: Run, problem: Exception | None) -> None:
         if run.status == "finished":
             self.comparison.add(run.summary)
-            self._set_status("finished", html.escape(summary_line(run.summary)))
+            notes = [failure_note(f, run.spec.max_restarts + 1) for f in run.failures]
+            self._set_status("finished", html.escape("; ".join([summary_line(run.summary),
+                                                                *notes])))
         elif run.status == "failed":
             self._set_status("failed", f"<pre>{html.escape(str(run.error))}</pre>")
         elif problem is not None:

@@ -239,3 +239,16 @@ def test_under_torchrun_restarts_are_torchruns(monkeypatch, tmp_path, capsys):
     with pytest.raises(ValueError, match="torchrun --max-restarts 2 on several nodes is invalid "
                                          ".*allowed is TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1"):
         cli.torchrun_attempt(tiny_spec(steps=4), 2)
+
+
+def test_the_run_panel_shows_the_restart(tmp_path):
+    from gpututor.ui.panel import RunPanel
+    spec = tiny_spec(steps=4, checkpoint_every=2, checkpoint_dir=str(tmp_path),
+                     inject_fault="1:3", max_restarts=1)
+    panel = RunPanel(spec)
+    run = panel.run(wait=True)
+    note = "rank 1 failed at step 3; restarted from step 2 (attempt 2 of 2)"
+    assert run.summary["attempts"] == 2 and panel.state == "finished"
+    assert note in panel.status.value
+    loss, mark = [t for t in panel.fig.data if t.xaxis in (None, "x")]
+    assert list(loss.x) == [0, 1, 2, 3] and mark.name == note and list(mark.x) == [3, 3]
