@@ -62,8 +62,8 @@ def rank_failed(spec, rank: int, body: dict, last_step: dict, finished: set,
                    + "".join(f"\nrank {r}: no record after step {last_step[r]}"
                              for r in behind[1:]) + stack)
         return RunFailed(message, rank, body["traceback"], step=last_step[silent] + 1,
-                         failed_rank=silent, cause=f"stopped answering; rank {rank} gave up "
-                         f"waiting after timeout={spec.timeout} s ({cause})")
+                         failed_rank=silent, cause=f"stopped answering (rank {rank} gave up "
+                         f"waiting for it after timeout={spec.timeout} s)")
     return RunFailed(own, rank, body["traceback"], step=step, cause=cause)
 
 

@@ -219,8 +219,8 @@ class Run:
         restarts = [f for f in failures if f["resumed_from"] is not None]
         if self.echo is not None and (new or restarts):
             self.echo.write("".join(f"[rank {rank}] {line}\n" for rank, _, line in new))
-            self.echo.write("".join(f"[gpututor] {failure_note(f, self.spec.max_restarts + 1)} "
-                                    f"({f['error']})\n" for f in restarts))
+            self.echo.write("".join(f"[gpututor] {failure_note(f, self.spec.max_restarts + 1)}: "
+                                    f"{f['error']}\n" for f in restarts))
             self.echo.flush()
 
     def stop(self) -> None:
