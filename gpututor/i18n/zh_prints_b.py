@@ -181,6 +181,15 @@ PRINTS_B = {
     "{name}: file {ratio:.3f}x the unpruned one: zeros are stored like any other number":
         "{name}：文件是未剪枝的 {ratio:.3f}x：零值像其他数字一样被存储",
     "{name}: file {ratio:.3f}x the unpruned one": "{name}：文件是未剪枝的 {ratio:.3f}x",
+    "{name}: latency {ratio:.3f}x the unpruned one, within the {floor:.1%} by which two models doing the "
+    "same work ({same} and {unpruned}) differ: no measurable change":
+        "{name}：延迟是未剪枝的 {ratio:.3f}x，在两个计算量相同的模型（{same} 与 {unpruned}）之间 {floor:.1%} 的差距之内："
+        "没有可测出的变化",
+    "{name}: latency {ratio:.3f}x the unpruned one, {change} beyond the {floor:.1%} by which two models "
+    "doing the same work ({same} and {unpruned}) differ":
+        "{name}：延迟是未剪枝的 {ratio:.3f}x，{change}，超出了两个计算量相同的模型（{same} 与 {unpruned}）之间 {floor:.1%} 的差距",
+    "faster": "更快",
+    "slower": "更慢",
     "{s:4.0%} pruned: validation loss {loss:.3f}": "剪枝 {s:4.0%}：验证损失 {loss:.3f}",
     "{s:.0%}: sparsity reached {sparsity:.2%}, validation loss {before:.3f} -> {after:.3f} "
     "after {steps} steps":
