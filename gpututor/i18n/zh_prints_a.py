@@ -88,10 +88,11 @@ PRINTS_A = {
         "{policies}：梯度与不重计算时相同",
     "{policy:>14}: keeps {mb:5.1f} MB for backward ({less:4.0%} less than none), step {ms:4.0f} ms ({extra:+.0f} ms)":
         "{policy:>14}：为反向保留 {mb:5.1f} MB（比不重计算少 {less:4.0%}），一步 {ms:4.0f} ms（{extra:+.0f} ms）",
-    "here {here_gflops:.1f} GFLOP/s in a training step, the A100 at 40 % {gpu_tflops:.0f} TFLOP/s: "
+    "here {here_gflops:.1f} GFLOP/s in a training step, the A100 at {fraction:.0%} of its peak "
+    "{gpu_tflops:.0f} TFLOP/s: "
     "PCIe 4.0's {pcie_gbs:.1f} GB/s and {us:.0f} us are emulated as {link_mbs:.1f} MB/s and "
     "{ms:.0f} ms per copy":
-        "本机训练步 {here_gflops:.1f} GFLOP/s，按 40 % 计的 A100 {gpu_tflops:.0f} TFLOP/s："
+        "本机训练步 {here_gflops:.1f} GFLOP/s，以峰值的 {fraction:.0%} 计的 A100 {gpu_tflops:.0f} TFLOP/s："
         "PCIe 4.0 的 {pcie_gbs:.1f} GB/s 和 {us:.0f} us 被模拟为 {link_mbs:.1f} MB/s、每次拷贝 {ms:.0f} ms",
     "same losses all three ways; per step {to_host_mb:.2f} MB went to the host and "
     "{to_device_mb:.2f} MB back ({per_parameter:.0f} bytes per parameter)":
