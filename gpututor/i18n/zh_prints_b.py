@@ -49,10 +49,9 @@ PRINTS_B = {
     "waiting {wait_ms:5.1f} ms of a {step_ms:4.0f} ms step":
         "{label:>6}：每个进程每步发送 {mb:6.2f} MB = ddp 的 {vs_ddp:.2f} 倍；"
         "{step_ms:4.0f} ms 的一步中等待 {wait_ms:5.1f} ms",
-    "{label:>17}: sent {sent_mb:5.2f} MB/step, activations {act_mb:5.1f} MB, "
-    "peak {peak_mb:5.1f} MB, final loss {loss:.4f}":
-        "{label:>17}：发送 {sent_mb:5.2f} MB/步，激活值 {act_mb:5.1f} MB，"
-        "峰值 {peak_mb:5.1f} MB，最终损失 {loss:.4f}",
+    "{label}: finished": "{label}：已完成",
+    "{label:>17}: final loss {loss:.4f}, {diff:+.1e} from fsdp's":
+        "{label:>17}：最终损失 {loss:.4f}，与 fsdp 相差 {diff:+.1e}",
     "zero3 on {world} ranks: model state per rank {state_mb:5.2f} MB (formula {formula_mb:5.2f}), "
     "activations {act_mb:4.1f} MB":
         "zero3 在 {world} 个进程上：每个进程的模型状态 {state_mb:5.2f} MB（公式 {formula_mb:5.2f}），"
