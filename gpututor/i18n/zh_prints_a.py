@@ -18,6 +18,22 @@ PRINTS_A = {
         "加速比 {speedup:.2f}×（上面各自带实时视图的面板：{panels}）",
     "A run without a live view measured no steady tokens/s: nothing to compare.":
         "不带实时视图的某次运行没有测到稳定阶段的 tokens/s：无法比较。",
+    # lessons/contention.py matmul_rate_line: do a rank's smaller matmuls run at a lower rate?
+    "matmuls {part_rows} rows tall (a rank's share) ran at {part:.1f} GFLOP/s, "
+    "{rows} rows tall (one rank's whole batch) at {whole:.1f}: the smaller pieces "
+    "ran at {ratio:.0%} of the rate, so each rank got less done per second of core time here":
+        "每个进程那一份大小的矩阵乘法（{part_rows} 行高）达到 {part:.1f} GFLOP/s，单进程整个批次的（{rows} 行高）为 {whole:.1f}："
+        "较小的工作块只达到了 {ratio:.0%} 的速率，所以在这里每个进程每秒核心时间完成的工作更少",
+    "matmuls {part_rows} rows tall (a rank's share) ran at {part:.1f} GFLOP/s, "
+    "{rows} rows tall (one rank's whole batch) at {whole:.1f}: the smaller pieces "
+    "ran faster ({ratio:.0%} of the rate), so they cost no efficiency here":
+        "每个进程那一份大小的矩阵乘法（{part_rows} 行高）达到 {part:.1f} GFLOP/s，单进程整个批次的（{rows} 行高）为 {whole:.1f}："
+        "较小的工作块反而更快（速率的 {ratio:.0%}），所以在这里它们没有损失效率",
+    "matmuls {part_rows} rows tall (a rank's share) ran at {part:.1f} GFLOP/s, "
+    "{rows} rows tall (one rank's whole batch) at {whole:.1f}: within 5 % of each other "
+    "({ratio:.0%}), so the smaller pieces cost little here":
+        "每个进程那一份大小的矩阵乘法（{part_rows} 行高）达到 {part:.1f} GFLOP/s，单进程整个批次的（{rows} 行高）为 {whole:.1f}："
+        "两者相差不到 5 %（{ratio:.0%}），所以在这里较小的工作块几乎没有代价",
     # lessons/contention.py explain_gap: where DDP's time per step went
     "No steady step times were measured, so the steps cannot be compared.":
         "没有测到稳定阶段的单步时间，所以无法比较各步。",
