@@ -104,9 +104,9 @@ PRINTS_B = {
     "parallel did not wait more":
         "{name}：张量并行每步有 {tp:.0%} 的时间在等待，数据并行 {dp:.0%}：张量并行并没有等得更久",
     "on all {n} ranks the gathered shards equal the dense fc and proj weights":
-        "在全部 {n} 个进程上，收集起来的分片都等于稠密的 fc 和 proj 的权重",
+        "在全部 {n} 个进程上，由分片收集得到的权重都等于稠密的 fc 和 proj 的权重",
     "on some of the {n} ranks a gathered weight differs from the dense one":
-        "在 {n} 个进程中，有进程收集起来的权重与稠密层的不同",
+        "在 {n} 个进程中，有进程由分片收集得到的权重与稠密层的不同",
 
     # ---- 05 pipeline parallel -------------------------------------------------------------------
     "stage {s}: embeddings, blocks {blocks}: {n:,} parameters":
