@@ -37,6 +37,10 @@ PRINTS_B = {
     "{name:>6}, rank 0 holds: {held}": "{name:>6}，进程 0 持有：{held}",
     "the resumed run's losses equal the uninterrupted run's from step 4 on":
         "从第 4 步起，恢复后的运行与未中断的运行损失相同",
+    "reduce-scatter, then all-gather: all {n} ranks hold the sum of the {n} ranks' x":
+        "先归约分散，再全收集：全部 {n} 个进程都持有 {n} 个进程的 x 之和",
+    "reduce-scatter, then all-gather: on some rank the result differs from the sum of the {n} ranks' x":
+        "先归约分散，再全收集：有进程的结果与 {n} 个进程的 x 之和不同",
 
     # ---- 03 sharding ----------------------------------------------------------------------------
     "Ψ = {n_params:,} parameters; data parallel, per rank (formula): {parts}":
@@ -98,6 +102,10 @@ PRINTS_B = {
     "{name}: tensor parallel waited {tp:.0%} of its step, data parallel {dp:.0%}: tensor "
     "parallel did not wait more":
         "{name}：张量并行每步有 {tp:.0%} 的时间在等待，数据并行 {dp:.0%}：张量并行并没有等得更久",
+    "on all {n} ranks the gathered shards equal the dense fc and proj weights":
+        "在全部 {n} 个进程上，由分片收集得到的权重都等于稠密的 fc 和 proj 的权重",
+    "on some of the {n} ranks a gathered weight differs from the dense one":
+        "在 {n} 个进程中，有进程由分片收集得到的权重与稠密层的不同",
 
     # ---- 05 pipeline parallel -------------------------------------------------------------------
     "stage {s}: embeddings, blocks {blocks}: {n:,} parameters":
