@@ -146,6 +146,37 @@ PRINTS_B = {
     "{name:>38}: same losses as one process; bubble measured {bubble:.3f}, step {step_ms:.0f} ms":
         "{name:>38}：损失与单进程相同；实测气泡 {bubble:.3f}，单步 {step_ms:.0f} ms",
     "measured in section 5 (1F1B): {bubble:.3f}": "第 5 节的实测值（1F1B）：{bubble:.3f}",
+    # gpututor/lessons/pipeline.py
+    "{name}: measured {measured:.3f} = {free:.3f} with free hand-offs "
+    "{handoff:+.3f} from handing over":
+        "{name}：实测 {measured:.3f} = 交接不花时间时的 {free:.3f} {handoff:+.3f}（交接）",
+    "{name}: measured {measured:.3f} = theory {theory:.3f} {compute:+.3f} "
+    "(unequal and uneven compute) {handoff:+.3f} (handing over): handing over "
+    "added more":
+        "{name}：实测 {measured:.3f} = 理论值 {theory:.3f} {compute:+.3f}（计算不均等、不均匀）"
+        "{handoff:+.3f}（交接）：交接增加得更多",
+    "{name}: measured {measured:.3f} = theory {theory:.3f} {compute:+.3f} "
+    "(unequal and uneven compute) {handoff:+.3f} (handing over): the unequal "
+    "and uneven compute added more":
+        "{name}：实测 {measured:.3f} = 理论值 {theory:.3f} {compute:+.3f}（计算不均等、不均匀）"
+        "{handoff:+.3f}（交接）：计算的不均等、不均匀增加得更多",
+    "from scratch with sends waited {waited:.3f}, pp-torch {torchs:.3f}: no gap "
+    "to close in this run (sends posted: {posted:.3f})":
+        "从零实现（等待发送完成）{waited:.3f}，pp-torch {torchs:.3f}：这次运行中没有需要弥补的差距"
+        "（发出后不等待：{posted:.3f}）",
+    "from scratch {waited:.3f} with sends waited, {posted:.3f} with sends "
+    "posted, pp-torch {torchs:.3f}: posting the sends closed the gap":
+        "从零实现：等待发送完成时 {waited:.3f}，发出后不等待时 {posted:.3f}，pp-torch {torchs:.3f}："
+        "发出后不等待弥补了这一差距",
+    "from scratch {waited:.3f} with sends waited, {posted:.3f} with sends "
+    "posted, pp-torch {torchs:.3f}: posting the sends closed {share:.0%} of the "
+    "gap; the rest is elsewhere":
+        "从零实现：等待发送完成时 {waited:.3f}，发出后不等待时 {posted:.3f}，pp-torch {torchs:.3f}："
+        "发出后不等待弥补了差距的 {share:.0%}；其余部分另有原因",
+    "from scratch {waited:.3f} with sends waited, {posted:.3f} with sends posted, "
+    "pp-torch {torchs:.3f}: posting the sends did not close the gap":
+        "从零实现：等待发送完成时 {waited:.3f}，发出后不等待时 {posted:.3f}，pp-torch {torchs:.3f}："
+        "发出后不等待并没有弥补这一差距",
 
     # ---- 06 mixed precision ---------------------------------------------------------------------
     "same decisions at every step: {same}": "每一步的决定都相同：{same}",

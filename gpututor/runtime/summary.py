@@ -10,6 +10,16 @@ from __future__ import annotations
 import statistics
 
 
+def steady_steps(spec, records: list[dict]) -> list[int]:
+    """The steps every figure of the summary is taken over: complete (every rank reported),
+    after ``spec.warmup_steps``, and not slowed down by counting FLOPs or probing memory."""
+    steps = sorted({r["step"] for r in records})
+    first = steps[0] if steps else 0  # > 0 for a run resumed from a checkpoint
+    by_step = {s: [r for r in records if r["step"] == s] for s in steps}
+    return [s for s in steps if len(by_step[s]) == spec.world_size
+            and s >= first + spec.warmup_steps and not any(r.get("probe") for r in by_step[s])]
+
+
 def summarize(spec, records: list[dict], status: str = "finished") -> dict:
     """The run's JSON summary (the contract in docs/architecture.md) from all ranks' records."""
     world = spec.world_size
@@ -17,10 +27,8 @@ def summarize(spec, records: list[dict], status: str = "finished") -> dict:
     by_step = {s: [r for r in records if r["step"] == s] for s in steps}
     complete = [s for s in steps if len(by_step[s]) == world]
     losses = [statistics.fmean(r["loss"] for r in by_step[s]) for s in complete]
-    # steady state: after warm-up, and not the steps slowed down by counting FLOPs or memory
     first = steps[0] if steps else 0  # > 0 for a run resumed from a checkpoint
-    steady = [s for s in complete if s >= first + spec.warmup_steps
-              and not any(r.get("probe") for r in by_step[s])]   # may be empty: then None
+    steady = steady_steps(spec, records)   # may be empty: then None
     step_times = [max(r["step_time_s"] for r in by_step[s]) for s in steady]
     tokens = spec.batch_size * spec.seq_len
     per_rank = lambda key: [max((r[key] for r in records
