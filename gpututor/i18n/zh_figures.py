@@ -52,6 +52,12 @@ FIGURES = {
     "micro-batches m": "微批次数 m",
     "bubble fraction": "气泡占比",
     "Measured activation memory per stage": "各阶段的实测激活值显存",
+    "Measured bubble per schedule, against the theory": "各调度的实测气泡与理论值",
+    "with free hand-offs (replayed)": "交接不花时间时（按实测时长重放）",
+    "added by handing over": "交接增加的部分",
+    "theory": "理论值",
+    "From scratch against torch.distributed.pipelining": "从零实现与 torch.distributed.pipelining 的对比",
+    "from scratch": "从零实现",
 
     # ---- ui/one_device.py ---------------------------------------------------------------------
     "kept for backward (MB, measured)": "为反向保留的数据（MB，实测）",

@@ -18,6 +18,22 @@ PRINTS_A = {
         "加速比 {speedup:.2f}×（上面各自带实时视图的面板：{panels}）",
     "A run without a live view measured no steady tokens/s: nothing to compare.":
         "不带实时视图的某次运行没有测到稳定阶段的 tokens/s：无法比较。",
+    # lessons/contention.py matmul_rate_line: do a rank's smaller matmuls run at a lower rate?
+    "matmuls {part_rows} rows tall (a rank's share) ran at {part:.1f} GFLOP/s, "
+    "{rows} rows tall (one rank's whole batch) at {whole:.1f}: the smaller pieces "
+    "ran at {ratio:.0%} of the rate, so each rank got less done per second of core time here":
+        "每个进程那一份大小的矩阵乘法（{part_rows} 行高）达到 {part:.1f} GFLOP/s，单进程整个批次的（{rows} 行高）为 {whole:.1f}："
+        "较小的工作块只达到了 {ratio:.0%} 的速率，所以在这里每个进程每秒核心时间完成的工作更少",
+    "matmuls {part_rows} rows tall (a rank's share) ran at {part:.1f} GFLOP/s, "
+    "{rows} rows tall (one rank's whole batch) at {whole:.1f}: the smaller pieces "
+    "ran faster ({ratio:.0%} of the rate), so they cost no efficiency here":
+        "每个进程那一份大小的矩阵乘法（{part_rows} 行高）达到 {part:.1f} GFLOP/s，单进程整个批次的（{rows} 行高）为 {whole:.1f}："
+        "较小的工作块反而更快（速率的 {ratio:.0%}），所以在这里它们没有损失效率",
+    "matmuls {part_rows} rows tall (a rank's share) ran at {part:.1f} GFLOP/s, "
+    "{rows} rows tall (one rank's whole batch) at {whole:.1f}: within 5 % of each other "
+    "({ratio:.0%}), so the smaller pieces cost little here":
+        "每个进程那一份大小的矩阵乘法（{part_rows} 行高）达到 {part:.1f} GFLOP/s，单进程整个批次的（{rows} 行高）为 {whole:.1f}："
+        "两者相差不到 5 %（{ratio:.0%}），所以在这里较小的工作块几乎没有代价",
     # lessons/contention.py explain_gap: where DDP's time per step went
     "No steady step times were measured, so the steps cannot be compared.":
         "没有测到稳定阶段的单步时间，所以无法比较各步。",
@@ -88,10 +104,11 @@ PRINTS_A = {
         "{policies}：梯度与不重计算时相同",
     "{policy:>14}: keeps {mb:5.1f} MB for backward ({less:4.0%} less than none), step {ms:4.0f} ms ({extra:+.0f} ms)":
         "{policy:>14}：为反向保留 {mb:5.1f} MB（比不重计算少 {less:4.0%}），一步 {ms:4.0f} ms（{extra:+.0f} ms）",
-    "here {here_gflops:.1f} GFLOP/s in a training step, the A100 at 40 % {gpu_tflops:.0f} TFLOP/s: "
+    "here {here_gflops:.1f} GFLOP/s in a training step, the A100 at {fraction:.0%} of its peak "
+    "{gpu_tflops:.0f} TFLOP/s: "
     "PCIe 4.0's {pcie_gbs:.1f} GB/s and {us:.0f} us are emulated as {link_mbs:.1f} MB/s and "
     "{ms:.0f} ms per copy":
-        "本机训练步 {here_gflops:.1f} GFLOP/s，按 40 % 计的 A100 {gpu_tflops:.0f} TFLOP/s："
+        "本机训练步 {here_gflops:.1f} GFLOP/s，以峰值的 {fraction:.0%} 计的 A100 {gpu_tflops:.0f} TFLOP/s："
         "PCIe 4.0 的 {pcie_gbs:.1f} GB/s 和 {us:.0f} us 被模拟为 {link_mbs:.1f} MB/s、每次拷贝 {ms:.0f} ms",
     "same losses all three ways; per step {to_host_mb:.2f} MB went to the host and "
     "{to_device_mb:.2f} MB back ({per_parameter:.0f} bytes per parameter)":

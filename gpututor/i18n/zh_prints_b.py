@@ -37,6 +37,10 @@ PRINTS_B = {
     "{name:>6}, rank 0 holds: {held}": "{name:>6}，进程 0 持有：{held}",
     "the resumed run's losses equal the uninterrupted run's from step 4 on":
         "从第 4 步起，恢复后的运行与未中断的运行损失相同",
+    "reduce-scatter, then all-gather: all {n} ranks hold the sum of the {n} ranks' x":
+        "先归约分散，再全收集：全部 {n} 个进程都持有 {n} 个进程的 x 之和",
+    "reduce-scatter, then all-gather: on some rank the result differs from the sum of the {n} ranks' x":
+        "先归约分散，再全收集：有进程的结果与 {n} 个进程的 x 之和不同",
 
     # ---- 03 sharding ----------------------------------------------------------------------------
     "Ψ = {n_params:,} parameters; data parallel, per rank (formula): {parts}":
@@ -49,10 +53,9 @@ PRINTS_B = {
     "waiting {wait_ms:5.1f} ms of a {step_ms:4.0f} ms step":
         "{label:>6}：每个进程每步发送 {mb:6.2f} MB = ddp 的 {vs_ddp:.2f} 倍；"
         "{step_ms:4.0f} ms 的一步中等待 {wait_ms:5.1f} ms",
-    "{label:>17}: sent {sent_mb:5.2f} MB/step, activations {act_mb:5.1f} MB, "
-    "peak {peak_mb:5.1f} MB, final loss {loss:.4f}":
-        "{label:>17}：发送 {sent_mb:5.2f} MB/步，激活值 {act_mb:5.1f} MB，"
-        "峰值 {peak_mb:5.1f} MB，最终损失 {loss:.4f}",
+    "{label}: finished": "{label}：已完成",
+    "{label:>17}: final loss {loss:.4f}, {diff:+.1e} from fsdp's":
+        "{label:>17}：最终损失 {loss:.4f}，与 fsdp 相差 {diff:+.1e}",
     "zero3 on {world} ranks: model state per rank {state_mb:5.2f} MB (formula {formula_mb:5.2f}), "
     "activations {act_mb:4.1f} MB":
         "zero3 在 {world} 个进程上：每个进程的模型状态 {state_mb:5.2f} MB（公式 {formula_mb:5.2f}），"
@@ -99,6 +102,10 @@ PRINTS_B = {
     "{name}: tensor parallel waited {tp:.0%} of its step, data parallel {dp:.0%}: tensor "
     "parallel did not wait more":
         "{name}：张量并行每步有 {tp:.0%} 的时间在等待，数据并行 {dp:.0%}：张量并行并没有等得更久",
+    "on all {n} ranks the gathered shards equal the dense fc and proj weights":
+        "在全部 {n} 个进程上，由分片收集得到的权重都等于稠密的 fc 和 proj 的权重",
+    "on some of the {n} ranks a gathered weight differs from the dense one":
+        "在 {n} 个进程中，有进程由分片收集得到的权重与稠密层的不同",
 
     # ---- 05 pipeline parallel -------------------------------------------------------------------
     "stage {s}: embeddings, blocks {blocks}: {n:,} parameters":
@@ -139,6 +146,37 @@ PRINTS_B = {
     "{name:>38}: same losses as one process; bubble measured {bubble:.3f}, step {step_ms:.0f} ms":
         "{name:>38}：损失与单进程相同；实测气泡 {bubble:.3f}，单步 {step_ms:.0f} ms",
     "measured in section 5 (1F1B): {bubble:.3f}": "第 5 节的实测值（1F1B）：{bubble:.3f}",
+    # gpututor/lessons/pipeline.py
+    "{name}: measured {measured:.3f} = {free:.3f} with free hand-offs "
+    "{handoff:+.3f} from handing over":
+        "{name}：实测 {measured:.3f} = 交接不花时间时的 {free:.3f} {handoff:+.3f}（交接）",
+    "{name}: measured {measured:.3f} = theory {theory:.3f} {compute:+.3f} "
+    "(unequal and uneven compute) {handoff:+.3f} (handing over): handing over "
+    "added more":
+        "{name}：实测 {measured:.3f} = 理论值 {theory:.3f} {compute:+.3f}（计算不均等、不均匀）"
+        "{handoff:+.3f}（交接）：交接增加得更多",
+    "{name}: measured {measured:.3f} = theory {theory:.3f} {compute:+.3f} "
+    "(unequal and uneven compute) {handoff:+.3f} (handing over): the unequal "
+    "and uneven compute added more":
+        "{name}：实测 {measured:.3f} = 理论值 {theory:.3f} {compute:+.3f}（计算不均等、不均匀）"
+        "{handoff:+.3f}（交接）：计算的不均等、不均匀增加得更多",
+    "from scratch with sends waited {waited:.3f}, pp-torch {torchs:.3f}: no gap "
+    "to close in this run (sends posted: {posted:.3f})":
+        "从零实现（等待发送完成）{waited:.3f}，pp-torch {torchs:.3f}：这次运行中没有需要弥补的差距"
+        "（发出后不等待：{posted:.3f}）",
+    "from scratch {waited:.3f} with sends waited, {posted:.3f} with sends "
+    "posted, pp-torch {torchs:.3f}: posting the sends closed the gap":
+        "从零实现：等待发送完成时 {waited:.3f}，发出后不等待时 {posted:.3f}，pp-torch {torchs:.3f}："
+        "发出后不等待弥补了这一差距",
+    "from scratch {waited:.3f} with sends waited, {posted:.3f} with sends "
+    "posted, pp-torch {torchs:.3f}: posting the sends closed {share:.0%} of the "
+    "gap; the rest is elsewhere":
+        "从零实现：等待发送完成时 {waited:.3f}，发出后不等待时 {posted:.3f}，pp-torch {torchs:.3f}："
+        "发出后不等待弥补了差距的 {share:.0%}；其余部分另有原因",
+    "from scratch {waited:.3f} with sends waited, {posted:.3f} with sends posted, "
+    "pp-torch {torchs:.3f}: posting the sends did not close the gap":
+        "从零实现：等待发送完成时 {waited:.3f}，发出后不等待时 {posted:.3f}，pp-torch {torchs:.3f}："
+        "发出后不等待并没有弥补这一差距",
 
     # ---- 06 mixed precision ---------------------------------------------------------------------
     "same decisions at every step: {same}": "每一步的决定都相同：{same}",
@@ -181,6 +219,15 @@ PRINTS_B = {
     "{name}: file {ratio:.3f}x the unpruned one: zeros are stored like any other number":
         "{name}：文件是未剪枝的 {ratio:.3f}x：零值像其他数字一样被存储",
     "{name}: file {ratio:.3f}x the unpruned one": "{name}：文件是未剪枝的 {ratio:.3f}x",
+    "{name}: latency {ratio:.3f}x the unpruned one, within the {floor:.1%} by which two models doing the "
+    "same work ({same} and {unpruned}) differ: no measurable change":
+        "{name}：延迟是未剪枝的 {ratio:.3f}x，在两个计算量相同的模型（{same} 与 {unpruned}）之间 {floor:.1%} 的差距之内："
+        "没有可测出的变化",
+    "{name}: latency {ratio:.3f}x the unpruned one, {change} beyond the {floor:.1%} by which two models "
+    "doing the same work ({same} and {unpruned}) differ":
+        "{name}：延迟是未剪枝的 {ratio:.3f}x，{change}，超出了两个计算量相同的模型（{same} 与 {unpruned}）之间 {floor:.1%} 的差距",
+    "faster": "更快",
+    "slower": "更慢",
     "{s:4.0%} pruned: validation loss {loss:.3f}": "剪枝 {s:4.0%}：验证损失 {loss:.3f}",
     "{s:.0%}: sparsity reached {sparsity:.2%}, validation loss {before:.3f} -> {after:.3f} "
     "after {steps} steps":

@@ -123,6 +123,10 @@ UI = {
     "(MB per rank, measured; the formula counts model state only; gap in bytes)":
         "（每进程 MB，实测；公式只计模型状态；gap 以字节计）",
     "Per-rank memory: measured bars, formula marks": "每进程显存：柱为实测，短横线为公式",
+    "n/m: not measured": "n/m：未测量",
+    "sent per step": "每步发送",
+    "peak during a step": "一步中的峰值",
+    "FSDP variants, measured per rank": "FSDP 的几种变体，按进程实测",
     "{category} (measured)": "{category}（实测）",
     "params+grads+optimizer (formula)": "参数+梯度+优化器状态（公式）",
     "peak during a step (measured)": "一步中的峰值（实测）",

@@ -4,6 +4,7 @@ from __future__ import annotations
 from typing import Optional
 
 from ..compression.distill import DistillTask, check_distillation_options, check_student_shape
+from ..i18n import tr
 from ..runtime.launcher import launch
 from ..runtime.summary import summarize
 
@@ -35,3 +36,33 @@ def launch_distillation(student_spec, teacher_spec, teacher_state: str, temperat
     shape = None if student_shape is None else tuple(dict(student_shape).items())
     task = DistillRun(teacher_spec, str(teacher_state), temperature, alpha, save_state, shape)
     return launch(student_spec, task=task)
+
+
+def pruned_latency_lines(rows: list[dict], unpruned: str, same_work: str = "fp32 teacher") -> list[str]:
+    """Each weight-pruned variant's latency against the unpruned one, judged against the noise.
+
+    ``same_work`` and ``unpruned`` are two models of the same shape (the same dense kernels, the
+    same work): how far apart their measured latencies are is this run's noise floor. A pruned
+    variant's difference within that floor is reported as no measurable change; beyond it, the
+    code says "faster" or "slower" from the numbers.
+    """
+    by_name = {r["variant"]: r for r in rows}
+    base = by_name[unpruned]["latency_s"]
+    floor = abs(by_name[same_work]["latency_s"] / base - 1)
+    lines = []
+    for r in rows:
+        if "weights pruned" not in r["variant"]:
+            continue
+        ratio = r["latency_s"] / base
+        if abs(ratio - 1) <= floor:
+            lines.append(tr("{name}: latency {ratio:.3f}x the unpruned one, within the {floor:.1%} by "
+                            "which two models doing the same work ({same} and {unpruned}) differ: "
+                            "no measurable change", name=r["variant"], ratio=ratio, floor=floor,
+                            same=same_work, unpruned=unpruned))
+        else:
+            lines.append(tr("{name}: latency {ratio:.3f}x the unpruned one, {change} beyond the "
+                            "{floor:.1%} by which two models doing the same work ({same} and "
+                            "{unpruned}) differ", name=r["variant"], ratio=ratio, floor=floor,
+                            same=same_work, unpruned=unpruned,
+                            change=tr("faster") if ratio < 1 else tr("slower")))
+    return lines

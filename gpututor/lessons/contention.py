@@ -15,6 +15,7 @@ from __future__ import annotations
 import statistics
 
 from ..i18n import tr
+from ..measure.matmul import measure_matmul_flops
 from ..runtime.launcher import launch
 
 
@@ -131,3 +132,28 @@ def explain_gap(ddp_summary: dict, pair: dict) -> str:
         "counts there (copying gradients into buckets; on CPU ranks the overlapped all-reduce "
         "also runs on the same cores), not measured separately here.",
         extra=ms["extra_compute_s"], comm=ms["ddp_comm_s"])
+
+
+def matmul_rate_line(spec, world_size: int = 2) -> str:
+    """Whether one rank's smaller matrix products ran at a lower rate here: the FLOP/s of
+    ``spec``'s linear-layer matmuls at the whole batch's height against a data-parallel rank's
+    (the batch split over ``world_size``), both measured now on one thread, best of 3 rounds
+    (:func:`gpututor.measure.matmul.measure_matmul_flops`). The code picks the words."""
+    one = spec.replace(strategy="single", world_size=1, mesh=None, options=())
+    whole = measure_matmul_flops(one, 1)
+    part = measure_matmul_flops(one, world_size)
+    ratio = part / whole
+    values = dict(whole=whole / 1e9, part=part / 1e9, rows=one.batch_size * one.seq_len,
+                  part_rows=one.batch_size // world_size * one.seq_len, ratio=ratio)
+    if ratio < 0.95:
+        return tr("matmuls {part_rows} rows tall (a rank's share) ran at {part:.1f} GFLOP/s, "
+                  "{rows} rows tall (one rank's whole batch) at {whole:.1f}: the smaller pieces "
+                  "ran at {ratio:.0%} of the rate, so each rank got less done per second of core "
+                  "time here", **values)
+    if ratio > 1.05:
+        return tr("matmuls {part_rows} rows tall (a rank's share) ran at {part:.1f} GFLOP/s, "
+                  "{rows} rows tall (one rank's whole batch) at {whole:.1f}: the smaller pieces "
+                  "ran faster ({ratio:.0%} of the rate), so they cost no efficiency here", **values)
+    return tr("matmuls {part_rows} rows tall (a rank's share) ran at {part:.1f} GFLOP/s, {rows} "
+              "rows tall (one rank's whole batch) at {whole:.1f}: within 5 % of each other "
+              "({ratio:.0%}), so the smaller pieces cost little here", **values)

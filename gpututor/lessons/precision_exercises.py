@@ -123,22 +123,18 @@ def check_loss_scaler(update_rule, gradients: list[float], init_scale: float = 2
 
 # ---- exercise 2: what the fp16 trainer holds, on a model the lesson did not count -----------------
 
-def fp16_trainer_bytes(spec) -> int:
-    """Bytes :class:`MasterWeightsTrainer` holds between steps after one fp16 step with a
-    dynamic loss scaler and AdamW on ``spec``'s model (a short batch: what is held between
-    steps does not depend on it)."""
-    one_step = spec.replace(steps=1, optimizer="adamw", batch_size=2, seq_len=16, grad_accum=1)
-    run = train_master_weights(one_step, "fp16", DynamicLossScaler())
-    return sum(run.memory.values())
-
-
 def check_fp16_trainer_bytes(answer, spec) -> None:
     """Bytes held between steps by section 4's fp16 trainer with loss scaling and AdamW, on
-    ``spec``'s model (the small GPT, whose parameters the lesson never counts), measured."""
+    ``spec``'s model (the small GPT, whose parameters the lesson never counts), measured here:
+    :class:`MasterWeightsTrainer` after one fp16 step with a dynamic loss scaler and AdamW (a
+    short batch: what is held between steps does not depend on it). The measurement lives inside
+    the checker, not in a function a learner could call for the answer."""
     what = "bytes held between steps, fp16 trainer with loss scaling and AdamW"
     if answer is ...:   # not answered: no need to train
         return check_answer(answer, None, what)
-    check_answer(answer, fp16_trainer_bytes(spec), what, rel_tol=0.01)
+    one_step = spec.replace(steps=1, optimizer="adamw", batch_size=2, seq_len=16, grad_accum=1)
+    run = train_master_weights(one_step, "fp16", DynamicLossScaler())
+    check_answer(answer, sum(run.memory.values()), what, rel_tol=0.01)
 
 
 # ---- exercise 3: where fp16 flushes a scaled gradient to zero -----------------------------------

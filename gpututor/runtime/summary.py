@@ -42,6 +42,22 @@ def failure_note(failure: dict, attempts: int) -> str:
               resumed=failure["resumed_from"], attempt=failure["attempt"] + 1, attempts=attempts)
 
 
+def steady_steps(spec, records: list[dict]) -> list[int]:
+    """The steps every figure of the summary is taken over: complete (every rank reported),
+    after the warm-up (``spec.warmup_steps`` from the start of each attempt: a restarted run
+    warms up again), and not slowed down by counting FLOPs or probing memory. Records of a
+    restarted run count once per rank and step (:func:`current_records`)."""
+    records = current_records(records)
+    began = {}   # attempt -> its first step (> 0 for a run resumed from a checkpoint)
+    for r in records:
+        began[r.get("attempt", 1)] = min(began.get(r.get("attempt", 1), r["step"]), r["step"])
+    warming = lambda r: r["step"] < began[r.get("attempt", 1)] + spec.warmup_steps
+    steps = sorted({r["step"] for r in records})
+    by_step = {s: [r for r in records if r["step"] == s] for s in steps}
+    return [s for s in steps if len(by_step[s]) == spec.world_size
+            and not any(warming(r) or r.get("probe") for r in by_step[s])]
+
+
 def summarize(spec, records: list[dict], status: str = "finished",
               failures: list[dict] = (), attempts: int | None = None) -> dict:
     """The run's JSON summary (the contract in docs/architecture.md) from all ranks' records.
@@ -55,15 +71,8 @@ def summarize(spec, records: list[dict], status: str = "finished",
     by_step = {s: [r for r in records if r["step"] == s] for s in steps}
     complete = [s for s in steps if len(by_step[s]) == world]
     losses = [statistics.fmean(r["loss"] for r in by_step[s]) for s in complete]
-    # steady state: after each attempt's warm-up (a restart warms up again), and not the steps
-    # slowed down by counting FLOPs or memory
     first = steps[0] if steps else 0  # > 0 for a run resumed from a checkpoint
-    began = {}   # attempt -> its first step
-    for r in records:
-        began[r.get("attempt", 1)] = min(began.get(r.get("attempt", 1), r["step"]), r["step"])
-    warming = lambda r: r["step"] < began[r.get("attempt", 1)] + spec.warmup_steps
-    steady = [s for s in complete if not any(warming(r) or r.get("probe")
-                                             for r in by_step[s])]   # may be empty: then None
+    steady = steady_steps(spec, records)   # may be empty: then None
     step_times = [max(r["step_time_s"] for r in by_step[s]) for s in steady]
     tokens = spec.batch_size * spec.seq_len
     per_rank = lambda key: [max((r[key] for r in records

@@ -6,6 +6,7 @@ The records come from :class:`gpututor.parallel.pipeline.timeline.StageTimeline`
 from __future__ import annotations
 
 import plotly.graph_objects as go
+from plotly.subplots import make_subplots
 
 from ..i18n import tr
 from ..parallel.pipeline.timeline import step_events, step_stages, theoretical_bubble_fraction
@@ -131,4 +132,44 @@ def activations_figure(summaries: dict[str, dict],
                     y=[None if b is None else b / 1e6 for b in held], name=label)
     fig.update_layout(title=tr(title), yaxis_title="MB", barmode="group", template="plotly_white",
                       height=360)
+    return fig
+
+
+def schedules_figure(rows: dict[str, dict],
+                     title: str = "Measured bubble per schedule, against the theory") -> go.Figure:
+    """One bar per schedule: the measured bubble, split into what the stages' compute left
+    idle (the bubble with free hand-offs, ``free``) and what handing over added
+    (``measured - free``); a marker for the theory (none where it is None). ``rows``: name ->
+    ``{"measured": ..., "free": ... or None, "theory": ... or None}``, as
+    :func:`gpututor.lessons.pipeline.bubble_parts` gives them."""
+    names = list(rows)
+    free = [rows[n].get("free") for n in names]
+    handoff = [None if f is None else rows[n]["measured"] - f for n, f in zip(names, free)]
+    fig = go.Figure()
+    fig.add_bar(x=names, y=[rows[n]["measured"] if f is None else f for n, f in zip(names, free)],
+                name=tr("with free hand-offs (replayed)"), marker_color="#4c78a8")
+    fig.add_bar(x=names, y=handoff, name=tr("added by handing over"), marker_color="#f58518")
+    fig.add_scatter(x=names, y=[rows[n].get("theory") for n in names], mode="markers",
+                    name=tr("theory"), marker=dict(symbol="line-ew-open", size=28, color="black",
+                                                   line=dict(width=3)))
+    fig.update_layout(title=tr(title), barmode="stack", template="plotly_white", height=400,
+                      yaxis=dict(title=tr("bubble fraction"), rangemode="tozero"))
+    return fig
+
+
+def implementations_figure(pairs: dict[str, tuple[dict, dict]],
+                           title: str = "From scratch against torch.distributed.pipelining"
+                           ) -> go.Figure:
+    """Per schedule, the step time (left) and the measured bubble (right) of the from-scratch
+    run and of ``pp-torch``'s. ``pairs``: schedule -> (from-scratch summary, pp-torch summary)."""
+    names = list(pairs)
+    fig = make_subplots(rows=1, cols=2, subplot_titles=(tr("step time (ms)"),
+                                                         tr("bubble fraction")))
+    for i, (label, color) in enumerate(((tr("from scratch"), "#4c78a8"),
+                                        ("pp-torch", "#e45756"))):
+        fig.add_bar(x=names, y=[pairs[n][i]["step_time_s"] * 1e3 for n in names], name=label,
+                    marker_color=color, legendgroup=label, row=1, col=1)
+        fig.add_bar(x=names, y=[pairs[n][i]["bubble_fraction"] for n in names], name=label,
+                    marker_color=color, legendgroup=label, showlegend=False, row=1, col=2)
+    fig.update_layout(title=tr(title), barmode="group", template="plotly_white", height=360)
     return fig

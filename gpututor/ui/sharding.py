@@ -65,12 +65,15 @@ def memory_table(rows: list[dict]) -> str:
     lines = [f"{'run':<18}{'params':>8}{'grads':>8}{'optim':>8}{'state':>8}{'formula':>9}"
              f"{'gap (B)':>9}{'activ.':>8}{'peak':>8}   "
              + tr("(MB per rank, measured; the formula counts model state only; gap in bytes)")]
+    if any(r["peak"] is None for r in rows):
+        lines.append(tr("n/m: not measured"))
     for r in rows:
         lines.append(
             f"{r['label']:<18}{r['measured_params'] / MB:8.2f}{r['measured_grads'] / MB:8.2f}"
             f"{r['measured_optimizer'] / MB:8.2f}{r['measured_state'] / MB:8.2f}"
             f"{r['formula_total'] / MB:9.2f}{r['state_gap']:9,.0f}"
-            f"{r['measured_activations'] / MB:8.2f}{(r['peak'] or 0) / MB:8.2f}")
+            f"{r['measured_activations'] / MB:8.2f}"
+            + (f"{r['peak'] / MB:8.2f}" if r["peak"] is not None else f"{'n/m':>8}"))
     return "\n".join(lines)
 
 
@@ -85,7 +88,8 @@ def memory_figure(rows: list[dict], title: str = "Per-rank memory: measured bars
     fig.add_scatter(x=labels, y=[r["formula_total"] / MB for r in rows], mode="markers",
                     name=tr("params+grads+optimizer (formula)"),
                     marker=dict(symbol="line-ew-open", size=36, line=dict(width=3)))
-    fig.add_scatter(x=labels, y=[(r["peak"] or 0) / MB for r in rows], mode="markers",
+    fig.add_scatter(x=labels, y=[None if r["peak"] is None else r["peak"] / MB for r in rows],
+                    mode="markers",
                     name=tr("peak during a step (measured)"),
                     marker=dict(symbol="diamond", size=10))
     fig.update_layout(barmode="stack", title=tr(title), yaxis_title="MB", template="plotly_white",
@@ -110,12 +114,33 @@ def comm_figure(rows: list[dict], baseline: str = "ddp") -> go.Figure:
     """Bars of the bytes each rank sends per step, labelled with the ratio to ``baseline``.
     (For the step time split into compute and waiting, see ``plots.step_breakdown``.)"""
     labels = [r["label"] for r in rows]
-    fig = go.Figure(go.Bar(x=labels, y=[(r["wire_bytes"] or 0) / MB for r in rows],
+    fig = go.Figure(go.Bar(x=labels, y=[None if r["wire_bytes"] is None else r["wire_bytes"] / MB
+                                        for r in rows],
                            text=[f"{r['vs_baseline']:.2f}x {baseline}" if r["vs_baseline"]
                                  else "" for r in rows], textposition="outside"))
     fig.update_layout(title=tr("Sent by each rank per step (measured, ring algorithms)"),
                       yaxis_title=tr("MB per step"), template="plotly_white", height=360,
                       margin=dict(l=60, r=20, t=70, b=50))
+    return fig
+
+
+def variants_figure(summaries: dict[str, dict], rank: int = 0) -> go.Figure:
+    """The same model under several variants of one strategy, side by side, all measured on
+    ``rank``: bytes sent per step, what forward left for backward (activations) and the peak.
+    A run that did not measure a figure gets no bar there (never a bar of 0)."""
+    labels = list(summaries)
+    panels = [("sent per step", lambda s: s["comm_wire_bytes_per_step"]),
+              ("activations", lambda s: s["mem_by_category"]["activations"][rank]),
+              ("peak during a step", lambda s: s["peak_mem_bytes"][rank])]
+    fig = make_subplots(rows=1, cols=len(panels), subplot_titles=[tr(t) for t, _ in panels])
+    for col, (_, value) in enumerate(panels, start=1):
+        ys = [value(s) for s in summaries.values()]
+        fig.add_bar(x=labels, y=[None if y is None else y / MB for y in ys], showlegend=False,
+                    text=[tr("not measured") if y is None else f"{y / MB:.2f}" for y in ys],
+                    textposition="outside", row=1, col=col)
+        fig.update_yaxes(title_text="MB", row=1, col=col)
+    fig.update_layout(title=tr("FSDP variants, measured per rank"), template="plotly_white",
+                      height=380, margin=dict(l=60, r=20, t=80, b=50))
     return fig
 
 

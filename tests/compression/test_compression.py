@@ -279,3 +279,18 @@ def test_bad_student_shape_is_a_clear_error(shape):
 
     with pytest.raises(ValueError, match=r"student_shape=.* is invalid: allowed is None or"):
         build_student(tiny_spec(strategy="single", world_size=1), shape)
+
+
+def test_pruned_latency_is_judged_against_two_models_of_the_same_work():
+    from gpututor.lessons.compression import pruned_latency_lines
+    rows = [{"variant": "fp32 teacher", "latency_s": 1.04},      # same work: a 4 % gap is noise
+            {"variant": "unpruned + 5 steps", "latency_s": 1.00},
+            {"variant": "50% weights pruned + 5 steps", "latency_s": 1.02},
+            {"variant": "90% weights pruned + 5 steps", "latency_s": 0.80},
+            {"variant": "int8", "latency_s": 2.0}]
+    lines = pruned_latency_lines(rows, "unpruned + 5 steps")
+    assert len(lines) == 2
+    assert "1.020x" in lines[0] and "within the 4.0%" in lines[0] and "no measurable change" in lines[0]
+    assert "0.800x" in lines[1] and "faster beyond" in lines[1]
+    rows[3]["latency_s"] = 1.5
+    assert "slower beyond" in pruned_latency_lines(rows, "unpruned + 5 steps")[1]

@@ -51,3 +51,21 @@ def test_the_runs_without_a_view_are_said_from_their_numbers():
     assert "above 1.0" in without_view_lines(quiet(210.0, 100.0, 200.0), panel_speedup=None)
     assert "live view: not measured)" in without_view_lines(quiet(150.0, 100.0, 200.0), None)
     assert "nothing to compare" in without_view_lines(quiet(None, 100.0, 200.0), 1.4)
+
+
+@pytest.mark.parametrize("rates,words", [((100.0, 80.0), "ran at 80% of the rate"),
+                                         ((100.0, 120.0), "ran faster (120% of the rate)"),
+                                         ((100.0, 97.0), "within 5 % of each other (97%)")])
+def test_matmul_rate_line_picks_its_words_from_the_two_measured_rates(monkeypatch, rates, words):
+    from gpututor.lessons import contention
+    from gpututor import RunSpec
+    measured = {1: rates[0] * 1e9, 2: rates[1] * 1e9}
+    monkeypatch.setattr(contention, "measure_matmul_flops", lambda spec, dp: measured[dp])
+    line = contention.matmul_rate_line(RunSpec(strategy="ddp", world_size=2, batch_size=32))
+    assert words in line and f"{rates[1]:.1f} GFLOP/s" in line
+
+
+def test_matmul_rate_line_times_real_matmuls():
+    from gpututor.lessons.contention import matmul_rate_line
+    from gpututor import RunSpec
+    assert "GFLOP/s" in matmul_rate_line(RunSpec(strategy="ddp", world_size=2, batch_size=8, seq_len=16))

@@ -5,8 +5,8 @@ import torch
 
 from gpututor import launch
 from gpututor.parallel.pipeline import schedules, stages
-from gpututor.parallel.pipeline.timeline import (measured_bubble_fraction, step_events,
-                                                 theoretical_bubble_fraction)
+from gpututor.parallel.pipeline.timeline import (free_handoff_bubble, measured_bubble_fraction,
+                                                 step_events, theoretical_bubble_fraction)
 from gpututor.ui.pipeline import gantt
 from conftest import SGD, assert_equals_one_process, tiny_spec
 
@@ -58,6 +58,23 @@ SCHEDULE_RUNS = [
 ]
 
 
+def test_the_bubble_with_free_handoffs_replays_the_measured_durations():
+    """GPipe, 2 stages, 2 micro-batches of 1 s forward and 1 s backward each: with every
+    hand-off 0.5 s late the stages idle more than the theory says; replayed with free hand-offs,
+    the same durations give the theory's (p-1)/(m+p-1) = 1/3."""
+    late = {0: [["F", 0, 0, 1], ["F", 1, 1, 2], ["B", 0, 5.5, 6.5], ["B", 1, 6.5, 7.5]],
+            1: [["F", 0, 1.5, 2.5], ["F", 1, 2.5, 3.5], ["B", 0, 3.5, 4.5], ["B", 1, 4.5, 5.5]]}
+    spans = [(min(s for _, _, s, _ in e), max(x for *_, x in e), sum(x - s for _, _, s, x in e))
+             for e in late.values()]
+    assert measured_bubble_fraction(spans) > 0.4
+    assert free_handoff_bubble(late) == pytest.approx(theoretical_bubble_fraction(2, 2))
+    # a last stage twice as slow: replayed, the bubble is above the theory, from compute alone
+    slow = {0: late[0], 1: [["F", 0, 0, 2], ["F", 1, 0, 2], ["B", 0, 0, 2], ["B", 1, 0, 2]]}
+    assert free_handoff_bubble(slow) > theoretical_bubble_fraction(2, 2) + 0.05
+    # an order no schedule runs (stage 1 backs up a micro-batch stage 0 never ran) has no replay
+    assert free_handoff_bubble({0: [["B", 0, 0, 1]], 1: [["B", 0, 0, 1], ["F", 0, 1, 2]]}) is None
+
+
 
 
 @pytest.mark.parametrize("strategy,schedule,m", SCHEDULE_RUNS)
@@ -84,6 +101,18 @@ def test_each_schedule_equals_one_process(tmp_path, strategy, schedule, m):
         assert {("F", i) for i in range(m)} | {("B", i) for i in range(m)} == set(kinds)
         assert all(end >= start >= 0 for _, _, start, end in stage_events)
     assert len(gantt(events).data) == 2
+
+
+@pytest.mark.parametrize("schedule,m", [("gpipe", 2), ("1f1b", 4), ("interleaved-1f1b", 2)])
+def test_sends_posted_without_waiting_equal_one_process(tmp_path, schedule, m):
+    """Option sends="post": a stage waits only for what it receives (torch's way); the sends
+    are waited for at the end of the step. Same training as one process."""
+    spec = tiny_spec(strategy="pp", model_size="small", world_size=2,   # step 3 is steady
+                     options=(("schedule", schedule), ("microbatches", m), ("sends", "post")),
+                     save_state=str(tmp_path / "post.pt"), **SGD)
+    summary = launch(spec).wait()
+    assert_equals_one_process(spec, summary)
+    assert 0 < summary["bubble_fraction"] < 1 and summary["comm_bytes_per_step"] > 0
 
 
 def test_1f1b_holds_fewer_activations_than_gpipe():
@@ -114,6 +143,7 @@ def test_three_stages_with_a_middle_stage_equal_one_process(tmp_path):
     (dict(options=(("microbatches", 3),)), r"batch_size=8 is invalid with microbatches=3"),
     (dict(options=(("schedule", "zigzag"),)), r"schedule='zigzag' is invalid: allowed is one of "
                                               r"naive, gpipe, 1f1b"),
+    (dict(options=(("sends", "later"),)), r"sends='later' is invalid: allowed is one of wait, post"),
     (dict(strategy="pp-torch", options=(("schedule", "naive"),)),
      r"schedule='naive' is invalid: allowed is one of gpipe, 1f1b"),
 ])
@@ -173,3 +203,41 @@ def test_the_pipeline_clocks_stop_when_a_gpu_message_is_really_here(monkeypatch)
     with line.interval("F", 0):
         events.append("forward")
     assert events == ["synchronize", "forward", "synchronize"]
+
+
+def test_posted_sends_are_waited_at_the_end_of_the_step_and_receives_at_once(monkeypatch):
+    """sends="post": of one exchange's handles only the receives are waited; the sends (with
+    their tensors) wait for ``wait_posted``. Where the backend coalesces the batch into one
+    handle (NCCL), the receives cannot be waited apart from the sends: all are waited."""
+    from types import SimpleNamespace
+    from gpututor.measure.timing import CommMeter
+    waited = []
+
+    class Work:
+        def __init__(self, name):
+            self.name = name
+
+        def wait(self):
+            waited.append(self.name)
+
+    ops = lambda: [schedules.dist.P2POp(schedules.dist.isend, torch.ones(1), 1),
+                   schedules.dist.P2POp(schedules.dist.irecv, torch.ones(1), 1)]
+    monkeypatch.setattr(schedules.dist, "P2POp", lambda op, tensor, peer: SimpleNamespace(
+        op=op, tensor=tensor, peer=peer))
+    monkeypatch.setattr(schedules.dist, "batch_isend_irecv",
+                        lambda batch: [Work(o.op.__name__) for o in batch])
+    ctx = SimpleNamespace(device=torch.device("cpu"), comm=CommMeter())
+    p2p = schedules.PointToPoint(ctx, "post")
+    send, receive = ops()
+    p2p.queued = [send]
+    p2p.exchange([receive])
+    assert waited == ["irecv"] and [t for _, t in p2p.posted] == [send.tensor]
+    p2p.wait_posted()
+    assert waited == ["irecv", "isend"] and p2p.posted == []
+
+    waited.clear()   # NCCL: one handle for the whole batch
+    monkeypatch.setattr(schedules.dist, "batch_isend_irecv", lambda batch: [Work("batch")])
+    send, receive = ops()
+    p2p.queued = [send]
+    p2p.exchange([receive])
+    assert waited == ["batch"] and p2p.posted == []

@@ -40,3 +40,19 @@ def test_board_stop_ends_the_run_and_skips_the_rest():
     board.wait()
     assert board.summaries == {} and board.records["zero3"] == []
     assert board.status.value == "stopped" and not board.run_button.disabled
+
+
+def test_variants_figure_and_memory_table_never_show_an_unmeasured_figure_as_zero():
+    from gpututor.ui.sharding import memory_table, variants_figure
+    measured = {"comm_wire_bytes_per_step": 2e6, "peak_mem_bytes": [9e6],
+                "mem_by_category": {"activations": [3e6]}}
+    unmeasured = {**measured, "comm_wire_bytes_per_step": None, "peak_mem_bytes": [None]}
+    fig = variants_figure({"fsdp": measured, "fsdp bf16": unmeasured})
+    sent, activations, peak = fig.data
+    assert list(sent.y) == [2.0, None] and list(sent.text) == ["2.00", "not measured"]
+    assert list(activations.y) == [3.0, 3.0] and list(peak.y) == [9.0, None]
+    row = {"label": "zero3", "measured_params": 1e6, "measured_grads": 1e6, "measured_optimizer": 2e6,
+           "measured_state": 4e6, "formula_total": 4e6, "state_gap": 0, "measured_activations": 1e6,
+           "peak": None}
+    table = memory_table([row])
+    assert "n/m" in table.splitlines()[1] and "not measured" in table

@@ -36,7 +36,7 @@ from torch.nn.parallel.distributed import _find_tensors
 from ...measure.timing import synchronize
 from ..base import autocast_for
 from .interleaved import InterleavedWorker, interleaved_1f1b
-from .stages import (DEFAULT_SCHEDULE, SCHEDULES, GPTChunks, PipelineStrategy, embedding_group,
+from .stages import (DEFAULT_SCHEDULE, DEFAULT_SENDS, SCHEDULES, SENDS, GPTChunks, PipelineStrategy, embedding_group,
                      microbatches, pipeline_options, share_loss, split_micro_batches,
                      tied_weight_sync)
 from .timeline import StageTimeline
@@ -55,10 +55,17 @@ class PointToPoint:
     gradient while stage 1 sends that gradient then waits for the activation: posted one by one,
     each would wait for the other. Megatron (``send_forward_recv_backward``) and torch's
     schedules pair them the same way.
+
+    ``sends="post"`` (option ``sends``) changes one thing: a stage waits for what it receives,
+    but not for what it sends; the sends' handles (and their tensors) are kept and waited for
+    at the end of the step (:meth:`wait_posted`), as ``torch.distributed.pipelining``'s
+    schedules do. With gloo a send completes only once the neighbour has received it, so under
+    ``"wait"`` a stage can sit idle until its neighbour takes a message.
     """
 
-    def __init__(self, ctx):
-        self.ctx, self.queued = ctx, []
+    def __init__(self, ctx, sends: str = DEFAULT_SENDS):
+        self.ctx, self.queued, self.posted = ctx, [], []
+        self.wait_for_sends = sends == "wait"
 
     def send(self, tensor: torch.Tensor, dst: int) -> None:
         """Queue ``tensor`` for ``dst``; it goes out with the next exchange."""
@@ -84,9 +91,29 @@ class PointToPoint:
         ops, self.queued = self.queued + receives, []
         synchronize(self.ctx.device)    # the compute queued before is not the wait's (GPU)
         start = time.perf_counter()
-        for work in dist.batch_isend_irecv(ops):
-            work.wait()                 # on a GPU this only makes the stream wait: so
+        works = dist.batch_isend_irecv(ops)
+        # one handle per op (gloo); NCCL coalesces the batch into one handle, and then the
+        # receives cannot be waited without the sends: wait for all
+        apart = len(works) == len(ops) and not self.wait_for_sends
+        for op, work in zip(ops, works) if apart else ((None, w) for w in works):
+            if op is not None and op.op is dist.isend:
+                self.posted.append((work, op.tensor))   # keep both: gloo loses a dropped send
+            else:
+                work.wait()             # on a GPU this only makes the stream wait: so
         synchronize(self.ctx.device)    # the clock stops when the messages are really here
+        seconds = time.perf_counter() - start
+        self.ctx.comm.busy_s += seconds
+        self.ctx.comm.exposed_s += seconds
+
+    def wait_posted(self) -> None:
+        """Send what is queued, then wait for every send posted without waiting (the end of a
+        step); the wait counts as exposed communication."""
+        self.flush()
+        start = time.perf_counter()
+        for work, _ in self.posted:
+            work.wait()
+        synchronize(self.ctx.device)
+        self.posted = []
         seconds = time.perf_counter() - start
         self.ctx.comm.busy_s += seconds
         self.ctx.comm.exposed_s += seconds
@@ -207,6 +234,9 @@ class PipelineParallel(PipelineStrategy):
     name = "pp"
     description = "from scratch: stages, send/recv, schedules naive / GPipe / 1F1B / interleaved"
     options, allowed = pipeline_options(SCHEDULES)
+    options = {**options, "sends": lambda v: v in SENDS}
+    allowed = {**allowed, "sends": "one of " + ", ".join(SENDS) + ": wait for each send before "
+                                   "computing again (Megatron's), or post it and go on (torch's)"}
     planned = True
 
     def wrap(self, model, ctx):
@@ -222,16 +252,16 @@ class PipelineParallel(PipelineStrategy):
         m = microbatches(spec)
         timeline = StageTimeline(ctx)
         micro = split_micro_batches(micro_batches, m)
+        p2p = PointToPoint(ctx, spec.option("sends", DEFAULT_SENDS))
         if isinstance(model, GPTChunks):   # interleaved: one worker per chunk, one P2P for all
-            p2p = PointToPoint(ctx)
             worker = InterleavedWorker(model, [
                 StageWorker(chunk, micro, ctx, timeline, p2p, flush_before_compute=False)
                 for chunk in model.chunks], p2p)
         else:
-            worker = StageWorker(model, micro, ctx, timeline)
+            worker = StageWorker(model, micro, ctx, timeline, p2p)
         timeline.start()
         SCHEDULE_FUNCTIONS[spec.option("schedule", DEFAULT_SCHEDULE)](worker, m)
-        worker.p2p.flush()
+        worker.p2p.wait_posted()
         timeline.finish()
         with ctx.phase("sync"):
             if sync_data_parallel is not None:

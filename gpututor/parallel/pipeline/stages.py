@@ -28,6 +28,7 @@ from ...measure.timing import synchronize
 
 SCHEDULES = ("naive", "gpipe", "1f1b", "interleaved-1f1b")
 DEFAULT_SCHEDULE, DEFAULT_MICROBATCHES, DEFAULT_VIRTUAL_STAGES = "1f1b", 4, 2
+SENDS, DEFAULT_SENDS = ("wait", "post"), "wait"   # the from-scratch pipeline's sends
 # schedules whose ranks hold several model chunks, and where virtual stage s lives:
 # "loop" (Megatron): rank s mod p; "v" (ZB-V): down the ranks and back up, rank 0 holds both ends
 CHUNKED = {"interleaved-1f1b": "loop", "interleaved-zero-bubble": "loop", "zbv": "v"}

@@ -130,3 +130,38 @@ def handoff_s(events: dict[int, list], stages: dict[int, list] | None = None) ->
     ends = {(stage, m): e for stage, m, _, e in forwards}
     gaps = [s - ends[(stage - 1, m)] for stage, m, s, _ in forwards if (stage - 1, m) in ends]
     return min(gaps) if gaps else None
+
+
+def free_handoff_bubble(events: dict[int, list], stages: dict[int, list] | None = None
+                        ) -> float | None:
+    """The bubble the same step would have had if every hand-off were free: each rank runs its
+    events in the measured order with their measured durations, and an event starts as soon as
+    its rank is free and what it needs is done (a forward: the previous stage's forward of that
+    micro-batch; a backward: the next stage's backward of it, and its own forward; a weight
+    pass: its own backward). Measured minus this is what handing over (messages, and waiting
+    for them) cost; this minus the theory is what unequal and uneven compute cost.
+    ``stages`` as in :func:`handoff_s`."""
+    todo = {rank: [(k, stages[rank][n] if stages else rank, m, e - s)
+                   for n, (k, m, s, e) in enumerate(evs)] for rank, evs in events.items()}
+    known = {(k, st, m) for evs in todo.values() for k, st, m, _ in evs}
+    needs = {"F": lambda st, m: [("F", st - 1, m)],
+             "B": lambda st, m: [("B", st + 1, m), ("F", st, m)],
+             "W": lambda st, m: [("B", st, m)]}
+    done, free, spans = {}, {rank: 0.0 for rank in todo}, {rank: [] for rank in todo}
+    while any(todo.values()):
+        progressed = False
+        for rank, evs in todo.items():
+            while evs:
+                kind, st, m, seconds = evs[0]
+                deps = [d for d in needs[kind](st, m) if d in known]
+                if any(d not in done for d in deps):
+                    break
+                start = max([free[rank]] + [done[d] for d in deps])
+                free[rank] = done[(kind, st, m)] = start + seconds
+                spans[rank].append((start, start + seconds))
+                evs.pop(0)
+                progressed = True
+        if not progressed:     # an order no schedule runs (a dependency that never comes)
+            return None
+    return measured_bubble_fraction([(min(s for s, _ in sp), max(e for _, e in sp),
+                                      sum(e - s for s, e in sp)) for sp in spans.values() if sp])
