@@ -71,6 +71,14 @@ WRONG = {
                 return m_new, l + p.sum(dim=-1), acc + p @ v'''),
         "my_link_bytes": "my_link_bytes = 8 * n_params          # fp32, section 4's run, not 16-bit",
     },
+    "01c_one_device_speed": {
+        "my_matmul_intensity": textwrap.dedent('''\
+            def my_matmul_intensity(m, k, n, bytes_per_element):   # forgot the output's write
+                return 2 * m * k * n / ((m * k + k * n) * bytes_per_element)'''),
+        "my_rows": ("my_rows = next(m for m in range(1, 10**6) if 2 * m * 256 * 1024"
+                    " / (2 * (m * 256 + 256 * 1024 + m * 1024)) >= ridge(peak, bandwidth))"
+                    "   # this CPU's ridge, not the A100's"),
+    },
     "02_data_parallel": {
         "my_allreduce": textwrap.dedent('''\
             def my_allreduce(tensor, rank, world):     # the package's ring, not one's own

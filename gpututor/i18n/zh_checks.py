@@ -119,6 +119,37 @@ CHECKS = {
     "states your update did not make":
         "正确：键块大小为 23、8、5 和 1 时都与整体计算的 softmax(S) @ V 相同，从不是由你的更新算出的"
         "运行状态出发也相同",
+    # 01c one device, speed
+    "Not answered yet: define my_matmul_intensity and run the cell again.":
+        "尚未作答：请定义 my_matmul_intensity，然后再运行这个单元格。",
+    "my_matmul_intensity must be a function of (m, k, n, bytes_per_element).":
+        "my_matmul_intensity 必须是一个以 (m, k, n, bytes_per_element) 为参数的函数。",
+    "matmul intensity: your function called the package's own count "
+    "(gpututor.measure.roofline): write the count yourself.":
+        "矩阵乘法的算术强度：你的函数调用了本软件包自己的计数（gpututor.measure.roofline）：请自己写出这个计数。",
+    "matmul intensity: your function failed for m, k, n = {m}, {k}, {n} at {size} bytes: "
+    "{kind}: {error}":
+        "矩阵乘法的算术强度：m、k、n = {m}、{k}、{n}，每个元素 {size} 字节时你的函数出错：{kind}：{error}",
+    "matmul intensity: for m, k, n = {m}, {k}, {n} at {size} bytes per element your function "
+    "gives {got}, not the roofline's FLOPs per byte. {hint}":
+        "矩阵乘法的算术强度：m、k、n = {m}、{k}、{n}，每个元素 {size} 字节时，你的函数给出 {got}，"
+        "不是屋顶线模型的每字节 FLOPs。{hint}",
+    "m·k·n FLOPs? A multiply and an add are two FLOPs per term: 2·m·k·n.":
+        "算成了 m·k·n 个 FLOPs？每一项是一次乘法加一次加法，即两个 FLOPs：2·m·k·n。",
+    "the output forgotten? The matmul also writes its m×n result once.":
+        "漏掉了输出？矩阵乘法还要把 m×n 的结果写一次。",
+    "bytes_per_element ignored? The bytes are the elements times bytes_per_element.":
+        "忽略了 bytes_per_element？字节数是元素个数乘以 bytes_per_element。",
+    "Count the FLOPs of every multiply-add and the bytes of every element read or written once.":
+        "数一数每次乘加的 FLOPs，以及每个只读一次或只写一次的元素的字节数。",
+    "Correct: the roofline's FLOPs per byte for {shapes} shapes, at 4 and at 2 bytes per element":
+        "正确：在 {shapes} 种形状下、每个元素 4 字节和 2 字节时，都与屋顶线模型的每字节 FLOPs 一致",
+    "fewest rows: {answer} is not a number of rows. Solved for 4-byte elements? Then no m reaches "
+    "the ridge: the roof is bf16, 2 bytes an element.":
+        "最少行数：{answer} 不是一个行数。你是按每个元素 4 字节求解的吗？那样的话没有哪个 m 能到达"
+        "脊点：这条屋顶是 bf16 的，每个元素 2 字节。",
+    "fewest rows at which the MLP up-projection is compute-bound":
+        "MLP 升维投影成为计算受限时的最少行数",
     # 02 data parallel
     "bytes all-reduced per step": "每步全归约的字节数",
     "bytes sent per rank on 8 ranks": "8 个进程时每个进程发送的字节数",

@@ -1,4 +1,4 @@
-"""Lesson 01b's compilation measurement: ``torch.compile`` of the tiny GPT's training step.
+"""Lesson 01c's compilation measurement: ``torch.compile`` of a GPT's training step.
 
 ``torch.compile`` traces the model's Python into a graph (TorchDynamo), derives the backward
 graph ahead of time (AOTAutograd) and hands both to TorchInductor, which **fuses** chains of

@@ -1,5 +1,6 @@
-"""Lesson 01b's measurements: one device used well (recomputation policies, 8-bit optimizer state,
-and all the levers together: before and after, and the largest model that fits a capacity).
+"""Lessons 01b's and 01c's measurements: one device used well. For 01b, recomputation policies,
+8-bit optimizer state, offload and the largest model that fits a capacity; for 01c, all the
+levers together, before and after.
 
 Each function runs in this process, on one thread, and returns plain rows for ``ui.one_device``.
 """

@@ -135,6 +135,23 @@ def operator_costs(spec, threads: int = 1, repeats: int = 3, min_time_s: float =
     return rows
 
 
+def matmul_elements(m: int, k: int, n: int, batches: int = 1, bias: int = 0) -> int:
+    """Elements an ``(m×k) @ (k×n)`` matmul moves at the least (``batches`` of them): both inputs
+    read once, the output written once; ``bias`` elements more read (a linear's bias). The count
+    :func:`operator_costs` uses for every matmul and linear."""
+    for name, value in (("m", m), ("k", k), ("n", n), ("batches", batches)):
+        checks.integer(name, value, 1)
+    checks.integer("bias", bias, 0)
+    return batches * (m * k + k * n + m * n) + bias
+
+
+def matmul_intensity(m: int, k: int, n: int, bytes_per_element: int) -> float:
+    """FLOP/byte of an ``(m×k) @ (k×n)`` matmul: ``2·m·k·n`` FLOPs (a multiply and an add per
+    term) over :func:`matmul_elements` × ``bytes_per_element`` bytes."""
+    checks.integer("bytes_per_element", bytes_per_element, 1)
+    return 2 * m * k * n / (matmul_elements(m, k, n) * bytes_per_element)
+
+
 def intensity_in(row: dict, precision: str) -> float:
     """An :func:`operator_costs` row's FLOPs per byte were its elements ``precision`` numbers
     (in bf16 every element is 2 bytes, so an fp32 row's intensity doubles): the intensity to
@@ -180,7 +197,7 @@ def _operators(model: nn.Module, batch: int, seq_len: int, device: torch.device,
         x = randn(batch, seq_len, k)
         # 2·m·k·n, as torch's FlopCounterMode counts a linear: the bias add (m·n) is left out
         yield (f"linear: {LINEAR_ROLES.get(role, role)}", (batch, seq_len, k), 2 * m * k * n,
-               (m * k + k * n + bias + m * n) * size, lambda f=module, x=x: f(x))
+               matmul_elements(m, k, n, bias=bias) * size, lambda f=module, x=x: f(x))
 
     cfg = model.cfg
     d_model = cfg.d_model
@@ -190,9 +207,9 @@ def _operators(model: nn.Module, batch: int, seq_len: int, device: torch.device,
                       randn(batch, heads, T, hd), randn(batch, heads, T, T))
         bh = batch * heads
         yield ("matmul: attention scores q·kᵀ", tuple(q.shape), 2 * bh * T * hd * T,
-               (2 * bh * T * hd + bh * T * T) * size, lambda: q @ k.transpose(-2, -1))
+               matmul_elements(T, hd, T, batches=bh) * size, lambda: q @ k.transpose(-2, -1))
         yield ("matmul: attention mix p·v", tuple(p.shape), 2 * bh * T * T * hd,
-               (bh * T * T + 2 * bh * T * hd) * size, lambda: p @ v)
+               matmul_elements(T, T, hd, batches=bh) * size, lambda: p @ v)
         yield _elementwise("softmax", p, 1, lambda: F.softmax(p, dim=-1), size)
         norm = next(m for m in model.modules() if isinstance(m, nn.LayerNorm))
         x = randn(batch, seq_len, d_model)

@@ -1,5 +1,5 @@
-"""Figures of lesson 01b: attention against the sequence length, recomputation, offload, the
-levers before and after, and what fits a capacity."""
+"""Figures of lessons 01b and 01c: attention against the sequence length, recomputation, offload
+and what fits a capacity (01b); the levers before and after (01c)."""
 from __future__ import annotations
 
 import plotly.graph_objects as go

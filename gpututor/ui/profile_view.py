@@ -1,4 +1,4 @@
-"""Figures of lesson 01b's profile: the operators with the most self time, and a step's timeline.
+"""Figures of lesson 01c's profile: the operators with the most self time, and a step's timeline.
 
 Both read the plain rows of ``gpututor.measure.profile.Profile``; nothing here measures.
 """

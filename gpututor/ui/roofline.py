@@ -1,4 +1,4 @@
-"""Lesson 01b's roofline chart: this machine's measured roofs, datasheet roofs of GPUs for
+"""Lesson 01c's roofline chart: this machine's measured roofs, datasheet roofs of GPUs for
 comparison, and the model's operators where they landed here (see
 :mod:`gpututor.measure.roofline` for the model and how each number is measured)."""
 from __future__ import annotations
