@@ -5,10 +5,10 @@
 CHECKS = {
     # ---- the checkers' messages ---------------------------------------------------------------
     "{what}: not answered yet. Replace ... with your answer and run the cell again.":
-        "{what}：尚未作答。请把 ... 换成你的答案，然后重新运行本单元。",
+        "{what}：尚未作答。请把 ... 换成你的答案，然后重新运行本单元格。",
     "{what}: this notebook has not measured it yet (did every cell above run and finish?): "
     "nothing to compare your answer with.":
-        "{what}：本笔记本还没有测出这个量（上面的单元都运行完了吗？），无法与你的答案比较。",
+        "{what}：本笔记本还没有测出这个量（上面的单元格都运行完了吗？），无法与你的答案比较。",
     "{what}: {answer} is not what this notebook measured. Try again.":
         "{what}：{answer} 与本笔记本测得的结果不符。请再试一次。",
     "Correct. {what}: {number} (measured: {expected})": "正确。{what}：{number}（实测：{expected}）",
@@ -21,10 +21,10 @@ CHECKS = {
     "Correct. {what}: {number} (counted on the model: {expected})":
         "正确。{what}：{number}（在模型上数出：{expected}）",
     "{what}: not answered yet. Replace ... with a list of names and run the cell again.":
-        "{what}：尚未作答。请把 ... 换成一个名称列表，然后重新运行本单元。",
+        "{what}：尚未作答。请把 ... 换成一个名称列表，然后重新运行本单元格。",
     "{what}: {answer} is not a list of names. Try again.": "{what}：{answer} 不是名称列表。请再试一次。",
     "Correct. {what}: {names}": "正确。{what}：{names}",
-    "Not answered yet: define my_update and run the cell again.": "尚未作答：请定义 my_update，然后重新运行本单元。",
+    "Not answered yet: define my_update and run the cell again.": "尚未作答：请定义 my_update，然后重新运行本单元格。",
 
     # ---- what the notebooks ask, by lesson -------------------------------------------------------
     # 00 start here
@@ -68,21 +68,21 @@ CHECKS = {
         "gpututor.formulas），或运行了模型或 FLOP 计数器：请自己写出这个公式。",
     "FLOPs per step: for the {size} GPT, batch {batch}, {seq} tokens per sequence, your function "
     "returned {got!r}, not a number.":
-        "每步 FLOPs：对 {size} GPT、批大小 {batch}、每条序列 {seq} 个 token，你的函数返回了 {got!r}，"
+        "每步 FLOPs：对 {size} GPT、批次大小 {batch}、每条序列 {seq} 个 token，你的函数返回了 {got!r}，"
         "而不是一个数。",
     "FLOPs per step: for the {size} GPT, batch {batch}, {seq} tokens per sequence, yours is more "
     "than the formula gives. Count only the weights that take part in a matmul (the nn.Linear "
     "layers), 6 FLOPs per weight and token, and attention's term once.":
-        "每步 FLOPs：对 {size} GPT、批大小 {batch}、每条序列 {seq} 个 token，你的结果比公式给出的多。"
+        "每步 FLOPs：对 {size} GPT、批次大小 {batch}、每条序列 {seq} 个 token，你的结果比公式给出的多。"
         "只数参与矩阵乘法的权重（nn.Linear 层），每个权重每个 token 6 FLOPs，注意力项只算一次。",
     "FLOPs per step: for the {size} GPT, batch {batch}, {seq} tokens per sequence, yours is less "
     "than the formula gives. Did you count the backward (twice the forward), attention's term, "
     "and every token of the step?":
-        "每步 FLOPs：对 {size} GPT、批大小 {batch}、每条序列 {seq} 个 token，你的结果比公式给出的少。"
+        "每步 FLOPs：对 {size} GPT、批次大小 {batch}、每条序列 {seq} 个 token，你的结果比公式给出的少。"
         "反向传播（前向的两倍）、注意力项、这一步的每个 token 都算进去了吗？",
     "Correct: your FLOPs per step equal the formula's (which FlopCounterMode counts too) for the "
     "tiny and the medium GPT, at batch and sequence lengths other than the lesson's.":
-        "正确：对 tiny 和 medium 两个 GPT、在与本课不同的批大小和序列长度下，你的每步 FLOPs 与公式"
+        "正确：对 tiny 和 medium 两个 GPT、在与本课不同的批次大小和序列长度下，你的每步 FLOPs 与公式"
         "（FlopCounterMode 数出的也是它）一致。",
     # 01b one device
     "bytes of P at T = 512": "T = 512 时 P 的字节数",

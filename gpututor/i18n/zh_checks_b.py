@@ -118,7 +118,7 @@ CHECKS_B = {
     "parameter bytes of ddp+tp's rank 0 beyond half the model": "ddp+tp 的进程 0 超出半个模型的参数字节数",
     "layouts predicted to fit {share} of the capacity": "预计放得进 {share} 容量的布局",
     "rank {rank}'s {dim} group: not answered yet. Replace ... with a list of ranks and run the "
-    "cell again.": "进程 {rank} 的 {dim} 组：尚未作答。请把 ... 换成一个进程编号列表，然后重新运行本单元。",
+    "cell again.": "进程 {rank} 的 {dim} 组：尚未作答。请把 ... 换成一个进程编号列表，然后重新运行本单元格。",
     "{answer} is not a list of ranks. Try again.": "{answer} 不是进程编号的列表。请再试一次。",
     "{answer} leaves out rank {rank} itself: a rank's group holds it too. Try again.":
         "{answer} 漏掉了进程 {rank} 本身：一个进程所在的组也包含它自己。请再试一次。",

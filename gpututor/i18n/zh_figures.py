@@ -91,7 +91,7 @@ FIGURES = {
         "%{customdata[2]:.3g} FLOP/byte<br>在本机上%{customdata[3]}<extra></extra>",
     "memory-bound": "受限于访存",
     "compute-bound": "受限于计算",
-    "Roofline: ridge at {ridge:.3g} FLOP/byte here": "屋顶线模型：本机的拐点在 {ridge:.3g} FLOP/byte",
+    "Roofline: ridge at {ridge:.3g} FLOP/byte here": "屋顶线模型：本机的脊点在 {ridge:.3g} FLOP/byte",
     " (catalogue: {others})": "（产品参数：{others}）",
     "arithmetic intensity (FLOP/byte)": "算术强度（FLOP/byte）",
 
@@ -131,10 +131,10 @@ FIGURES = {
     # ---- ui/long_context.py --------------------------------------------------------------------
     "{n} ranks": "{n} 个进程",
     "contiguous": "连续切分（contiguous）",
-    "zigzag": "之字形切分（zigzag）",
+    "zigzag": "锯齿形切分（zigzag）",
     "visible query-key pairs": "可见的 query-key 对",
     "Causal attention's work per rank: contiguous and zig-zag splits":
-        "因果注意力在各进程上的计算量：连续切分与之字形切分",
+        "因果注意力在各进程上的计算量：连续切分与锯齿形切分",
     "Activations kept for backward by rank 0 (measured)": "进程 0 为反向保留的激活值（实测）",
 
     # ---- ui/layouts.py ----------------------------------------------------------------------------

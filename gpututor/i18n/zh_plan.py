@@ -53,7 +53,7 @@ PLAN = {
     "{tokens:,.0f} tokens per step, links at {efficiency:.0%} of their rate, {overlap:.0%} of "
     "backward hiding data-parallel traffic, {parallel}{attention}":
         "假设：全部计算达到峰值的 {hfu:.0%}（HFU；这一步的 MFU 为 {mfu:.0%}），"
-        "每步 {tokens:,.0f} 个词元，链路达到其速率的 {efficiency:.0%}，数据并行的通信有 "
+        "每步 {tokens:,.0f} 个 token，链路达到其速率的 {efficiency:.0%}，数据并行的通信有 "
         "{overlap:.0%} 与反向传播重叠，{parallel}{attention}",
 
     # ---- a recommendation's table and notes (plan/ranking.py) ----------------------------------

@@ -23,12 +23,12 @@ UI = {
     "part of what the live view cost: {redraws} redraws; the panel's kernel thread "
     "{cpu:.3f} s of CPU ({share:.1f} % of the run's wall time); the browser's drawing "
     "code {browser} (not counted: sending the messages, and the browser's painting)":
-        "实时视图的部分开销：重绘 {redraws} 次；面板在内核中的线程用了 {cpu:.3f} 秒 CPU（占本次运行墙钟时间的 {share:.1f} %）；"
+        "实时视图的部分开销：重绘 {redraws} 次；面板在 Jupyter 内核中的线程用了 {cpu:.3f} 秒 CPU（占本次运行墙钟时间的 {share:.1f} %）；"
         "浏览器的绘制代码 {browser}（未计入：发送消息，以及浏览器的渲染上屏）",
     "could not start: {error}": "无法启动：{error}",
     "the panel could not draw: {error}": "面板无法绘图：{error}",
     "{strategy} on {n} rank(s), {model} {size}, global batch {batch}":
-        "{strategy}，{n} 个进程，{model} {size}，全局批大小 {batch}",
+        "{strategy}，{n} 个进程，{model} {size}，全局批次大小 {batch}",
     "loss (mean over ranks)": "损失（各进程平均）",
     "tokens/s of each rank": "各进程的 tokens/s",
     "memory per rank (MB)": "各进程显存/内存（MB）",
@@ -45,7 +45,7 @@ UI = {
     "model size": "模型规模",
     "strategy": "策略",
     "world size": "进程数",
-    "batch size": "批大小",
+    "batch size": "批次大小",
     "seq len": "序列长度",
     "steps": "步数",
     "precision": "精度",
@@ -86,7 +86,7 @@ UI = {
     # ---- ui/comparison.py: speedup over one rank --------------------------------------------
     "ideal (N ranks = N×)": "理想值（N 个进程 = N×）",
     "speedup over one rank (tokens/s, same model and global batch)":
-        "相对单进程的加速比（tokens/s，相同模型与全局批大小）",
+        "相对单进程的加速比（tokens/s，相同模型与全局批次大小）",
     "ranks (world size)": "进程数（world size）",
     "weak scaling, {batch} sequences per rank": "弱扩展，每个进程 {batch} 条序列",
     "Weak scaling: tokens/s over one rank, the same batch per rank":
@@ -98,7 +98,7 @@ UI = {
         "单进程那次运行在 {there} 上，这次在 {here} 上；跨设备类型的加速比比较的是设备而不是"
         "并行方式，所以不给出（请把两者固定到同一种设备：RunSpec.pin_device）",
     "no 1-rank run of the same model and batch yet, so no speedup.":
-        "还没有相同模型和批大小的单进程运行，因此没有加速比。",
+        "还没有相同模型和批次大小的单进程运行，因此没有加速比。",
     "{strategy} on {n} ranks ({label}): {why}": "{strategy}，{n} 个进程（{label}）：{why}",
     "communication not measured for this strategy": "此策略未测量通信",
     "compute {compute:.0f} ms, waiting for communication {comm:.0f} ms":
@@ -147,7 +147,7 @@ UI = {
     "days": "天数",
     "cost ({currency})": "费用（{currency}）",
     "meets deadline and budget": "满足期限和预算",
-    "link-bound": "受限于互连",
+    "link-bound": "受限于链路",
     "yes": "是",
     "no": "否",
     "not priced": "未定价",
