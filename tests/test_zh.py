@@ -129,3 +129,21 @@ def test_a_changed_english_cell_makes_its_twin_stale(tmp_path: Path):
     nbformat.write(en, en_copy)
     assert first in stale_cells(zh_copy, en_copy)
     assert first not in stale_cells(chinese)
+
+
+def _words_the_glossary_retires() -> set[str]:
+    """Every X of the glossary's '不写“X”' notes: a variant the lessons no longer use."""
+    glossary = ROOT / "notebooks" / "zh" / "glossary.md"
+    return set(re.findall(r"不写“([^”]+)”", glossary.read_text(encoding="utf-8")))
+
+
+def test_the_chinese_lessons_and_tables_use_the_glossary_terms():
+    retired = _words_the_glossary_retires()
+    assert {"词元", "批大小", "之字形", "拐点", "进程网格"} <= retired
+    from gpututor.i18n import LANGUAGES
+    texts = {p.name: "\n".join(c.source for c in nbformat.read(p, as_version=4).cells
+                               if c.cell_type == "markdown") for p in CHINESE}
+    texts["gpututor/i18n (zh)"] = "\n".join(LANGUAGES["zh"].values())
+    texts["README.zh-CN.md"] = (ROOT / "README.zh-CN.md").read_text(encoding="utf-8")
+    found = {(where, word) for where, text in texts.items() for word in retired if word in text}
+    assert not found, f"retired variants (notebooks/zh/glossary.md) still used: {sorted(found)}"
