@@ -1,7 +1,10 @@
+import atexit
 import multiprocessing.forkserver
 import multiprocessing.resource_tracker
 import os
+import shutil
 import signal
+import tempfile
 import time
 
 import psutil
@@ -13,6 +16,22 @@ from gpututor import RunSpec, batches, build_model
 from gpututor.moe import auxiliary_loss
 from gpututor.parallel import check_spec
 from gpututor.runtime.guard import check_machine
+
+# pytest-xdist (`make test` runs two workers): each worker, and the ranks and kernels it starts,
+# gets a temporary folder of its own, so a test that checks what it left in the temporary folder
+# never counts another worker's files.
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    _WORKER_TMP = tempfile.mkdtemp(prefix=f"pytest-{os.environ['PYTEST_XDIST_WORKER']}-")
+    os.environ["TMPDIR"] = _WORKER_TMP
+    tempfile.tempdir = None            # gettempdir() reads TMPDIR again
+    atexit.register(shutil.rmtree, _WORKER_TMP, ignore_errors=True)
+
+
+def pytest_collection_modifyitems(config, items):
+    """The slow tests (whole notebooks, browser sessions: a minute or more each) first, so that
+    with two workers they start early and the short tests fill in around them; otherwise in
+    collection order."""
+    items.sort(key=lambda item: item.get_closest_marker("slow") is None)
 
 
 # Equivalence tests train with plain SGD (momentum, no normalisation) at a large learning rate: a
