@@ -32,9 +32,12 @@ NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
 # (Chromium; for Chinese a CJK font too), with the same solutions and wrong answers added:
 # each notebook executes once per language in the suite.
 ZH_00 = ROOT / "notebooks" / "zh" / "00_start_here.ipynb"
+# lesson 08 prints the most text: its Chinese twin runs too, and keeps its outputs, in which no
+# printed line may be an English sentence (english_lines)
+ZH_08 = ROOT / "notebooks" / "zh" / "08_choosing_hardware.ipynb"
 IN_BROWSER = ([NOTEBOOKS[0]] if browser_can_run() else []) + \
     ([ZH_00] if browser_can_run() and cjk_font() else [])
-EXECUTED = [nb for nb in NOTEBOOKS + [ZH_00] if nb not in IN_BROWSER]
+EXECUTED = [nb for nb in NOTEBOOKS + [ZH_00] if nb not in IN_BROWSER] + [ZH_08]
 NOTEBOOK_TIMEOUT_S = 600
 SOLUTIONS = re.compile(r"<summary>(?:Solutions|参考答案)</summary>")   # English, Chinese lessons
 CHECK_CALL = re.compile(r"^\s*(check_\w+)\(\s*([A-Za-z_]\w*)", re.M)
@@ -272,6 +275,43 @@ def test_every_exercise_has_a_published_solution_and_a_wrong_answer(notebook: Pa
         assert variable in bound_names(code), f"wrong answer for {variable} does not define it"
 
 
+# three or more English words in a row: a sentence, or a table head, a reader must decode
+ENGLISH_RUN = re.compile(r"\b[A-Za-z][a-z]+(?:[ ,:;]+[A-Za-z][a-z]+){2,}\b")
+# a line the test added (a wrong answer rejected: its message is the checker's, tested in Chinese
+# by tests/test_i18n.py) is not the lesson's
+ADDED_LINE = re.compile(r"^wrong answer rejected:")
+
+
+def english_lines(nb: nbformat.NotebookNode) -> list[str]:
+    """The printed lines of an executed notebook (streams, plain text, HTML without tags) that
+    hold an English sentence (three English words in a row); code, numbers, units and names such
+    as "64x H100-80GB, nvlink4+ib-ndr | dp 64 ZeRO-1" are not sentences."""
+    found = []
+    for cell in nb.cells:
+        for out in cell.get("outputs", []) if cell.cell_type == "code" else []:
+            data = out.get("data", {})
+            texts = [out.get("text", "")]
+            if "text/html" in data:
+                texts.append(re.sub(r"<[^>]+>", " ", data["text/html"]))
+            elif "text/plain" in data and not any(k.startswith("application/") for k in data):
+                texts.append(data["text/plain"])
+            found += [line.strip() for text in texts for line in text.splitlines()
+                      if ENGLISH_RUN.search(line) and not ADDED_LINE.match(line)]
+    return found
+
+
+def test_english_lines_tells_a_sentence_from_names_and_numbers():
+    cell = nbformat.v4.new_code_cell("")
+    cell.outputs = [nbformat.v4.new_output("stream", text=(
+        " 1  64x H100-80GB, nvlink4+ib-ndr | dp 64 ZeRO-1, 选择性重计算, 微批次 1    47.1    是\n"
+        "本机：cpu，单个进程的矩阵乘法 75.4 GFLOP/s；tokens/s 12,000\n"
+        "cost: not priced (no price known)\n"))]
+    cell.outputs.append(nbformat.v4.new_output("display_data", data={
+        "text/html": "<td>run</td><td>predicted error</td>", "text/plain": "<HTML>"}))
+    nb = nbformat.v4.new_notebook(cells=[cell])
+    assert english_lines(nb) == ["cost: not priced (no price known)", "run  predicted error"]
+
+
 @pytest.fixture(scope="module")
 def results_file(tmp_path_factory) -> Path:
     return tmp_path_factory.mktemp("results") / "results.json"
@@ -290,10 +330,17 @@ def test_notebook_runs_and_its_checkers_accept_solutions_and_reject_wrong_answer
                "-o", f"cache_dir={tmp_path}", str(path)]
     # the lessons' findings for lesson 00's claims go to a file of the whole test session
     env = {**os.environ, "GPUTUTOR_RESULTS": str(results_file)}
+    if notebook == ZH_08:   # executed keeping its outputs, to read what a Chinese reader sees
+        executed = tmp_path / "executed.ipynb"
+        command = [sys.executable, "-m", "jupyter", "nbconvert", "--to", "notebook", "--execute",
+                   str(path), "--output", str(executed), "--ExecutePreprocessor.timeout=300"]
     result = subprocess.run(command, cwd=ROOT, capture_output=True, text=True,
                             timeout=NOTEBOOK_TIMEOUT_S, env=env)
     assert result.returncode == 0, (
-        f"{notebook.name} failed under nbval:\n{result.stdout[-6000:]}\n{result.stderr[-2000:]}")
+        f"{notebook.name} failed:\n{result.stdout[-6000:]}\n{result.stderr[-2000:]}")
+    if notebook == ZH_08:
+        found = english_lines(nbformat.read(executed, as_version=4))
+        assert not found, f"{notebook.name} printed English sentences: {found[:20]}"
 
 
 if __name__ == "__main__":   # write the augmented copies, to open and run them by hand

@@ -105,4 +105,21 @@ PLAN = {
     "link-bound: {label} waits on communication most of each step; a faster link would speed it "
     "up more than more GPUs":
         "受限于链路：{label} 每一步的大部分时间都在等待通信；更快的链路比更多的 GPU 更能提速",
+    # plan/recommend.py Config.shown: the configuration's line in the tables and notes
+    "selective recompute": "选择性重计算",
+    "full recompute": "完全重计算",
+    "micro-batch {n}": "微批次 {n}",
+    # catalog.py: where the example prices come from (a source shown beside a cost; tr(source))
+    "example: middle of the specialty-cloud on-demand range, mercatus-ai.com 'Cloud GPU pricing' "
+    "(May 2026); set your own":
+        "示例价格：专业云按需价格区间的中间值，来源 mercatus-ai.com “Cloud GPU pricing”（2026 年 5 月）；请换成你自己的价格",
+    "example: middle of the one-GPU on-demand listings ($0.35, $0.53), computeprices.com 'Tesla T4 "
+    "GPU' (checked 8 April 2026); set your own":
+        "示例价格：单卡按需报价（$0.35、$0.53）的中间值，来源 computeprices.com “Tesla T4 GPU”"
+        "（2026 年 4 月 8 日查阅）；请换成你自己的价格",
+    "not priced: no citable V100 list price found (aimultiple.com 'Cloud GPU Rental Price Index', "
+    "20 May 2026: the V100 is leaving the price sheets); pass price_per_hour or set_price":
+        "未定价：找不到可引用的 V100 标价（aimultiple.com “Cloud GPU Rental Price Index”，2026 年 5 月 20 日："
+        "V100 正在退出各家的价格表）；请传入 price_per_hour 或调用 set_price",
+    "not priced: no price known; pass price_per_hour": "未定价：不知道价格；请传入 price_per_hour",
 }

@@ -242,6 +242,25 @@ PRINTS_B = {
 
     # ---- 08 choosing hardware -------------------------------------------------------------------
     "calibrate took {seconds:.0f} s here": "calibrate 在这里用了 {seconds:.0f} s",
+    # lessons/calibrate.py calibration_table
+    "single (reference)": "single（参照）",
+    "single, half batch (ref.)": "single，半批次（参照）",
+    "single + checkpointing": "single + 激活检查点",
+    "off by": "偏差",
+    "formula": "公式",
+    "peak MB": "峰值 MB",
+    "step ms": "单步 ms",
+    ", {shared:.1f} per rank with {n} busy (x{slowdown:.2f} slower)":
+        "，{n} 个进程同时忙时每个进程 {shared:.1f}（慢 {slowdown:.2f} 倍）",
+    ", all-reduce β {beta:.2f} GB/s, α {alpha:.0f} µs": "，全归约 β {beta:.2f} GB/s，α {alpha:.0f} µs",
+    "; load average {load:.1f}": "；平均负载 {load:.1f}",
+    "machine: {device}, matmul {flops:.1f} GFLOP/s on one rank{shared}; fitted on the references: "
+    "efficiency {efficiency:.0%} of the matmul rate + {overhead:.1f} ms per step{comm}{load}":
+        "本机：{device}，单个进程的矩阵乘法 {flops:.1f} GFLOP/s{shared}；在两个参照运行上拟合：效率为矩阵乘法速率的 "
+        "{efficiency:.0%}，另加每步 {overhead:.1f} ms{comm}{load}",
+    "* fitted: the step-time model was fitted to these two runs (their first repeat)":
+        "* 拟合：单步时间模型是用这两次运行（它们的第一次重复）拟合出来的",
+    "skipped {name}: {why}": "跳过 {name}：{why}",
     "peak memory: largest error {error:.1%} over {runs} runs, within the 10 % target":
         "峰值显存：{runs} 次运行中的最大误差 {error:.1%}，在 10 % 的目标以内",
     "peak memory: largest error {error:.1%} over {runs} runs, outside the 10 % target":

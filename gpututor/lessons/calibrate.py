@@ -21,9 +21,11 @@ them blocking (DDP's one bucket of a small model starts only when backward is do
 from __future__ import annotations
 
 import statistics
+import unicodedata
 from dataclasses import dataclass
 
 from ..formulas import block_params, training_flops_per_token
+from ..i18n import tr
 from ..models import build_model, config_of
 from ..parallel import STRATEGIES, check_spec, get_strategy
 from ..plan.as_built import as_built, tiny_gpt_memory
@@ -264,30 +266,48 @@ def _line(row: dict) -> str:
             f" predicted ({pct(row['step_error'])}{', fitted' if row['fitted'] else ''})")
 
 
+def _pad(text: str, width: int, left: bool = False) -> str:
+    """``text`` padded to ``width`` columns of a fixed-width font (a Chinese character takes two)."""
+    used = sum(2 if unicodedata.east_asian_width(ch) in "WF" else 1 for ch in text)
+    fill = " " * max(width - used, 0)
+    return text + fill if left else fill + text
+
+
 def calibration_table(cal: Calibration) -> str:
-    """Predicted vs measured, one line per run: peak memory (MB) and step time (ms)."""
-    head = (f"{'run':<26}{'ranks':>6}{'peak MB':>10}{'predicted':>10}{'error':>8}"
-            f"{'formula':>9}{'error':>8}{'step ms':>9}{'predicted':>10}{'error':>9}")
-    lines = [head]
+    """Predicted vs measured, one line per run: peak memory (MB) and step time (ms), in the
+    notebook's language (numbers, units and strategy names as they are)."""
+    shown = {"single (reference)": tr("single (reference)"),
+             "single, half batch (ref.)": tr("single, half batch (ref.)"),
+             "single + checkpointing": tr("single + checkpointing")}
+    heads = [(tr("run"), 26), (tr("ranks"), 6), (tr("peak MB"), 10), (tr("predicted"), 10),
+             (tr("off by"), 8), (tr("formula"), 9), (tr("off by"), 8), (tr("step ms"), 9),
+             (tr("predicted"), 10), (tr("off by"), 9)]
+    lines = ["".join(_pad(h, w, left=(i == 0)) for i, (h, w) in enumerate(heads))]
     pct = lambda v: "n/a" if v is None or v != v else f"{v:+.1%}"
     for r in cal.rows:
-        lines.append(f"{r['run']:<26}{r['world_size']:>6}{r['measured_peak'] / MB:10.2f}"
+        lines.append(_pad(shown.get(r["run"], r["run"]), 26, left=True)
+                     + f"{r['world_size']:>6}{r['measured_peak'] / MB:10.2f}"
                      f"{r['predicted_peak'] / MB:10.2f}{pct(r['peak_error']):>8}"
                      f"{r['formula_peak'] / MB:9.2f}{pct(r['formula_error']):>8}"
                      f"{r['measured_step_s'] * 1e3:9.1f}{r['predicted_step_s'] * 1e3:10.1f}"
                      f"{pct(r['step_error']) + ('*' if r['fitted'] else ' '):>10}")
     m = cal.machine
-    shared = (f", {m.matmul_flops_shared / 1e9:.1f} per rank with {m.world_size} busy "
-              f"(x{m.sharing_slowdown:.2f} slower)") if m.matmul_flops_shared else ""
-    comm = (f", all-reduce β {m.comm['all_reduce'][1] / 1e9:.2f} GB/s, α "
-            f"{m.comm['all_reduce'][0] * 1e6:.0f} µs") if m.comm else ""
-    lines.append(f"machine: {m.device}, matmul {m.matmul_flops / 1e9:.1f} GFLOP/s on one rank"
-                 f"{shared}; fitted on the references: efficiency {m.efficiency:.0%} of the "
-                 f"matmul rate + {m.overhead_s * 1e3:.1f} ms per step{comm}"
-                 + (f"; load average {m.load_average:.1f}" if m.load_average else ""))
-    lines.append("* fitted: the step-time model was fitted to these two runs (their first repeat)")
+    shared = tr(", {shared:.1f} per rank with {n} busy (x{slowdown:.2f} slower)",
+                shared=m.matmul_flops_shared / 1e9, n=m.world_size,
+                slowdown=m.sharing_slowdown) if m.matmul_flops_shared else ""
+    comm = tr(", all-reduce β {beta:.2f} GB/s, α {alpha:.0f} µs",
+              beta=m.comm["all_reduce"][1] / 1e9, alpha=m.comm["all_reduce"][0] * 1e6) \
+        if m.comm else ""
+    load = tr("; load average {load:.1f}", load=m.load_average) if m.load_average else ""
+    lines.append(tr("machine: {device}, matmul {flops:.1f} GFLOP/s on one rank{shared}; fitted on "
+                    "the references: efficiency {efficiency:.0%} of the matmul rate + {overhead:.1f} "
+                    "ms per step{comm}{load}", device=m.device, flops=m.matmul_flops / 1e9,
+                    shared=shared, efficiency=m.efficiency, overhead=m.overhead_s * 1e3,
+                    comm=comm, load=load))
+    lines.append(tr("* fitted: the step-time model was fitted to these two runs (their first "
+                    "repeat)"))
     for name, why in cal.skipped:
-        lines.append(f"skipped {name}: {why}")
+        lines.append(tr("skipped {name}: {why}", name=name, why=why))
     return "\n".join(lines)
 
 

@@ -46,7 +46,7 @@ class Recommendation:
                  f"{tr('days'):>8} {cost_label:>10}  {tr('meets')}"]
         for i, e in enumerate(self.ranked[:top], 1):
             cost = f"{e.cost:,.0f}" if e.cost is not None else tr("not priced")
-            lines.append(f"{i:>2}  {e.config.label:<72} {e.memory['total'] / GB:7.1f} "
+            lines.append(f"{i:>2}  {e.config.shown:<72} {e.memory['total'] / GB:7.1f} "
                          f"{yes if e.fits else no:>4} {e.days:8.2f} {cost:>10}  "
                          f"{yes if e.meets else no}")
         if self.rejected:
@@ -91,13 +91,13 @@ def with_notes(ranked, rejected, budget, deadline_days, precisions=()) -> Recomm
     elif one_enough:
         one = fitting_one[0]
         notes.append(tr("one GPU is enough: {label} fits and takes {days:,.1f} days for {cost}; "
-                        "more GPUs only buy time", label=one.config.label, days=one.days,
+                        "more GPUs only buy time", label=one.config.shown, days=one.days,
                         cost=money(one.cost)) if one.cost else
                      tr("one GPU is enough: {label} fits and takes {days:,.1f} days; more GPUs "
-                        "only buy time", label=one.config.label, days=one.days))
+                        "only buy time", label=one.config.shown, days=one.days))
     elif fitting_one:
         notes.append(tr("one GPU fits ({label}) but misses the deadline or budget: {days:,.1f} "
-                        "days", label=fitting_one[0].config.label, days=fitting_one[0].days))
+                        "days", label=fitting_one[0].config.shown, days=fitting_one[0].days))
     elif rejected:   # the smallest count that fits, for each GPU type planned
         for gpu, first in sorted(_first_counts(ranked).items()):
             notes.append(tr("{gpu}: the model does not fit on one GPU; the smallest count that "
@@ -109,10 +109,10 @@ def with_notes(ranked, rejected, budget, deadline_days, precisions=()) -> Recomm
     if meeting and not one_enough:
         e = min(meeting, key=lambda e: (e.config.count, rank_key(e)))
         notes.append(tr("the smallest cluster that meets the deadline and budget: {label} "
-                        "({days:,.1f} days, {cost})", label=e.config.label, days=e.days,
+                        "({days:,.1f} days, {cost})", label=e.config.shown, days=e.days,
                         cost=money(e.cost)) if e.cost else
                      tr("the smallest cluster that meets the deadline and budget: {label} "
-                        "({days:,.1f} days)", label=e.config.label, days=e.days))
+                        "({days:,.1f} days)", label=e.config.shown, days=e.days))
     if ranked and not meeting:
         # literal templates, so tests/test_i18n.py sees each and its Chinese entry
         if deadline_days and budget:
@@ -136,7 +136,7 @@ def with_notes(ranked, rejected, budget, deadline_days, precisions=()) -> Recomm
     bound = [e for e in ranked if e.link_bound]
     if bound:
         notes.append(tr("link-bound: {label} waits on communication most of each step; a faster "
-                        "link would speed it up more than more GPUs", label=bound[0].config.label))
+                        "link would speed it up more than more GPUs", label=bound[0].config.shown))
     return Recommendation(ranked, rejected, notes, one_enough, link_bound)
 
 

@@ -83,6 +83,18 @@ class Config:
 
     @property
     def label(self) -> str:
+        """The configuration in one line, in English: program state (tables of published runs,
+        the CLI); :attr:`shown` is the same line in the notebook's language."""
+        return self._label(english=True)
+
+    @property
+    def shown(self) -> str:
+        """:attr:`label` in the notebook's language (the planner's tables, notes and plots)."""
+        return self._label(english=False)
+
+    def _label(self, english: bool) -> str:
+        say = (lambda text, **values: text.format(**values)) if english else tr
+        recompute = {"selective": say("selective recompute"), "full": say("full recompute")}
         parts = [f"{self.count}x {self.gpu}"]
         if self.count > 1:
             parts.append(self.link if self.count <= self.gpus_per_node
@@ -93,8 +105,8 @@ class Config:
         if self.pp > 1:
             layout.append(f"pp {self.pp}")
         if self.recompute != "none":
-            layout.append(f"{self.recompute} recompute")
-        layout.append(f"micro-batch {self.micro_batch}")
+            layout.append(recompute.get(self.recompute, f"{self.recompute} recompute"))
+        layout.append(say("micro-batch {n}", n=self.micro_batch))
         return ", ".join(parts) + " | " + ", ".join(layout)
 
 
@@ -267,11 +279,11 @@ def _reasons(est: Estimate, model: Transformer, gpu, links: dict) -> list[str]:
                       "would", share=comm / s["step_s"], kind=tr(kind), link=links[kind].name))
     if est.cost is not None:
         out.append(tr("cost: {cost} at {price}/GPU-hour ({source}){unfit}", cost=money(est.cost),
-                      price=price_text(est.price_per_hour), source=est.price_source, unfit=unfit))
+                      price=price_text(est.price_per_hour), source=tr(est.price_source), unfit=unfit))
     else:
         src = est.price_source
-        out.append(tr("cost: {source}", source=src) if src.startswith("not priced") else
-                   tr("cost: not priced ({source})", source=src))
+        out.append(tr("cost: {source}", source=tr(src)) if src.startswith("not priced") else
+                   tr("cost: not priced ({source})", source=tr(src)))
     a = est.assumptions
     parallel = tr("sequence parallel with tensor parallel (the layer norms' and dropouts' "
                   "activations split over the tensor-parallel GPUs), ") \

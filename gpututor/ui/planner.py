@@ -42,7 +42,7 @@ def recommendation_html(rec: Recommendation, top: int = 8) -> str:
     rows = []
     for i, e in enumerate(rec.ranked[:top], 1):
         cost = catalog.money(e.cost) if e.cost is not None else tr("not priced")
-        cells = (i, esc(e.config.label), f"{e.memory['total'] / GB:,.1f}",
+        cells = (i, esc(e.config.shown), f"{e.memory['total'] / GB:,.1f}",
                  yes if e.fits else no, f"{e.days:,.2f}",
                  cost, yes if e.meets else no, yes if e.link_bound else "")
         rows.append("<tr>" + "".join(f"<td style='padding:2px 8px'>{c}</td>" for c in cells)
@@ -217,18 +217,18 @@ def gpu_choice_figure(rec: Recommendation, deadline_days: float | None = None,
                                 name=tr("{gpu}: not priced (days only)", gpu=gpu),
                                 legendgroup=gpu, showlegend=j == 0,
                                 line=dict(color=colour, dash="dot"),
-                                hovertext=e.config.label, hoverinfo="text+x")
+                                hovertext=e.config.shown, hoverinfo="text+x")
             continue
         fig.add_scatter(x=[e.days for e in rows], y=[e.cost for e in rows],
                         mode="lines+markers+text", text=[str(e.config.count) for e in rows],
                         textposition="top center",
                         name=tr("{gpu}: best layout per GPU count", gpu=gpu),
                         line=dict(color=colour), legendgroup=gpu,
-                        hovertext=[e.config.label for e in rows], hoverinfo="text+x+y")
+                        hovertext=[e.config.shown for e in rows], hoverinfo="text+x+y")
         fig.add_scatter(x=[best[gpu].days], y=[best[gpu].cost], mode="markers",
                         marker=dict(symbol="star", size=16, color=colour),
                         name=tr("{gpu}: the best", gpu=gpu), legendgroup=gpu,
-                        hovertext=[best[gpu].config.label], hoverinfo="text")
+                        hovertext=[best[gpu].config.shown], hoverinfo="text")
     if deadline_days is not None:
         fig.add_scatter(x=[deadline_days, deadline_days], y=[0, top], mode="lines",
                         name=tr("deadline"), line=dict(color="#888", dash="dash"))
