@@ -104,11 +104,11 @@ PRINTS_A = {
         "{policies}：梯度与不重计算时相同",
     "{policy:>14}: keeps {mb:5.1f} MB for backward ({less:4.0%} less than none), step {ms:4.0f} ms ({extra:+.0f} ms)":
         "{policy:>14}：为反向保留 {mb:5.1f} MB（比不重计算少 {less:4.0%}），一步 {ms:4.0f} ms（{extra:+.0f} ms）",
-    "here {here_gflops:.1f} GFLOP/s in a training step, the A100 at {fraction:.0%} of its peak "
-    "{gpu_tflops:.0f} TFLOP/s: "
+    "here {here_gflops:.1f} GFLOP/s in a training step, an A100 {gpu_tflops:.0f} TFLOP/s "
+    "({fraction:.0%} of its {peak_tflops:.0f} TFLOP/s peak): "
     "PCIe 4.0's {pcie_gbs:.1f} GB/s and {us:.0f} us are emulated as {link_mbs:.1f} MB/s and "
     "{ms:.0f} ms per copy":
-        "本机训练步 {here_gflops:.1f} GFLOP/s，以峰值的 {fraction:.0%} 计的 A100 {gpu_tflops:.0f} TFLOP/s："
+        "本机训练步 {here_gflops:.1f} GFLOP/s，A100 {gpu_tflops:.0f} TFLOP/s（其峰值 {peak_tflops:.0f} TFLOP/s 的 {fraction:.0%}）："
         "PCIe 4.0 的 {pcie_gbs:.1f} GB/s 和 {us:.0f} us 被模拟为 {link_mbs:.1f} MB/s、每次拷贝 {ms:.0f} ms",
     "same losses all three ways; per step {to_host_mb:.2f} MB went to the host and "
     "{to_device_mb:.2f} MB back ({per_parameter:.0f} bytes per parameter)":
@@ -137,7 +137,7 @@ PRINTS_A = {
     "compute-bound here (fp32): {n_here} of {n_ops} operators ({ops_here}); on the {gpu} in bf16: {n_gpu} ({ops_gpu})":
         "本机（fp32）受计算限制的：{n_ops} 个算子中有 {n_here} 个（{ops_here}）；在 {gpu} 上（bf16）：{n_gpu} 个（{ops_gpu}）",
     "the most intense operator, {op}: {fp32:.0f} FLOP/byte in fp32, {bf16:.0f} in bf16, against the {gpu}'s ridge of {ridge_gpu:.0f}":
-        "运算强度最高的算子 {op}：fp32 下 {fp32:.0f} FLOP/byte，bf16 下 {bf16:.0f}，而 {gpu} 的脊点在 {ridge_gpu:.0f}",
+        "算术强度最高的算子 {op}：fp32 下 {fp32:.0f} FLOP/byte，bf16 下 {bf16:.0f}，而 {gpu} 的脊点在 {ridge_gpu:.0f}",
     "{name:>20}: largest loss gap to the row above {gap:.1e}":
         "{name:>20}：与上一行损失的最大差 {gap:.1e}",
     "within 1e-4 of the row above (float rounding): {same}; further: {other}":

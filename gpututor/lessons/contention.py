@@ -143,8 +143,9 @@ def matmul_rate_line(spec, world_size: int = 2) -> str:
     whole = measure_matmul_flops(one, 1)
     part = measure_matmul_flops(one, world_size)
     ratio = part / whole
-    values = dict(whole=whole / 1e9, part=part / 1e9, rows=one.batch_size * one.seq_len,
-                  part_rows=one.batch_size // world_size * one.seq_len, ratio=ratio)
+    micro = one.batch_size // one.grad_accum          # the rows of one micro-batch's matmuls
+    values = dict(whole=whole / 1e9, part=part / 1e9, rows=micro * one.seq_len,
+                  part_rows=micro // world_size * one.seq_len, ratio=ratio)
     if ratio < 0.95:
         return tr("matmuls {part_rows} rows tall (a rank's share) ran at {part:.1f} GFLOP/s, "
                   "{rows} rows tall (one rank's whole batch) at {whole:.1f}: the smaller pieces "

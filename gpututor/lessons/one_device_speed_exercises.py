@@ -11,6 +11,7 @@ own layers), so the notebook shows only the call. ``...`` means "not answered ye
 from __future__ import annotations
 
 import math
+import random
 from typing import Callable
 
 from ..formulas import bytes_per_value
@@ -56,7 +57,10 @@ def check_matmul_intensity(function: Callable) -> None:
     if not callable(function):
         raise AssertionError(tr("my_matmul_intensity must be a function of (m, k, n, "
                                 "bytes_per_element)."))
-    for m, k, n in SHAPES:
+    # and one shape drawn now, which no table filled in beforehand can hold
+    draw = random.SystemRandom()
+    shapes = SHAPES + ((draw.randint(2, 4096), draw.randint(2, 4096), draw.randint(2, 4096)),)
+    for m, k, n in shapes:
         for size in BYTES:
             try:
                 with RefusedWhileRunning(matmul_intensity, matmul_elements):
@@ -79,17 +83,17 @@ def check_matmul_intensity(function: Callable) -> None:
                     m=m, k=k, n=n, size=size, got=repr(got),
                     hint=_mistake(number, m, k, n, size) if number is not None else ""))
     print(tr("Correct: the roofline's FLOPs per byte for {shapes} shapes, at 4 and at 2 bytes "
-             "per element", shapes=len(SHAPES)))
+             "per element", shapes=len(shapes)))
 
 
-def up_projection(spec) -> tuple[int, int]:
+def _up_projection(spec) -> tuple[int, int]:
     """``(k, n)`` of the MLP up-projection of ``spec``'s model, read off its first MLP (the model
     built on the meta device: shapes, no weights)."""
     fc = next(m for m in build_model(spec, meta=True).modules() if isinstance(m, MLP)).fc
     return fc.in_features, fc.out_features
 
 
-def fewest_compute_bound_rows(k: int, n: int, bytes_per_element: int, ridge: float) -> int | None:
+def _fewest_compute_bound_rows(k: int, n: int, bytes_per_element: int, ridge: float) -> int | None:
     """The smallest ``m`` at which an ``(m×k) @ (k×n)`` matmul's intensity reaches ``ridge``, or
     None where no ``m`` does (the intensity grows with ``m`` towards ``2kn / (b(k+n))``)."""
     denominator = 2 * k * n - bytes_per_element * ridge * (k + n)
@@ -108,9 +112,9 @@ def check_compute_bound_rows(answer, spec, gpu: str = "A100-80GB", precision: st
     """The fewest rows ``m`` (batch × positions) at which ``spec``'s MLP up-projection, in
     ``precision``, reaches ``gpu``'s datasheet ridge (:func:`catalog_roofs`). Within 1 %: the
     ridge rounded as printed, or the bias's bytes counted too, move it by a row or two."""
-    k, n = up_projection(spec)
+    k, n = _up_projection(spec)
     roof = catalog_roofs((gpu,), precision)[0]
-    expected = fewest_compute_bound_rows(k, n, bytes_per_value(precision), roof["ridge"])
+    expected = _fewest_compute_bound_rows(k, n, bytes_per_value(precision), roof["ridge"])
     if expected is None:
         raise ValueError(f"no number of rows makes a {k}x{n} matmul compute-bound on the "
                          f"{gpu} in {precision}: pass a wider model")

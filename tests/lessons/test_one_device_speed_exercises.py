@@ -13,7 +13,7 @@ from gpututor.i18n import ZH, set_language
 from gpututor.lessons import one_device_speed_exercises as speed
 from gpututor.lessons.one_device_speed_exercises import (check_compute_bound_rows,
                                                          check_matmul_intensity,
-                                                         fewest_compute_bound_rows)
+                                                         _fewest_compute_bound_rows)
 from gpututor.measure import roofline
 from gpututor.measure.roofline import catalog_roofs, matmul_elements, matmul_intensity
 from exercise_solutions import published as _published, rejected
@@ -49,7 +49,7 @@ def test_the_roofline_counts_its_matmuls_and_linears_with_matmul_elements():
 
 def test_matmul_intensity_takes_the_solution_and_rejects_the_classic_mistakes(capsys):
     check_matmul_intensity(published("my_matmul_intensity"))
-    assert "Correct: the roofline's FLOPs per byte for 5 shapes, at 4 and at 2 bytes" in \
+    assert "Correct: the roofline's FLOPs per byte for 6 shapes, at 4 and at 2 bytes" in \
         capsys.readouterr().out
     wrong = {
         "forgot the output's write": (lambda m, k, n, b: 2 * m * k * n / ((m * k + k * n) * b),
@@ -85,12 +85,12 @@ def test_matmul_intensity_not_answered(capsys):
 # ---- exercise 2: the fewest rows at which the up-projection is compute-bound ------------------
 
 def test_fewest_rows_is_where_the_intensity_first_reaches_the_ridge():
-    k, n = speed.up_projection(WIDE)
+    k, n = speed._up_projection(WIDE)
     assert (k, n) == (256, 1024)
-    m = fewest_compute_bound_rows(k, n, 2, A100["ridge"])
+    m = _fewest_compute_bound_rows(k, n, 2, A100["ridge"])
     assert matmul_intensity(m, k, n, 2) >= A100["ridge"] > matmul_intensity(m - 1, k, n, 2)
     # the lesson's small GPT never gets there: its bf16 intensity levels off at 0.8 * 128
-    assert fewest_compute_bound_rows(*speed.up_projection(SPEC), 2, A100["ridge"]) is None
+    assert _fewest_compute_bound_rows(*speed._up_projection(SPEC), 2, A100["ridge"]) is None
     with pytest.raises(ValueError, match="pass a wider model"):
         check_compute_bound_rows(100, SPEC)
 
@@ -103,10 +103,10 @@ def test_compute_bound_rows_takes_the_solution_and_rejects_the_classic_mistakes(
     k, n, ridge = 256, 1024, A100["ridge"]
     cpu_ridge = 8.0   # a one-thread CPU's ridge is of this order (peak / copy bandwidth)
     wrong = {
-        "this CPU's ridge, not the A100's": fewest_compute_bound_rows(k, n, 2, cpu_ridge),
-        "the H100's ridge": fewest_compute_bound_rows(
+        "this CPU's ridge, not the A100's": _fewest_compute_bound_rows(k, n, 2, cpu_ridge),
+        "the H100's ridge": _fewest_compute_bound_rows(
             k, n, 2, catalog_roofs(("H100-80GB",), "bf16")[0]["ridge"]),
-        "m·k·n FLOPs: half the intensity": fewest_compute_bound_rows(k, n, 2, 2 * ridge) or 10**9,
+        "m·k·n FLOPs: half the intensity": _fewest_compute_bound_rows(k, n, 2, 2 * ridge) or 10**9,
         "the output forgotten": next(m for m in range(1, 10**5)
                                      if 2 * m * k * n / ((m * k + k * n) * 2) >= ridge),
     }
@@ -121,8 +121,8 @@ def test_compute_bound_rows_takes_the_solution_and_rejects_the_classic_mistakes(
 
 def test_compute_bound_rows_allows_the_printed_ridge_and_the_bias():
     k, n = 256, 1024
-    exact = fewest_compute_bound_rows(k, n, 2, A100["ridge"])
-    printed = fewest_compute_bound_rows(k, n, 2, round(A100["ridge"]))      # "ridge at 153"
+    exact = _fewest_compute_bound_rows(k, n, 2, A100["ridge"])
+    printed = _fewest_compute_bound_rows(k, n, 2, round(A100["ridge"]))      # "ridge at 153"
     with_bias = next(m for m in range(1, 10**5)
                      if 2 * m * k * n / ((m * k + k * n + m * n + n) * 2) >= A100["ridge"])
     for answer in (exact, printed, with_bias, float(exact), np.int64(exact), exact - 0.4):
@@ -143,3 +143,12 @@ def test_the_checkers_speak_chinese():
         assert "脊点" in str(raised.value)
     finally:
         set_language("en")
+
+
+def test_a_table_filled_beforehand_does_not_pass_the_intensity_check():
+    """The check draws one shape when it runs: answers looked up from the published shapes fail."""
+    from gpututor.lessons.one_device_speed_exercises import BYTES, SHAPES, check_matmul_intensity
+    from gpututor.measure.roofline import matmul_intensity
+    table = {(m, k, n, b): matmul_intensity(m, k, n, b) for m, k, n in SHAPES for b in BYTES}
+    with pytest.raises(AssertionError):
+        check_matmul_intensity(lambda m, k, n, b: table.get((m, k, n, b), 0.0))
