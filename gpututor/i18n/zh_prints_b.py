@@ -219,13 +219,16 @@ PRINTS_B = {
     "{name}: file {ratio:.3f}x the unpruned one: zeros are stored like any other number":
         "{name}：文件是未剪枝的 {ratio:.3f}x：零值像其他数字一样被存储",
     "{name}: file {ratio:.3f}x the unpruned one": "{name}：文件是未剪枝的 {ratio:.3f}x",
-    "{name}: latency {ratio:.3f}x the unpruned one, within the {floor:.1%} by which two models doing the "
-    "same work ({same} and {unpruned}) differ: no measurable change":
-        "{name}：延迟是未剪枝的 {ratio:.3f}x，在两个计算量相同的模型（{same} 与 {unpruned}）之间 {floor:.1%} 的差距之内："
-        "没有可测出的变化",
-    "{name}: latency {ratio:.3f}x the unpruned one, {change} beyond the {floor:.1%} by which two models "
-    "doing the same work ({same} and {unpruned}) differ":
-        "{name}：延迟是未剪枝的 {ratio:.3f}x，{change}，超出了两个计算量相同的模型（{same} 与 {unpruned}）之间 {floor:.1%} 的差距",
+    "{name}: latency {ratio:.3f}x the unpruned one, within the noise of this measurement "
+    "({floor:.1%}: the larger of the gap between two models doing the same work, {same} and "
+    "{unpruned}, and of each model's median pass over its fastest): no measurable change":
+        "{name}：延迟是未剪枝的 {ratio:.3f}x，在这次测量的噪声之内（{floor:.1%}：取两个计算量相同的模型 {same} 与 "
+        "{unpruned} 之间的差距、以及各模型中位数一次前向与最快一次之差，两者中较大的）：没有可测出的变化",
+    "{name}: latency {ratio:.3f}x the unpruned one, {change} beyond the noise of this measurement "
+    "({floor:.1%}: the larger of the gap between two models doing the same work, {same} and "
+    "{unpruned}, and of each model's median pass over its fastest)":
+        "{name}：延迟是未剪枝的 {ratio:.3f}x，{change}，超出了这次测量的噪声（{floor:.1%}：取两个计算量相同的模型 {same} 与 "
+        "{unpruned} 之间的差距、以及各模型中位数一次前向与最快一次之差，两者中较大的）",
     "faster": "更快",
     "slower": "更慢",
     "{s:4.0%} pruned: validation loss {loss:.3f}": "剪枝 {s:4.0%}：验证损失 {loss:.3f}",

@@ -41,28 +41,34 @@ def launch_distillation(student_spec, teacher_spec, teacher_state: str, temperat
 def pruned_latency_lines(rows: list[dict], unpruned: str, same_work: str = "fp32 teacher") -> list[str]:
     """Each weight-pruned variant's latency against the unpruned one, judged against the noise.
 
-    ``same_work`` and ``unpruned`` are two models of the same shape (the same dense kernels, the
-    same work): how far apart their measured latencies are is this run's noise floor. A pruned
-    variant's difference within that floor is reported as no measurable change; beyond it, the
-    code says "faster" or "slower" from the numbers.
+    The noise floor is the larger of two measured spreads: how far apart ``same_work`` and
+    ``unpruned`` are (two models of the same shape: the same dense kernels, the same work), and
+    how far each model's median pass is from its fastest (``latency_median_s`` / ``latency_s``:
+    the jitter of its own passes), for the models compared. A pruned variant's difference within
+    that floor is reported as no measurable change; beyond it, the code says "faster" or "slower"
+    from the numbers.
     """
     by_name = {r["variant"]: r for r in rows}
     base = by_name[unpruned]["latency_s"]
-    floor = abs(by_name[same_work]["latency_s"] / base - 1)
+    jitter = lambda r: r.get("latency_median_s", r["latency_s"]) / r["latency_s"] - 1
+    pair = abs(by_name[same_work]["latency_s"] / base - 1)
     lines = []
     for r in rows:
         if "weights pruned" not in r["variant"]:
             continue
         ratio = r["latency_s"] / base
+        floor = max(pair, jitter(by_name[unpruned]), jitter(by_name[same_work]), jitter(r))
+        values = dict(name=r["variant"], ratio=ratio, floor=floor, same=same_work,
+                      unpruned=unpruned)
         if abs(ratio - 1) <= floor:
-            lines.append(tr("{name}: latency {ratio:.3f}x the unpruned one, within the {floor:.1%} by "
-                            "which two models doing the same work ({same} and {unpruned}) differ: "
-                            "no measurable change", name=r["variant"], ratio=ratio, floor=floor,
-                            same=same_work, unpruned=unpruned))
+            lines.append(tr("{name}: latency {ratio:.3f}x the unpruned one, within the noise of "
+                            "this measurement ({floor:.1%}: the larger of the gap between two models "
+                            "doing the same work, {same} and {unpruned}, and of each model's median "
+                            "pass over its fastest): no measurable change", **values))
         else:
             lines.append(tr("{name}: latency {ratio:.3f}x the unpruned one, {change} beyond the "
-                            "{floor:.1%} by which two models doing the same work ({same} and "
-                            "{unpruned}) differ", name=r["variant"], ratio=ratio, floor=floor,
-                            same=same_work, unpruned=unpruned,
-                            change=tr("faster") if ratio < 1 else tr("slower")))
+                            "noise of this measurement ({floor:.1%}: the larger of the gap between "
+                            "two models doing the same work, {same} and {unpruned}, and of each "
+                            "model's median pass over its fastest)",
+                            change=tr("faster") if ratio < 1 else tr("slower"), **values))
     return lines
