@@ -160,6 +160,15 @@ PRINTS_B = {
     "and uneven compute added more":
         "{name}：实测 {measured:.3f} = 理论值 {theory:.3f} {compute:+.3f}（计算不均等、不均匀）"
         "{handoff:+.3f}（交接）：计算的不均等、不均匀增加得更多",
+    "from scratch with sends waited {waited:.3f}, pp-torch {torchs:.3f}: a gap within the "
+    "step-to-step spread of these runs ({noise:.3f}), so none to close (sends posted: {posted:.3f})":
+        "从零实现、等待发送完成 {waited:.3f}，pp-torch {torchs:.3f}：差距在这几次运行逐步之间的波动（{noise:.3f}）之内，"
+        "所以没有差距可缩小（发出后不等待：{posted:.3f}）",
+    "from scratch {waited:.3f} with sends waited, {posted:.3f} with sends posted, pp-torch "
+    "{torchs:.3f}: posting the sends changed the bubble by less than the step-to-step spread of "
+    "these runs ({noise:.3f}), no measurable effect":
+        "从零实现：等待发送完成 {waited:.3f}，发出后不等待 {posted:.3f}，pp-torch {torchs:.3f}：发出后不等待对气泡的改变"
+        "小于这几次运行逐步之间的波动（{noise:.3f}），没有可测出的效果",
     "from scratch with sends waited {waited:.3f}, pp-torch {torchs:.3f}: no gap "
     "to close in this run (sends posted: {posted:.3f})":
         "从零实现（等待发送完成）{waited:.3f}，pp-torch {torchs:.3f}：这次运行中没有需要弥补的差距"

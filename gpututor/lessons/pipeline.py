@@ -26,7 +26,8 @@ def bubble_parts(run) -> dict:
     ``measured`` (the ranks' own figure), ``free`` (the same steps replayed with free
     hand-offs), ``theory`` (None for the zero-bubble schedules, whose idle time depends on how
     long each kind of pass takes), ``handoff`` = measured - free and ``compute`` = free - theory
-    (None without a theory). One pipeline per run (no data-parallel copies)."""
+    (None without a theory); ``spread``, how far its steady steps' measured bubbles lie apart.
+    One pipeline per run (no data-parallel copies)."""
     spec, records = run.spec, run.records
     measured, free = [], []
     for step in steady_steps(spec, records):
@@ -42,7 +43,8 @@ def bubble_parts(run) -> dict:
     theory = None if spec.option("schedule") in SPLIT_BACKWARD else theoretical_bubble_fraction(
         degree_of(spec, "pp")[0], microbatches(spec), virtual_stages(spec))
     parts = {"measured": statistics.fmean(measured), "free": statistics.fmean(free),
-             "theory": theory, "steps": len(measured)}
+             "theory": theory, "steps": len(measured),
+             "spread": max(measured) - min(measured)}   # step to step, this run: its noise
     parts["handoff"] = parts["measured"] - parts["free"]
     parts["compute"] = None if theory is None else parts["free"] - theory
     return parts
@@ -62,13 +64,23 @@ def parts_sentence(name: str, parts: dict) -> str:
     return tr(template, name=name, **parts)
 
 
-def sends_sentence(waited: float, posted: float, torchs: float) -> str:
+def sends_sentence(waited: float, posted: float, torchs: float, noise: float = 0.0) -> str:
     """Whether posting the sends without waiting closed the gap from the from-scratch bubble
-    (sends waited) to torch's, for the same schedule: fully, partly, or not."""
-    values = dict(waited=waited, posted=posted, torchs=torchs)
+    (sends waited) to torch's, for the same schedule: fully, partly, or not. ``noise``: the
+    step-to-step spread of the runs compared; a difference within it is not told apart."""
+    values = dict(waited=waited, posted=posted, torchs=torchs, noise=noise)
     if waited <= torchs:
         return tr("from scratch with sends waited {waited:.3f}, pp-torch {torchs:.3f}: no gap "
                   "to close in this run (sends posted: {posted:.3f})", **values)
+    if waited - torchs <= noise:
+        return tr("from scratch with sends waited {waited:.3f}, pp-torch {torchs:.3f}: a gap "
+                  "within the step-to-step spread of these runs ({noise:.3f}), so none to close "
+                  "(sends posted: {posted:.3f})", **values)
+    if abs(posted - waited) <= noise:
+        return tr("from scratch {waited:.3f} with sends waited, {posted:.3f} with sends posted, "
+                  "pp-torch {torchs:.3f}: posting the sends changed the bubble by less than the "
+                  "step-to-step spread of these runs ({noise:.3f}), no measurable effect",
+                  **values)
     if posted <= torchs:
         return tr("from scratch {waited:.3f} with sends waited, {posted:.3f} with sends "
                   "posted, pp-torch {torchs:.3f}: posting the sends closed the gap", **values)

@@ -51,3 +51,12 @@ def test_a_run_without_a_steady_step_has_no_parts():
 ])
 def test_the_numbers_choose_what_posting_the_sends_did(waited, posted, torchs, words):
     assert words in sends_sentence(waited, posted, torchs)
+
+
+@pytest.mark.parametrize("waited,posted,torchs,words", [
+    (0.30, 0.20, 0.28, "within the step-to-step spread of these runs (0.050), so none to close"),
+    (0.30, 0.27, 0.20, "no measurable effect"),
+    (0.30, 0.20, 0.10, "closed 50% of the gap"),
+])
+def test_differences_within_the_runs_spread_are_not_told_apart(waited, posted, torchs, words):
+    assert words in sends_sentence(waited, posted, torchs, noise=0.05)
