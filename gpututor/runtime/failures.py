@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import signal
 import time
+from multiprocessing import connection
 from typing import Callable
 
 from .rank_output import STACK_SIGNAL, main_thread_stack
@@ -99,3 +100,23 @@ def stack_of(pid: int, folder: str, rank: int) -> tuple[str, str]:
     where = " (in " + ours.replace("File ", "").replace('"', "") + ")"
     return where, (f"\n\n--- what rank {rank} was doing (its main thread, innermost "
                    "first) ---\n" + "\n".join(frames))
+
+
+def killed_peers(procs, rank: int, body: dict, finished: set, grace_s: float) -> list[int]:
+    """The ranks other than ``rank`` (whose error is ``body``) that a signal killed. A killed
+    rank's sockets close while it exits, so its partner can report "connection reset" a moment
+    before the killed process can be reaped: for an error that names a lost connection, wait up
+    to ``grace_s`` for another rank to exit before blaming the one that reported."""
+    def killed():
+        return [r for r, p in enumerate(procs)
+                if r != rank and (p.exitcode or 0) < 0 and r not in finished]
+
+    def running():
+        return [p.sentinel for r, p in enumerate(procs)
+                if r != rank and r not in finished and p.exitcode is None]
+    text = str(body.get("message", "")) + str(body.get("traceback", ""))
+    if not killed() and "connection" in text.lower():
+        deadline = time.monotonic() + grace_s
+        while running() and not killed() and time.monotonic() < deadline:
+            connection.wait(running(), timeout=max(deadline - time.monotonic(), 0))
+    return killed()

@@ -30,12 +30,13 @@ import psutil
 from . import warm as _warm
 from ..parallel import check_spec
 from .checkpoint_files import latest, next_step
-from .failures import RunFailed, died, rank_failed, silent_failure, stack_of
+from .failures import RunFailed, died, killed_peers, rank_failed, silent_failure, stack_of
 from .guard import check_machine, check_main_guard, warn_if_oversubscribed
 from .processes import start_ranks, terminate_ranks
 from .summary import failure_note, summarize
 
 STARTUP_GRACE_S = 60.0   # a rank may take this long (beyond the spec's timeout) to first report
+PEER_EXIT_GRACE_S = 2.0  # how long an error naming a lost connection waits for a killed peer to show
 
 
 def _context(start_method: str):
@@ -275,8 +276,7 @@ class Run:
                 else:
                     # a peer killed by a signal (it could say nothing) is the cause of the
                     # error its partner reports ("connection closed"): name the killed one
-                    killed = [r for r, p in enumerate(self._procs)
-                              if r != rank and (p.exitcode or 0) < 0 and r not in finished]
+                    killed = killed_peers(self._procs, rank, body, finished, PEER_EXIT_GRACE_S)
                     if killed:
                         return self._fail(killed[0], self._died(killed[0],
                                                                 self._procs[killed[0]].exitcode),

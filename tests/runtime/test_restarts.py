@@ -252,3 +252,26 @@ def test_the_run_panel_shows_the_restart(tmp_path):
     assert note in panel.status.value
     loss, mark = [t for t in panel.fig.data if t.xaxis in (None, "x")]
     assert list(loss.x) == [0, 1, 2, 3] and mark.name == note and list(mark.x) == [3, 3]
+
+
+def test_a_peer_killed_a_moment_after_its_partner_reports_the_lost_connection_is_named():
+    """The partner's "connection reset" can arrive before the killed rank can be reaped: the
+    launcher waits a moment (PEER_EXIT_GRACE_S) for it, only for errors naming a connection."""
+    import multiprocessing as mp
+    import time as clock
+    from gpututor.runtime.failures import killed_peers
+    ctx = mp.get_context("spawn")
+    reporter, victim = ctx.Process(target=clock.sleep, args=(30,)), ctx.Process(target=clock.sleep, args=(30,))
+    reporter.start(); victim.start()
+    try:
+        threading_kill = __import__("threading").Timer(0.3, os.kill, (victim.pid, signal.SIGKILL))
+        threading_kill.start()
+        lost = {"message": "Connection reset by peer", "traceback": ""}
+        started = clock.monotonic()
+        assert killed_peers([reporter, victim], 0, lost, set(), grace_s=5.0) == [1]
+        assert clock.monotonic() - started < 4.0            # returned when the victim exited
+        other = {"message": "ValueError: a bug in rank 0", "traceback": ""}
+        assert killed_peers([reporter, victim], 1, other, set(), grace_s=5.0) == []
+    finally:
+        for p in (reporter, victim):
+            p.kill(); p.join()
