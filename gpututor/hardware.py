@@ -67,14 +67,14 @@ def describe() -> dict:
 def summary(info: dict | None = None) -> str:
     """A few lines for a notebook: what :func:`describe` found, in words."""
     info = info or describe()
-    lines = [f"CPU cores this process may use: {info['cpu_cores_usable']} "
-             f"(the machine has {info['cpu_cores_machine']})",
-             f"PyTorch {info['torch']}" + (f", built with CUDA {info['cuda']}" if info["cuda"]
-                                            else ", CPU build")]
+    lines = [tr("CPU cores this process may use: {usable} (the machine has {machine})",
+                usable=info["cpu_cores_usable"], machine=info["cpu_cores_machine"]),
+             tr("PyTorch {torch}, built with CUDA {cuda}", torch=info["torch"], cuda=info["cuda"])
+             if info["cuda"] else tr("PyTorch {torch}, CPU build", torch=info["torch"])]
     if info["gpus"]:
         for gpu in info["gpus"]:
             lines.append(f"GPU {gpu['index']}: {gpu['name']}, "
                          f"{gpu['memory_bytes'] / 2**30:.1f} GiB")
     else:
-        lines.append("No CUDA GPU visible: each rank will be a CPU process with one thread.")
+        lines.append(tr("No CUDA GPU visible: each rank will be a CPU process with one thread."))
     return "\n".join(lines)

@@ -7,7 +7,7 @@ inside a function is still a circle) and checks two things:
 - each module imports only from rooms below its own (or from its own room):
 
       ui, lessons  ->  runtime  ->  plan  ->  parallel, precision, compression  ->  measure
-      ->  models  ->  data, moe  ->  config, hardware, catalog, formulas  ->  checks
+      ->  models  ->  data, moe  ->  config, hardware, catalog, formulas  ->  i18n  ->  checks
 
   ``ui`` and ``lessons`` never import each other (a lesson's task runs inside ranks).
 """
@@ -24,7 +24,8 @@ PACKAGE = Path(__file__).resolve().parent.parent / "gpututor"
 # room -> level; a module may import rooms of a lower level, or its own room
 ROOMS = {
     "checks": -1,   # the validators everything below config uses
-    "config": 0, "hardware": 0, "catalog": 0, "formulas": 0, "i18n": 0,
+    "i18n": -0.5,   # the tables of words, below everything that speaks to the learner
+    "config": 0, "hardware": 0, "catalog": 0, "formulas": 0,
     "data": 1, "moe": 1,   # moe.py: the MoE layer, which models.py builds into the GPT
     "models": 2, "attention": 2,
     "measure": 3,
