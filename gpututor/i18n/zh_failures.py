@@ -6,9 +6,9 @@ FAILURES = {
     # ---- the lesson's printed sentences -------------------------------------------------------
     "{name:>7}: each rank wrote {per_rank} MB, {total_mb:.1f} MB in all (the whole state: "
     "{state_mb:.1f} MB); a save took {save_s:.2f} s, training waited {blocked_s:.2f} s of it "
-    "(a training step: {step_s:.2f} s)":
+    "(median training step: {step_s:.2f} s)":
         "{name:>7}：每个进程写了 {per_rank} MB，共 {total_mb:.1f} MB（完整状态：{state_mb:.1f} MB）；"
-        "一次保存用了 {save_s:.2f} s，其中训练等待了 {blocked_s:.2f} s（一个训练步：{step_s:.2f} s）",
+        "一次保存用了 {save_s:.2f} s，其中训练等待了 {blocked_s:.2f} s（训练步的中位数：{step_s:.2f} s）",
     "tp on 2 ranks, from fsdp's step 2": "2 个进程上的 tp，从 fsdp 第 2 步的检查点继续",
     "one process, from tp's step 4": "单进程，从 tp 第 4 步的检查点继续",
     "{label}: steps {first} to {last} equal the uninterrupted fsdp run's losses within "
