@@ -177,6 +177,12 @@ WRONG = {
                               "    f = torch.bincount(experts.flatten(), minlength=probs.shape[1]).float() / experts.numel()\n"
                               "    return (f * probs.mean(dim=0)).sum()"),
     },
+    "12_failures_at_scale": {
+        "my_young": "my_young = math.sqrt(45 * 3600 / (2048 * rate))   # forgot the 2",
+        "my_lost_gpu_hours": textwrap.dedent('''\
+            def my_lost_gpu_hours(interval_s, save_s, mtbf_s, n_gpus, restart_s):   # forgot the restarts
+                return (save_s / interval_s + interval_s / 2 / mtbf_s) * n_gpus * 24'''),
+    },
     "09_composing_parallelisms": {
         "my_pp_group": "my_pp_group = [8, 9, 10]             # neighbours by rank number",
         "my_dp_group": "my_dp_group = list(range(1, 18, 2))  # every odd rank",
