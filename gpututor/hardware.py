@@ -9,6 +9,8 @@ import math
 import os
 from pathlib import Path
 
+from .i18n import tr
+
 
 def _cgroup_quota_cores() -> float | None:
     """Cores allowed by the cgroup CPU quota (v2 ``cpu.max`` or v1 CFS), or None if unlimited."""

@@ -208,4 +208,11 @@ UI = {
         "在本机上，bf16 自动混合精度每步耗时是 fp32 的 {time_ratio:.2f} 倍，峰值内存是它的 {memory_ratio:.2f} 倍",
     "int8 weights made the model {size_ratio:.2f}x the size, for a validation loss {loss_change:+.3f} from fp32; compression shrinks a trained model for inference, not the training state":
         "int8 权重使模型大小变为 {size_ratio:.2f} 倍，验证损失比 fp32 变化 {loss_change:+.3f}；压缩缩小的是训练好、用于推理的模型，而不是训练时的状态",
+    # hardware.py summary(): lesson 00's first printed lines
+    "CPU cores this process may use: {usable} (the machine has {machine})":
+        "本进程可用的 CPU 核心：{usable} 个（整台机器有 {machine} 个）",
+    "PyTorch {torch}, built with CUDA {cuda}": "PyTorch {torch}，带 CUDA {cuda} 构建",
+    "PyTorch {torch}, CPU build": "PyTorch {torch}，CPU 版本",
+    "No CUDA GPU visible: each rank will be a CPU process with one thread.":
+        "看不到 CUDA GPU：每个进程（rank）都将是一个只用一个线程的 CPU 进程。",
 }
