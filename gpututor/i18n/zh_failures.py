@@ -72,8 +72,8 @@ FAILURES = {
     "hours between checkpoints": "两次检查点之间的小时数",
     "GPU-hours lost per day": "每天损失的 GPU 小时",
     # ---- its checkers (gpututor/lessons/failures_exercises.py) --------------------------------
-    "Young's interval for 2,048 GPUs and 45 s saves, in seconds":
-        "2,048 张 GPU、每次保存 45 s 时的 Young 间隔（秒）",
+    "Young's interval for 2,048 GPUs and saves that block 45 s, in seconds":
+        "2,048 张 GPU、每次保存阻塞训练 45 s 时的 Young 间隔（秒）",
     "GPU-hours lost per day: not answered yet. Define your function and pass it in.":
         "每天损失的 GPU 小时：尚未作答。请定义你的函数并把它传进来。",
     "GPU-hours lost per day: your function called the package's formula "

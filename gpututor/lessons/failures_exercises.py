@@ -33,7 +33,7 @@ def check_young_interval(answer) -> None:
     :data:`YOUNG_SAVE_S` seconds; within 2 % (Daly's interval is within that here too)."""
     mtbf = job_mtbf_s(YOUNG_GPUS, failures_per_gpu_hour())
     check_answer(answer, young_interval(YOUNG_SAVE_S, mtbf),
-                 "Young's interval for 2,048 GPUs and 45 s saves, in seconds", rel_tol=0.02,
+                 "Young's interval for 2,048 GPUs and saves that block 45 s, in seconds", rel_tol=0.02,
                  source="formula")
 
 

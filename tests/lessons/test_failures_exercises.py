@@ -27,7 +27,9 @@ def test_young_interval_for_the_exercises_job(capsys):
                  2 * 45 * 3600 / (2048 * failures_per_gpu_hour(planned=True))),
              "the 16,384-GPU job's MTBF": math.sqrt(2 * 45 * job_mtbf_s(16_384, RATE)),
              "the MTBF in hours": math.sqrt(2 * 45 / (2048 * RATE)),
-             "in minutes": math.sqrt(2 * 45 * 3600 / (2048 * RATE)) / 60}
+             "in minutes": math.sqrt(2 * 45 * 3600 / (2048 * RATE)) / 60,
+             "the whole async save (300 s), not the 45 s it blocks": math.sqrt(
+                 2 * 300 * 3600 / (2048 * RATE))}
     for mistake, answer in wrong.items():
         rejected(check_young_interval, answer, match="is not what the formula gives")
     check_young_interval(...)
