@@ -310,3 +310,36 @@ def test_every_template_the_package_writes_has_a_translation():
     missing = untranslated(found)
     assert not missing, "templates without a Chinese entry in gpututor/i18n:\n" + "\n".join(
         f"  {where}: {text!r}" for text, where in sorted(missing.items(), key=lambda kv: kv[1]))
+
+
+def _labels_passed_to_figures() -> dict[str, str]:
+    """Every string key of a dict literal an English lesson passes to a figure function
+    (``plots.*``, ``*_figure``, ``*curves``): the series and bar labels the figure draws."""
+    import nbformat
+    found = {}
+    for path in sorted(NOTEBOOKS.glob("*.ipynb")):
+        for cell in nbformat.read(path, as_version=4).cells:
+            if cell.cell_type != "code":
+                continue
+            code = "\n".join(line for line in cell.source.splitlines()
+                             if not line.lstrip().startswith(("%", "!")) and "%ranks" not in line)
+            for node in ast.walk(ast.parse(code)):
+                if isinstance(node, ast.Call) and re.search(r"plots\.|_figure$|curves$",
+                                                            ast.unparse(node.func)):
+                    for arg in node.args:
+                        if isinstance(arg, ast.Dict):
+                            found.update({k.value: path.name for k in arg.keys
+                                          if isinstance(k, ast.Constant) and isinstance(k.value, str)})
+    return found
+
+
+def test_the_labels_the_lessons_pass_to_figures_are_drawn_in_chinese(chinese):
+    from gpututor.i18n import LANGUAGES
+    from gpututor.ui import plots
+    labels = _labels_passed_to_figures()
+    assert "student alone" in labels
+    # a label with a space is words to translate; one without (fp32, single, ep=2) is a name
+    missing = {k: where for k, where in labels.items() if " " in k and k not in LANGUAGES["zh"]}
+    assert not missing, f"labels drawn in English in the Chinese lessons: {missing}"
+    fig = plots.loss_curves({"student alone": [2.0, 1.0], "fp32": [2.0, 1.5]})
+    assert [trace.name for trace in fig.data] == ["单独训练的学生模型", "fp32"]

@@ -39,7 +39,7 @@ def sparsity_figure(sparsities: list[float], curves: dict[str, list[float]],
     fig = go.Figure()
     for label, losses in curves.items():
         fig.add_scatter(x=[s * 100 for s in sparsities], y=losses, mode="lines+markers",
-                        name=label)
+                        name=tr(label))
     fig.update_layout(title=tr(title), xaxis_title=tr("weights pruned (%)"), yaxis_title=tr("loss"),
                       template="plotly_white", height=360, margin=dict(l=60, r=20, t=80, b=50))
     return fig

@@ -39,7 +39,7 @@ def memory_per_rank_figure(summaries: dict[str, dict], capacity: float | None = 
                            title: str = "Measured memory per rank, by layout") -> go.Figure:
     """Stacked bars of the bytes each rank held (parameters, gradients, optimizer state,
     activations) and its measured peak, for each labelled run; ``capacity`` as a line."""
-    x = [[label for label, s in summaries.items() for _ in range(s["world_size"])],
+    x = [[tr(label) for label, s in summaries.items() for _ in range(s["world_size"])],
          [f"r{r}" for s in summaries.values() for r in range(s["world_size"])]]
     fig = go.Figure()
     for c in CATEGORIES:

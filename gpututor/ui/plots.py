@@ -40,7 +40,7 @@ def memory_by_category(summaries: dict[str, dict], rank: int = 0,
     fig = go.Figure()
     for category, name in CATEGORY_LABELS.items():
         values = [_category(summaries[label], category, rank) for label in labels]
-        fig.add_bar(x=labels, y=[(v or 0) / MB for v in values], name=tr(name))
+        fig.add_bar(x=[tr(label) for label in labels], y=[(v or 0) / MB for v in values], name=tr(name))
     fig.update_layout(barmode="stack", title=tr(title), yaxis_title="MB", **LAYOUT)
     return fig
 
@@ -70,7 +70,7 @@ def loss_curves(curves: dict[str, list[float]], title: str = "Training loss per 
     """One line per labelled run: the global loss after each optimizer step."""
     fig = go.Figure()
     for i, (label, losses) in enumerate(curves.items()):
-        fig.add_scatter(x=list(range(len(losses))), y=losses, name=label, mode="lines+markers",
+        fig.add_scatter(x=list(range(len(losses))), y=losses, name=tr(label), mode="lines+markers",
                         line=dict(dash="dash" if i else "solid"), marker=dict(size=9 - 4 * (i > 0)))
     fig.update_layout(title=tr(title), xaxis_title=tr("step"), yaxis_title=tr("loss"), **LAYOUT)
     return fig
@@ -84,8 +84,8 @@ def checkpointing_tradeoff(summaries: dict[str, dict], rank: int = 0,
                                                         tr("step time (ms)")))
     act = [(_category(summaries[k], "activations", rank) or 0) / MB for k in labels]
     ms = [summaries[k]["step_time_s"] * 1e3 for k in labels]
-    fig.add_bar(x=labels, y=act, text=[f"{v:.1f}" for v in act], showlegend=False, row=1, col=1)
-    fig.add_bar(x=labels, y=ms, text=[f"{v:.0f}" for v in ms], showlegend=False, row=1, col=2)
+    fig.add_bar(x=[tr(label) for label in labels], y=act, text=[f"{v:.1f}" for v in act], showlegend=False, row=1, col=1)
+    fig.add_bar(x=[tr(label) for label in labels], y=ms, text=[f"{v:.0f}" for v in ms], showlegend=False, row=1, col=2)
     fig.update_layout(title=tr(title), **LAYOUT)
     return fig
 
