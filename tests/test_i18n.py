@@ -343,3 +343,14 @@ def test_the_labels_the_lessons_pass_to_figures_are_drawn_in_chinese(chinese):
     assert not missing, f"labels drawn in English in the Chinese lessons: {missing}"
     fig = plots.loss_curves({"student alone": [2.0, 1.0], "fp32": [2.0, 1.5]})
     assert [trace.name for trace in fig.data] == ["单独训练的学生模型", "fp32"]
+
+
+def test_a_bad_input_error_shows_its_frame_in_chinese_and_its_facts_as_written(chinese):
+    from gpututor.i18n import error_text
+    with pytest.raises(ValueError) as err:
+        RunSpec(batch_size=0)
+    assert error_text(str(err.value)) == "batch_size=0 无效：允许的值：an integer in [1, 1048576]"
+    assert error_text("something else went wrong") == "something else went wrong"
+    set_language("en")
+    assert error_text("batch_size=0 is invalid: allowed is an integer >= 1") == \
+        "batch_size=0 is invalid: allowed is an integer >= 1"

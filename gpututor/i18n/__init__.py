@@ -18,6 +18,8 @@ where text is shown; ranks never read it.
 """
 from __future__ import annotations
 
+import re
+
 from .zh import ZH
 
 LANGUAGES = {"en": None, "zh": ZH}   # language -> its table (English needs none)
@@ -49,3 +51,22 @@ def say(template: str, **values) -> None:
     Write ``say("{n} ranks ran {x:.2f}x as fast", n=n, x=x)`` where a lesson would print an
     f-string; the English output is the same."""
     print(tr(template, **values))
+
+
+# the shape of the package's bad-input errors: "batch_size=33 is invalid: allowed is ..."
+_INVALID = re.compile(r"^(?P<field>[\w.]+)=(?P<value>.+?) is invalid: (?P<rest>.*)$", re.S)
+
+
+def error_text(message: str) -> str:
+    """A bad-input error's message as a learner sees it in a widget: in Chinese the frame
+    ("... is invalid:", "allowed is") is translated, the field, the value and what is allowed stay
+    as the package wrote them (they are searched for as they are). Other messages pass through."""
+    found = _INVALID.match(message)
+    if not found or LANGUAGES[_current[0]] is None:
+        return message
+    rest = found["rest"]
+    for prefix in ("allowed is ", "allowed are ", "allowed values are "):
+        if rest.startswith(prefix):
+            rest = tr("allowed: {what}", what=rest[len(prefix):])
+    return tr("{field}={value} is invalid: {rest}", field=found["field"], value=found["value"],
+              rest=rest)

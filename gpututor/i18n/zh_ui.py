@@ -215,4 +215,7 @@ UI = {
     "PyTorch {torch}, CPU build": "PyTorch {torch}，CPU 版本",
     "No CUDA GPU visible: each rank will be a CPU process with one thread.":
         "看不到 CUDA GPU：每个进程（rank）都将是一个只用一个线程的 CPU 进程。",
+    # i18n.error_text: the frame of a bad-input error shown in a widget
+    "allowed: {what}": "允许的值：{what}",
+    "{field}={value} is invalid: {rest}": "{field}={value} 无效：{rest}",
 }

@@ -26,7 +26,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from ..config import DEVICES, MODEL_SIZES, OPTIMIZERS, PRECISIONS, RunSpec
-from ..i18n import tr
+from ..i18n import error_text, tr
 from ..measure.memory import CATEGORIES as MEMORY_CATEGORIES
 from ..parallel import STRATEGIES, check_spec
 from ..runtime.guard import check_machine
@@ -157,7 +157,7 @@ class RunPanel(Follower):
             if self.comparison is not None:
                 spec = self.comparison.pin(spec)
         except ValueError as exc:
-            self._set_status("invalid", html.escape(f"ValueError: {exc}"))
+            self._set_status("invalid", html.escape(f"ValueError: {error_text(str(exc))}"))
             if wait:
                 raise
             return None
