@@ -232,3 +232,13 @@ def test_cli_moe_ep_equals_single():
     assert ep["strategy"] == "ep" and ep["world_size"] == 2 and ep["model"] == "moe"
     torch.testing.assert_close(torch.tensor(ep["losses"]), torch.tensor(single["losses"]),
                                rtol=1e-4, atol=0)
+
+
+def test_the_capacity_factor_figure_draws_each_measured_trade_and_no_bar_for_the_unmeasured():
+    from gpututor.ui.moe import capacity_factor_figure
+    fig = capacity_factor_figure([
+        {"capacity_factor": 0.5, "dropped": 0.25, "final_loss": 3.1, "tokens_per_s": 900.0},
+        {"capacity_factor": 2.0, "dropped": 0.0, "final_loss": 3.0, "tokens_per_s": None}])
+    dropped, loss, speed = fig.data
+    assert list(dropped.y) == [25.0, 0.0] and list(loss.y) == [3.1, 3.0]
+    assert list(speed.y) == [900.0, None] and list(speed.text) == ["900", "not measured"]

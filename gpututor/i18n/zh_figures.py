@@ -195,4 +195,9 @@ FIGURES = {
     "student distilled": "蒸馏得到的学生模型",
     "single (no cap)": "single（不设容量上限）",
     "one rank": "单进程",
+    # ui/moe.py capacity_factor_figure (lesson 11)
+    "What the capacity factor trades, measured": "容量因子的取舍（实测）",
+    "slots dropped at the last step (%)": "最后一步被丢弃的槽位（%）",
+    "final loss": "最终损失",
+    "capacity factor": "容量因子",
 }

@@ -385,4 +385,7 @@ PRINTS_B = {
         "{pad}  采用完全重计算：{full:.1f} GB，放得进",
     "{pad}  with full recomputation: {full:.1f} GB, which does not fit either":
         "{pad}  采用完全重计算：{full:.1f} GB，仍然放不下",
+    # lesson 11: one line per capacity factor's finished run
+    "capacity factor {cf}: {dropped:5.1%} of slots dropped at the last step, final loss {loss:.4f}":
+        "容量因子 {cf}：最后一步有 {dropped:5.1%} 的槽位被丢弃，最终损失 {loss:.4f}",
 }

@@ -73,3 +73,24 @@ def live_expert_load(run, layer: int = 0, every_s: float = UPDATE_INTERVAL_S) ->
     summary = run.wait()
     draw()
     return summary
+
+
+def capacity_factor_figure(rows: list[dict],
+                           title: str = "What the capacity factor trades, measured") -> go.Figure:
+    """One bar per capacity factor in each panel: the share of routed slots dropped at the last
+    step, the final loss, and tokens/s. ``rows``: dicts with ``capacity_factor``, ``dropped``
+    (a fraction), ``final_loss`` and ``tokens_per_s`` (None: not measured, no bar)."""
+    x = [str(r["capacity_factor"]) for r in rows]
+    panels = [("slots dropped at the last step (%)", lambda r: 100 * r["dropped"], "{:.1f}"),
+              ("final loss", lambda r: r["final_loss"], "{:.3f}"),
+              ("tokens/s", lambda r: r["tokens_per_s"], "{:,.0f}")]
+    fig = make_subplots(rows=1, cols=3, subplot_titles=[tr(name) for name, _, _ in panels])
+    for col, (_, value, fmt) in enumerate(panels, start=1):
+        ys = [None if r.get(key) is None else value(r)
+              for r, key in zip(rows, [("dropped", "final_loss", "tokens_per_s")[col - 1]] * len(rows))]
+        fig.add_bar(x=x, y=ys, text=[tr("not measured") if y is None else fmt.format(y) for y in ys],
+                    textposition="outside", showlegend=False, row=1, col=col)
+        fig.update_xaxes(title_text=tr("capacity factor"), type="category", row=1, col=col)
+    fig.update_layout(title=tr(title), template="plotly_white", height=360,
+                      margin=dict(l=50, r=20, t=80, b=50))
+    return fig
