@@ -354,3 +354,28 @@ def test_a_bad_input_error_shows_its_frame_in_chinese_and_its_facts_as_written(c
     set_language("en")
     assert error_text("batch_size=0 is invalid: allowed is an integer >= 1") == \
         "batch_size=0 is invalid: allowed is an integer >= 1"
+
+
+def test_a_bad_spec_in_a_chinese_code_cell_gets_its_frame_in_chinese(capsys):
+    """In IPython, after ``ui.set_language("zh")``, a bad-input ValueError raised by gpututor is
+    shown as usual (English, searchable) and followed by its frame in Chinese; an error raised
+    by the learner's own code is shown untouched; back in English the handler is gone."""
+    from IPython.core.interactiveshell import InteractiveShell
+    from gpututor.ui import set_language
+    shell = InteractiveShell.instance()
+    try:
+        set_language("zh")
+        shell.run_cell("from gpututor import RunSpec\nRunSpec(batch_size=0)")
+        out = capsys.readouterr().out
+        assert "batch_size=0 is invalid" in out                  # the traceback, as raised
+        assert "ValueError: batch_size=0 无效：" in out, out      # and the Chinese line under it
+        shell.run_cell("raise ValueError('x=1 is invalid: allowed is 2')")
+        assert "无效" not in capsys.readouterr().out               # not gpututor's: untouched
+        set_language("en")
+        assert shell.custom_exceptions == ()
+        shell.run_cell("RunSpec(batch_size=0)")
+        out = capsys.readouterr().out
+        assert "batch_size=0 is invalid" in out and "无效" not in out
+    finally:
+        set_language("en")
+        InteractiveShell.clear_instance()

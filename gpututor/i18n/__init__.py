@@ -4,7 +4,9 @@ A notebook asks for its language in its first code cell, ``gpututor.ui.set_langu
 the Chinese lessons (``notebooks/zh/``) do, the English ones leave the default. From then on the
 kernel shows in that language what it draws and says to the learner: the run panel's labels and
 status lines, plot titles and axis labels, and the exercise checkers' messages. Error messages
-of the package stay in English (they name fields and values, and are searched for as they are).
+of the package stay in English (they name fields and values, and are searched for as they are);
+a widget shows a bad-input error's frame in Chinese (:func:`error_text`), and so does a code
+cell, on a line under the traceback (``gpututor.ui.errors``).
 
 Lessons print their sentences with :func:`say` (``print`` through :func:`tr`).
 

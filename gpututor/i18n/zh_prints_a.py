@@ -49,13 +49,16 @@ PRINTS_A = {
         "稳定阶段单步时间的中位数：DDP {ddp:.0f} ms（取最慢的进程）；DDP 的一个进程平均计算 {compute:.0f} ms，"
         "在全归约处等待 {comm:.0f} ms（这段等待也包括等另一个进程到达）。独立运行：平均每步 {independent:.0f} ms，"
         "全部是计算；两个独立运行彼此相差 {spread:.0f} ms。",
-    "DDP's slower compute ({extra:+.0f} ms) and its wait ({comm:.0f} ms) are both within how much "
-    "the two independent runs differed: here they cannot be told apart from run-to-run variation.":
-        "DDP 较慢的计算（{extra:+.0f} ms）和它的等待（{comm:.0f} ms）都不超过两个独立运行之间的差异："
+    "a DDP rank computed {ms:.0f} ms more per step than an independent run":
+        "DDP 的每个 rank 每步比一个独立运行多计算了 {ms:.0f} ms",
+    "a DDP rank computed {ms:.0f} ms less per step than an independent run":
+        "DDP 的每个 rank 每步比一个独立运行少计算了 {ms:.0f} ms",
+    "Both differences, {compute} and the wait of {comm:.0f} ms, are within how much the two "
+    "independent runs differed: here they cannot be told apart from run-to-run variation.":
+        "两处差异（{compute}；等待 {comm:.0f} ms）都不超过两个独立运行之间的差异："
         "在这里无法把它们与各次运行之间的波动区分开。",
-    "Most of DDP's extra time per step was the wait at the all-reduce ({comm:.0f} ms, against "
-    "{extra:+.0f} ms of compute beyond the independent runs').":
-        "DDP 每步多出的时间主要是在全归约处的等待（{comm:.0f} ms，而比独立运行多出的计算是 {extra:+.0f} ms）。",
+    "Most of DDP's extra time per step was the wait at the all-reduce ({comm:.0f} ms; {compute}).":
+        "DDP 每步多出的时间主要是在全归约处的等待（{comm:.0f} ms；{compute}）。",
     "Most of DDP's extra time per step was compute beyond the independent runs' ({extra:+.0f} ms, "
     "against {comm:.0f} ms of waiting) for the same work: DDP's own work during backward counts "
     "there (copying gradients into buckets; on CPU ranks the overlapped all-reduce also runs on the "

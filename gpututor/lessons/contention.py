@@ -116,16 +116,19 @@ def explain_gap(ddp_summary: dict, pair: dict) -> str:
         ddp=ms["ddp_step_s"], compute=ms["ddp_compute_s"], comm=ms["ddp_comm_s"],
         independent=ms["independent_step_s"], spread=ms["independent_spread_s"])
     extra, wait, spread = g["extra_compute_s"], g["ddp_comm_s"], g["independent_spread_s"]
+    compute_words = (tr("a DDP rank computed {ms:.0f} ms more per step than an independent run",
+                        ms=ms["extra_compute_s"]) if extra >= 0 else
+                     tr("a DDP rank computed {ms:.0f} ms less per step than an independent run",
+                        ms=-ms["extra_compute_s"]))
     if max(extra, wait) <= spread:
         return head + " " + tr(
-            "DDP's slower compute ({extra:+.0f} ms) and its wait ({comm:.0f} ms) are both within "
-            "how much the two independent runs differed: here they cannot be told apart from "
-            "run-to-run variation.", extra=ms["extra_compute_s"], comm=ms["ddp_comm_s"])
+            "Both differences, {compute} and the wait of {comm:.0f} ms, are within how much the "
+            "two independent runs differed: here they cannot be told apart from run-to-run "
+            "variation.", compute=compute_words, comm=ms["ddp_comm_s"])
     if wait >= extra:
         return head + " " + tr(
-            "Most of DDP's extra time per step was the wait at the all-reduce ({comm:.0f} ms, "
-            "against {extra:+.0f} ms of compute beyond the independent runs').",
-            comm=ms["ddp_comm_s"], extra=ms["extra_compute_s"])
+            "Most of DDP's extra time per step was the wait at the all-reduce ({comm:.0f} ms; "
+            "{compute}).", comm=ms["ddp_comm_s"], compute=compute_words)
     return head + " " + tr(
         "Most of DDP's extra time per step was compute beyond the independent runs' ({extra:+.0f} "
         "ms, against {comm:.0f} ms of waiting) for the same work: DDP's own work during backward "

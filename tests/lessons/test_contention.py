@@ -21,7 +21,11 @@ def test_the_step_is_compared_like_for_like():
     text = explain_gap(ddp(0.150, 0.120, 0.025), pair(0.100, 0.104))
     assert "DDP 150 ms (its slowest rank)" in text and "computed 120 ms and waited 25 ms" in text
     assert "102 ms per step on average" in text and "differed from each other by 4 ms" in text
-    assert "Most of DDP's extra time per step was the wait at the all-reduce (25 ms" in text
+    assert "Most of DDP's extra time per step was the wait at the all-reduce (25 ms; a DDP rank " \
+        "computed 18 ms more per step than an independent run)" in text
+    # a DDP rank that computed less than the independent runs is said so, never "-4 ms beyond"
+    less = explain_gap(ddp(0.141, 0.121, 0.018), pair(0.122, 0.128))
+    assert "computed 4 ms less per step than an independent run" in less and "-4" not in less
 
 
 def test_each_case_says_what_was_measured():
