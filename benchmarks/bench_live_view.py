@@ -196,6 +196,14 @@ def summarize(rows: list[dict]) -> dict:
                ("tokens_per_s", "wall_s", "browser_cpu_s", "kernel_cpu_s", "server_cpu_s")}}
     out["ddp_panel_over_none"] = round(med("tokens_per_s", "panel", "ddp")
                                        / med("tokens_per_s", "none", "ddp"), 3)
+    # each trial's panel run over the run next to it without one: slow spells of a shared
+    # machine hit both runs of a pair, so the pairs' median is the steadier figure
+    pairs = {(r["trial"], r["kind"]): r["tokens_per_s"] for r in by[("panel", "ddp")]
+             + by[("none", "ddp")]}
+    ratios = [pairs[(t, "panel")] / pairs[(t, "none")] for t, kind in pairs if kind == "panel"
+              and (t, "none") in pairs]
+    out["ddp_panel_over_none_per_trial"] = [round(x, 3) for x in ratios]
+    out["ddp_panel_over_none_median_of_pairs"] = round(statistics.median(ratios), 3)
     out["single_panel_over_none"] = round(med("tokens_per_s", "panel", "single")
                                           / med("tokens_per_s", "none", "single"), 3)
     out["speedup_none"] = round(med("tokens_per_s", "none", "ddp")
