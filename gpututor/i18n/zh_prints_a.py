@@ -177,4 +177,11 @@ PRINTS_A = {
         "每个专家分到的 token 数与单进程相同的步：{steps} 步中的前 {identical} 步",
     "relative loss difference per step: {differences}": "每步损失的相对差异：{differences}",
     "{sent_mb:.2f} MB sent per step by each rank": "每个进程每步发送 {sent_mb:.2f} MB",
+    "median step: one rank {one:.0f} ms, ep=2 {two:.0f} ms: {ratio:.2f}x the one rank's, {verdict}":
+        "中位单步：单进程 {one:.0f} ms，ep=2 {two:.0f} ms：是单进程的 {ratio:.2f} 倍，{verdict}",
+    "{gpus} GPUs, ep={ep}: {gb:6.1f} GB of parameters, gradients and optimizer state per GPU: {verdict}":
+        "{gpus} 张 GPU，ep={ep}：每张 GPU 上参数、梯度和优化器状态共 {gb:6.1f} GB：{verdict}",
+    "fits an 80 GB H100, {left:.0f} GB left for activations":
+        "放得进一张 80 GB 的 H100，还剩 {left:.0f} GB 给激活值",
+    "does not fit an 80 GB H100": "放不进一张 80 GB 的 H100",
 }
