@@ -90,6 +90,15 @@ PRINTS_A = {
     "activations x{activations:.2f}, step time x{step_time:.2f}, counted FLOPs x{flops:.2f}":
         "激活值 x{activations:.2f}，单步时间 x{step_time:.2f}，统计的 FLOPs x{flops:.2f}",
     "largest loss difference: {gap:.1e}": "损失的最大差异：{gap:.1e}",
+    "counted (FlopCounterMode): {gflop:.4f} GFLOP per step": "统计值（FlopCounterMode）：每步 {gflop:.4f} GFLOP",
+    "6·N·tokens + attention:    {gflop:.4f} GFLOP per step": "6·N·tokens + 注意力：     每步 {gflop:.4f} GFLOP",
+    "achieved by the training step:      {gflops:6.1f} GFLOP/s": "训练步实际达到的速率：      {gflops:6.1f} GFLOP/s",
+    "plain matmuls of the same shapes:   {gflops:6.1f} GFLOP/s": "同样形状的普通矩阵乘法：    {gflops:6.1f} GFLOP/s",
+    "parameters {params:.2f} MB | gradients {grads:.2f} MB | optimizer state {optimizer:.2f} MB | "
+    "activations {activations:.2f} MB":
+        "参数 {params:.2f} MB | 梯度 {grads:.2f} MB | 优化器状态 {optimizer:.2f} MB | 激活值 {activations:.2f} MB",
+    "step time:   {before:.0f} ms -> {after:.0f} ms (x{ratio:.2f})": "单步时间：{before:.0f} ms -> {after:.0f} ms（x{ratio:.2f}）",
+    "activations: {before:.1f} MB -> {after:.1f} MB (x{ratio:.2f})": "激活值：  {before:.1f} MB -> {after:.1f} MB（x{ratio:.2f}）",
     "recomputation added {extra:.2f} of one forward pass's FLOPs (a forward is about 1/3 of a step's)":
         "重计算增加的 FLOPs 相当于一次前向传播的 {extra:.2f}（一次前向约占一步 FLOPs 的 1/3）",
 
