@@ -175,6 +175,13 @@ PRINTS_A = {
         "torch 的 context_parallel 运行成功，与完整注意力的差异在 {difference:.1e} 以内",
     "torch's context_parallel did not run here: {error}": "torch 的 context_parallel 在这里没有运行起来：{error}",
 
+    # ---- 07 compression: one row of a weight, quantized by hand --------------------------------
+    "weights    {values}": "权重       {values}",
+    "scale      {scale:.6f}   (= max|w| / 127 = {amax:.4f} / 127)":
+        "缩放因子   {scale:.6f}   (= max|w| / 127 = {amax:.4f} / 127)",
+    "int8       {values}": "int8       {values}",
+    "back       {values}": "还原       {values}",
+
     # ---- 11 mixture of experts ----------------------------------------------------------------
     "token {t}: experts {experts} with gates {gates}": "token {t}：专家 {experts}，门控值 {gates}",
     "token {t}: experts {experts}, places in their queues {places} -> {fate}":
