@@ -90,6 +90,15 @@ PRINTS_A = {
     "activations x{activations:.2f}, step time x{step_time:.2f}, counted FLOPs x{flops:.2f}":
         "激活值 x{activations:.2f}，单步时间 x{step_time:.2f}，统计的 FLOPs x{flops:.2f}",
     "largest loss difference: {gap:.1e}": "损失的最大差异：{gap:.1e}",
+    "counted (FlopCounterMode): {gflop:.4f} GFLOP per step": "统计值（FlopCounterMode）：每步 {gflop:.4f} GFLOP",
+    "6·N·tokens + attention:    {gflop:.4f} GFLOP per step": "6·N·tokens + 注意力：     每步 {gflop:.4f} GFLOP",
+    "achieved by the training step:      {gflops:6.1f} GFLOP/s": "训练步实际达到的速率：      {gflops:6.1f} GFLOP/s",
+    "plain matmuls of the same shapes:   {gflops:6.1f} GFLOP/s": "同样形状的普通矩阵乘法：    {gflops:6.1f} GFLOP/s",
+    "parameters {params:.2f} MB | gradients {grads:.2f} MB | optimizer state {optimizer:.2f} MB | "
+    "activations {activations:.2f} MB":
+        "参数 {params:.2f} MB | 梯度 {grads:.2f} MB | 优化器状态 {optimizer:.2f} MB | 激活值 {activations:.2f} MB",
+    "step time:   {before:.0f} ms -> {after:.0f} ms (x{ratio:.2f})": "单步时间：{before:.0f} ms -> {after:.0f} ms（x{ratio:.2f}）",
+    "activations: {before:.1f} MB -> {after:.1f} MB (x{ratio:.2f})": "激活值：  {before:.1f} MB -> {after:.1f} MB（x{ratio:.2f}）",
     "recomputation added {extra:.2f} of one forward pass's FLOPs (a forward is about 1/3 of a step's)":
         "重计算增加的 FLOPs 相当于一次前向传播的 {extra:.2f}（一次前向约占一步 FLOPs 的 1/3）",
 
@@ -166,6 +175,13 @@ PRINTS_A = {
         "torch 的 context_parallel 运行成功，与完整注意力的差异在 {difference:.1e} 以内",
     "torch's context_parallel did not run here: {error}": "torch 的 context_parallel 在这里没有运行起来：{error}",
 
+    # ---- 07 compression: one row of a weight, quantized by hand --------------------------------
+    "weights    {values}": "权重       {values}",
+    "scale      {scale:.6f}   (= max|w| / 127 = {amax:.4f} / 127)":
+        "缩放因子   {scale:.6f}   (= max|w| / 127 = {amax:.4f} / 127)",
+    "int8       {values}": "int8       {values}",
+    "back       {values}": "还原       {values}",
+
     # ---- 11 mixture of experts ----------------------------------------------------------------
     "token {t}: experts {experts} with gates {gates}": "token {t}：专家 {experts}，门控值 {gates}",
     "token {t}: experts {experts}, places in their queues {places} -> {fate}":
@@ -177,4 +193,11 @@ PRINTS_A = {
         "每个专家分到的 token 数与单进程相同的步：{steps} 步中的前 {identical} 步",
     "relative loss difference per step: {differences}": "每步损失的相对差异：{differences}",
     "{sent_mb:.2f} MB sent per step by each rank": "每个进程每步发送 {sent_mb:.2f} MB",
+    "median step: one rank {one:.0f} ms, ep=2 {two:.0f} ms: {ratio:.2f}x the one rank's, {verdict}":
+        "中位单步：单进程 {one:.0f} ms，ep=2 {two:.0f} ms：是单进程的 {ratio:.2f} 倍，{verdict}",
+    "{gpus} GPUs, ep={ep}: {gb:6.1f} GB of parameters, gradients and optimizer state per GPU: {verdict}":
+        "{gpus} 张 GPU，ep={ep}：每张 GPU 上参数、梯度和优化器状态共 {gb:6.1f} GB：{verdict}",
+    "fits an 80 GB H100, {left:.0f} GB left for activations":
+        "放得进一张 80 GB 的 H100，还剩 {left:.0f} GB 给激活值",
+    "does not fit an 80 GB H100": "放不进一张 80 GB 的 H100",
 }

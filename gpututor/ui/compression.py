@@ -12,16 +12,23 @@ from ..i18n import tr
 
 def tradeoff_figure(rows: list[dict], title: str = "What each compression buys, and costs "
                     "(measured in one run)") -> go.Figure:
-    """Three bar charts sharing the variants: size (MB), latency (ms) and validation loss."""
+    """Three bar charts sharing the variants: size (MB), latency (ms) and validation loss. Each
+    bar's label adds the variant against the first row (the baseline): size and latency as a
+    ratio (``0.31x``), loss as a difference (``+0.012``)."""
     names = [r["variant"] for r in rows][::-1]   # first variant on top
     by_name = {r["variant"]: r for r in rows}
+    base = rows[0]
     fig = make_subplots(rows=1, cols=3, shared_yaxes=True, horizontal_spacing=0.03,
                         subplot_titles=(tr("size on disk (MB)"), tr("CPU latency per batch (ms)"),
                                         tr("validation loss")))
+    against = {"bytes": lambda r: f"{r['bytes'] / base['bytes']:.2f}x",
+               "latency_s": lambda r: f"{r['latency_s'] / base['latency_s']:.2f}x",
+               "loss": lambda r: f"{r['loss'] - base['loss']:+.3f}"}
     columns = [("bytes", 1e-6, "{:.2f}"), ("latency_s", 1e3, "{:.1f}"), ("loss", 1, "{:.3f}")]
     for col, (key, unit, fmt) in enumerate(columns, start=1):
         values = [by_name[n][key] * unit for n in names]
-        fig.add_bar(x=values, y=names, orientation="h", text=[fmt.format(v) for v in values],
+        labels = [f"{fmt.format(v)} ({against[key](by_name[n])})" for v, n in zip(values, names)]
+        fig.add_bar(x=values, y=names, orientation="h", text=labels,
                     textposition="auto", showlegend=False, row=1, col=col)
     losses = [r["loss"] for r in rows]
     spread = max(losses) - min(losses)

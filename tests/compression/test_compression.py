@@ -189,7 +189,13 @@ def test_measure_variants_reports_bytes_latency_and_loss():
     assert [r["variant"] for r in rows] == ["fp32", "int8"]
     assert all(r["bytes"] > 0 and r["latency_s"] > 0 and math.isfinite(r["loss"]) for r in rows)
     assert rows[1]["bytes"] < rows[0]["bytes"]
-    assert len(tradeoff_figure(rows).data) == 3
+    fig = tradeoff_figure(rows)
+    assert len(fig.data) == 3
+    # each bar's label adds the variant against the first row: ratios, and a loss difference
+    int8_size = fig.data[0].text[list(fig.data[0].y).index("int8")]
+    assert int8_size.endswith(f"({rows[1]['bytes'] / rows[0]['bytes']:.2f}x)"), int8_size
+    fp32_loss = fig.data[2].text[list(fig.data[2].y).index("fp32")]
+    assert fp32_loss.endswith("(+0.000)"), fp32_loss
 
 
 # ---- distillation -----------------------------------------------------------------------------
