@@ -361,6 +361,8 @@ PRINTS_B = {
     "per-rank peak {peak_mb:.1f} MB of {capacity_mb:.1f} MB.":
         "规划器选择了 {mesh} 上的 {layout}；在这个容量下启动后运行完成，各进程峰值中最大的是 "
         "{peak_mb:.1f} MB（容量 {capacity_mb:.1f} MB）。",
+    "tp inside a node (NVLink 4)": "tp 在节点内（NVLink 4）",
+    "tp across nodes (InfiniBand NDR)": "tp 跨节点（InfiniBand NDR）",
     "The planner picked {layout}, and the run did not fit: {failure}":
         "规划器选择了 {layout}，但运行时放不下：{failure}",
     "no ZeRO, no recomputation: {gb:.0f} GB per GPU, fits in {usable:.0f} GB":
