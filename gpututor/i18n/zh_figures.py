@@ -200,4 +200,10 @@ FIGURES = {
     "slots dropped at the last step (%)": "最后一步被丢弃的槽位（%）",
     "final loss": "最终损失",
     "capacity factor": "容量因子",
+    # lesson 09: the planner's prediction per layout beside the measured peak
+    "The planner's prediction per layout, and the measured peak": "规划器对每种布局的预测，以及实测峰值",
+    "predicted (formula)": "预测值（公式）",
+    "largest peak (measured)": "最大峰值（实测）",
+    "does not fit": "放不下",
+    "{share:.0%} of the capacity: the planner's limit": "容量的 {share:.0%}：规划器的上限",
 }

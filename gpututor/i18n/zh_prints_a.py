@@ -174,6 +174,44 @@ PRINTS_A = {
     "torch's context_parallel ran and equals full attention within {difference:.1e}":
         "torch 的 context_parallel 运行成功，与完整注意力的差异在 {difference:.1e} 以内",
     "torch's context_parallel did not run here: {error}": "torch 的 context_parallel 在这里没有运行起来：{error}",
+    "SDPA ran {ops} here; this torch keeps the operators its ring replaces elsewhere":
+        "SDPA 在这里运行的是 {ops}；这个版本的 torch 把它的环所替换的算子列表放在了别处",
+    "SDPA ran {ops} here, which is among the operators torch's context_parallel replaces: {ring}":
+        "SDPA 在这里运行的是 {ops}，它在 torch 的 context_parallel 所替换的算子之中：{ring}",
+    "SDPA ran {ops} here, which is not among the operators torch's context_parallel replaces: {ring}":
+        "SDPA 在这里运行的是 {ops}，它不在 torch 的 context_parallel 所替换的算子之中：{ring}",
+    "its default exchange of keys and values in this torch: {method}":
+        "这个版本的 torch 默认交换键和值的方式：{method}",
+    "not known": "未知",
+    "T = {T:>3}: one process keeps {one_mb:6.1f} MB, a cp=2 rank {cp_mb:5.1f} MB":
+        "T = {T:>3}：单进程保留 {one_mb:6.1f} MB，cp=2 的一个进程保留 {cp_mb:5.1f} MB",
+    "{name:>16}: final loss {loss:.5f}, {tokens_per_s:7,.0f} tokens/s, {sent_mb:5.2f} MB sent per step, "
+    "rank 0 activations {activations_mb:5.1f} MB":
+        "{name:>16}：最终损失 {loss:.5f}，{tokens_per_s:7,.0f} tokens/s，每步发送 {sent_mb:5.2f} MB，"
+        "进程 0 的激活值 {activations_mb:5.1f} MB",
+    "the two cp runs sent the same bytes per step: {zigzag_mb:.3f} MB":
+        "两次 cp 运行每步发送的字节数相同：{zigzag_mb:.3f} MB",
+    "the two cp runs sent different bytes per step: zig-zag {zigzag_mb:.3f} MB, contiguous {contiguous_mb:.3f} MB":
+        "两次 cp 运行每步发送的字节数不同：锯齿形切分 {zigzag_mb:.3f} MB，连续切分 {contiguous_mb:.3f} MB",
+    "median steady step: zig-zag {zigzag_ms:.0f} ms, contiguous {contiguous_ms:.0f} ms: zig-zag faster here (x{ratio:.2f})":
+        "稳定阶段单步时间的中位数：锯齿形切分 {zigzag_ms:.0f} ms，连续切分 {contiguous_ms:.0f} ms："
+        "在这里锯齿形切分更快（x{ratio:.2f}）",
+    "median steady step: zig-zag {zigzag_ms:.0f} ms, contiguous {contiguous_ms:.0f} ms: zig-zag not faster here (x{ratio:.2f})":
+        "稳定阶段单步时间的中位数：锯齿形切分 {zigzag_ms:.0f} ms，连续切分 {contiguous_ms:.0f} ms："
+        "在这里锯齿形切分并不更快（x{ratio:.2f}）",
+    "{name:>31}: {total_gb:5.1f} GB per GPU ({activations_gb:5.1f} GB activations), step {step:.2f} s "
+    "of which exposed communication {comm:.2f} s":
+        "{name:>31}：每张 GPU {total_gb:5.1f} GB（激活值 {activations_gb:5.1f} GB），单步 {step:.2f} s，"
+        "其中暴露的通信 {comm:.2f} s",
+    "tp=8 + sequence parallel": "tp=8 + 序列并行",
+    "cp=8, ZeRO-3 over the cp ranks": "cp=8，在 cp 进程上做 ZeRO-3",
+    "a ring hides its transfers if a block holds at least F/B tokens: {needed:,.0f} for an H100 (bf16) on "
+    "NVLink 4, {causal:,.0f} with causal masking (half of each block computed); a cp=8 rank holds {block:,} "
+    "tokens: {verdict}":
+        "只要一个块至少有 F/B 个 token，环就能掩盖它的传输：H100（bf16）走 NVLink 4 时为 {needed:,.0f}，"
+        "加上因果掩码（每个块只算一半）为 {causal:,.0f}；cp=8 的一个进程持有 {block:,} 个 token：{verdict}",
+    "enough to hide them": "足以掩盖传输",
+    "too few to hide them": "不足以掩盖传输",
 
     # ---- 07 compression: one row of a weight, quantized by hand --------------------------------
     "weights    {values}": "权重       {values}",

@@ -361,6 +361,8 @@ PRINTS_B = {
     "per-rank peak {peak_mb:.1f} MB of {capacity_mb:.1f} MB.":
         "规划器选择了 {mesh} 上的 {layout}；在这个容量下启动后运行完成，各进程峰值中最大的是 "
         "{peak_mb:.1f} MB（容量 {capacity_mb:.1f} MB）。",
+    "tp inside a node (NVLink 4)": "tp 在节点内（NVLink 4）",
+    "tp across nodes (InfiniBand NDR)": "tp 跨节点（InfiniBand NDR）",
     "The planner picked {layout}, and the run did not fit: {failure}":
         "规划器选择了 {layout}，但运行时放不下：{failure}",
     "no ZeRO, no recomputation: {gb:.0f} GB per GPU, fits in {usable:.0f} GB":
@@ -381,10 +383,10 @@ PRINTS_B = {
     "{pad}  fits in {usable:.0f} GB, 90 % of an H100-80GB": "{pad}  放得进 {usable:.0f} GB（H100-80GB 的 90 %）",
     "{pad}  does not fit in {usable:.0f} GB, 90 % of an H100-80GB":
         "{pad}  放不下 {usable:.0f} GB（H100-80GB 的 90 %）",
-    "{pad}  with full recomputation: {full:.1f} GB, which fits":
-        "{pad}  采用完全重计算：{full:.1f} GB，放得进",
-    "{pad}  with full recomputation: {full:.1f} GB, which does not fit either":
-        "{pad}  采用完全重计算：{full:.1f} GB，仍然放不下",
+    "{pad}  with full recomputation: {full:.1f} GB, which fits; step {step:.2f} s":
+        "{pad}  采用完全重计算：{full:.1f} GB，放得进；单步 {step:.2f} s",
+    "{pad}  with full recomputation: {full:.1f} GB, which does not fit either; step {step:.2f} s":
+        "{pad}  采用完全重计算：{full:.1f} GB，仍然放不下；单步 {step:.2f} s",
     # lesson 11: one line per capacity factor's finished run
     "capacity factor {cf}: {dropped:5.1%} of slots dropped at the last step, final loss {loss:.4f}":
         "容量因子 {cf}：最后一步有 {dropped:5.1%} 的槽位被丢弃，最终损失 {loss:.4f}",

@@ -54,10 +54,46 @@ def ring_attention_differences(world_size: int, split: str = "zigzag", seq_len: 
     return sorted(launch(spec, task=RingAttentionCheck(split, seq_len)).wait(), key=lambda r: r["rank"])
 
 
+def sdpa_kernels(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> list[str]:
+    """The aten operators causal SDPA dispatches to for these inputs, on their device
+    (e.g. ``aten._scaled_dot_product_flash_attention_for_cpu.default`` on a CPU)."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class Recorder(TorchDispatchMode):
+        def __init__(self):
+            super().__init__()
+            self.ops = []
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            self.ops.append(str(func))
+            return func(*args, **(kwargs or {}))
+
+    with Recorder() as recorder:
+        F.scaled_dot_product_attention(q, k, v, is_causal=True)
+    return recorder.ops
+
+
+def torch_ring_kernels() -> dict:
+    """What torch's ``context_parallel`` does here, read from its own (private) module:
+    ``ring_ops``, the forward SDPA operators it replaces, and ``rotate_method``, how it exchanges
+    keys and values by default (``ALL_GATHER`` or ``ALL_TO_ALL``, the ring). None where this torch
+    version keeps them elsewhere."""
+    try:
+        from torch.distributed.tensor.experimental._context_parallel import _attention
+    except ImportError:
+        return {"ring_ops": None, "rotate_method": None}
+    table = getattr(_attention, "custom_ops", None)
+    method = getattr(getattr(getattr(_attention, "_cp_options", None), "rotate_method", None),
+                     "name", None)
+    forward = None if table is None else [str(op) for op in table if "backward" not in str(op)]
+    return {"ring_ops": forward, "rotate_method": method}
+
+
 @dataclass(frozen=True)
 class TorchContextParallelCheck:
-    """In every rank: torch's ``context_parallel`` (SDPA patched with a DTensor ring over a
-    ``DeviceMesh``) against full causal SDPA. Emits whether it ran and, if not, the error."""
+    """In every rank: torch's experimental ``context_parallel`` (SDPA patched with a DTensor ring
+    over a ``DeviceMesh``) against full causal SDPA. Emits whether it ran and, if not, the error,
+    with the SDPA operator this device runs and the ones torch's ring replaces."""
 
     def __call__(self, spec, rank, world, device, emit):
         from torch.distributed.device_mesh import init_device_mesh
@@ -68,15 +104,16 @@ class TorchContextParallelCheck:
         torch.manual_seed(0)
         q, k, v = (torch.randn(2, 2, 16, 8, device=device) for _ in range(3))
         full = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        kernels = {"sdpa_ops": sdpa_kernels(q, k, v), **torch_ring_kernels()}
         shards = [t.clone() for t in (q, k, v)]
         try:
             with context_parallel(mesh, buffers=shards, buffer_seq_dims=[2, 2, 2]):
                 out = F.scaled_dot_product_attention(*shards, is_causal=True)
                 (gathered,) = context_parallel_unshard(mesh, [out], [2])
         except (NotImplementedError, RuntimeError) as exc:
-            emit({"step": 0, "ran": False, "error": f"{type(exc).__name__}: {exc}"})
+            emit({"step": 0, "ran": False, "error": f"{type(exc).__name__}: {exc}", **kernels})
             return
-        emit({"step": 0, "ran": True, "error": "",
+        emit({"step": 0, "ran": True, "error": "", **kernels,
               "max_difference": (gathered - full).abs().max().item()})
 
 

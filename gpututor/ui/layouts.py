@@ -1,4 +1,5 @@
-"""Lesson 09's figures: the rank grid drawn as groups, and measured memory per rank per layout."""
+"""Lesson 09's figures: the rank grid drawn as groups, measured memory per rank per layout, and
+the planner's predictions beside the measured peaks."""
 from __future__ import annotations
 
 import plotly.graph_objects as go
@@ -7,6 +8,7 @@ from plotly.subplots import make_subplots
 from ..i18n import tr
 from ..measure.memory import CATEGORIES
 from ..parallel.mesh import RankGrid
+from ..plan.layouts import HEADROOM
 
 MB = 1e6
 LAYOUT = dict(template="plotly_white", margin=dict(l=60, r=20, t=70, b=50))
@@ -54,4 +56,28 @@ def memory_per_rank_figure(summaries: dict[str, dict], capacity: float | None = 
                       annotation_text=tr("capacity {mb:.1f} MB", mb=capacity / MB))
     fig.update_layout(barmode="stack", title=tr(title), yaxis_title=tr("MB per rank"), height=420,
                       legend=dict(orientation="h", y=-0.25), **LAYOUT)
+    return fig
+
+
+def prediction_figure(rows: list[dict], measured: dict[str, dict | None],
+                      capacity: float) -> go.Figure:
+    """Per layout of ``rows`` (``plan.layouts.predict_layouts``): the planner's predicted bytes
+    per rank beside the largest measured peak of the run of that layout in ``measured`` (no bar
+    where it was not run); ``capacity`` and the share of it the planner fills as lines."""
+    names = [f"{r['layout']} " + "·".join(f"{d}{n}" for d, n in r["mesh"].items()) for r in rows]
+    peaks = [max(measured[r["layout"]]["peak_mem_bytes"]) / MB if measured.get(r["layout"])
+             else None for r in rows]
+    fig = go.Figure()
+    fig.add_bar(x=names, y=[r["total"] / MB for r in rows], name=tr("predicted (formula)"),
+                text=[tr("fits") if r["fits"] else tr("does not fit") for r in rows],
+                textposition="outside")
+    fig.add_bar(x=names, y=peaks, name=tr("largest peak (measured)"))
+    fig.add_hline(y=capacity / MB, line_dash="dash", line_color="#cf222e",
+                  annotation_text=tr("capacity {mb:.1f} MB", mb=capacity / MB))
+    fig.add_hline(y=HEADROOM * capacity / MB, line_dash="dot", line_color="#9a6700",
+                  annotation_text=tr("{share:.0%} of the capacity: the planner's limit",
+                                     share=HEADROOM), annotation_position="bottom right")
+    fig.update_layout(barmode="group", yaxis_title=tr("MB per rank"), height=420,
+                      title=tr("The planner's prediction per layout, and the measured peak"),
+                      legend=dict(orientation="h", y=-0.3), **LAYOUT)
     return fig

@@ -127,6 +127,11 @@ def test_torch_context_parallel_on_cpu():
         if spec.resolved_device() == "cpu" and not record["ran"]:
             assert "_scaled_dot_product_flash_attention_for_cpu" in record["error"]
             assert "does not have a sharding strategy" in record["error"]
+            # what the lesson prints as the reason: the operator SDPA ran, not in the ring's table
+            assert record["sdpa_ops"] == ["aten._scaled_dot_product_flash_attention_for_cpu.default"]
+            assert "aten._scaled_dot_product_flash_attention.default" in record["ring_ops"]
+            assert not set(record["sdpa_ops"]) & set(record["ring_ops"])
+            assert record["rotate_method"] == "ALL_GATHER"   # torch 2.13's default (Llama 3's way)
         else:
             assert record["ran"], record["error"]
             assert record["max_difference"] < 1e-5
