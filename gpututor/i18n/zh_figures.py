@@ -32,7 +32,7 @@ FIGURES = {
     "Gradient magnitudes of one fp32 backward, and where fp16 loses them":
         "一次 fp32 反向传播的梯度大小，以及 fp16 在哪里丢失它们",
     "gradient entries": "梯度元素",
-    "fp16: 0 below": "fp16：低于此为 0",
+    "fp16: smallest > 0": "fp16：最小的正数",
     "fp16 subnormal below": "fp16：低于此为次正规数",
     "fp16 max": "fp16 最大值",
     "log2 |gradient|": "log2 |梯度|",

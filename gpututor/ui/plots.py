@@ -157,7 +157,7 @@ def gradient_histogram(gradients: Iterable[torch.Tensor], title: str =
     exponents = torch.log2(values[values > 0]).float().numpy()
     fig = go.Figure(go.Histogram(x=exponents, nbinsx=60, name=tr("gradient entries")))
     fp16 = torch.finfo(torch.float16)
-    marks = [(math.log2(smallest_subnormal(torch.float16)), "fp16: 0 below"),
+    marks = [(math.log2(smallest_subnormal(torch.float16)), "fp16: smallest > 0"),
              (math.log2(fp16.smallest_normal), "fp16 subnormal below"),
              (math.log2(fp16.max), "fp16 max")]
     for x, text in marks:
