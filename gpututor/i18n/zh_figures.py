@@ -35,6 +35,13 @@ FIGURES = {
     "fp16: smallest > 0": "fp16：最小的正数",
     "fp16 subnormal below": "fp16：低于此为次正规数",
     "fp16 max": "fp16 最大值",
+    "Loss scale per step: the from-scratch scaler and torch.amp.GradScaler":
+        "每一步的损失缩放因子：从零实现的缩放器与 torch.amp.GradScaler",
+    "ours": "我们的实现",
+    "ours: step skipped": "我们的实现：跳过这一步",
+    "GradScaler: step skipped": "GradScaler：跳过这一步",
+    "loss scale": "损失缩放因子",
+    "step (and its gradient)": "步（及其梯度）",
     "log2 |gradient|": "log2 |梯度|",
     "entries": "元素个数",
 

@@ -177,4 +177,9 @@ PRINTS_A = {
         "每个专家分到的 token 数与单进程相同的步：{steps} 步中的前 {identical} 步",
     "relative loss difference per step: {differences}": "每步损失的相对差异：{differences}",
     "{sent_mb:.2f} MB sent per step by each rank": "每个进程每步发送 {sent_mb:.2f} MB",
+    # ---- 06 mixed precision (section 3) -------------------------------------------------------
+    "ours and GradScaler: the same scale and the same skip decision at all {n} steps":
+        "我们的实现与 GradScaler：全部 {n} 步的缩放因子和是否跳过的决定都相同",
+    "ours and GradScaler decided differently at step(s) {steps}":
+        "我们的实现与 GradScaler 在第 {steps} 步的决定不同",
 }

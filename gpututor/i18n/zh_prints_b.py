@@ -190,7 +190,6 @@ PRINTS_B = {
         "发出后不等待并没有弥补这一差距",
 
     # ---- 06 mixed precision ---------------------------------------------------------------------
-    "same decisions at every step: {same}": "每一步的决定都相同：{same}",
     "{name:20} final loss {loss:.4f}, largest gap to fp32 {gap:.1e}, skipped {skipped} steps, "
     "{step_ms:5.0f} ms/step (median of steps 2-{steps})":
         "{name:20} 最终损失 {loss:.4f}，与 fp32 的最大差距 {gap:.1e}，跳过 {skipped} 步，"
