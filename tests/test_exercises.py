@@ -112,7 +112,7 @@ WRONG = {
         "my_row_forward": textwrap.dedent('''\
             def my_row_forward(x_local, weight_local, bias, tp):   # bias added on every rank
                 return reduce_from_tensor_parallel_region(F.linear(x_local, weight_local, bias), tp)'''),
-        "my_tp_bytes": ("my_tp_bytes = 2 * n_layer * 16 * base.seq_len"
+        "my_tp_bytes": ("my_tp_bytes = 2 * n_layer * 8 * base.seq_len"
                         " * build_model(base).cfg.d_model * 4   # forward only"),
     },
     "05_pipeline_parallel": {

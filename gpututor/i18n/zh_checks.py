@@ -218,7 +218,7 @@ CHECKS = {
     "must send.": "正确：在 {worlds} 个进程上，每个进程得到的那一份平均值都与本软件包的归约分散一致，"
                   "只用了点对点消息，发送的字节也不多于归约分散所必需的。",
     # 04 tensor parallel (gpututor/lessons/tensor_parallel_exercises.py)
-    "bytes all-reduced per step by tp degree 4": "并行度为 4 的 tp 每步全归约的字节数",
+    "bytes all-reduced per step by the exercise's tp run": "练习中那次 tp 运行每步全归约的字节数",
     "row-parallel forward: not answered yet. Define your function and pass it in.":
         "行并行前向：尚未作答。请定义你的函数并把它传进来。",
     "row-parallel forward: on {world} ranks your function failed: {error}":

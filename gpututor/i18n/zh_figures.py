@@ -32,9 +32,16 @@ FIGURES = {
     "Gradient magnitudes of one fp32 backward, and where fp16 loses them":
         "一次 fp32 反向传播的梯度大小，以及 fp16 在哪里丢失它们",
     "gradient entries": "梯度元素",
-    "fp16: 0 below": "fp16：低于此为 0",
+    "fp16: smallest > 0": "fp16：最小的正数",
     "fp16 subnormal below": "fp16：低于此为次正规数",
     "fp16 max": "fp16 最大值",
+    "Loss scale per step: the from-scratch scaler and torch.amp.GradScaler":
+        "每一步的损失缩放因子：从零实现的缩放器与 torch.amp.GradScaler",
+    "ours": "我们的实现",
+    "ours: step skipped": "我们的实现：跳过这一步",
+    "GradScaler: step skipped": "GradScaler：跳过这一步",
+    "loss scale": "损失缩放因子",
+    "step (and its gradient)": "步（及其梯度）",
     "log2 |gradient|": "log2 |梯度|",
     "entries": "元素个数",
 

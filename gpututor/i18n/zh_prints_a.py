@@ -238,4 +238,9 @@ PRINTS_A = {
     "fits an 80 GB H100, {left:.0f} GB left for activations":
         "放得进一张 80 GB 的 H100，还剩 {left:.0f} GB 给激活值",
     "does not fit an 80 GB H100": "放不进一张 80 GB 的 H100",
+    # ---- 06 mixed precision (section 3) -------------------------------------------------------
+    "ours and GradScaler: the same scale and the same skip decision at all {n} steps":
+        "我们的实现与 GradScaler：全部 {n} 步的缩放因子和是否跳过的决定都相同",
+    "ours and GradScaler decided differently at step(s) {steps}":
+        "我们的实现与 GradScaler 在第 {steps} 步的决定不同",
 }

@@ -75,13 +75,15 @@ PRINTS_B = {
         "从零实现，每个块：每步 {count:.0f} 次全归约（实测字节数 / 一次全归约的字节数）",
     "all-reduced per step: {step_mb:.2f} MB, {block_mb:.2f} MB per block":
         "每步全归约：{step_mb:.2f} MB，每个块 {block_mb:.2f} MB",
-    "waiting for it: {step_ms:.1f} ms per step, {block_ms:.1f} ms per block, "
-    "{share:.0%} of the {whole_ms:.0f} ms step":
-        "等待它：每步 {step_ms:.1f} ms，每个块 {block_ms:.1f} ms，占 {whole_ms:.0f} ms 单步的 {share:.0%}",
+    "waiting for it: {step_ms:.1f} ms per step, {block_ms:.1f} ms per block, {share:.0%} of the "
+    "{whole_ms:.0f} ms step (medians of the steady steps; the wait: mean of the ranks, the step: "
+    "the slowest rank)":
+        "等待它：每步 {step_ms:.1f} ms，每个块 {block_ms:.1f} ms，占 {whole_ms:.0f} ms 单步的 {share:.0%}"
+        "（稳定步的中位数；等待时间取各进程的平均，单步时间取最慢的进程）",
     "{label}: rank 0 holds {params_mb:.2f} MB of parameters, {tokens_per_s:,.0f} tokens/s":
         "{label}：进程 0 持有 {params_mb:.2f} MB 参数，{tokens_per_s:,.0f} tokens/s",
-    "{name:>36}: {mb:.2f} MB per step, waiting {waiting:.0%} of each step":
-        "{name:>36}：每步 {mb:.2f} MB，每步有 {waiting:.0%} 的时间在等待",
+    "{name:>36}: {mb:.2f} MB per step, waiting {waiting:.0%} of the step (steady-step medians)":
+        "{name:>36}：每步 {mb:.2f} MB，单步中有 {waiting:.0%} 的时间在等待（稳定步的中位数）",
 
     "here tp-dtensor reached {ratio:.2f}x the tokens/s of tp: slower":
         "在这里，tp-dtensor 的 tokens/s 是 tp 的 {ratio:.2f} 倍：更慢",
@@ -188,13 +190,13 @@ PRINTS_B = {
         "发出后不等待并没有弥补这一差距",
 
     # ---- 06 mixed precision ---------------------------------------------------------------------
-    "same decisions at every step: {same}": "每一步的决定都相同：{same}",
     "{name:20} final loss {loss:.4f}, largest gap to fp32 {gap:.1e}, skipped {skipped} steps, "
-    "{step_ms:5.0f} ms/step":
+    "{step_ms:5.0f} ms/step (median of steps 2-{steps})":
         "{name:20} 最终损失 {loss:.4f}，与 fp32 的最大差距 {gap:.1e}，跳过 {skipped} 步，"
-        "{step_ms:5.0f} ms/步",
+        "{step_ms:5.0f} ms/步（第 2-{steps} 步的中位数）",
     "{memory} | {n_params:,} parameters": "{memory} | {n_params:,} 个参数",
-    "tokens/s: bf16 / fp32 = {ratio:.2f}": "tokens/s：bf16 / fp32 = {ratio:.2f}",
+    "tokens/s over the steady steps: bf16 / fp32 = {ratio:.2f}":
+        "稳定步的 tokens/s：bf16 / fp32 = {ratio:.2f}",
     "peak memory: fp32 {fp32_mb:.1f} MB, bf16 {bf16_mb:.1f} MB":
         "峰值显存：fp32 {fp32_mb:.1f} MB，bf16 {bf16_mb:.1f} MB",
     "largest loss gap over {steps} steps: {gap:.1e}": "{steps} 步中最大的损失差距：{gap:.1e}",
@@ -203,8 +205,10 @@ PRINTS_B = {
         "参数、梯度和优化器状态：两次运行的字节数相同（autocast 让它们保持 fp32）",
     "parameters, gradients or optimizer state differ between the two runs: read the ratios above":
         "两次运行的参数、梯度或优化器状态不同：请看上面的比值",
-    "activations: bf16 / fp32 = {ratio:.2f} (0.50 would mean every kept tensor was bf16)":
-        "激活值：bf16 / fp32 = {ratio:.2f}（0.50 意味着保留的每个张量都是 bf16）",
+    "activations: bf16 / fp32 = {ratio:.2f} (0.50 if all that backward keeps were bf16; "
+    "autocast's bf16 copies of the weights, kept for backward, add to it)":
+        "激活值：bf16 / fp32 = {ratio:.2f}（如果反向传播保留的全是 bf16，就是 0.50；"
+        "autocast 为反向传播保留的权重 bf16 副本会让它更大）",
     "CPU matrix instructions found: {features}": "找到的 CPU 矩阵指令：{features}",
     "CPU matrix instructions found: none that /proc/cpuinfo lists":
         "找到的 CPU 矩阵指令：/proc/cpuinfo 中没有列出任何一种",

@@ -5,8 +5,9 @@ answered yet".
 - :func:`check_row_parallel`: the learner's row-parallel forward, run in real ranks (2 and 3)
   against one dense ``nn.Linear``: output, input and weight gradients; the package's own
   ``RowParallelLinear.forward`` refuses while it runs.
-- :func:`check_tp_bytes`: the bytes a tensor-parallel run all-reduced per step, as it counted
-  them (each all-reduce by the size of what it sums).
+- :func:`check_tp_bytes`: the bytes a tensor-parallel run all-reduces per step, as it counts
+  them (each all-reduce by the size of what it sums), for a run the notebook has not made: the
+  checker launches it, so no figure printed above holds the answer.
 """
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ import torch.nn as nn
 from ..config import RunSpec
 from ..i18n import tr
 from ..parallel.tensor_parallel.megatron import RowParallelLinear, TensorParallelGroup, owned_indices
+from ..runtime.launcher import launch
 from .exercises import check_answer, records_in_ranks
 from .guards import RefusedWhileRunning, called_the_reference
 
@@ -101,13 +103,20 @@ def check_row_parallel(candidate, world_sizes: tuple = (2, 3)) -> None:
              "dense nn.Linear.", worlds=" & ".join(map(str, world_sizes))))
 
 
-def check_tp_bytes(answer, by_degree: dict, degree: int = 4) -> None:
-    """The bytes the ``tp degree {degree}`` run of ``by_degree`` all-reduced per step, as it
-    counted them: each all-reduce by the size of the activations it sums (not what each rank
-    sends)."""
-    if degree < 2:
-        raise ValueError(f"degree={degree} is invalid: a tp run of one rank all-reduces nothing "
-                         "(allowed: 2 or more)")
-    run = by_degree.get(f"tp degree {degree}")
-    check_answer(answer, run["comm_bytes_per_step"] if run else None,
-                 f"bytes all-reduced per step by tp degree {degree}", rel_tol=1e-6)
+_COUNTED: dict = {}   # spec -> the bytes per step its run counted (one launch per spec)
+
+
+def check_tp_bytes(answer, spec: RunSpec) -> None:
+    """The bytes ``spec``'s tensor-parallel run all-reduces per step, as it counts them: each
+    all-reduce by the size of the activations it sums (not what each rank sends). The checker
+    launches the run itself (once per spec), so the answer is a prediction, not a figure read
+    off a run above."""
+    if spec.strategy != "tp" or spec.world_size < 2:
+        raise ValueError(f"strategy={spec.strategy!r} with world_size={spec.world_size} is invalid:"
+                         " allowed is a 'tp' run of 2 or more ranks")
+    what = "bytes all-reduced per step by the exercise's tp run"
+    if answer is ...:   # not answered: no need to launch
+        return check_answer(answer, None, what)
+    if spec not in _COUNTED:
+        _COUNTED[spec] = launch(spec).wait()["comm_bytes_per_step"]
+    check_answer(answer, _COUNTED[spec], what, rel_tol=1e-6)

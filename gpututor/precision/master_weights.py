@@ -8,8 +8,9 @@ per operation instead, and ``GradScaler`` for fp16.
 from __future__ import annotations
 
 import copy
+import statistics
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Optional
 
 import torch
@@ -93,10 +94,17 @@ class MasterWeightsRun:
     results: list        # StepResult per step
     memory: dict         # MasterWeightsTrainer.memory() after the last step
     seconds: float       # wall time of all steps
+    step_seconds: list = field(default_factory=list)   # wall time of each step
 
     @property
     def losses(self) -> list[float]:
         return [r.loss for r in self.results]
+
+    @property
+    def steady_step_s(self) -> float | None:
+        """Median seconds of the steps after the first (which also pays for first-call setup);
+        None for a run of fewer than 2 steps."""
+        return statistics.median(self.step_seconds[1:]) if len(self.step_seconds) > 1 else None
 
 
 def train_master_weights(spec, dtype: str = "bf16", scaler: Optional[DynamicLossScaler] = None
@@ -112,7 +120,12 @@ def train_master_weights(spec, dtype: str = "bf16", scaler: Optional[DynamicLoss
     try:
         trainer = MasterWeightsTrainer(build_model(spec), dtype, spec.lr, scaler, spec.optimizer)
         start = time.perf_counter()
-        results = [trainer.step(inputs, targets) for inputs, targets in batches(spec)]
-        return MasterWeightsRun(results, trainer.memory(), time.perf_counter() - start)
+        results, step_seconds = [], []
+        for inputs, targets in batches(spec):
+            began = time.perf_counter()
+            results.append(trainer.step(inputs, targets))
+            step_seconds.append(time.perf_counter() - began)
+        return MasterWeightsRun(results, trainer.memory(), time.perf_counter() - start,
+                                step_seconds)
     finally:
         torch.set_num_threads(saved)

@@ -157,7 +157,7 @@ def gradient_histogram(gradients: Iterable[torch.Tensor], title: str =
     exponents = torch.log2(values[values > 0]).float().numpy()
     fig = go.Figure(go.Histogram(x=exponents, nbinsx=60, name=tr("gradient entries")))
     fp16 = torch.finfo(torch.float16)
-    marks = [(math.log2(smallest_subnormal(torch.float16)), "fp16: 0 below"),
+    marks = [(math.log2(smallest_subnormal(torch.float16)), "fp16: smallest > 0"),
              (math.log2(fp16.smallest_normal), "fp16 subnormal below"),
              (math.log2(fp16.max), "fp16 max")]
     for x, text in marks:
@@ -165,4 +165,30 @@ def gradient_histogram(gradients: Iterable[torch.Tensor], title: str =
                       annotation_text=tr(text), annotation_position="top")
     fig.update_layout(title=tr(title), xaxis_title=tr("log2 |gradient|"), yaxis_title=tr("entries"),
                       template="plotly_white", height=360, margin=dict(l=60, r=20, t=80, b=50))
+    return fig
+
+
+def loss_scale_replay(rows: list[dict], title: str =
+                      "Loss scale per step: the from-scratch scaler and torch.amp.GradScaler"):
+    """The scale each scaler used at each step of ``precision.replay_scalers``'s rows (log axis),
+    and the steps each skipped: where the two agree, GradScaler's open marks ring ours."""
+    steps = list(range(len(rows)))
+    fig = go.Figure()
+    fig.add_scatter(x=steps, y=[r["scale"] for r in rows], mode="lines+markers", line_shape="hv",
+                    name=tr("ours"), marker=dict(size=8))
+    fig.add_scatter(x=steps, y=[r["grad_scaler_scale"] for r in rows], mode="markers",
+                    name="GradScaler", marker=dict(size=16, symbol="circle-open", line_width=2))
+    for key, label, symbol, size in (("skipped", "ours: step skipped", "x", 10),
+                                     ("grad_scaler_skipped", "GradScaler: step skipped",
+                                      "square-open", 18)):
+        skipped = [s for s in steps if rows[s][key]]
+        scale = "scale" if key == "skipped" else "grad_scaler_scale"
+        fig.add_scatter(x=skipped, y=[rows[s][scale] for s in skipped], mode="markers",
+                        name=tr(label), marker=dict(size=size, symbol=symbol, color="#cf222e"))
+    fig.update_layout(title=tr(title),
+                      yaxis=dict(title=tr("loss scale"), type="log", dtick=math.log10(2),
+                                 tickformat="d"),   # a tick at every power of 2
+                      xaxis=dict(title=tr("step (and its gradient)"), tickvals=steps,
+                                 ticktext=[f"{s}<br>{r['gradient']}" for s, r in zip(steps, rows)]),
+                      **LAYOUT)
     return fig

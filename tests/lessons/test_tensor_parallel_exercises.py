@@ -16,7 +16,9 @@ from gpututor.i18n import set_language
 from gpututor.lessons.tensor_parallel_exercises import check_row_parallel, check_tp_bytes
 from gpututor.parallel.tensor_parallel.megatron import (RowParallelLinear,
                                                         reduce_from_tensor_parallel_region)
+from conftest import tiny_spec
 from exercise_solutions import published as _published, rejected
+from gpututor import build_model
 
 
 def published(variable: str, **names):
@@ -75,56 +77,44 @@ def test_row_parallel_checker_refuses_the_packages_own_layer():
     assert RowParallelLinear.forward.__code__.co_name == "forward"    # restored here too
 
 
-# ---- exercise 2: bytes all-reduced per step by the degree-4 run ---------------------------------
+# ---- exercise 2: bytes all-reduced per step by a tp run the checker launches ---------------------
 
-N_LAYER, T, D = 4, 64, 128                # the small GPT of lesson 04, its sequence length
-BY_DEGREE = {"tp degree 1": {"comm_bytes_per_step": 0.0},
-             "tp degree 4": {"comm_bytes_per_step": 4.0 * N_LAYER * 16 * T * D * 4}}
-
-
-class Base:   # what the published solution reads of lesson 04's `base`
-    seq_len = T
-
-
-def _model(base):
-    class Cfg:
-        d_model = D
-
-    class Model:
-        cfg = Cfg
-    return Model
+# a tp run of the tiny GPT on 2 ranks, batch 8 as in the lesson's exercise (the checker launches
+# it once and keeps what it counted)
+SPEC = tiny_spec(strategy="tp", world_size=2, batch_size=8)
+CFG = build_model(SPEC).cfg
+N_LAYER, B, T, D = CFG.n_layer, SPEC.batch_size, SPEC.seq_len, CFG.d_model
 
 
 def test_tp_bytes_accepts_the_published_answer_in_any_shape(capsys):
-    answer = published("my_tp_bytes", n_layer=N_LAYER, base=Base, build_model=_model)
+    answer = published("my_tp_bytes", n_layer=N_LAYER, base=SPEC, build_model=build_model)
     for shape in (answer, np.int64(answer), torch.tensor(answer)):
-        check_tp_bytes(shape, BY_DEGREE)
-    assert "Correct. bytes all-reduced per step by tp degree 4" in capsys.readouterr().out
+        check_tp_bytes(shape, SPEC)
+    assert "Correct. bytes all-reduced per step by the exercise's tp run" in capsys.readouterr().out
 
 
 @pytest.mark.parametrize("mistake, answer", [
-    ("forward only", 2 * N_LAYER * 16 * T * D * 4),
-    ("divided by the degree, as if each rank summed a quarter", N_LAYER * 16 * T * D * 4),
-    ("section 3's batch of 32", 4 * N_LAYER * 32 * T * D * 4),
-    ("what each rank sends, 2(N-1)/N of it", 1.5 * 4 * N_LAYER * 16 * T * D * 4),
+    ("forward only", 2 * N_LAYER * B * T * D * 4),
+    ("divided by the lesson's degree 4, as if each rank summed a quarter", N_LAYER * B * T * D * 4),
+    ("section 5's batch of 16", 4 * N_LAYER * 16 * T * D * 4),
+    ("what each rank sends, 2(N-1)/N of it (3 ranks' worth)", 4 / 3 * 4 * N_LAYER * B * T * D * 4),
 ])
 def test_tp_bytes_rejects_the_classic_mistakes(mistake, answer):
-    rejected(check_tp_bytes, answer, BY_DEGREE, match="is not what this notebook measured")
+    rejected(check_tp_bytes, answer, SPEC, match="is not what this notebook measured")
 
 
-def test_tp_bytes_says_when_the_run_is_missing_and_refuses_degree_one():
-    rejected(check_tp_bytes, 1.0, {}, match="has not measured it yet")
-    with pytest.raises(ValueError, match="degree=1 is invalid"):
-        check_tp_bytes(0, BY_DEGREE, degree=1)
+def test_tp_bytes_refuses_a_run_that_is_not_tensor_parallel():
+    with pytest.raises(ValueError, match="strategy='ddp' with world_size=2 is invalid"):
+        check_tp_bytes(0, SPEC.replace(strategy="ddp"))
 
 
 def test_the_checkers_speak_chinese(capsys):
     set_language("zh")
     try:
         check_row_parallel(...)
-        check_tp_bytes(4 * N_LAYER * 16 * T * D * 4, BY_DEGREE)
+        check_tp_bytes(..., SPEC)
         out = capsys.readouterr().out
-        for chinese in ("行并行前向：尚未作答", "并行度为 4 的 tp 每步全归约的字节数"):
+        for chinese in ("行并行前向：尚未作答", "练习中那次 tp 运行每步全归约的字节数"):
             assert chinese in out, (chinese, out)
     finally:
         set_language("en")

@@ -155,6 +155,54 @@ def test_bad_degrees_are_clear_errors_before_launch(strategy):
         tiny_spec(strategy=strategy, world_size=3, model="mlp", model_size="small")
 
 
+def _dtensor_qkv_backward_task(spec, rank, world, device, emit):
+    """In every rank: the split attention under DTensor, planned as the lesson plans it and with
+    a ``PrepareModuleInput`` on the module that makes its input a DTensor once; the all-reduces
+    of backward counted by ``CommDebugMode``, and the input gradients compared."""
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.tensor import Replicate
+    from torch.distributed.tensor.debug import CommDebugMode
+    from torch.distributed.tensor.parallel import (ColwiseParallel, PrepareModuleInput,
+                                                   RowwiseParallel, parallelize_module)
+
+    from gpututor.parallel.tensor_parallel.dtensor import SplitQKVAttention
+
+    torch.set_num_threads(spec.threads_per_rank)
+    mesh = init_device_mesh(device.type, (world,))
+    cfg = GPTConfig(n_head=2 * world, d_model=8 * world, block_size=16)
+    torch.manual_seed(0)   # the same layer, input and upstream gradient on every rank
+    dense = CausalSelfAttention(cfg)
+    x, upstream = torch.randn(2, 7, cfg.d_model), torch.randn(2, 7, cfg.d_model)
+    counts, grads = {}, {}
+    for variant in ("plan", "prepared"):
+        attention = SplitQKVAttention(copy.deepcopy(dense))
+        if variant == "prepared":   # the input becomes a Replicate DTensor once, for q, k and v
+            parallelize_module(attention, mesh, PrepareModuleInput(
+                input_layouts=(Replicate(),), desired_input_layouts=(Replicate(),),
+                use_local_output=False))
+        parallelize_module(attention, mesh, {"q": ColwiseParallel(), "k": ColwiseParallel(),
+                                             "v": ColwiseParallel(), "proj": RowwiseParallel()})
+        xi = x.clone().requires_grad_()
+        out = attention(xi)
+        out = out.to_local() if hasattr(out, "to_local") else out
+        mode = CommDebugMode()
+        with mode:
+            out.backward(upstream)
+        counts[variant] = sum(n for op, n in mode.get_comm_counts().items() if "all_reduce" in str(op))
+        grads[variant] = xi.grad
+    close(grads["prepared"], grads["plan"], msg="the input gradient, with and without PrepareModuleInput")
+    emit({"step": 0, **{f"{k}_backward_allreduces": v for k, v in counts.items()}})
+
+
+def test_dtensor_qkv_gradients_are_summed_before_one_all_reduce_with_prepare_module_input():
+    """Lesson 04 §4: the plan's three ColwiseParallel q, k, v each all-reduce their own input
+    gradient in backward; a PrepareModuleInput on the attention makes it one, as Megatron's."""
+    records = launch(tiny_spec(strategy="tp-dtensor", world_size=2), task=_dtensor_qkv_backward_task).wait()
+    for record in records:
+        assert record["plan_backward_allreduces"] == 3, record
+        assert record["prepared_backward_allreduces"] == 1, record
+
+
 def test_dtensor_plan_all_reduces_twice_per_block_in_forward():
     from gpututor.lessons.tensor_parallel import count_collectives
     counted = count_collectives(tiny_spec(strategy="tp-dtensor", world_size=2, batch_size=2))

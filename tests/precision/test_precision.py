@@ -226,3 +226,12 @@ def test_master_weights_memory_is_fp32_master_plus_low_precision_copy():
     memory = train_master_weights(spec, "bf16").memory
     assert memory["master_weights"] == 4 * n and memory["compute_copy"] == 2 * n
     assert 8 * n <= memory["optimizer"] <= 8 * n + 4 * 64   # AdamW's two averages + step counters
+
+
+def test_the_loss_scale_replay_plot_draws_both_scalers_and_their_skipped_steps():
+    from gpututor.ui.plots import loss_scale_replay
+    rows = replay_scalers(gradient_stream()[:12], init_scale=2.0**10, growth_interval=3)
+    ours, theirs, ours_skipped, theirs_skipped = loss_scale_replay(rows).data
+    assert list(ours.y) == [r["scale"] for r in rows]
+    assert list(theirs.y) == [r["grad_scaler_scale"] for r in rows]
+    assert list(ours_skipped.x) == list(theirs_skipped.x) == [5, 6]   # the two inf steps
