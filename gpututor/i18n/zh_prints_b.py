@@ -34,6 +34,8 @@ PRINTS_B = {
     "{name:>34}: {speedup:.2f}x one rank, waiting {waiting:.0%} of each step":
         "{name:>34}：单进程的 {speedup:.2f} 倍，每步有 {waiting:.0%} 的时间在等待",
     "{cores} usable CPU cores here": "本机有 {cores} 个可用的 CPU 核心",
+    "ddp on {world} ranks: {tokens_per_s:,.0f} tokens/s":
+        "ddp 在 {world} 个进程上：{tokens_per_s:,.0f} tokens/s",
     "{name:>6}, rank 0 holds: {held}": "{name:>6}，进程 0 持有：{held}",
     "the resumed run's losses equal the uninterrupted run's from step 4 on":
         "从第 4 步起，恢复后的运行与未中断的运行损失相同",
