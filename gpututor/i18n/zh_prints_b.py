@@ -10,10 +10,10 @@ PRINTS_B = {
         "{name:>12}：{step_ms:.0f} ms 的一步中等待 {wait_ms:.1f} ms",
     "here DDP's step took {ratio:.2f}x the naive one's: faster":
         "在这里，DDP 的单步耗时是朴素版本的 {ratio:.2f} 倍：更快",
-    "here DDP's step took {ratio:.2f}x the naive one's: not faster on this machine's loopback, "
-    "where messages are cheap; section 4 makes the link slower":
-        "在这里，DDP 的单步耗时是朴素版本的 {ratio:.2f} 倍：在本机的回环（loopback）上并不更快，"
-        "因为在回环上发消息代价很低；第 4 节会把链路变慢",
+    "here DDP's step took {ratio:.2f}x the naive one's: not faster on this machine's loopback "
+    "(the waits above are what communication cost here); section 4 makes the link slower":
+        "在这里，DDP 的单步耗时是朴素版本的 {ratio:.2f} 倍：在本机的回环（loopback）上并不更快"
+        "（上面的等待时间就是通信在这里的代价）；第 4 节会把链路变慢",
     "all-reduce here: {small_kb:.0f} KB took {small_us:.0f} us, {large_mb:.1f} MB {large_us:.0f} us: "
     "{more_bytes:,.0f}x the bytes in {more_time:,.1f}x the time, so at most {bytes_share:.1%} of the "
     "small one's time was its bytes: it was mostly fixed cost (latency)":
@@ -34,6 +34,8 @@ PRINTS_B = {
     "{name:>34}: {speedup:.2f}x one rank, waiting {waiting:.0%} of each step":
         "{name:>34}：单进程的 {speedup:.2f} 倍，每步有 {waiting:.0%} 的时间在等待",
     "{cores} usable CPU cores here": "本机有 {cores} 个可用的 CPU 核心",
+    "ddp on {world} ranks: {tokens_per_s:,.0f} tokens/s":
+        "ddp 在 {world} 个进程上：{tokens_per_s:,.0f} tokens/s",
     "{name:>6}, rank 0 holds: {held}": "{name:>6}，进程 0 持有：{held}",
     "the resumed run's losses equal the uninterrupted run's from step 4 on":
         "从第 4 步起，恢复后的运行与未中断的运行损失相同",

@@ -28,7 +28,7 @@ CATEGORIES = ("params", "grads", "optimizer", "activations", "total")
 # the widget); an estimate lists the ones it used (Estimate.assumptions).
 DEFAULT_HFU = 0.4              # share of peak reached on all a step computes, recomputation
 #                                included (HFU); PaLM 540B: 57.8 % HFU, 46.2 % MFU (Chowdhery
-#                                et al. 2022, §4.1); small models and small batches reach less
+#                                et al. 2022, §4.1); a small model or batch may reach less: measure
 DEFAULT_TOKENS_PER_STEP = 2 ** 20  # global batch in tokens (GPT-3 6.7B: 2M, Brown et al. 2020)
 DEFAULT_COMM_EFFICIENCY = 0.8  # fraction of a link's datasheet rate a ring reaches
 DEFAULT_OVERLAP = 1.0          # share of the backward pass that hides data-parallel traffic
