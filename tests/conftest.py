@@ -21,6 +21,13 @@ from gpututor.runtime.guard import check_machine
 # gets a temporary folder of its own, so a test that checks what it left in the temporary folder
 # never counts another worker's files.
 if os.environ.get("PYTEST_XDIST_WORKER"):
+    # Inductor's compile cache stays where torch keeps it by default (the machine's temporary
+    # folder, shared, as in a one-process run): lesson 01c and the compile tests compile the same
+    # graphs, and a worker of its own would compile them again (about 30 s on 2 cores). A cache hit
+    # changes no result those tests check (run_and_get_code still returns the kernels).
+    import getpass
+    os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", os.path.join(
+        tempfile.gettempdir(), f"torchinductor_{getpass.getuser()}"))
     _WORKER_TMP = tempfile.mkdtemp(prefix=f"pytest-{os.environ['PYTEST_XDIST_WORKER']}-")
     os.environ["TMPDIR"] = _WORKER_TMP
     tempfile.tempdir = None            # gettempdir() reads TMPDIR again
