@@ -10,12 +10,20 @@ server used during it; the driver samples the page's own counters (Chromium's
 ``Performance.getMetrics``: script, layout, style and task time of the page's main thread) so the
 browser's cost can be split. ``--profile`` adds a JavaScript CPU profile of the whole notebook
 (the functions with the most self time). ``--lesson00 N`` then runs lesson 00 itself N times in
-the browser (Run All) and reads what its cell 18 printed: the speedup without a live view beside
-the speedup its panels measured.
+the browser (Run All) and reads what its cell 19 printed: the speedup without a live view beside
+the speedup its panels measured, with the CPU the browser and the kernel used during each panel
+run and during the runs without a view.
 
     python benchmarks/bench_live_view.py [--trials 3] [--steps 30] [--profile] [--lesson00 1]
     python benchmarks/bench_live_view.py --views      # lessons 05 and 11's live views instead
     python benchmarks/bench_live_view.py --settled    # a panel drawn 2 s before its run starts
+    python benchmarks/bench_live_view.py --order 12   # lesson 00's order, and A/A, no browser
+    python benchmarks/bench_live_view.py --trials 0 --lesson00 8   # lesson 00 alone, 8 times
+
+``--order N`` asks, without a browser (nbclient), whether the order of lesson 00's runs alone
+moves the comparison: N trials that alternate between the lesson's order (DDP and one rank with
+panels, then both without a view) and the same four runs with no view at all (A/A); for each
+trial, the first pair's speedup over the second's. Writes benchmarks/results/live_view_order.json.
 
 ``--views`` runs, the same way, lesson 05's live Gantt chart (1F1B on 2 stages, 4 micro-batches,
 ``live_gantt``) and lesson 11's live expert load (ep on 2 ranks, ``live_expert_load``), each
@@ -119,6 +127,34 @@ for trial in range({trials}):
         time.sleep(1.0)   # let the page settle between runs
 json.dump(rows, open({out!r}, "w"))
 """
+ORDER = """\
+from gpututor import RunSpec, launch
+from gpututor.ui.panel import RunPanel
+import json
+
+spec = RunSpec(model="gpt", model_size="small", strategy="ddp", world_size=2,
+               batch_size=32, steps={steps}).pin_device(2)
+one = spec.replace(strategy="single", world_size=1)
+launch(spec.replace(steps=2)).wait()        # warm the forkserver
+
+def tokens_per_s(kind, s):
+    if kind == "panel":
+        panel = RunPanel(s)
+        display(panel)
+        return panel.run(wait=True).summary["tokens_per_s"]
+    return launch(s).wait()["tokens_per_s"]
+
+rows = []
+for trial in range({trials}):
+    design = "lesson" if trial % 2 else "aa"   # lesson: panels first, as in lesson 00
+    first = "panel" if design == "lesson" else "none"
+    t = [tokens_per_s(first, spec), tokens_per_s(first, one),
+         tokens_per_s("none", spec), tokens_per_s("none", one)]
+    rows.append({{"trial": trial, "design": design, "tokens_per_s": t,
+                 "first_over_second": (t[0] / t[1]) / (t[2] / t[3])}})
+json.dump(rows, open({out!r}, "w"))
+"""
+
 PANEL_PAIRS = (("none", "ddp"), ("none", "single"), ("panel", "ddp"), ("panel", "single"))
 # --settled: where DDP's loss with a panel comes from: the panel created with the run (Run All)
 # against a panel drawn 2 s before its run starts
@@ -231,35 +267,114 @@ def summarize(rows: list[dict]) -> dict:
     return out
 
 
+WINDOWS = """\
+import json as _json, time as _time
+_windows = {{"ddp_panel": [panel.view_cost["started"], panel.view_cost["started"] + panel.view_cost["wall_s"]],
+            "single_panel": [solo.view_cost["started"], solo.view_cost["started"] + solo.view_cost["wall_s"]]}}
+_json.dump(_windows, open({out!r}, "w"))
+"""
+
+
+def cpu_sampler(stop, samples: list) -> None:
+    """Every 0.2 s: (monotonic time, CPU seconds of every Chromium process, of the kernel)."""
+    import psutil
+    me = psutil.Process()
+    while not stop.is_set():
+        browser = kernel = 0.0
+        for p in me.children(recursive=True):
+            try:
+                name, t = p.name().lower(), p.cpu_times()
+                if "chrom" in name:
+                    browser += t.user + t.system
+                elif "gpututor.runtime.kernel" in " ".join(p.cmdline()):
+                    kernel += t.user + t.system
+            except psutil.Error:
+                pass
+        samples.append((time.monotonic(), browser, kernel))
+        stop.wait(0.2)
+
+
+def cpu_during(samples: list, start: float, end: float) -> dict:
+    """CPU seconds of the browser and the kernel between the samples around start .. end, and
+    as a share of the window's wall time."""
+    before = [s for s in samples if s[0] <= start] or samples[:1]
+    after = [s for s in samples if s[0] >= end] or samples[-1:]
+    wall = end - start
+    b, k = after[0][1] - before[-1][1], after[0][2] - before[-1][2]
+    return {"wall_s": round(wall, 2), "browser_cpu_s": round(b, 2), "kernel_cpu_s": round(k, 2),
+            "browser_share": round(b / wall, 3), "kernel_share": round(k / wall, 3)}
+
+
 def lesson_00(base: Path) -> dict:
-    """Lesson 00 in the browser, Run All; the two speedups its cell 18 printed."""
+    """Lesson 00 in the browser, Run All; the two speedups its cell 19 printed, and the CPU the
+    browser and the kernel used during the DDP and one-rank panel runs (a cell added after them
+    writes their windows) and during cell 19's runs without a view."""
+    import threading
     from playwright.sync_api import sync_playwright
-    server = LabServer(base / "lab", NOTEBOOK)
+    nb = nbformat.read(NOTEBOOK, as_version=4)
+    windows = base / "windows.json"
+    solo_cell = next(i for i, c in enumerate(nb.cells) if "solo_summary = solo.run" in c.source)
+    quiet_cell = next(i for i, c in enumerate(nb.cells) if "quiet = without_view(spec)" in c.source)
+    mark = "_quiet_window = [_time.monotonic()]\n"
+    nb.cells[quiet_cell].source = (mark + nb.cells[quiet_cell].source
+                                   + "\n_quiet_window.append(_time.monotonic())\n"
+                                   + "_windows['quiet_cell'] = _quiet_window\n"
+                                   + f"_json.dump(_windows, open({str(windows)!r}, 'w'))\n")
+    nb.cells.insert(solo_cell + 1, nbformat.v4.new_code_cell(WINDOWS.format(out=str(windows))))
+    base.mkdir(parents=True, exist_ok=True)
+    copy = base / NOTEBOOK.name
+    nbformat.write(nb, copy)
+    server = LabServer(base / "lab", copy)
+    samples, stop = [], threading.Event()
+    sampler = threading.Thread(target=cpu_sampler, args=(stop, samples), daemon=True)
     try:
         server.start()
         with sync_playwright() as pw:
             context, page = launch_chromium(pw, server, base / "chromium")
             open_notebook(page, server)
+            sampler.start()
             timings: dict = {}
             cells = run_all_cells(page, timings)
             text = cells.filter(has_text="without_view(spec)").locator(".jp-OutputArea").inner_text()
             everything = "\n".join(cells.locator(".jp-OutputArea").all_inner_texts())
             context.close()
     finally:
+        stop.set()
         server.close()
     found = SPEEDUPS.search(text)
-    assert found, f"lesson 00's cell 18 printed no speedups: {text[:2000]}"
+    assert found, f"lesson 00's cell 19 printed no speedups: {text[:2000]}"
     without, with_view = map(float, found.groups())
-    # each run's tokens/s: the panels' status lines, and cell 18's runs without a view
+    # each run's tokens/s: the panels' status lines, and cell 19's runs without a view
     number = lambda text: float(text.replace(",", ""))
     panels = {strategy: number(tps) for strategy, tps in PANEL_LINE.findall(everything)}
     quiet = QUIET_LINE.search(text)
+    spans = json.loads(windows.read_text())
     return {"speedup_without_view": without, "speedup_with_panels": with_view,
             "panels_over_without": round(with_view / without, 3),
             "tokens_per_s": {"ddp_panel": panels.get("ddp"), "single_panel": panels.get("single"),
                              "ddp_none": number(quiet[1]) if quiet else None,
                              "single_none": number(quiet[2]) if quiet else None},
+            "cpu": {name: cpu_during(samples, *span) for name, span in spans.items()},
             "run_all_cells_s": timings.get("run_all_cells_s"), "printed": text.strip()}
+
+
+def order(trials: int, steps: int) -> dict:
+    """Lesson 00's order (panels first, then no view) against the same four runs with no view
+    at all, alternating, in one kernel with no browser: how much the order alone moves the
+    speedups' ratio."""
+    from nbclient import NotebookClient
+    out = Path(tempfile.mkdtemp(prefix="gpututor-order-")) / "rows.json"
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell(ORDER.format(steps=steps, trials=trials, out=str(out)))]
+    NotebookClient(nb, timeout=120 * trials + 120, kernel_name="gpututor").execute()
+    rows = json.loads(out.read_text())
+    summary = {}
+    for design in ("aa", "lesson"):
+        ratios = [r["first_over_second"] for r in rows if r["design"] == design]
+        summary[design] = {"first_over_second": [round(x, 3) for x in ratios],
+                           "median": round(statistics.median(ratios), 3) if ratios else None}
+    return {"spec": {"model_size": "small", "batch_size": 32, "steps": steps}, "trials": trials,
+            "summary": summary, "runs": rows}
 
 
 def main() -> None:
@@ -272,7 +387,17 @@ def main() -> None:
                         help="lessons 05 and 11's live views (Gantt, expert load) instead of the panel")
     parser.add_argument("--settled", action="store_true",
                         help="DDP with no view, a panel created with its run, a panel drawn first")
+    parser.add_argument("--order", type=int, default=0,
+                        help="this many trials of lesson 00's order and of A/A, no browser")
     args = parser.parse_args()
+    if args.order:
+        report("live_view_order", order(args.order, args.steps))
+        return
+    if args.lesson00 and args.trials == 0:   # lesson 00 alone
+        tmp = Path(tempfile.mkdtemp(prefix="gpututor-lesson00-"))
+        report("live_view_lesson00", {"lesson_00": [lesson_00(tmp / f"lesson00-{k}")
+                                                    for k in range(args.lesson00)]})
+        return
     from playwright.sync_api import sync_playwright
     tmp = Path(tempfile.mkdtemp(prefix="gpututor-live-view-"))
     notebook = tmp / "live_view.ipynb"

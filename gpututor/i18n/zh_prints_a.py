@@ -16,6 +16,37 @@ PRINTS_A = {
     "speedup {speedup:.2f}× (the panels above, each with its live view: {panels})":
         "不带实时视图：2 个进程上的 DDP {ddp:,.0f} tokens/s，单个进程 {one:,.0f} tokens/s，"
         "加速比 {speedup:.2f}×（上面各自带实时视图的面板：{panels}）",
+    # lessons/contention.py view_gap_line: the panels' speedup beside the view's measured cost
+    "The two speedups cannot be compared: one of them, or the view's cost, was not measured.":
+        "这两个加速比无法比较：其中一个，或者视图的开销，未测量。",
+    "The panels' speedup is {pct:.0f} % lower than the one without a view.":
+        "面板测到的加速比比不带视图的低 {pct:.0f} %。",
+    "The panels' speedup is {pct:.0f} % higher than the one without a view.":
+        "面板测到的加速比比不带视图的高 {pct:.0f} %。",
+    "The panels' speedup is the same as the one without a view, to 0.5 %.":
+        "面板测到的加速比与不带视图的相同（差别在 0.5 % 以内）。",
+    "During its run the DDP panel's view used {kernel:.2f} CPU-s in the kernel and {browser:.2f} s "
+    "of drawing in the browser: {share:.1%} of the {ranks} ranks' CPU time (the browser's layout "
+    "and messages are not counted).":
+        "在它的运行期间，DDP 面板的视图在内核中用了 {kernel:.2f} CPU 秒，在浏览器中绘图用了 {browser:.2f} 秒："
+        "占 {ranks} 个进程 CPU 时间的 {share:.1%}（浏览器的布局和消息处理没有计入）。",
+    "During its run the DDP panel's view used {kernel:.2f} CPU-s in the kernel, {share:.1%} of the "
+    "{ranks} ranks' CPU time. The browser's drawing time was not reported (nothing has drawn the "
+    "view, or, under Run All, the browser's report waits until the queued cells have run), and its "
+    "layout and messages are not counted.":
+        "在它的运行期间，DDP 面板的视图在内核中用了 {kernel:.2f} CPU 秒，占 {ranks} 个进程 CPU 时间的 {share:.1%}。"
+        "浏览器的绘图时间没有报告过来（还没有任何东西绘制这个视图；或者在“运行全部”时，浏览器的报告要等排队的"
+        "单元格都运行完才送到），它的布局和消息处理也没有计入。",
+    "It is not lower: nothing here says the view slowed DDP down.":
+        "它并不更低：这里没有任何数据表明视图拖慢了 DDP。",
+    "The view's measured share is as large as the difference: it can account for all of it.":
+        "视图测到的占比与这个差距一样大：差距可以全部由它造成。",
+    "The difference is larger than the view's measured share; the rest has another cause, such as "
+    "the variation from one run to the next on a shared machine, or browser work not counted here.":
+        "差距比视图测到的占比更大；其余部分另有原因，比如共享机器上每次运行之间的波动，"
+        "或这里没有计入的浏览器工作。",
+    "Run this cell again for a second speedup without any view, and compare.":
+        "再运行一次这个单元格，得到第二个不带任何视图的加速比，比较一下。",
     "A run without a live view measured no steady tokens/s: nothing to compare.":
         "不带实时视图的某次运行没有测到稳定阶段的 tokens/s：无法比较。",
     # lessons/contention.py matmul_rate_line: do a rank's smaller matmuls run at a lower rate?

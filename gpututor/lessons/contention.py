@@ -80,6 +80,52 @@ def without_view_lines(quiet: dict, panel_speedup: float | None) -> str:
     return "\n".join(lines)
 
 
+def view_gap_line(quiet: dict, panel_speedup: float | None, view_cost: dict | None,
+                  world_size: int = 2) -> str:
+    """The panels' speedup against the one :func:`without_view` measured, set beside what the
+    DDP panel's live view was measured to use during its run (``RunPanel.view_cost``: its
+    kernel thread's CPU and the browser's drawing time; ``world_size`` ranks of one thread each).
+    The words are chosen from the numbers: a view that took a share of the ranks' CPU time can
+    explain a lower speedup up to about that share, and a speedup that is not lower says nothing
+    against the view."""
+    ddp, one = quiet["ddp"]["tokens_per_s"], quiet["one"]["tokens_per_s"]
+    if panel_speedup is None or ddp is None or one is None or not view_cost \
+            or not view_cost.get("wall_s"):
+        return tr("The two speedups cannot be compared: one of them, or the view's cost, was not "
+                  "measured.")
+    without = ddp / one
+    diff = panel_speedup / without - 1
+    browser = view_cost.get("browser_draw_s")
+    used = view_cost["kernel_cpu_s"] + (browser or 0.0)
+    share = used / (view_cost["wall_s"] * world_size)
+    parts = [tr("The panels' speedup is {pct:.0f} % lower than the one without a view.",
+                pct=-100 * diff) if diff < -0.005 else
+             tr("The panels' speedup is {pct:.0f} % higher than the one without a view.",
+                pct=100 * diff) if diff > 0.005 else
+             tr("The panels' speedup is the same as the one without a view, to 0.5 %."),
+             tr("During its run the DDP panel's view used {kernel:.2f} CPU-s in the kernel and "
+                "{browser:.2f} s of drawing in the browser: {share:.1%} of the {ranks} ranks' CPU "
+                "time (the browser's layout and messages are not counted).",
+                kernel=view_cost["kernel_cpu_s"], browser=browser, share=share, ranks=world_size)
+             if browser is not None else
+             tr("During its run the DDP panel's view used {kernel:.2f} CPU-s in the kernel, "
+                "{share:.1%} of the {ranks} ranks' CPU time. The browser's drawing time was not "
+                "reported (nothing has drawn the view, or, under Run All, the browser's report "
+                "waits until the queued cells have run), and its layout and messages are not "
+                "counted.", kernel=view_cost["kernel_cpu_s"], share=share, ranks=world_size)]
+    if diff >= -0.005:
+        parts.append(tr("It is not lower: nothing here says the view slowed DDP down."))
+    elif -diff <= share:
+        parts.append(tr("The view's measured share is as large as the difference: it can "
+                        "account for all of it."))
+    else:
+        parts.append(tr("The difference is larger than the view's measured share; the rest has "
+                        "another cause, such as the variation from one run to the next on a "
+                        "shared machine, or browser work not counted here."))
+    parts.append(tr("Run this cell again for a second speedup without any view, and compare."))
+    return " ".join(parts)
+
+
 def gap_per_step(ddp_summary: dict, pair: dict) -> dict | None:
     """DDP's step against the independent runs', like for like (medians over steady steps, in
     seconds): DDP's slowest-rank step, a DDP rank's compute and its wait at the all-reduce (means

@@ -73,3 +73,33 @@ def test_matmul_rate_line_times_real_matmuls():
     from gpututor.lessons.contention import matmul_rate_line
     from gpututor import RunSpec
     assert "GFLOP/s" in matmul_rate_line(RunSpec(strategy="ddp", world_size=2, batch_size=8, seq_len=16))
+
+
+def cost(kernel, browser, wall=5.0):
+    return {"kernel_cpu_s": kernel, "browser_draw_s": browser, "wall_s": wall, "redraws": 5}
+
+
+def test_the_two_speedups_are_set_beside_what_the_view_was_measured_to_use():
+    from gpututor.lessons.contention import view_gap_line
+    runs = quiet(160.0, 100.0, 200.0)              # 1.60× without a view
+    # 1.53×: 4.4 % lower; the view took (0.4 + 0.1) / (5 s × 2 ranks) = 5.0 % of the ranks' time
+    within = view_gap_line(runs, 1.53, cost(0.4, 0.1))
+    assert "4 % lower than the one without a view" in within
+    assert "0.40 CPU-s in the kernel and 0.10 s of drawing" in within and "5.0% of the 2" in within
+    assert "can account for all of it" in within
+    # 1.44×: 10 % lower, beyond the view's 5 %: the rest is not put on the view
+    beyond = view_gap_line(runs, 1.44, cost(0.4, 0.1))
+    assert "10 % lower" in beyond and "larger than the view's measured share" in beyond
+    assert "account for" not in beyond
+    # higher with the panels: the view is not blamed, and nothing claims it cost nothing
+    higher = view_gap_line(runs, 1.70, cost(0.4, 0.1))
+    assert "6 % higher" in higher and "nothing here says the view slowed DDP down" in higher
+    same = view_gap_line(runs, 1.601, cost(0.4, None))
+    assert "the same as the one without a view" in same
+    assert "0.40 CPU-s in the kernel, 4.0% of the 2 ranks' CPU time" in same
+    assert "drawing time was not reported (nothing has drawn the view, or, under Run All" in same
+    for text in (within, beyond, higher, same):
+        assert "Run this cell again" in text
+    assert "cannot be compared" in view_gap_line(runs, None, cost(0.4, 0.1))
+    assert "cannot be compared" in view_gap_line(runs, 1.5, None)
+    assert "cannot be compared" in view_gap_line(quiet(None, 100.0, 200.0), 1.5, cost(0.4, 0.1))
