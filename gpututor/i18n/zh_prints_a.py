@@ -40,11 +40,15 @@ PRINTS_A = {
     "It is not lower: nothing here says the view slowed DDP down.":
         "它并不更低：这里没有任何数据表明视图拖慢了 DDP。",
     "The view's measured share is as large as the difference: it can account for all of it.":
-        "视图测到的占比与这个差距一样大：差距可以全部由它造成。",
-    "The difference is larger than the view's measured share; the rest has another cause, such as "
-    "the variation from one run to the next on a shared machine, or browser work not counted here.":
-        "差距比视图测到的占比更大；其余部分另有原因，比如共享机器上每次运行之间的波动，"
-        "或这里没有计入的浏览器工作。",
+        "视图测到的占比与这个差距一样大：足以解释整个差距。",
+    "The difference is larger than the view's measured share. The rest is in something not "
+    "measured here: the browser's work that is not counted, or the variation from one run to the "
+    "next on a shared machine.":
+        "差距比视图测到的占比更大。其余部分来自这里没有测量的东西：没有计入的浏览器工作，"
+        "或者共享机器上每次运行之间的波动。",
+    "These ranks computed on GPUs: the view's CPU time competes with their host-side work only, "
+    "not with the GPUs' compute.":
+        "这些进程在 GPU 上计算：视图的 CPU 时间只与它们在主机一侧的工作争用，不占用 GPU 的计算。",
     "Run this cell again for a second speedup without any view, and compare.":
         "再运行一次这个单元格，得到第二个不带任何视图的加速比，比较一下。",
     "A run without a live view measured no steady tokens/s: nothing to compare.":

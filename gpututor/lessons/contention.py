@@ -87,7 +87,9 @@ def view_gap_line(quiet: dict, panel_speedup: float | None, view_cost: dict | No
     kernel thread's CPU and the browser's drawing time; ``world_size`` ranks of one thread each).
     The words are chosen from the numbers: a view that took a share of the ranks' CPU time can
     explain a lower speedup up to about that share, and a speedup that is not lower says nothing
-    against the view."""
+    against the view. (Why a browser's report can be missing: the kernel handles messages from
+    the front end in order, so under Run All they wait behind the queued cells; ipywidgets' docs,
+    "Asynchronous Widgets".)"""
     ddp, one = quiet["ddp"]["tokens_per_s"], quiet["one"]["tokens_per_s"]
     if panel_speedup is None or ddp is None or one is None or not view_cost \
             or not view_cost.get("wall_s"):
@@ -113,15 +115,18 @@ def view_gap_line(quiet: dict, panel_speedup: float | None, view_cost: dict | No
                 "reported (nothing has drawn the view, or, under Run All, the browser's report "
                 "waits until the queued cells have run), and its layout and messages are not "
                 "counted.", kernel=view_cost["kernel_cpu_s"], share=share, ranks=world_size)]
-    if diff >= -0.005:
+    if quiet["ddp"].get("device", "cpu") != "cpu":
+        parts.append(tr("These ranks computed on GPUs: the view's CPU time competes with their "
+                        "host-side work only, not with the GPUs' compute."))
+    elif diff >= -0.005:
         parts.append(tr("It is not lower: nothing here says the view slowed DDP down."))
     elif -diff <= share:
         parts.append(tr("The view's measured share is as large as the difference: it can "
                         "account for all of it."))
     else:
-        parts.append(tr("The difference is larger than the view's measured share; the rest has "
-                        "another cause, such as the variation from one run to the next on a "
-                        "shared machine, or browser work not counted here."))
+        parts.append(tr("The difference is larger than the view's measured share. The rest is "
+                        "in something not measured here: the browser's work that is not counted, "
+                        "or the variation from one run to the next on a shared machine."))
     parts.append(tr("Run this cell again for a second speedup without any view, and compare."))
     return " ".join(parts)
 

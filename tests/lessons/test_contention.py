@@ -100,6 +100,9 @@ def test_the_two_speedups_are_set_beside_what_the_view_was_measured_to_use():
     assert "drawing time was not reported (nothing has drawn the view, or, under Run All" in same
     for text in (within, beyond, higher, same):
         assert "Run this cell again" in text
+    gpu = {**runs, "ddp": {**runs["ddp"], "device": "cuda"}}
+    on_gpus = view_gap_line(gpu, 1.44, cost(0.4, 0.1))
+    assert "not with the GPUs' compute" in on_gpus and "account for" not in on_gpus
     assert "cannot be compared" in view_gap_line(runs, None, cost(0.4, 0.1))
     assert "cannot be compared" in view_gap_line(runs, 1.5, None)
     assert "cannot be compared" in view_gap_line(quiet(None, 100.0, 200.0), 1.5, cost(0.4, 0.1))
