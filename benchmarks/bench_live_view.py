@@ -305,7 +305,7 @@ def cpu_during(samples: list, start: float, end: float) -> dict:
             "browser_share": round(b / wall, 3), "kernel_share": round(k / wall, 3)}
 
 
-def lesson_00(base: Path) -> dict:
+def lesson_00(base: Path, profile: bool = False) -> dict:
     """Lesson 00 in the browser, Run All; the two speedups its cell 19 printed, and the CPU the
     browser and the kernel used during the DDP and one-rank panel runs (a cell added after them
     writes their windows) and during cell 19's runs without a view."""
@@ -333,8 +333,14 @@ def lesson_00(base: Path) -> dict:
             context, page = launch_chromium(pw, server, base / "chromium")
             open_notebook(page, server)
             sampler.start()
+            if profile:
+                cdp = context.new_cdp_session(page)
+                cdp.send("Profiler.enable")
+                cdp.send("Profiler.setSamplingInterval", {"interval": 1000})
+                cdp.send("Profiler.start")
             timings: dict = {}
             cells = run_all_cells(page, timings)
+            top = top_functions(cdp.send("Profiler.stop")["profile"]) if profile else None
             text = cells.filter(has_text="without_view(spec)").locator(".jp-OutputArea").inner_text()
             everything = "\n".join(cells.locator(".jp-OutputArea").all_inner_texts())
             context.close()
@@ -355,7 +361,8 @@ def lesson_00(base: Path) -> dict:
                              "ddp_none": number(quiet[1]) if quiet else None,
                              "single_none": number(quiet[2]) if quiet else None},
             "cpu": {name: cpu_during(samples, *span) for name, span in spans.items()},
-            "run_all_cells_s": timings.get("run_all_cells_s"), "printed": text.strip()}
+            "run_all_cells_s": timings.get("run_all_cells_s"), "printed": text.strip(),
+            **({"top_js_functions": top} if top is not None else {})}
 
 
 def order(trials: int, steps: int) -> dict:
@@ -395,7 +402,7 @@ def main() -> None:
         return
     if args.lesson00 and args.trials == 0:   # lesson 00 alone
         tmp = Path(tempfile.mkdtemp(prefix="gpututor-lesson00-"))
-        report("live_view_lesson00", {"lesson_00": [lesson_00(tmp / f"lesson00-{k}")
+        report("live_view_lesson00", {"lesson_00": [lesson_00(tmp / f"lesson00-{k}", args.profile)
                                                     for k in range(args.lesson00)]})
         return
     from playwright.sync_api import sync_playwright
