@@ -13,7 +13,8 @@ import torch
 import torch.nn.functional as F
 
 from gpututor.i18n import set_language
-from gpututor.lessons.tensor_parallel_exercises import check_row_parallel, check_tp_bytes
+from gpututor.lessons.tensor_parallel_exercises import (EXERCISE_RUN, check_row_parallel,
+                                                       check_tp_bytes)
 from gpututor.parallel.tensor_parallel.megatron import (RowParallelLinear,
                                                         reduce_from_tensor_parallel_region)
 from conftest import tiny_spec
@@ -79,17 +80,18 @@ def test_row_parallel_checker_refuses_the_packages_own_layer():
 
 # ---- exercise 2: bytes all-reduced per step by a tp run the checker launches ---------------------
 
-# a tp run of the tiny GPT on 2 ranks, batch 8 as in the lesson's exercise (the checker launches
-# it once and keeps what it counted)
-SPEC = tiny_spec(strategy="tp", world_size=2, batch_size=8)
-CFG = build_model(SPEC).cfg
-N_LAYER, B, T, D = CFG.n_layer, SPEC.batch_size, SPEC.seq_len, CFG.d_model
+# the lesson's base, with a shorter sequence: the small GPT (4 heads: the tiny one's 2 do not
+# split over 4 ranks); the checker runs it as exercise 2 says (tp, degree 4, batch 8), launched
+# once per test process and kept
+BASE = tiny_spec(model_size="small", strategy="single", world_size=1, batch_size=16)
+CFG = build_model(BASE).cfg
+N_LAYER, B, T, D = CFG.n_layer, EXERCISE_RUN["batch_size"], BASE.seq_len, CFG.d_model
 
 
 def test_tp_bytes_accepts_the_published_answer_in_any_shape(capsys):
-    answer = published("my_tp_bytes", n_layer=N_LAYER, base=SPEC, build_model=build_model)
+    answer = published("my_tp_bytes", n_layer=N_LAYER, base=BASE, build_model=build_model)
     for shape in (answer, np.int64(answer), torch.tensor(answer)):
-        check_tp_bytes(shape, SPEC)
+        check_tp_bytes(shape, BASE)
     assert "Correct. bytes all-reduced per step by the exercise's tp run" in capsys.readouterr().out
 
 
@@ -97,22 +99,37 @@ def test_tp_bytes_accepts_the_published_answer_in_any_shape(capsys):
     ("forward only", 2 * N_LAYER * B * T * D * 4),
     ("divided by the lesson's degree 4, as if each rank summed a quarter", N_LAYER * B * T * D * 4),
     ("section 5's batch of 16", 4 * N_LAYER * 16 * T * D * 4),
-    ("what each rank sends, 2(N-1)/N of it (3 ranks' worth)", 4 / 3 * 4 * N_LAYER * B * T * D * 4),
+    ("what each rank sends, 2(N-1)/N = 1.5 of it on 4 ranks", 1.5 * 4 * N_LAYER * B * T * D * 4),
 ])
 def test_tp_bytes_rejects_the_classic_mistakes(mistake, answer):
-    rejected(check_tp_bytes, answer, SPEC, match="is not what this notebook measured")
+    rejected(check_tp_bytes, answer, BASE, match="is not what this notebook measured")
 
 
-def test_tp_bytes_refuses_a_run_that_is_not_tensor_parallel():
-    with pytest.raises(ValueError, match="strategy='ddp' with world_size=2 is invalid"):
-        check_tp_bytes(0, SPEC.replace(strategy="ddp"))
+def test_the_exercise_run_is_fixed_by_the_checker_not_by_the_call(monkeypatch):
+    """Whatever spec the call passes, the run counted is tensor parallel of degree 4 on batch 8:
+    the call cannot be pointed at a run whose figure a cell printed."""
+    from gpututor.lessons import tensor_parallel_exercises as ex
+    launched = []
+
+    class Counted:
+        def __init__(self, spec):
+            launched.append(spec)
+
+        def wait(self):
+            return {"comm_bytes_per_step": 123}
+
+    monkeypatch.setattr(ex, "launch", Counted)
+    monkeypatch.setattr(ex, "_COUNTED", {})
+    ex.check_tp_bytes(123, BASE.replace(strategy="ddp", world_size=2, batch_size=16))
+    (spec,) = launched
+    assert (spec.strategy, spec.world_size, spec.batch_size) == ("tp", 4, 8)
 
 
 def test_the_checkers_speak_chinese(capsys):
     set_language("zh")
     try:
         check_row_parallel(...)
-        check_tp_bytes(..., SPEC)
+        check_tp_bytes(..., BASE)
         out = capsys.readouterr().out
         for chinese in ("行并行前向：尚未作答", "练习中那次 tp 运行每步全归约的字节数"):
             assert chinese in out, (chinese, out)
