@@ -196,11 +196,18 @@ def run_notebook(page, cdp, done: Path, timeout_s: float) -> list[tuple[float, d
     return samples
 
 
+def bracket(samples: list, start: float, end: float) -> tuple:
+    """The last sample at or before ``start`` and the first at or after ``end`` (each sample's
+    first item is its time; the first and the last sample where none is)."""
+    before = [s for s in samples if s[0] <= start] or samples[:1]
+    after = [s for s in samples if s[0] >= end] or samples[-1:]
+    return before[-1], after[0]
+
+
 def page_time_during(samples, start: float, end: float) -> dict:
     """Seconds of each page counter between the samples that bracket ``start`` .. ``end``."""
-    before = [m for t, m in samples if t <= start] or [samples[0][1]]
-    after = [m for t, m in samples if t >= end] or [samples[-1][1]]
-    return {k: round(after[0][k] - before[-1][k], 3) for k in METRICS}
+    (_, before), (_, after) = bracket(samples, start, end)
+    return {k: round(after[k] - before[k], 3) for k in METRICS}
 
 
 def top_functions(profile: dict, n: int = 25) -> list[dict]:
@@ -297,10 +304,9 @@ def cpu_sampler(stop, samples: list) -> None:
 def cpu_during(samples: list, start: float, end: float) -> dict:
     """CPU seconds of the browser and the kernel between the samples around start .. end, and
     as a share of the window's wall time."""
-    before = [s for s in samples if s[0] <= start] or samples[:1]
-    after = [s for s in samples if s[0] >= end] or samples[-1:]
+    before, after = bracket(samples, start, end)
     wall = end - start
-    b, k = after[0][1] - before[-1][1], after[0][2] - before[-1][2]
+    b, k = after[1] - before[1], after[2] - before[2]
     return {"wall_s": round(wall, 2), "browser_cpu_s": round(b, 2), "kernel_cpu_s": round(k, 2),
             "browser_share": round(b / wall, 3), "kernel_share": round(k / wall, 3)}
 

@@ -80,11 +80,10 @@ def without_view_lines(quiet: dict, panel_speedup: float | None) -> str:
     return "\n".join(lines)
 
 
-def view_gap_line(quiet: dict, panel_speedup: float | None, view_cost: dict | None,
-                  world_size: int = 2) -> str:
+def view_gap_line(quiet: dict, panel_speedup: float | None, view_cost: dict | None) -> str:
     """The panels' speedup against the one :func:`without_view` measured, set beside what the
     DDP panel's live view was measured to use during its run (``RunPanel.view_cost``: its
-    kernel thread's CPU and the browser's drawing time; ``world_size`` ranks of one thread each).
+    kernel thread's CPU and the browser's drawing time; the DDP run's ranks, one thread each).
     The words are chosen from the numbers: a view that took a share of the ranks' CPU time can
     explain a lower speedup up to about that share, and a speedup that is not lower says nothing
     against the view. (Why a browser's report can be missing: the kernel handles messages from
@@ -99,6 +98,7 @@ def view_gap_line(quiet: dict, panel_speedup: float | None, view_cost: dict | No
     diff = panel_speedup / without - 1
     browser = view_cost.get("browser_draw_s")
     used = view_cost["kernel_cpu_s"] + (browser or 0.0)
+    world_size = quiet["ddp"]["world_size"]
     share = used / (view_cost["wall_s"] * world_size)
     parts = [tr("The panels' speedup is {pct:.0f} % lower than the one without a view.",
                 pct=-100 * diff) if diff < -0.005 else

@@ -44,7 +44,7 @@ def test_each_case_says_what_was_measured():
 
 
 def quiet(ddp_tps, one_tps, pair_tps):
-    return {"ddp": {"tokens_per_s": ddp_tps}, "one": {"tokens_per_s": one_tps},
+    return {"ddp": {"tokens_per_s": ddp_tps, "world_size": 2}, "one": {"tokens_per_s": one_tps},
             "pair": {"tokens_per_s": pair_tps, "summaries": [{"batch_size": 16}] * 2}}
 
 
