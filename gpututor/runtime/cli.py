@@ -237,6 +237,10 @@ def _run_torchrun(args) -> int:
               emit=lambda r: (records.append({**r, "attempt": attempt}), progress.update(r)))
         gathered = [None] * world if rank == 0 else None
         dist.gather_object(records, gathered, dst=0)
+        # every rank is done with its peers before any closes its connections: a gloo rank whose
+        # peer closes while it still reads aborts (SIGABRT), and torchrun then fails the job
+        # (seen in gpu_check.py's two-node smoke test: 2 runs of 2 ended so, with the loss written)
+        dist.barrier()
     finally:
         progress.close()
         dist.destroy_process_group()
