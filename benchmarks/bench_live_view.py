@@ -128,28 +128,12 @@ for trial in range({trials}):
 json.dump(rows, open({out!r}, "w"))
 """
 ORDER = """\
-from gpututor import RunSpec, launch
-from gpututor.ui.panel import RunPanel
-import json
-
-spec = RunSpec(model="gpt", model_size="small", strategy="ddp", world_size=2,
-               batch_size=32, steps={steps}).pin_device(2)
-one = spec.replace(strategy="single", world_size=1)
-launch(spec.replace(steps=2)).wait()        # warm the forkserver
-
-def tokens_per_s(kind, s):
-    if kind == "panel":
-        panel = RunPanel(s)
-        display(panel)
-        return panel.run(wait=True).summary["tokens_per_s"]
-    return launch(s).wait()["tokens_per_s"]
-
 rows = []
 for trial in range({trials}):
     design = "lesson" if trial % 2 else "aa"   # lesson: panels first, as in lesson 00
     first = "panel" if design == "lesson" else "none"
-    t = [tokens_per_s(first, spec), tokens_per_s(first, one),
-         tokens_per_s("none", spec), tokens_per_s("none", one)]
+    t = [measured(kind, strategy)["tokens_per_s"] for kind, strategy in
+         ((first, "ddp"), (first, "single"), ("none", "ddp"), ("none", "single"))]
     rows.append({{"trial": trial, "design": design, "tokens_per_s": t,
                  "first_over_second": (t[0] / t[1]) / (t[2] / t[3])}})
 json.dump(rows, open({out!r}, "w"))
@@ -378,7 +362,9 @@ def order(trials: int, steps: int) -> dict:
     from nbclient import NotebookClient
     out = Path(tempfile.mkdtemp(prefix="gpututor-order-")) / "rows.json"
     nb = nbformat.v4.new_notebook()
-    nb.cells = [nbformat.v4.new_code_cell(ORDER.format(steps=steps, trials=trials, out=str(out)))]
+    # the benchmark's own setup cell (its runs and measured()); no browser, so none is counted
+    nb.cells = [nbformat.v4.new_code_cell(SETUP.format(steps=steps, driver_pid=os.getpid())),
+                nbformat.v4.new_code_cell(ORDER.format(trials=trials, out=str(out)))]
     NotebookClient(nb, timeout=120 * trials + 120, kernel_name="gpututor").execute()
     rows = json.loads(out.read_text())
     summary = {}
