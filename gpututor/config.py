@@ -27,6 +27,7 @@ MAX_RESTARTS = 100   # restarts of one run (a run that fails this often has a bu
 MESH_DIMS = ("dp", "pp", "cp", "ep", "tp")   # grid order: outermost first, tp innermost
 BYTE_UNITS = {"B": 1, "KB": 10**3, "MB": 10**6, "GB": 10**9, "KIB": 2**10, "MIB": 2**20,
               "GIB": 2**30}
+MAX_DEVICE_MEMORY = 2**50   # bytes per rank (1 PiB): more is a typo, not a device
 
 
 def torch_dtype(precision: str):
@@ -96,7 +97,8 @@ class Fault:
     @classmethod
     def parse(cls, text: str) -> "Fault":
         parts = text.split(":")
-        ok = len(parts) in (2, 3) and parts[0].isdigit() and parts[1].isdigit() and \
+        # ASCII digits only: str.isdigit() also accepts "²" or "٣", which int() then refuses
+        ok = len(parts) in (2, 3) and all(p.isascii() and p.isdigit() for p in parts[:2]) and \
             (len(parts) == 2 or parts[2] in ("raise", "hang"))
         if not ok:
             raise ValueError(f"inject_fault={text!r} is invalid: allowed is 'RANK:STEP' or "
@@ -299,9 +301,10 @@ class RunSpec:
                 raise ValueError(f"mesh={self.mesh_shape!r} is invalid with world_size="
                                  f"{self.world_size}: allowed is a grid whose degrees multiply "
                                  f"to the world size (these multiply to {product})")
-        if self.device_memory is not None and not 1 <= self.device_memory <= 2**50:
+        if self.device_memory is not None and not 1 <= self.device_memory <= MAX_DEVICE_MEMORY:
             raise ValueError(f"device_memory={self.device_memory!r} is invalid: allowed is a "
-                             "positive number of bytes, e.g. 48000000, '48MB' or '2GB'")
+                             f"positive number of bytes up to 2**50 ({MAX_DEVICE_MEMORY}), "
+                             "e.g. 48000000, '48MB' or '2GB'")
         if self.peak_flops is not None and (
                 not isinstance(self.peak_flops, (int, float)) or isinstance(self.peak_flops, bool)
                 or not math.isfinite(self.peak_flops) or not 1e6 <= self.peak_flops <= 1e18):
@@ -371,7 +374,12 @@ def parse_bytes(value) -> Optional[int]:
         except ValueError:
             amount = None
         if amount is not None and unit in BYTE_UNITS and math.isfinite(amount):
-            return int(amount * BYTE_UNITS[unit])
+            size = amount * BYTE_UNITS[unit]
+            if not math.isfinite(size) or abs(size) > MAX_DEVICE_MEMORY:   # "1e300GB": int(inf)
+                raise ValueError(f"device_memory={value!r} is invalid: allowed is a positive "
+                                 f"number of bytes up to 2**50 ({MAX_DEVICE_MEMORY}), e.g. "
+                                 "'48MB' or '2GB'")
+            return int(size)
     raise ValueError(f"device_memory={value!r} is invalid: allowed is a number of bytes or a "
                      "string like '48MB', '1.5GB' or '512MiB'")
 

@@ -27,6 +27,8 @@ BAD_VALUES = [
     ("grad_accum", 0), ("grad_accum", 3),          # 32 / 2 ranks does not split into 3
     ("activation_checkpointing", "yes"),
     ("inject_fault", "x:1"), ("inject_fault", "5:1"), ("inject_fault", "1:2:explode"),
+    ("inject_fault", "²:3"), ("inject_fault", "1:³"),   # str.isdigit() says yes, int() no
+    ("device_memory", "1e300GB"),                        # 1e300 * 1e9 overflows a float
     ("timeout", 0), ("timeout", float("inf")),
     ("warmup_steps", -1),
     ("options", {"a": 1}), ("options", (("nope", 1),)),

@@ -32,6 +32,12 @@ def test_cli_bad_value_is_a_clear_error_before_start():
     assert "batch_size=7 is invalid" in result.stderr and "allowed" in result.stderr
 
 
+def test_cli_huge_device_memory_is_a_clear_error_not_a_traceback():
+    result = gpututor("run", "--strategy", "ddp", "--world-size", "2", "--device-memory", "1e300GB")
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    assert "device_memory='1e300GB' is invalid" in result.stderr and "allowed" in result.stderr
+
+
 def test_cli_fault_exits_nonzero_with_rank_traceback():
     result = gpututor("run", *ARGS, "--world-size", "2", "--inject-fault", "1:1")
     assert result.returncode == 1
