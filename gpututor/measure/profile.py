@@ -17,6 +17,9 @@ Two views come out of those events:
 
 The trace file (``trace_path``) keeps every event. Open it in Perfetto (https://ui.perfetto.dev,
 "Open trace file") or in Chrome at chrome://tracing ("Load") and zoom into any step.
+:func:`new_trace_path` gives each call a file of its own, in a private folder of the temp folder
+(a fixed name there could be another user's file or a link to one, and two notebooks would
+overwrite each other's trace).
 
 Threads: on CPU the autograd engine runs backward on the thread that called ``loss.backward()``,
 so a step's events all lie on one thread. On a GPU, backward runs on the engine's own thread for
@@ -27,9 +30,11 @@ host's (an op's bar is its launch; the kernel runs later), and ``top_ops`` reads
 from __future__ import annotations
 
 import itertools
+import tempfile
 from bisect import bisect_right
 from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
+from pathlib import Path
 
 import torch
 import torch.nn.functional as F
@@ -127,6 +132,13 @@ def train_step(model: torch.nn.Module, optimizer, x: torch.Tensor, y: torch.Tens
     with record_function("optimizer"):
         optimizer.step()
     return loss.detach()
+
+
+def new_trace_path(prefix: str = "gpututor_trace_") -> Path:
+    """Where to write a new trace: ``trace.json`` in a new folder of the temp folder that only
+    this user can enter (``tempfile.mkdtemp``), so the name is unique and the file private
+    (the profiler replaces the file it writes, so a file's own permissions would not last)."""
+    return Path(tempfile.mkdtemp(prefix=prefix)) / "trace.json"
 
 
 def profile_steps(model: torch.nn.Module, batches, optimizer=None, steps: int = 3,

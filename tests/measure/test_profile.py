@@ -116,3 +116,30 @@ def test_figures_have_their_traces_and_the_shares_in_the_title(profiled):
         assert f"{name} {parts[name + '_s'] / parts['wall_s']:.0%}" in title
     ops = [t for t in line.data if t.name in CATEGORIES]
     assert sum(len(t.x) for t in ops) == len(profiled.timeline())
+
+
+def test_each_trace_gets_a_new_private_file(tmp_path, monkeypatch):
+    """Lesson 01c's trace: a unique file per call, this user's alone, not a fixed name in the
+    shared temp folder (which another user could have made first, or linked elsewhere)."""
+    import os
+    import stat
+    import tempfile
+    from pathlib import Path
+
+    from gpututor.measure.profile import new_trace_path
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    first, second = new_trace_path(), new_trace_path()
+    assert first != second and first.parent.parent == second.parent.parent == tmp_path
+    for path in (first, second):
+        folder = os.lstat(path.parent)
+        assert stat.S_ISDIR(folder.st_mode) and folder.st_uid == os.getuid()
+        assert stat.S_IMODE(folder.st_mode) == 0o700 and not path.exists()
+    model = build_model(SPEC)
+    profile_steps(model, batches(SPEC), steps=1, warmup=0, trace_path=first)
+    assert json.loads(first.read_text())["traceEvents"]          # the trace went into it
+    assert os.listdir(tmp_path / first.parent.name) == ["trace.json"]
+    notebooks = Path(__file__).resolve().parents[2] / "notebooks"
+    for notebook in (notebooks / "01c_one_device_speed.ipynb",
+                     notebooks / "zh" / "01c_one_device_speed.ipynb"):
+        text = notebook.read_text()
+        assert "gpututor_lesson01c_trace" not in text and "new_trace_path()" in text
