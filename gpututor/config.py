@@ -358,30 +358,22 @@ def parse_bytes(value) -> Optional[int]:
     (MB = 10^6 bytes, MiB = 2^20) -> bytes as an int (or None)."""
     if value is None:
         return None
-    if isinstance(value, bool):
-        raise ValueError(f"device_memory={value!r} is invalid: allowed is a number of bytes or "
-                         "a string like '48MB' or '2GB'")
-    if isinstance(value, (int, float)):
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
         if not math.isfinite(value):
             raise ValueError(f"device_memory={value!r} is invalid: allowed is a finite number")
-        return int(value)
+        return int(value)   # the range is RunSpec.validate's
+    size = math.nan
     if isinstance(value, str):
         text = value.strip().upper().replace(" ", "")
         number = text.rstrip("BKMGI")
-        unit = text[len(number):] or "B"
         try:
-            amount = float(number)
+            size = float(number) * BYTE_UNITS.get(text[len(number):] or "B", math.nan)
         except ValueError:
-            amount = None
-        if amount is not None and unit in BYTE_UNITS and math.isfinite(amount):
-            size = amount * BYTE_UNITS[unit]
-            if not math.isfinite(size) or abs(size) > MAX_DEVICE_MEMORY:   # "1e300GB": int(inf)
-                raise ValueError(f"device_memory={value!r} is invalid: allowed is a positive "
-                                 f"number of bytes up to 2**50 ({MAX_DEVICE_MEMORY}), e.g. "
-                                 "'48MB' or '2GB'")
-            return int(size)
-    raise ValueError(f"device_memory={value!r} is invalid: allowed is a number of bytes or a "
-                     "string like '48MB', '1.5GB' or '512MiB'")
+            pass
+    if not (math.isfinite(size) and abs(size) <= MAX_DEVICE_MEMORY):   # "1e300GB" is inf bytes
+        raise ValueError(f"device_memory={value!r} is invalid: allowed is a number of bytes up to "
+                         f"2**50 ({MAX_DEVICE_MEMORY}) or a string like '48MB', '1.5GB' or '512MiB'")
+    return int(size)
 
 
 def parse_mesh(mesh) -> Optional[tuple]:

@@ -7,7 +7,7 @@ inside a function is still a circle) and checks two things:
 - each module imports only from rooms below its own (or from its own room):
 
       ui, lessons  ->  runtime  ->  plan  ->  parallel, precision, compression  ->  measure
-      ->  models  ->  data, moe  ->  config, hardware, catalog, formulas  ->  i18n  ->  checks
+      ->  models  ->  data, moe  ->  config, hardware, catalog, formulas  ->  i18n  ->  checks, files
 
   ``ui`` and ``lessons`` never import each other (a lesson's task runs inside ranks).
 """
@@ -24,6 +24,7 @@ PACKAGE = Path(__file__).resolve().parent.parent / "gpututor"
 # room -> level; a module may import rooms of a lower level, or its own room
 ROOMS = {
     "checks": -1,   # the validators everything below config uses
+    "files": -1,    # writing a file whole or not at all (os.replace)
     "i18n": -0.5,   # the tables of words, below everything that speaks to the learner
     "config": 0, "hardware": 0, "catalog": 0, "formulas": 0,
     "data": 1, "moe": 1,   # moe.py: the MoE layer, which models.py builds into the GPT

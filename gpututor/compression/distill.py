@@ -24,6 +24,8 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from ..files import write_atomically
+
 SHAPE_FIELDS = ("n_layer", "n_head", "d_model")
 
 
@@ -114,7 +116,9 @@ class DistillTask:
         teacher = None
         if self.alpha > 0:  # alpha = 0 is plain training: no teacher needed (it may not exist yet)
             teacher = build_model(self.teacher_spec)
-            teacher.load_state_dict(torch.load(self.teacher_state, map_location="cpu"))
+            # tensors only: unpickling anything else from a file could run code
+            teacher.load_state_dict(torch.load(self.teacher_state, map_location="cpu",
+                                               weights_only=True))
             teacher = teacher.to(device).eval().requires_grad_(False)
         student = build_student(spec, self.student_shape).to(device)
         optimizer = torch.optim.AdamW(student.parameters(), lr=spec.lr, weight_decay=0.0)
@@ -140,5 +144,5 @@ class DistillTask:
                   "tokens_per_s": inputs.numel() / step_time, "params": count_parameters(student),
                   "device": str(device), "world_size": world_size, "probe": False})
         if self.save_state:
-            torch.save({k: v.detach().cpu() for k, v in student.state_dict().items()},
-                       self.save_state)
+            state = {k: v.detach().cpu() for k, v in student.state_dict().items()}
+            write_atomically(self.save_state, lambda f: torch.save(state, f), binary=True)

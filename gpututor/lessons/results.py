@@ -18,6 +18,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..files import write_text_atomically
+
 
 def results_path() -> Path:
     """Where the findings are kept (``GPUTUTOR_RESULTS``, else ``~/.cache/gpututor/results.json``)."""
@@ -45,7 +47,7 @@ def remember(key: str, **values: float) -> None:
                   "when": time.strftime("%Y-%m-%d %H:%M")}
     path = results_path()
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(found, indent=2), encoding="utf-8")
+    write_text_atomically(path, json.dumps(found, indent=2))   # never half a file of findings
 
 
 def recall(key: str) -> dict | None:

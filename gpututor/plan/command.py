@@ -20,6 +20,7 @@ import sys
 
 from .. import catalog, checks
 from ..config import MODEL_SIZES, RunSpec, parse_bytes
+from ..files import write_text_atomically
 from ..formulas import RECOMPUTE
 from .layouts import HEADROOM, pick_layout, predict_layouts, transformer_of
 from .memory import CONVENTIONS, PRECISIONS, PRESETS, Transformer, transformer_for_params
@@ -169,9 +170,7 @@ def run(args) -> int:
     else:
         print(text)
         if args.json:
-            with open(args.json, "w") as f:
-                json.dump(payload, f, indent=2, default=str)
-                f.write("\n")
+            write_text_atomically(args.json, json.dumps(payload, indent=2, default=str) + "\n")
     return 0
 
 
@@ -201,9 +200,7 @@ def _layouts(model: Transformer, args) -> int:
                      + (f"{pick['layout']} on {pick['mesh']}" if pick else "none"))
     print("\n".join(lines))
     if args.json:
-        with open(args.json, "w") as f:
-            json.dump(payload, f, indent=2, default=str)
-            f.write("\n")
+        write_text_atomically(args.json, json.dumps(payload, indent=2, default=str) + "\n")
     return 0
 
 

@@ -22,6 +22,7 @@ import time
 from datetime import timedelta
 
 from ..config import PRECISIONS, RunSpec, parse_mesh
+from ..files import write_text_atomically
 from ..parallel import STRATEGIES, check_spec
 from ..plan import command as plan_command
 from .guard import check_machine
@@ -338,8 +339,7 @@ def _write_summary(summary: dict | None, path: str | None) -> None:
     if path == "-":
         print(text)
     elif path:
-        with open(path, "w") as f:
-            f.write(text + "\n")
+        write_text_atomically(path, text + "\n")   # a reader never sees half a summary
     else:
         keys = ("strategy", "world_size", "steps", "tokens_per_s", "step_time_s", "final_loss",
                 "peak_mem_bytes", "compute_s", "comm_s")

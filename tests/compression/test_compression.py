@@ -310,3 +310,35 @@ def test_the_noise_floor_counts_each_models_own_jitter():
     line, = pruned_latency_lines(rows, "unpruned + 5 steps")
     # the two same-work models agree exactly, but the pruned one's own passes spread 8 %
     assert "no measurable change" in line and "(8.2%:" in line
+
+
+class _RunsOnLoad:
+    """Unpickling this touches ``marker``: what a crafted teacher file could do instead."""
+
+    def __init__(self, marker):
+        self.marker = marker
+
+    def __reduce__(self):
+        from pathlib import Path
+        return (Path.touch, (Path(self.marker),))
+
+
+def test_the_teacher_file_is_read_as_tensors_only(tmp_path, monkeypatch, one_thread):
+    """The distillation task loads the teacher with ``weights_only=True``: a file holding
+    anything but tensors is refused unread, even where the environment asks torch for full
+    unpickling by default (TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD); the weights it saves load back."""
+    import pickle
+
+    from gpututor.compression.distill import DistillTask
+    spec = tiny_spec(strategy="single", world_size=1, steps=1)
+    marker = tmp_path / "ran"
+    torch.save({"weights": _RunsOnLoad(str(marker))}, tmp_path / "teacher.pt")
+    monkeypatch.setenv("TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD", "1")
+    with pytest.raises(pickle.UnpicklingError):
+        DistillTask(spec, str(tmp_path / "teacher.pt"))(spec, 0, 1, torch.device("cpu"),
+                                                        emit=lambda record: None)
+    assert not marker.exists()
+    student = DistillTask(spec, "unused.pt", alpha=0.0, save_state=str(tmp_path / "student.pt"))
+    student(spec, 0, 1, torch.device("cpu"), emit=lambda record: None)
+    teacher = DistillTask(spec, str(tmp_path / "student.pt"), alpha=0.5)   # saved -> loaded
+    teacher(spec, 0, 1, torch.device("cpu"), emit=lambda record: None)
