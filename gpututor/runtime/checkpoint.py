@@ -16,10 +16,13 @@ Where a run is: the step (the data position follows from it: ``data.batches``'s
 
 ``async_save``: the boxes are copied to CPU memory (this is all training waits for) and
 written by a thread, over a gloo process group of their own, while the next steps run.
+
+Each save is written into a staging folder and renamed to ``step{K}`` when complete, with the
+run's id in it; one live run writes a ``checkpoint_dir`` at a time (``checkpoint_owner.py``).
 """
 from __future__ import annotations
 
-import json
+import shutil
 import threading
 import time
 from pathlib import Path
@@ -29,8 +32,9 @@ import torch.distributed as dist
 
 from ..models import build_model
 from ..parallel.pieces import local_tensor, model_names
-from .checkpoint_files import (FORMAT, INFO, METADATA, CheckpointError, check_folder, latest,
-                               next_step, read_metadata, safe_reader)
+from .checkpoint_files import (CheckpointError, check_folder, first_failure, latest, next_step,
+                               rank_bytes, safe_reader, write_info)
+from .checkpoint_owner import commit, run_of_rank, save_failed, staging_folder
 
 STATE_KEYS = {"adamw": ("exp_avg", "exp_avg_sq"), "sgd": ("momentum_buffer",)}
 SCALER_KEYS = ("scaler/scale", "scaler/growth_tracker")   # fp16's loss scale (GradScaler)
@@ -111,6 +115,13 @@ def _planners():
             if isinstance(obj, Boxes):
                 return obj.__get_tensor_shard__(index)
             return super().lookup_tensor(index)
+
+        def load_bytes(self, read_item, value):
+            # DCP's would torch.load(weights_only=False) them: code could run. gpututor saves
+            # tensors only (check_folder refuses an index with other entries)
+            raise CheckpointError(f"entry {read_item.dest_index.fqn!r} is not a tensor: a "
+                                  "gpututor checkpoint holds tensors only, and loading never "
+                                  "unpickles other values")
 
     return SavePlanner, LoadPlanner
 
@@ -197,7 +208,7 @@ def expected_keys(spec, shapes: dict) -> set:
 def check_resume(spec) -> dict:
     """Check ``spec.resume`` against the model ``spec`` trains, before any rank starts."""
     _, shapes = canonical_shapes(spec)
-    return check_folder(spec.resume, shapes, expected_keys(spec, shapes))
+    return check_folder(spec.resume, shapes, expected_keys(spec, shapes))[0]
 
 
 class Checkpointer:
@@ -207,10 +218,26 @@ class Checkpointer:
     def __init__(self, spec, strategy, rank: int):
         self.spec, self.strategy, self.rank = spec, strategy, rank
         self.aliases, self.shapes = canonical_shapes(spec)
-        self.pending = None            # (future, figures) of an asynchronous save
+        self.pending = None            # (future, figures, ...) of an asynchronous save
         self.group = None
         if spec.checkpoint_every and spec.checkpoint_async and dist.is_initialized():
             self.group = dist.new_group(backend="gloo")   # the writer thread's own collectives
+        self.run = self.find_run() if spec.checkpoint_every else None
+
+    def find_run(self) -> str:
+        """The id of the run these saves belong to: rank 0 finds it in the folder's owner file
+        (``checkpoint_owner.run_of_rank``), every rank learns it (or why the folder is refused)."""
+        found = [None, None]
+        if self.rank == 0:
+            try:
+                found[0] = run_of_rank(self.spec.checkpoint_dir)
+            except CheckpointError as exc:
+                found[1] = str(exc)
+        if dist.is_initialized() and dist.get_world_size() > 1:
+            dist.broadcast_object_list(found, src=0)
+        if found[1]:
+            raise CheckpointError(found[1])
+        return found[0]
 
     def folder(self, step: int) -> Path:
         return Path(self.spec.checkpoint_dir) / f"step{step + 1}"
@@ -224,6 +251,7 @@ class Checkpointer:
         waited = time.perf_counter()    # training waits from here: for the last save, too
         done = self.wait()              # one save at a time
         folder = self.folder(step)
+        staging = staging_folder(folder, self.run)
         start = time.perf_counter()
         # state a first step would make (zeros), where no step has made it yet (an fp16 run
         # whose first steps overflowed and were skipped): AdamW and SGD start from it anyway
@@ -231,41 +259,45 @@ class Checkpointer:
         sd = state_dict(self.spec, self.strategy, model, optimizer, self.aliases, self.shapes)
         if scaler is not None:
             sd.update(scaler_state(scaler))
-        if self.rank == 0:
-            folder.mkdir(parents=True, exist_ok=True)
-            # an older save in this folder goes first, its index first: a save that stops
-            # half-way leaves a folder without .metadata (refused), never an old index over new
-            # data (the other ranks write only after the planning collective rank 0 joins next)
-            (folder / METADATA).unlink(missing_ok=True)
-            for old in folder.glob("__*.distcp"):
-                old.unlink()
-            info = {"format": FORMAT, "step": step, "strategy": self.spec.strategy,
-                    "world_size": self.spec.world_size, "model": self.spec.model,
-                    "model_size": self.spec.resolved_model_size, "optimizer": self.spec.optimizer,
-                    "seed": self.spec.seed, "batch_size": self.spec.batch_size,
-                    "shapes": {k: list(v) for k, v in self.shapes.items()}}
-            (folder / INFO).write_text(json.dumps(info, indent=1))
-        SavePlanner, _ = _planners()
-        writer = dcp.FileSystemWriter(str(folder), single_file_per_rank=True, thread_count=1)
-        if self.group is None:
-            dcp.save(sd, storage_writer=writer, planner=SavePlanner())
-            seconds = time.perf_counter() - start
-            written = {"step": step, "save_s": seconds, "bytes": self.bytes_written(folder)}
-            return {"checkpoint_step": step, "checkpoint_blocked_s": seconds,
-                    "checkpoint_written": [written]}
-        staged = {k: v.staged() if isinstance(v, Boxes) else v.clone() for k, v in sd.items()}
+        try:
+            if self.rank == 0:
+                # what this run left here before a restart goes first (the other ranks write
+                # only after the planning collective rank 0 joins next)
+                shutil.rmtree(staging, ignore_errors=True)
+                write_info(staging, self.spec, self.shapes, self.run, step)
+            SavePlanner, _ = _planners()
+            writer = dcp.FileSystemWriter(str(staging), single_file_per_rank=True, thread_count=1)
+            if self.group is None:
+                metadata = dcp.save(sd, storage_writer=writer, planner=SavePlanner())
+                if self.rank == 0:   # every rank's data and then .metadata are written
+                    commit(staging, folder, self.run)
+                seconds = time.perf_counter() - start
+                written = {"step": step, "save_s": seconds,
+                           "bytes": rank_bytes(metadata, self.rank)}
+                return {"checkpoint_step": step, "checkpoint_blocked_s": seconds,
+                        "checkpoint_written": [written]}
+            staged = {k: v.staged() if isinstance(v, Boxes) else v.clone() for k, v in sd.items()}
+            future = dcp.async_save(staged, storage_writer=writer, planner=SavePlanner(),
+                                    process_group=self.group, async_stager=_Passthrough())
+        except BaseException as exc:
+            raise save_failed(exc, self.rank, step, staging, self.spec.checkpoint_dir) from None
         figures = {"step": step}
         ended = threading.Event()
 
-        def end(_future) -> None:   # runs in the writer thread when the save is done
+        def end(done_future) -> None:   # runs in the writer thread when the save is done
+            try:
+                if done_future.exception() is None:
+                    figures["metadata"] = done_future.result()
+                    if self.rank == 0:
+                        commit(staging, folder, self.run)
+            except BaseException as exc:  # noqa: BLE001 - raised by wait()
+                figures["error"] = exc
             figures["save_s"] = time.perf_counter() - start
             ended.set()
 
-        future = dcp.async_save(staged, storage_writer=writer, planner=SavePlanner(),
-                                process_group=self.group, async_stager=_Passthrough())
         blocked = time.perf_counter() - waited
         future.add_done_callback(end)
-        self.pending = (future, figures, folder, ended)
+        self.pending = (future, figures, staging, ended)
         return {"checkpoint_step": step, "checkpoint_blocked_s": blocked,
                 "checkpoint_written": done}
 
@@ -274,43 +306,49 @@ class Checkpointer:
         "bytes"}]``; ``[]`` if none was running)."""
         if self.pending is None:
             return []
-        future, figures, folder, ended = self.pending
+        future, figures, staging, ended = self.pending
         self.pending = None
-        future.result()
-        ended.wait()   # a Future wakes its waiters before it runs its callbacks
-        return [{**figures, "bytes": self.bytes_written(folder)}]
+        try:
+            future.result()
+            ended.wait()   # a Future wakes its waiters before it runs its callbacks
+            if "error" in figures:
+                raise figures["error"]
+        except BaseException as exc:
+            raise save_failed(exc, self.rank, figures["step"], staging,
+                              self.spec.checkpoint_dir) from None
+        return [{"step": figures["step"], "save_s": figures["save_s"],
+                 "bytes": rank_bytes(figures["metadata"], self.rank)}]
 
     def finished(self) -> list:
         """The figures of an asynchronous save that has finished by now (else [])."""
         return self.wait() if self.pending is not None and self.pending[0].done() else []
 
-    def bytes_written(self, folder: Path) -> int:
-        """Bytes of this rank's data file(s) (DCP names them ``__{rank}_*.distcp``)."""
-        return sum(f.stat().st_size for f in folder.glob(f"__{self.rank}_*.distcp"))
-
     def load(self, model, optimizer, ctx=None) -> int:
         """Fill ``model`` and ``optimizer`` from ``spec.resume``; return the next step. An fp16
         run continues with the saved loss scale (``ctx.grad_scaler``) where there is one."""
         import torch.distributed.checkpoint as dcp
-        info = check_folder(self.spec.resume, self.shapes, expected_keys(self.spec, self.shapes))
+        # the index is read once, checked, and that very object is what DCP reads by
+        info, metadata = check_folder(self.spec.resume, self.shapes,
+                                      expected_keys(self.spec, self.shapes))
         kind = "sgd" if self.spec.optimizer == "sgd" else "adamw"
         init_optimizer_state(optimizer, kind)
         sd = state_dict(self.spec, self.strategy, model, optimizer, self.aliases, self.shapes)
         if kind == "adamw":
             sd["optim/step"] = torch.zeros(())
-        saved_scaler = set(SCALER_KEYS) <= set(read_metadata(self.spec.resume).state_dict_metadata)
+        saved_scaler = set(SCALER_KEYS) <= set(metadata.state_dict_metadata)
         if self.spec.precision == "fp16" and saved_scaler:
             sd.update({"scaler/scale": torch.zeros((), dtype=torch.float64),
                        "scaler/growth_tracker": torch.zeros((), dtype=torch.int64)})
         _, LoadPlanner = _planners()
         try:
             with torch.no_grad():
-                dcp.load(sd, storage_reader=safe_reader(self.spec.resume), planner=LoadPlanner())
+                dcp.load(sd, storage_reader=safe_reader(self.spec.resume, metadata),
+                         planner=LoadPlanner())
         except CheckpointError:
             raise
         except (Exception, dcp.api.CheckpointException) as exc:   # (DCP's: a BaseException)
             raise CheckpointError(f"resume={self.spec.resume!r} is invalid: reading it failed "
-                                  f"({_first_failure(exc)}); allowed is a complete, "
+                                  f"({first_failure(exc)}); allowed is a complete, "
                                   "uncorrupted checkpoint") from None
         for value in sd.values():
             if isinstance(value, Boxes):
@@ -323,16 +361,6 @@ class Checkpointer:
         if "scaler/scale" in sd and ctx is not None:
             ctx.grad_scaler = load_scaler(sd, ctx.device)
         return int(info["step"]) + 1
-
-
-def _first_failure(exc: BaseException) -> str:
-    """One line for what went wrong, from DCP's per-rank failures when it reports them."""
-    failures = getattr(exc, "failures", None)
-    if failures:
-        exc = next(iter(failures.values()))
-        exc = exc[0] if isinstance(exc, tuple) else exc
-    text = str(exc).strip().splitlines()
-    return f"{type(exc).__name__}: {text[0] if text else ''}"[:300]
 
 
 class _Passthrough:

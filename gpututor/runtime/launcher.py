@@ -30,6 +30,7 @@ import psutil
 from . import warm as _warm
 from ..parallel import check_spec
 from .checkpoint_files import latest, next_step
+from .checkpoint_owner import claim_folder, new_run_id, release_folder, stops_restarts
 from .failures import RunFailed, died, killed_peers, rank_failed, silent_failure, stack_of
 from .guard import check_machine, check_main_guard, warn_if_oversubscribed
 from .processes import start_ranks, terminate_ranks
@@ -121,6 +122,11 @@ class Run:
         self.summary: dict | None = None
         self.launched_at = time.perf_counter()
         self.started_wall = time.time()   # checkpoints written since then are this run's
+        # the run's id, in every checkpoint it writes; while it lives no other run may write
+        # its checkpoint_dir (runtime/checkpoint_owner.py; given up in _end)
+        self.run_id = new_run_id()
+        if spec.checkpoint_every:
+            claim_folder(spec.checkpoint_dir, self.run_id)
         self.first_record_at: float | None = None
         self.output: list[tuple[int, str, str]] = []
         self.echo = sys.stdout
@@ -138,6 +144,7 @@ class Run:
             self._start_ranks(spec)
         except BaseException:
             shutil.rmtree(self._tmp, ignore_errors=True)
+            release_folder(spec.checkpoint_dir, self.run_id)
             raise
         self._collector = threading.Thread(target=self._collect, name="gpututor-collector",
                                            daemon=True)
@@ -315,15 +322,15 @@ class Run:
         with self._end_lock:
             if self.done:        # stopped meanwhile: nothing to restart
                 return None
-            if self.attempt > spec.max_restarts:
+            if self.attempt > spec.max_restarts or stops_restarts(failure):   # (a full disk)
                 with self._cond:
                     self.failures.append(note)
                 return failure
             self._terminate()    # every rank of the attempt is gone before new ones start
             self._queue.close()
-            # A checkpoint being written when the rank died has no .metadata (DCP writes it
-            # last): latest() passes it over, and an older run's checkpoints too.
-            resume = (latest(spec.checkpoint_dir, since=self.started_wall)
+            # A checkpoint being written when the rank died is still in its staging folder:
+            # latest() passes it over, and every other run's checkpoints too.
+            resume = (latest(spec.checkpoint_dir, run=self.run_id)
                       if spec.checkpoint_dir and os.path.isdir(spec.checkpoint_dir) else None) \
                 or spec.resume
             note["resumed_from"] = next_step(resume)
@@ -369,6 +376,7 @@ class Run:
                         f"run failed: {type(exc).__name__}: {exc}", None, tb.format_exc())
             finally:
                 shutil.rmtree(self._tmp, ignore_errors=True)
+                release_folder(self.spec.checkpoint_dir, self.run_id)
             with self._cond:
                 self.summary, self.status = summary, status
                 self._cond.notify_all()

@@ -118,3 +118,96 @@ def test_an_index_that_points_outside_the_folder_is_refused(saved, tmp_path):
     with pytest.raises(CheckpointError, match=r"names data file '\.\./elsewhere\.distcp', "
                                               "outside the folder"):
         resume(moved)
+
+
+def _build(target: bytes, state: bytes) -> bytes:
+    """A pickle (protocol 2) that pushes ``target``, then ``state``, then BUILD: the state is
+    set on the target. ``state`` pushes ``(None, {NAME: None})``: pickle's slot state, set with
+    setattr."""
+    return b"\x80\x02" + target + state + b"b."
+
+
+def _name_none(name: str) -> bytes:   # (None, {name: None})
+    return b"N}X" + len(name).to_bytes(4, "little") + name.encode() + b"Ns\x86"
+
+
+def test_a_metadata_that_sets_class_attributes_is_refused_and_changes_nothing(tmp_path):
+    """A 40-byte .metadata that sets PurePosixPath.__truediv__ (an allowed class) would break
+    every later `Path(...) / name` in the process."""
+    from pathlib import Path, PurePosixPath
+    (tmp_path / ".metadata").write_bytes(
+        _build(b"cpathlib\nPurePosixPath\n", _name_none("__truediv__")))
+    try:
+        with pytest.raises(CheckpointError, match=r"\.metadata sets attributes of the class "
+                                                  r"pathlib\.PurePosixPath \(pickle's BUILD"):
+            read_metadata(tmp_path)
+        assert "__truediv__" not in PurePosixPath.__dict__
+        assert Path("/tmp") / "x" == Path("/tmp/x")
+    finally:   # what the unguarded reader did, undone for the tests that follow
+        if "__truediv__" in PurePosixPath.__dict__:
+            del PurePosixPath.__truediv__
+
+
+def test_a_metadata_that_sets_a_dunder_attribute_of_a_record_is_refused(tmp_path):
+    record = b"ctorch.distributed.checkpoint.filesystem\n_StorageInfo\n)\x81"   # NEWOBJ
+    (tmp_path / ".metadata").write_bytes(_build(record, _name_none("__class__")))
+    with pytest.raises(CheckpointError, match=r"sets attribute '__class__' of a _StorageInfo: "
+                                              "allowed are DCP's record fields"):
+        read_metadata(tmp_path)
+
+
+def test_a_metadata_with_a_transform_descriptor_is_refused(saved, tmp_path):
+    """FileSystemReader would run the named stream transform (zstd decompression) over the
+    bytes before torch.load: gpututor writes none, and reads none."""
+    packed = copy_of(saved, tmp_path)
+    metadata = read_metadata(packed)
+    first = next(iter(metadata.storage_data.values()))
+    first.transform_descriptors = ["stream.zstd/1"]
+    (packed / ".metadata").write_bytes(pickle.dumps(metadata))
+    with pytest.raises(CheckpointError, match=r"data in '__\d_0.distcp' is stored through "
+                                              r"transforms \['stream.zstd/1'\]; allowed are "
+                                              "plain tensors"):
+        resume(packed)
+
+
+def test_the_load_planner_never_unpickles_bytes(tmp_path, monkeypatch):
+    """DCP's LoadPlanner.load_bytes calls torch.load(weights_only=False): code would run."""
+    import io
+    import torch
+    from torch.distributed.checkpoint.metadata import MetadataIndex
+    from torch.distributed.checkpoint.planner import LoadItemType, ReadItem
+    from gpututor.runtime.checkpoint import _planners
+    monkeypatch.chdir(tmp_path)
+    payload = io.BytesIO()
+    torch.save(_RunsCode(), payload)
+    payload.seek(0)
+    item = ReadItem(type=LoadItemType.BYTE_IO, dest_index=MetadataIndex("extra"),
+                    dest_offsets=torch.Size([0]), storage_index=MetadataIndex("extra"),
+                    storage_offsets=torch.Size([0]), lengths=torch.Size([0]))
+    planner = _planners()[1]()
+    planner.set_up_planner({}, None)
+    with pytest.raises(CheckpointError, match="entry 'extra' is not a tensor: a gpututor "
+                                              "checkpoint holds tensors only"):
+        planner.load_bytes(item, payload)
+    assert not (tmp_path / "PWNED").exists()
+
+
+def test_a_load_reads_the_index_once_and_dcp_uses_that_copy(saved, monkeypatch):
+    """One read per rank: the index check_folder checked is the one DCP plans the load by."""
+    from gpututor.parallel import get_strategy
+    from gpututor.runtime import checkpoint_files
+    from gpututor.runtime.checkpoint import Checkpointer
+    from gpututor.models import build_model
+    import torch
+    reads, real = [], checkpoint_files._Unpickler.load
+
+    def counted(self):
+        reads.append(1)
+        return real(self)
+
+    monkeypatch.setattr(checkpoint_files._Unpickler, "load", counted)
+    spec = tiny_spec(strategy="single", world_size=1, resume=str(saved))
+    model = build_model(spec)
+    assert Checkpointer(spec, get_strategy("single"), 0).load(
+        model, torch.optim.AdamW(model.parameters(), lr=spec.lr)) == 2
+    assert len(reads) == 1
