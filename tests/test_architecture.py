@@ -235,3 +235,22 @@ def test_import_gpututor_and_its_strategies_import_no_dtensor_or_dynamo():
             "print(light, heavy)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "True []", out.stdout + out.stderr
+
+
+def test_no_text_points_outside_the_repository():
+    """A reader of the package, the docs or a lesson can follow every relative path it names:
+    each ``../...`` resolves to a file inside the repository (notes kept beside the checkout,
+    such as a ``shared/`` folder, are not shipped)."""
+    import re
+    root = PACKAGE.parent
+    texts = [*PACKAGE.rglob("*.py"), *(root / "docs").rglob("*.md"), *root.glob("README*.md"),
+             *(root / "notebooks").rglob("*.ipynb")]
+    bad = []
+    for path in texts:
+        for found in re.findall(r"(?<![\w/:.])((?:\.\./)+[\w./-]*\w)", path.read_text()):
+            target = (path.parent / found).resolve()
+            if not (target.is_relative_to(root) and target.exists()):
+                bad.append(f"{path.relative_to(root)}: {found}")
+        if re.search(r"(?<![\w/])shared/(pitfalls|design|style)\.md", path.read_text()):
+            bad.append(f"{path.relative_to(root)}: shared/...md")
+    assert not bad, "paths that lead outside the repository: " + ", ".join(bad)

@@ -3,8 +3,8 @@ Run and Stop buttons, one background thread that follows the run(s), redraws thr
 the front end can afford, and a Stop that returns at once.
 
 A button callback must return at once, or the kernel handles no further widget messages and
-Stop never fires (../shared/pitfalls.md): the work runs on the thread, and Stop hands
-``run.stop`` to a thread of its own.
+Stop never fires (docs/architecture.md, "What the launcher guards against"): the work runs on
+the thread, and Stop hands ``run.stop`` to a thread of its own.
 """
 from __future__ import annotations
 
