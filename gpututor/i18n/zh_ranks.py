@@ -35,4 +35,11 @@ RANKS = {
         "{n} 个进程，在 {device} 上（{backend}），已运行单元格：{cells}，启动用时 {seconds:.2f} s",
     "rank {rank}: pid {pid}, {state}, names: {names}":
         "进程 {rank}：pid {pid}，{state}，变量：{names}",
+    "Could not gather {name}: {failures}.": "无法收集 {name}：{failures}。",
+    "its value cannot be sent ({error})": "它的值无法发送（{error}）",
+    "its value cannot be read in the kernel ({error})": "它的值无法在内核中读取（{error}）",
+    "it died ({why})": "它退出了（{why}）",
+    "no answer within {timeout:g} s": "{timeout:g} s 内没有回应",
+    "not defined": "未定义",
+    "Interrupted while the ranks were sending {name}.": "进程发送 {name} 时被中断。",
 }

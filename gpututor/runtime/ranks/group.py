@@ -3,8 +3,9 @@
 Each rank is a process forked from the warm forkserver (runtime/warm.py, as ``launch()``'s ranks
 are), joined to one process group (gloo on CPU, NCCL with a GPU per rank: the device policy of
 ``launch()``, ``guard.check_machine``), and keeps its own namespace from cell to cell
-(``rank.py``). The kernel talks to each rank over a pipe (no port); the ranks' rendezvous is a
-file in a fresh temp folder and gloo talks over loopback only.
+(``rank.py``). The kernel talks to each rank over a pipe (no port), each request with an id its
+replies echo (``replies.py``); the ranks' rendezvous is a file in a fresh temp folder and gloo
+talks over loopback only.
 
 What can go wrong in a cell, and what the group does:
 
@@ -14,7 +15,9 @@ What can go wrong in a cell, and what the group does:
   the waiting ranks, where they wait and which names were lost;
 - the kernel is interrupted: every rank running the cell gets SIGINT; a rank stuck where Python
   cannot be interrupted (inside a collective) is restarted with the group;
-- a rank dies: the group is restarted, saying so.
+- a rank dies: the group is restarted, saying so;
+- ``gather`` reads every rank's reply before it raises, naming each rank that failed; a death,
+  a timeout or an interrupt during it restarts the group, as in a cell.
 
 ``stop()``, the group being garbage-collected and the kernel's exit (``weakref.finalize`` runs at
 exit) end every rank and remove the temp folder; a rank also exits by itself when the kernel's end
@@ -22,6 +25,7 @@ of its ``alive`` pipe closes, so a killed kernel leaves no rank behind.
 """
 from __future__ import annotations
 
+import itertools
 import os
 import pickle
 import shutil
@@ -29,13 +33,12 @@ import signal
 import tempfile
 import time
 import weakref
-from multiprocessing import connection
 
-from ...checks import number_where
 from ...i18n import tr
 from .. import warm
-from ..guard import check_machine, check_main_guard
 from ..rank_output import STACK_SIGNAL, main_thread_stack
+from .checks import check_group, check_timeout
+from .replies import is_death, receive, replies
 from .view import CellResult, RankOutcome
 
 START_TIMEOUT_S = 120.0   # joining the group (the forkserver's first imports may take a while)
@@ -50,33 +53,21 @@ class CellInterrupted(KeyboardInterrupt):
         self.result = result
 
 
-def check_timeout(timeout) -> float:
-    """A cell's timeout: seconds in [1, 3600]."""
-    number_where("timeout", timeout, lambda t: 1 <= t <= 3600, "seconds in [1, 3600]")
-    return float(timeout)
-
-
 class RankGroup:
     """``world_size`` live ranks. ``run(code)`` runs a cell on every rank (or ``ranks=[0, 2]``);
     ``gather(name)`` brings one name's value from every rank; ``stop()`` ends them all.
 
     ``timeout`` is how long a cell may run before the group gives up on it (seconds; each
-    ``run`` may pass its own). ``device`` is ``launch()``'s: "auto", "cpu" or "cuda"."""
+    ``run`` may pass its own). ``device`` is ``launch()``'s: "auto", "cpu" or "cuda". How many
+    ranks a group may have here: ``checks.py`` (4 per usable core on CPU, a GPU each on CUDA)."""
 
     def __init__(self, world_size: int = 4, device: str = "auto", timeout: float = 30.0,
                  threads_per_rank: int = 1, start_method: str = "forkserver"):
-        from ...config import RunSpec
-        # the rendezvous' own timeout is long: the kernel, not the process group, ends a hang
-        self.spec = RunSpec(world_size=world_size, device=device, timeout=3600.0,
-                            threads_per_rank=threads_per_rank)
-        self.timeout = check_timeout(timeout)
-        if start_method not in ("forkserver", "spawn"):
-            raise ValueError(f"start_method={start_method!r} is invalid: allowed values are "
-                             "'forkserver', 'spawn' (plain fork is unsafe in a kernel)")
-        self.device = check_machine(self.spec)
-        check_main_guard("gpututor.ranks()")   # a script: under `if __name__ == "__main__":`
+        self.spec, self.device, self.timeout = check_group(world_size, device, timeout,
+                                                           threads_per_rank, start_method)
         self.world_size, self.start_method = world_size, start_method
         self.cells = 0
+        self._requests = itertools.count(1)   # each request's id; its replies echo it
         self.names: dict[int, list[str]] = {}
         self.started_s: float | None = None
         self._procs: list = []
@@ -104,30 +95,16 @@ class RankGroup:
                 self._procs.append(proc), self._conns.append(ours)
                 self._alive.append(alive_writer)
             for rank in range(self.world_size):
-                reply = self._receive(rank, START_TIMEOUT_S)
+                reply = receive(self._conns[rank], self._procs[rank], START_TIMEOUT_S)
                 if reply[0] != "ready":
-                    raise RuntimeError(f"rank {rank} could not join the group: {reply[1]}\n"
-                                       + (reply[2] if len(reply) > 2 else ""))
-                self.pids.append(reply[1])
+                    raise RuntimeError(f"rank {rank} could not join the group: {reply[2]}\n"
+                                       + (reply[3] if len(reply) > 3 else ""))
+                self.pids.append(reply[2][0])
         except BaseException:
             self._finalizer()
             raise
         self.names = {rank: [] for rank in range(self.world_size)}
         self.started_s = time.perf_counter() - started
-
-    def _receive(self, rank: int, timeout: float):
-        """The next message of ``rank``; ``("died", ...)`` if it exits first."""
-        conn, proc = self._conns[rank], self._procs[rank]
-        ready = connection.wait([conn, proc.sentinel], timeout)
-        if conn in ready:
-            try:
-                return pickle.loads(conn.recv_bytes())
-            except (EOFError, OSError):
-                pass
-        if not ready:
-            return ("died", f"no answer within {timeout:.0f} s")
-        proc.join(1)
-        return ("died", f"it exited with code {proc.exitcode}")
 
     @property
     def running(self) -> bool:
@@ -177,45 +154,37 @@ class RankGroup:
             raise RuntimeError(tr("The ranks are not running: start them with %ranks start N "
                                   "or gpututor.ranks(N)."))
         self.cells += 1
-        cell, started = self.cells, time.monotonic()
+        cell, started, request = self.cells, time.monotonic(), next(self._requests)
         for rank in chosen:
-            self._conns[rank].send_bytes(pickle.dumps(("run", cell, code, bool(no_collectives))))
+            self._conns[rank].send_bytes(pickle.dumps(("run", request, cell, code,
+                                                       bool(no_collectives))))
         outcomes = {r: RankOutcome(r, state="waiting", seconds=None) for r in chosen}
         result = CellResult(cell, [outcomes[r] for r in chosen])
         try:
-            waiting = self._collect(outcomes, started + timeout, result)
+            waiting = self._collect(outcomes, request, started + timeout, result)
             if waiting:
                 self._timed_out(waiting, result, code, timeout)
         except KeyboardInterrupt:
-            self._interrupt(outcomes, result)
+            self._interrupt(outcomes, request, result)
             result.seconds = time.monotonic() - started
             raise CellInterrupted(result) from None
         result.seconds = time.monotonic() - started
         return result
 
-    def _collect(self, outcomes: dict, deadline: float, result: CellResult) -> list[int]:
-        """Take the ranks' replies until all came or ``deadline`` (``time.monotonic``) passed;
-        return the ranks still waiting. A rank that dies restarts the group."""
+    def _collect(self, outcomes: dict, request: int, deadline: float,
+                 result: CellResult) -> list[int]:
+        """Take the ranks' replies to ``request`` until all came or ``deadline``
+        (``time.monotonic``) passed; return the ranks still waiting. A rank that dies restarts
+        the group."""
         pending = {r for r, o in outcomes.items() if o.state == "waiting"}
-        while pending:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                return sorted(pending)
-            waits = {self._conns[r]: r for r in pending}
-            waits.update({self._procs[r].sentinel: r for r in pending})
-            for handle in connection.wait(list(waits), timeout=min(0.5, left)):
-                rank = waits[handle]
-                if rank not in pending:
-                    continue
-                reply = self._receive(rank, 1.0)
-                if reply[0] == "died":
-                    outcomes[rank].state = "died"
-                    self._restart_after(result, tr("rank {rank} died during the cell "
-                                                   "({why}).", rank=rank, why=reply[1]))
-                    return []
-                self._take(outcomes[rank], reply[1])
-                pending.discard(rank)
-        return []
+        for rank, reply in replies(self._conns, self._procs, pending, request, deadline):
+            if is_death(reply):
+                outcomes[rank].state = "died"
+                self._restart_after(result, tr("rank {rank} died during the cell ({why}).",
+                                               rank=rank, why=reply[2]))
+                return []
+            self._take(outcomes[rank], reply[2])
+        return sorted(pending)
 
     def _take(self, outcome: RankOutcome, reply: dict) -> None:
         outcome.text, outcome.value, outcome.error = reply["text"], reply["value"], reply["error"]
@@ -262,7 +231,7 @@ class RankGroup:
         return ("\n\n" + tr("rank {rank} is waiting here (innermost first):", rank=rank) + "\n"
                 + "\n".join(shown)) if shown else ""
 
-    def _interrupt(self, outcomes: dict, result: CellResult) -> None:
+    def _interrupt(self, outcomes: dict, request: int, result: CellResult) -> None:
         pending = [r for r, o in outcomes.items() if o.state == "waiting"]
         for rank in pending:
             try:
@@ -271,7 +240,8 @@ class RankGroup:
                 pass
         result.interrupted = True
         try:
-            stuck = self._collect(outcomes, time.monotonic() + INTERRUPT_GRACE_S, result)
+            stuck = self._collect(outcomes, request, time.monotonic() + INTERRUPT_GRACE_S,
+                                  result)
         except KeyboardInterrupt:   # a second interrupt: stop waiting for them
             stuck = [r for r, o in outcomes.items() if o.state == "waiting"]
         if stuck and not result.restarted:
@@ -283,34 +253,75 @@ class RankGroup:
             result.message = tr("Interrupted: every rank stopped the cell and kept its names.")
 
     def _restart_after(self, result: CellResult, why: str) -> None:
+        result.message = self._restart_saying(why)
+        result.restarted = True
+
+    def _restart_saying(self, why: str) -> str:
+        """Restart the group; return ``why`` followed by the restart and the names it lost."""
         lost = {r: names for r, names in self.names.items() if names}
         self.restart()
-        result.restarted = True
         gone = "; ".join(f"{tr('rank {rank}', rank=r)}: {', '.join(n)}" for r, n in lost.items())
-        result.message = why + "\n\n" + (
+        return why + "\n\n" + (
             tr("The group was restarted ({n} fresh ranks, in {seconds:.1f} s). Lost: {gone}.",
                n=self.world_size, seconds=self.started_s, gone=gone) if lost else
             tr("The group was restarted ({n} fresh ranks, in {seconds:.1f} s); no names were "
                "lost.", n=self.world_size, seconds=self.started_s))
 
     # ---- values ----------------------------------------------------------------------------
-    def gather(self, name: str, ranks=None) -> list:
-        """``name``'s value on each rank (rank order), brought to the kernel (tensors on CPU)."""
+    def gather(self, name: str, ranks=None, timeout: float | None = None) -> list:
+        """``name``'s value on each rank (rank order), brought to the kernel (tensors on CPU).
+
+        Every chosen rank's reply is read before anything is raised, so no reply is left for a
+        later request. A value a rank cannot send (a lock, a socket) raises ``RuntimeError``
+        naming every rank that failed and why; the ranks keep their names. A rank that dies, no
+        answer within ``timeout`` (default: the group's) or an interrupt restarts the group, as
+        ``run()`` does, and the message says which names were lost."""
         if not isinstance(name, str) or not name.isidentifier():
             raise ValueError(f"name={name!r} is invalid: allowed is a Python name defined in "
                              "the ranks' cells")
+        chosen = self.check_ranks(ranks)
+        timeout = self.timeout if timeout is None else check_timeout(timeout)
+        if not self.running:
+            raise RuntimeError(tr("The ranks are not running: start them with %ranks start N "
+                                  "or gpututor.ranks(N)."))
+        request, pending, got = next(self._requests), set(chosen), {}
+        for rank in chosen:
+            self._conns[rank].send_bytes(pickle.dumps(("get", request, name)))
+        try:
+            for rank, reply in replies(self._conns, self._procs, pending,
+                                       request, time.monotonic() + timeout):
+                got[rank] = reply
+        except KeyboardInterrupt:
+            raise KeyboardInterrupt(self._restart_saying(tr(
+                "Interrupted while the ranks were sending {name}.", name=repr(name)))) from None
+        return self._values(name, chosen, got, sorted(pending), timeout)
+
+    def _values(self, name: str, chosen: list, got: dict, silent: list, timeout: float) -> list:
+        """The gathered values in rank order, or the error that names every rank that failed."""
         import cloudpickle
-        chosen, values, missing = self.check_ranks(ranks), [], []
-        for rank in chosen:
-            self._conns[rank].send_bytes(pickle.dumps(("get", name)))
-        for rank in chosen:
-            kind, body = self._receive(rank, 60.0)[:2]
+        values, failed, missing = [], {}, []
+        for rank, (kind, _, body, *_) in sorted(got.items()):
             if kind == "missing":
                 missing.append(rank)
-            elif kind != "value":
-                raise RuntimeError(f"rank {rank} could not send {name!r}: {body}")
+            elif kind == "unpicklable":
+                failed[rank] = tr("its value cannot be sent ({error})", error=body)
+            elif is_death(got[rank]):
+                failed[rank] = tr("it died ({why})", why=body)
             else:
-                values.append(cloudpickle.loads(body))
+                try:
+                    values.append(cloudpickle.loads(body))
+                except Exception as exc:  # noqa: BLE001 - name the rank and the error
+                    failed[rank] = tr("its value cannot be read in the kernel ({error})",
+                                      error=f"{type(exc).__name__}: {exc}")
+        failed.update({r: tr("no answer within {timeout:g} s", timeout=timeout) for r in silent})
+        if failed:
+            failed.update({r: tr("not defined") for r in missing})
+            message = tr("Could not gather {name}: {failures}.", name=repr(name),
+                         failures="; ".join(f"{tr('rank {rank}', rank=r)}: {why}"
+                                            for r, why in sorted(failed.items())))
+            if silent or any(is_death(reply) for reply in got.values()):
+                message = self._restart_saying(message)
+            raise RuntimeError(message)
         if missing:
             raise KeyError(f"name={name!r} is not defined on ranks {_listed(missing)}; "
                            f"allowed: a name every rank has ({self._names_everywhere()})")

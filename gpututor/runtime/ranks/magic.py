@@ -8,7 +8,9 @@
 A cell's output is one column per rank (``view.py``). ``--no-collectives`` refuses every built-in
 collective while the cell runs (an exercise builds its own from ``dist.send``/``recv``);
 ``--timeout`` bounds how long the cell may wait, after which the waiting ranks are named and the
-group restarts. The group belongs to the shell that loaded the extension.
+group restarts. ``%ranks start`` checks the new request (the number of ranks, ``--device``,
+``--timeout``: ``checks.py``) before it stops the live group, so a typo loses no names. The
+group belongs to the shell that loaded the extension.
 """
 from __future__ import annotations
 
@@ -16,7 +18,8 @@ from IPython.core.magic import Magics, line_cell_magic, magics_class
 from IPython.display import display
 
 from ...i18n import tr
-from .group import CellInterrupted, RankGroup, check_timeout
+from .checks import check_group, check_timeout, cpu_ceiling
+from .group import CellInterrupted, RankGroup
 
 USAGE = ("%ranks start N [--device D] [--timeout S] | %ranks status | %ranks restart | "
          "%ranks stop | %ranks gather NAME | %%ranks [RANKS] [--no-collectives] [--timeout S]")
@@ -113,10 +116,11 @@ class RanksMagics(Magics):
         try:
             world_size = int(text)
         except ValueError:
-            raise ValueError(f"world_size={text!r} is invalid: allowed is an integer in "
-                             "[1, 256] (the number of ranks)") from None
+            raise ValueError(f"world_size={text!r} is invalid: allowed is a whole number of "
+                             f"ranks (at most {cpu_ceiling()} on this machine's CPU)") from None
         timeout = _seconds(options["--timeout"]) if "--timeout" in options else 30.0
         device = options.get("--device", "auto")
+        check_group(world_size, device=device, timeout=timeout)   # a typo keeps the live group
         self.stop()
         self.group = RankGroup(world_size, device=device, timeout=timeout)
         print(tr("{n} ranks started on {device} in {seconds:.2f} s: run a cell on them with "

@@ -5,11 +5,14 @@ A rank is forked from the warm forkserver (runtime/warm.py), joins a gloo (CPU) 
 process group the way ``launch()``'s ranks do (``worker.init_process_group``), and then waits on
 its pipe for one message at a time:
 
-- ``("run", cell, code, guarded)``: run ``code`` in the rank's namespace, which starts with
-  ``rank``, ``world_size``, ``device``, ``torch`` and ``dist`` and keeps every name a cell
+- ``("run", request, cell, code, guarded)``: run ``code`` in the rank's namespace, which starts
+  with ``rank``, ``world_size``, ``device``, ``torch`` and ``dist`` and keeps every name a cell
   defines; reply with what it printed, the value of its last expression and its error, if any;
-- ``("get", name)``: reply with that name's value (``group.gather``);
+- ``("get", request, name)``: reply with that name's value (``group.gather``);
 - ``("stop",)``: leave the process group and exit.
+
+Every reply echoes its request's id, so the kernel can tell it from a reply to an earlier request
+it gave up on (``replies.py``).
 
 While a cell runs, SIGINT (the kernel's interrupt button) raises ``KeyboardInterrupt`` in it;
 between cells it is ignored. SIGUSR1 writes every thread's stack to a file the kernel reads when
@@ -38,21 +41,49 @@ from ..rank_output import dump_stack_on_request
 from ..refuse import OnlyPointToPoint
 from ..worker import init_process_group, rank_device, rank_threads
 
-OUTPUT_LIMIT = 100_000   # characters of one cell's output a rank sends back (the rest: counted)
+OUTPUT_LIMIT = 100_000   # characters of one cell's output a rank keeps (the rest: counted)
 VALUE_LIMIT = 10_000     # characters of a last expression's repr
 
 
-class CellOutput(io.TextIOBase):
-    """A stream that keeps what a cell prints, up to ``OUTPUT_LIMIT`` characters."""
+class KeptOutput:
+    """What a cell printed on stdout and stderr, in order: the first ``limit`` characters are
+    kept, the rest only counted, so a cell that prints forever does not grow the rank's memory."""
 
-    def __init__(self, kept: list, stream: str):
+    def __init__(self, limit: int = OUTPUT_LIMIT):
+        self.limit, self.pieces, self.size, self.dropped = limit, [], 0, 0
+
+    def add(self, stream: str, text: str) -> None:
+        piece = text[:max(0, self.limit - self.size)]
+        if piece:
+            self.pieces.append((stream, piece))
+            self.size += len(piece)
+        self.dropped += len(text) - len(piece)
+
+    def joined(self) -> list:
+        """``(stream, text)`` pairs, neighbouring pieces of one stream joined, and a last line
+        saying how many characters were not kept."""
+        joined: list = []
+        for stream, text in self.pieces:
+            if joined and joined[-1][0] == stream:
+                joined[-1] = (stream, joined[-1][1] + text)
+            else:
+                joined.append((stream, text))
+        if self.dropped:
+            joined.append(("stderr", f"\n[{self.dropped:,} characters of output not shown]\n"))
+        return joined
+
+
+class CellOutput(io.TextIOBase):
+    """One of a cell's streams (``stream``: "stdout" or "stderr"), written into ``kept``."""
+
+    def __init__(self, kept: KeptOutput, stream: str):
         self.kept, self.stream = kept, stream
 
     def writable(self) -> bool:
         return True
 
     def write(self, text: str) -> int:
-        self.kept.append((self.stream, text))
+        self.kept.add(self.stream, text)
         return len(text)
 
 
@@ -84,7 +115,7 @@ def run_cell(code: str, cell: int, namespace: dict, guarded: bool, interrupts: I
     it: ``text`` (what it printed, as ``(stream, text)`` pairs), ``value``, ``error``."""
     filename = cell_name(cell)
     linecache.cache[filename] = (len(code), None, code.splitlines(True), filename)
-    kept: list = []
+    kept = KeptOutput()
     value = error = None
     saved = sys.stdout, sys.stderr
     sys.stdout, sys.stderr = CellOutput(kept, "stdout"), CellOutput(kept, "stderr")
@@ -115,7 +146,7 @@ def run_cell(code: str, cell: int, namespace: dict, guarded: bool, interrupts: I
                  "traceback": cell_traceback(exc, filename)}
     finally:
         sys.stdout, sys.stderr = saved
-    return {"text": capped(kept), "value": value, "error": error,
+    return {"text": kept.joined(), "value": value, "error": error,
             "seconds": time.perf_counter() - started}
 
 
@@ -129,22 +160,6 @@ def cell_traceback(exc: BaseException, filename: str) -> str:
     shown.stack = traceback.StackSummary.from_list(
         [f for f in shown.stack if not f.filename.endswith(os.path.join("runtime", "refuse.py"))])
     return "".join(shown.format())
-
-
-def capped(kept: list) -> list:
-    """Join neighbouring pieces of one stream; keep at most ``OUTPUT_LIMIT`` characters."""
-    joined, total = [], 0
-    for stream, text in kept:
-        if total + len(text) > OUTPUT_LIMIT:
-            left = sum(len(t) for _, t in kept) - total
-            joined.append(("stderr", f"\n[{left:,} characters of output not shown]\n"))
-            break
-        total += len(text)
-        if joined and joined[-1][0] == stream:
-            joined[-1] = (stream, joined[-1][1] + text)
-        else:
-            joined.append((stream, text))
-    return joined
 
 
 def rank_main(rank: int, world_size: int, spec, tmp: str, conn, alive) -> None:
@@ -163,24 +178,25 @@ def rank_main(rank: int, world_size: int, spec, tmp: str, conn, alive) -> None:
         namespace = {"__name__": "__ranks__", "rank": rank, "world_size": world_size,
                      "device": device, "torch": torch, "dist": dist}
         preset = set(namespace) | {"__builtins__"}
-        conn.send_bytes(pickle.dumps(("ready", os.getpid(), device.type)))
+        conn.send_bytes(pickle.dumps(("ready", 0, (os.getpid(), device.type))))
         while True:
             try:
                 message = pickle.loads(conn.recv_bytes())
             except (EOFError, OSError):
                 break
             if message[0] == "run":
-                _, cell, code, guarded = message
+                _, request, cell, code, guarded = message
                 reply = run_cell(code, cell, namespace, guarded, interrupts)
                 reply["names"] = user_names(namespace, preset)
-                conn.send_bytes(pickle.dumps(("done", reply)))
+                conn.send_bytes(pickle.dumps(("done", request, reply)))
             elif message[0] == "get":
-                conn.send_bytes(value_of(namespace, message[1]))
+                _, request, name = message
+                conn.send_bytes(value_of(namespace, name, request))
             else:
                 break
     except BaseException as exc:  # noqa: BLE001 - the kernel must hear why the rank failed
         try:
-            conn.send_bytes(pickle.dumps(("failed", f"{type(exc).__name__}: {exc}",
+            conn.send_bytes(pickle.dumps(("failed", None, f"{type(exc).__name__}: {exc}",
                                           traceback.format_exc())))
         except OSError:
             pass
@@ -205,14 +221,15 @@ def exit_when_the_kernel_goes(alive, tmp: str) -> None:
     threading.Thread(target=watch, name="gpututor-ranks-watch", daemon=True).start()
 
 
-def value_of(namespace: dict, name: str) -> bytes:
-    """``name``'s value, pickled by value (cloudpickle: a function defined in a cell too)."""
+def value_of(namespace: dict, name: str, request: int) -> bytes:
+    """The reply to ``request``: ``name``'s value, pickled by value (cloudpickle: a function
+    defined in a cell too)."""
     if name not in namespace:
-        return pickle.dumps(("missing", name))
+        return pickle.dumps(("missing", request, name))
     value = namespace[name]
     if isinstance(value, torch.Tensor):
         value = value.detach().cpu()
     try:
-        return pickle.dumps(("value", cloudpickle.dumps(value)))
+        return pickle.dumps(("value", request, cloudpickle.dumps(value)))
     except Exception as exc:  # noqa: BLE001 - say which value could not travel, and why
-        return pickle.dumps(("unpicklable", f"{type(exc).__name__}: {exc}"))
+        return pickle.dumps(("unpicklable", request, f"{type(exc).__name__}: {exc}"))

@@ -1,0 +1,59 @@
+"""What a group of live ranks may be asked for, checked before anything starts or stops.
+
+``%ranks start N`` checks a new group with :func:`check_group` before it stops the live one, so a
+typo (``--device tpu``, ``--timeout 0``, 999 ranks) leaves the learner's ranks and names as they
+were. ``RankGroup`` checks the same on its own.
+
+How many ranks (the ceiling):
+
+- on CPU, at most ``RANKS_PER_CORE`` (4) ranks per usable core: the cores this process may run
+  on, read from its affinity mask and cgroup quota (``hardware.usable_cpu_cores``), not
+  ``os.cpu_count()``, which counts the host's. 8 on a 2-core laptop, 4 on a 1-core Binder. More
+  ranks than cores is allowed on purpose (a lesson shows 4 ranks on 2 cores taking turns); far
+  more only starts processes that take turns, each holding its own copy of torch in memory;
+- on CUDA, at most one rank per visible GPU (NCCL needs a GPU per rank: ``guard.check_machine``).
+  ``device="auto"`` picks CUDA only when there is a GPU for every rank, else CPU.
+"""
+from __future__ import annotations
+
+from ...checks import number_where
+from ...hardware import usable_cpu_cores
+from ..guard import check_machine, check_main_guard
+
+RANKS_PER_CORE = 4
+START_METHODS = ("forkserver", "spawn")
+
+
+def check_timeout(timeout) -> float:
+    """A cell's timeout: seconds in [1, 3600]."""
+    number_where("timeout", timeout, lambda t: 1 <= t <= 3600, "seconds in [1, 3600]")
+    return float(timeout)
+
+
+def cpu_ceiling() -> int:
+    """The most CPU ranks a group may have here: ``RANKS_PER_CORE`` per usable core."""
+    return RANKS_PER_CORE * usable_cpu_cores()
+
+
+def check_group(world_size: int, device: str = "auto", timeout: float = 30.0,
+                threads_per_rank: int = 1, start_method: str = "forkserver"):
+    """Check a group's request and return ``(spec, device, timeout)``: the ranks' ``RunSpec``,
+    the device they will use ("cpu" or "cuda") and the cell timeout in seconds. ``ValueError``
+    names the field, the value and what is allowed, before anything starts."""
+    from ...config import RunSpec
+    # the rendezvous' own timeout is long: the kernel, not the process group, ends a hang
+    spec = RunSpec(world_size=world_size, device=device, timeout=3600.0,
+                   threads_per_rank=threads_per_rank)
+    timeout = check_timeout(timeout)
+    if start_method not in START_METHODS:
+        raise ValueError(f"start_method={start_method!r} is invalid: allowed values are "
+                         "'forkserver', 'spawn' (plain fork is unsafe in a kernel)")
+    resolved = check_machine(spec)   # on CUDA: a GPU per rank
+    if resolved == "cpu" and world_size > cpu_ceiling():
+        cores = usable_cpu_cores()
+        raise ValueError(f"world_size={world_size} is invalid on CPU here: this process may "
+                         f"use {cores} core(s) (affinity and cgroup quota) and a group has at "
+                         f"most {RANKS_PER_CORE} ranks per core; allowed: 1 to "
+                         f"{RANKS_PER_CORE * cores}")
+    check_main_guard("gpututor.ranks()")   # a script: under `if __name__ == "__main__":`
+    return spec, resolved, timeout
