@@ -149,6 +149,7 @@ class Run:
         self._collector = threading.Thread(target=self._collect, name="gpututor-collector",
                                            daemon=True)
         self._collector.start()
+        from .live import register; register(self)  # noqa: E702 - the kernel's shutdown stops it
 
     def _start_ranks(self, spec) -> None:
         """Start this attempt's ranks, with a rendezvous folder and a queue of their own: nothing

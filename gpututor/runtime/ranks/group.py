@@ -73,6 +73,7 @@ class RankGroup:
         self._procs: list = []
         self._finalizer = None
         self._start()
+        from ..live import register; register(self)  # noqa: E702 - the kernel's shutdown stops it
 
     # ---- life ------------------------------------------------------------------------------
     def _start(self) -> None:
