@@ -1,6 +1,7 @@
 """Persistent ranks (gpututor.ranks, %%ranks): output side by side, a rank's exception, names
 kept per rank, a hang ended with the waiting ranks named, a dead rank, gather, guarded mode and
-clear errors for bad input. Interrupts and leaks: test_ranks_lifecycle.py."""
+clear errors for bad input (a typo in %ranks start keeps the live group). Interrupts and leaks:
+test_ranks_lifecycle.py; replies and their requests, the ceiling on ranks: test_ranks_replies.py."""
 from __future__ import annotations
 
 import re
@@ -10,12 +11,21 @@ import torch
 
 import gpututor
 from gpututor.runtime.ranks import RankGroup
+from gpututor.runtime.ranks import checks as ranks_checks
 
 
 @pytest.fixture
 def group():   # one group per test: conftest checks that no rank outlives its test
     with gpututor.ranks(4, timeout=30) as g:
         yield g
+
+
+def ipython_shell():
+    """The test IPython shell: ``start_ipython()`` makes it once per process and returns None
+    when called again (another test file's test may have called it first)."""
+    from IPython.terminal.interactiveshell import TerminalInteractiveShell
+    from IPython.testing.globalipapp import start_ipython
+    return start_ipython() or TerminalInteractiveShell.instance()
 
 
 def test_a_cell_runs_on_every_rank_and_shows_one_column_per_rank(group):
@@ -121,9 +131,8 @@ def test_bad_input_is_refused_naming_the_field_the_value_and_what_is_allowed(gro
 
 
 def test_the_magics_start_run_some_ranks_and_stop(capsys):
-    from IPython.testing.globalipapp import start_ipython
     from gpututor.runtime.ranks.magic import RanksMagics, parse_ranks
-    shell = start_ipython()
+    shell = ipython_shell()
     shell.run_line_magic("load_ext", "gpututor")
     with pytest.raises(ValueError, match=r"world_size=0 is invalid: allowed is an integer in"):
         shell.run_line_magic("ranks", "start 0")
@@ -153,6 +162,33 @@ def test_the_magics_start_run_some_ranks_and_stop(capsys):
     magics = next(m for m in shell.magics_manager.registry.values() if isinstance(m, RanksMagics))
     assert magics.group is None
     assert parse_ranks("all", 4) is None and parse_ranks("0,2", 4) == [0, 2]
+
+
+def test_a_typo_in_ranks_start_keeps_the_live_group_and_its_names(monkeypatch):
+    from gpututor.runtime.ranks.magic import RanksMagics
+    shell = ipython_shell()
+    shell.run_line_magic("load_ext", "gpututor")
+    magics = next(m for m in shell.magics_manager.registry.values() if isinstance(m, RanksMagics))
+    shell.run_line_magic("ranks", "start 2 --timeout 10")
+    try:
+        shell.run_cell_magic("ranks", "", "x = rank + 100")
+        group, pids = magics.group, list(magics.group.pids)
+        monkeypatch.setattr(ranks_checks, "usable_cpu_cores", lambda: 1)
+        typos = [("start 2 --device tpu", r"device='tpu' is invalid"),
+                 ("start 999", r"world_size=999 is invalid"),
+                 ("start 5 --device cpu", r"world_size=5 is invalid on CPU here: .* 1 to 4$"),
+                 ("start two", r"world_size='two' is invalid: allowed is a whole number of "
+                               r"ranks \(at most 4 on this machine's CPU\)"),
+                 ("start 2 --timeout 0", r"timeout=0.0 is invalid: allowed is seconds"),
+                 ("start 2 --bogus", r"option='--bogus' is invalid for %ranks start")]
+        for line, match in typos:
+            with pytest.raises(ValueError, match=match):
+                shell.run_line_magic("ranks", line)
+            assert magics.group is group and group.running and group.pids == pids, line
+        assert shell.run_line_magic("ranks", "gather x") == [100, 101]
+    finally:
+        shell.run_line_magic("ranks", "stop")
+    assert magics.group is None
 
 
 def test_every_sentence_the_ranks_show_has_a_chinese_line():

@@ -1,7 +1,7 @@
 """Persistent ranks: every reply names its request, so no reply is ever taken for another
-request's; ``gather`` reads every rank's reply before it raises; what a group may be asked for
-(the ceiling on ranks, ``%ranks start``'s checks made before the live group stops); a cell's
-output kept within its limit while it is written."""
+request's; ``gather`` reads every rank's reply before it raises; the ceiling on how many ranks a
+group may have here; a cell's output kept within its limit while it is written. (``%ranks
+start``'s checks before the live group stops: test_ranks.py, beside the other magics.)"""
 from __future__ import annotations
 
 import os
@@ -16,7 +16,6 @@ import pytest
 import torch
 
 import gpututor
-from gpututor.runtime.ranks import RankGroup
 from gpututor.runtime.ranks import checks
 from gpututor.runtime.ranks.replies import replies
 
@@ -25,6 +24,8 @@ SLOW = ("import time\n"
         "    def __reduce__(self):\n"
         "        time.sleep({seconds})\n"
         "        return (int, ())\n")
+
+
 
 
 def test_a_value_no_rank_can_send_names_every_rank_and_later_cells_get_their_own_replies():
@@ -154,34 +155,6 @@ def test_on_cuda_a_group_has_at_most_one_rank_per_gpu(monkeypatch):
         gpututor.ranks(3, device="cuda")
     monkeypatch.setattr(checks, "usable_cpu_cores", lambda: 2)   # auto: 3 ranks go to the CPU
     assert checks.check_group(3, device="auto")[1] == "cpu"
-
-
-def test_a_typo_in_ranks_start_keeps_the_live_group_and_its_names(capsys, monkeypatch):
-    from IPython.testing.globalipapp import start_ipython
-    from gpututor.runtime.ranks.magic import RanksMagics
-    shell = start_ipython()
-    shell.run_line_magic("load_ext", "gpututor")
-    magics = next(m for m in shell.magics_manager.registry.values() if isinstance(m, RanksMagics))
-    shell.run_line_magic("ranks", "start 2 --timeout 10")
-    try:
-        shell.run_cell_magic("ranks", "", "x = rank + 100")
-        group, pids = magics.group, list(magics.group.pids)
-        monkeypatch.setattr(checks, "usable_cpu_cores", lambda: 1)
-        typos = [("start 2 --device tpu", r"device='tpu' is invalid"),
-                 ("start 999", r"world_size=999 is invalid"),
-                 ("start 5 --device cpu", r"world_size=5 is invalid on CPU here: .* 1 to 4$"),
-                 ("start two", r"world_size='two' is invalid: allowed is a whole number of "
-                               r"ranks \(at most 4 on this machine's CPU\)"),
-                 ("start 2 --timeout 0", r"timeout=0.0 is invalid: allowed is seconds"),
-                 ("start 2 --bogus", r"option='--bogus' is invalid for %ranks start")]
-        for line, match in typos:
-            with pytest.raises(ValueError, match=match):
-                shell.run_line_magic("ranks", line)
-            assert magics.group is group and group.running and group.pids == pids, line
-        assert shell.run_line_magic("ranks", "gather x") == [100, 101]
-    finally:
-        shell.run_line_magic("ranks", "stop")
-    assert magics.group is None
 
 
 def test_a_cell_that_prints_50_mb_keeps_at_most_the_output_limit_while_it_runs():
