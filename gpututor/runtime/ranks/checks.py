@@ -49,8 +49,8 @@ def check_group(world_size: int, device: str = "auto", timeout: float = 30.0,
         raise ValueError(f"start_method={start_method!r} is invalid: allowed values are "
                          "'forkserver', 'spawn' (plain fork is unsafe in a kernel)")
     resolved = check_machine(spec)   # on CUDA: a GPU per rank
-    if resolved == "cpu" and world_size > cpu_ceiling():
-        cores = usable_cpu_cores()
+    cores = usable_cpu_cores()
+    if resolved == "cpu" and world_size > RANKS_PER_CORE * cores:
         raise ValueError(f"world_size={world_size} is invalid on CPU here: this process may "
                          f"use {cores} core(s) (affinity and cgroup quota) and a group has at "
                          f"most {RANKS_PER_CORE} ranks per core; allowed: 1 to "
