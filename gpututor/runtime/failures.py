@@ -13,6 +13,7 @@ import time
 from multiprocessing import connection
 from typing import Callable
 
+from .processes import cpu_seconds
 from .rank_output import STACK_SIGNAL, main_thread_stack
 
 
@@ -76,6 +77,26 @@ def silent_failure(spec, rank: int, last_step: dict,
     message = (f"rank {rank} stopped answering at step {last_step[rank] + 1}{where}: {quiet} "
                f"(last record: step {last_step[rank]})" + stack)
     return RunFailed(message, rank, step=last_step[rank] + 1, cause=f"stopped answering: {quiet}")
+
+
+def silent_rank(spec, procs: list, finished: set, last_seen: dict, last_step: dict,
+                cpu_seen: dict, startup_grace_s: float) -> int | None:
+    """The first unfinished rank that sent nothing for longer than the spec's timeout (plus
+    ``startup_grace_s`` before its first record) and used no CPU time meanwhile. A long step (a
+    big model's first, autotuning) keeps using CPU time and a rank that hangs does not: only the
+    second is reported; the first has its clock (``last_seen``, ``cpu_seen``) moved on."""
+    now = time.monotonic()
+    for rank in range(spec.world_size):
+        allowed = spec.timeout + (startup_grace_s if last_step[rank] < 0 else 5.0)
+        if rank in finished or now - last_seen[rank] <= allowed:
+            continue
+        cpu = cpu_seconds(procs[rank])
+        if cpu is not None and cpu_seen[rank] is not None and \
+                cpu - cpu_seen[rank] > 0.05 * allowed:
+            last_seen[rank], cpu_seen[rank] = now, cpu
+            continue
+        return rank
+    return None
 
 
 def stack_of(pid: int, folder: str, rank: int) -> tuple[str, str]:

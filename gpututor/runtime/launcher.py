@@ -9,8 +9,10 @@ How it stays safe in a notebook (the traps are listed in docs/architecture.md):
   others and is raised in the notebook with the failing rank's traceback;
 - each rank holds the read end of a pipe from the kernel and exits when it closes, so no rank
   outlives ``stop()`` or its kernel. No signal handler of the kernel is touched;
+- each rank reports on a pipe of its own (a rank killed mid-message ends its pipe only); a
+  finished Run holds no pipe, process or folder (runtime/processes.py, scratch_dirs.py);
 - with ``max_restarts=N`` a failure takes every rank of the attempt down the same way, and the
-  collector starts fresh ranks (a new rendezvous folder and queue) that resume from the last
+  collector starts fresh ranks (a new rendezvous folder and pipes) that resume from the last
   complete checkpoint this run wrote, up to N times.
 """
 from __future__ import annotations
@@ -18,22 +20,23 @@ from __future__ import annotations
 import os
 import shutil
 import sys
-import tempfile
 import threading
 import time
 import traceback as tb
 from multiprocessing import connection
 
 import cloudpickle
-import psutil
 
 from . import warm as _warm
 from ..parallel import check_spec
 from .checkpoint_files import latest, next_step
 from .checkpoint_owner import claim_folder, new_run_id, release_folder, stops_restarts
-from .failures import RunFailed, died, killed_peers, rank_failed, silent_failure, stack_of
+from .failures import (RunFailed, died, killed_peers, rank_failed, silent_failure, silent_rank,
+                       stack_of)
 from .guard import check_machine, check_main_guard, warn_if_oversubscribed
-from .processes import start_ranks, terminate_ranks
+from .processes import (close_all, cpu_seconds, exited_unfinished, receive, release_ranks,
+                        start_ranks, terminate_ranks)
+from .scratch_dirs import new_scratch_dir
 from .summary import failure_note, summarize
 
 STARTUP_GRACE_S = 60.0   # a rank may take this long (beyond the spec's timeout) to first report
@@ -137,9 +140,9 @@ class Run:
         self.attempt = 1
         self._cond = threading.Condition()
         self._end_lock = threading.Lock()
-        self._tmp = tempfile.mkdtemp(prefix="gpututor-")
+        self._tmp = new_scratch_dir()   # after sweeping the folders of killed kernels
         self._ctx = _context(start_method)
-        self._procs, self._controls = [], []
+        self._procs, self._controls, self._readers = [], [], []
         try:
             self._start_ranks(spec)
         except BaseException:
@@ -152,21 +155,15 @@ class Run:
         from .live import register; register(self)  # noqa: E702 - the kernel's shutdown stops it
 
     def _start_ranks(self, spec) -> None:
-        """Start this attempt's ranks, with a rendezvous folder and a queue of their own: nothing
+        """Start this attempt's ranks, with a rendezvous folder and pipes of their own: nothing
         of an earlier attempt (a message half-sent by a rank that was killed, a stale store
         file, a stack dump) can reach them."""
         self._folder = os.path.join(self._tmp, f"attempt{self.attempt}")
         os.mkdir(self._folder)
-        self._queue = self._ctx.SimpleQueue()
         # a record's "time" counts from the run's start, across attempts
         start = time.time() if self.attempt == 1 else self.started_wall
-        try:
-            self._procs, self._controls = start_ranks(
-                self._ctx, spec, cloudpickle.dumps((spec, self._task)),
-                f"{self._folder}/store", self._queue, start)
-        except BaseException:
-            self._queue.close()
-            raise
+        self._procs, self._controls, self._readers = start_ranks(
+            self._ctx, spec, cloudpickle.dumps((spec, self._task)), self._folder + "/store", start)
 
     # ---- what a notebook calls ---------------------------------------------------------------
     @property
@@ -210,7 +207,7 @@ class Run:
         except KeyboardInterrupt:  # kernel interrupt: take the ranks down with us
             self.stop()
             raise
-        # the collector closes the queue last: when wait() returns, nothing of the run is open
+        # the collector closes the pipes last: when wait() returns, nothing of the run is open
         if threading.current_thread() is not self._collector:
             self._collector.join(timeout=5)
         self._echo_new()
@@ -254,9 +251,9 @@ class Run:
                     self._end("failed", failure)
         finally:
             self._end("failed" if self.error else "stopped")
-            # Only this thread reads the queue, so only it closes it: closing it in _end() from
-            # stop()'s thread raced with a get() here ("OSError: handle is closed").
-            self._queue.close()
+            # Only this thread reads the pipes, so only it closes them: closing them in _end()
+            # from stop()'s thread would race with a read here ("OSError: handle is closed").
+            self._release_attempt()
 
     def _watch(self) -> "RunFailed | None":
         """Drain this attempt's records while watching its ranks. Returns the failure that
@@ -264,12 +261,19 @@ class Run:
         spec, world = self.spec, self.spec.world_size
         finished, last_seen = set(), {r: time.monotonic() for r in range(world)}
         last_step = {r: -1 for r in range(world)}
-        cpu_seen = {r: self._cpu_seconds(r) for r in range(world)}
-        reader = self._queue._reader
+        cpu_seen = {r: cpu_seconds(self._procs[r]) for r in range(world)}
+        open_pipes = dict(enumerate(self._readers))   # rank -> its record pipe, until it ends
         while not self.done:
-            connection.wait([reader] + [p.sentinel for p in self._procs], timeout=0.2)
-            while not self.done and reader.poll():
-                kind, rank, body = self._queue.get()
+            running = [p.sentinel for p in self._procs if p.exitcode is None]
+            ready = connection.wait(list(open_pipes.values()) + running, timeout=0.2)
+            for rank, reader in list(open_pipes.items()):
+                if self.done or reader not in ready:
+                    continue
+                message = receive(reader, rank)
+                if message is None:   # the rank exited: its pipe is closed
+                    del open_pipes[rank]
+                    continue
+                kind, rank, body = message
                 if kind == "output":   # a line a rank printed: not a sign of progress
                     with self._cond:
                         self.output.append((rank, body["stream"], body["text"]))
@@ -286,30 +290,22 @@ class Run:
                     # error its partner reports ("connection closed"): name the killed one
                     killed = killed_peers(self._procs, rank, body, finished, PEER_EXIT_GRACE_S)
                     if killed:
-                        return self._fail(killed[0], self._died(killed[0],
-                                                                self._procs[killed[0]].exitcode),
-                                          last_step, finished)
+                        rank, body = killed[0], self._died(killed[0],
+                                                           self._procs[killed[0]].exitcode)
                     return self._fail(rank, body, last_step, finished)
             if self.done:
                 return None
             if len(finished) == world:
                 self._end("finished")
                 return None
-            for rank, proc in enumerate(self._procs):
-                if proc.exitcode not in (None, 0) and rank not in finished and not reader.poll():
-                    return self._fail(rank, self._died(rank, proc.exitcode), last_step, finished)
-            now = time.monotonic()
-            for rank in range(world):
-                allowed = spec.timeout + (STARTUP_GRACE_S if last_step[rank] < 0 else 5.0)
-                if rank not in finished and now - last_seen[rank] > allowed and not self.done:
-                    # A long step (a big model's first, autotuning) keeps using CPU time; a
-                    # rank that hangs does not. Only the second is reported.
-                    cpu = self._cpu_seconds(rank)
-                    if cpu is not None and cpu_seen[rank] is not None and \
-                            cpu - cpu_seen[rank] > 0.05 * allowed:
-                        last_seen[rank], cpu_seen[rank] = now, cpu
-                        continue
-                    return self._fail_silent(rank, last_step)
+            dead = exited_unfinished(self._procs, open_pipes, finished)
+            if dead is not None:
+                return self._fail(dead, self._died(dead, self._procs[dead].exitcode), last_step,
+                                  finished)
+            silent = silent_rank(spec, self._procs, finished, last_seen, last_step, cpu_seen,
+                                 STARTUP_GRACE_S)
+            if silent is not None and not self.done:
+                return self._fail_silent(silent, last_step)
         return None
 
     def _restart(self, failure: RunFailed) -> "RunFailed | None":
@@ -327,8 +323,7 @@ class Run:
                 with self._cond:
                     self.failures.append(note)
                 return failure
-            self._terminate()    # every rank of the attempt is gone before new ones start
-            self._queue.close()
+            self._release_attempt()   # every rank of the attempt is gone before new ones start
             # A checkpoint being written when the rank died is still in its staging folder:
             # latest() passes it over, and every other run's checkpoints too.
             resume = (latest(spec.checkpoint_dir, run=self.run_id)
@@ -365,7 +360,7 @@ class Run:
             if error is not None:
                 self.error = error
             try:
-                self._terminate()
+                terminate_ranks(self._procs, self._controls)
                 try:
                     summary = summarize(self.spec, self.records, status, self.failures,
                                         self.attempt) if self._summarize is None else \
@@ -395,14 +390,11 @@ class Run:
     def _stack_of(self, rank: int) -> tuple[str, str]:
         return stack_of(self._procs[rank].pid, self._folder, rank)
 
-    def _cpu_seconds(self, rank: int) -> float | None:
-        try:
-            times = psutil.Process(self._procs[rank].pid).cpu_times()
-            return times.user + times.system
-        except (psutil.Error, TypeError, ValueError):
-            return None
-
-    def _terminate(self) -> None:
+    def _release_attempt(self) -> None:
+        """End this attempt's ranks and let go of them: pipes closed, process handles released."""
         terminate_ranks(self._procs, self._controls)
+        close_all(self._readers)
+        release_ranks(self._procs)
+        self._procs, self._controls, self._readers = [], [], []
 
 

@@ -1,7 +1,7 @@
 """What a rank prints reaches the notebook and the command line, prefixed with the rank.
 
 In a rank started by :func:`gpututor.launch`, ``sys.stdout`` and ``sys.stderr`` become
-:class:`RankOutput` streams: each line goes to the parent over the run's queue (warnings too:
+:class:`RankOutput` streams: each line goes to the parent over the rank's record pipe (warnings too:
 ``warnings`` writes to ``sys.stderr``). Output that C++ code writes straight to the file
 descriptors (a library's own warnings) is not caught. A rank that floods output is throttled, not
 blocked: past a budget of bytes per second its lines are dropped and counted, and the count is
@@ -23,12 +23,29 @@ BURST_BYTES = 100_000
 STACK_SIGNAL = signal.SIGUSR1
 
 
-class RankOutput(io.TextIOBase):
-    """A text stream that sends whole lines to ``queue`` as ``("output", rank, {...})``."""
+class RecordPipe:
+    """A rank's own pipe to the kernel: ``put(message)`` sends one message, whole.
 
-    def __init__(self, queue, rank: int, stream: str, rate: float = RATE_BYTES_PER_S,
+    One pipe per rank, written by this rank only: a lock of this process keeps the threads that
+    print from interleaving a message (no named semaphore shared between processes, none left in
+    /dev/shm), and a rank killed in the middle of a message is, for the kernel, the end of this
+    rank's pipe and of nothing else."""
+
+    def __init__(self, writer):
+        self._writer, self._lock = writer, threading.Lock()
+
+    def put(self, message) -> None:
+        with self._lock:
+            self._writer.send(message)
+
+
+class RankOutput(io.TextIOBase):
+    """A text stream that sends whole lines to ``records`` (a :class:`RecordPipe`) as
+    ``("output", rank, {...})``."""
+
+    def __init__(self, records, rank: int, stream: str, rate: float = RATE_BYTES_PER_S,
                  burst: float = BURST_BYTES):
-        self.queue, self.rank, self.stream = queue, rank, stream
+        self.records, self.rank, self.stream = records, rank, stream
         self.rate, self.burst, self.tokens, self.refilled = rate, burst, burst, time.monotonic()
         self.dropped_lines = self.dropped_bytes = 0
         self._buffer, self._lock = "", threading.Lock()
@@ -62,11 +79,11 @@ class RankOutput(io.TextIOBase):
             return
         self.tokens -= size
         self._report_dropped()
-        self.queue.put(("output", self.rank, {"stream": self.stream, "text": line}))
+        self.records.put(("output", self.rank, {"stream": self.stream, "text": line}))
 
     def _report_dropped(self) -> None:
         if self.dropped_lines:
-            self.queue.put(("output", self.rank, {"stream": self.stream, "text": (
+            self.records.put(("output", self.rank, {"stream": self.stream, "text": (
                 f"[{self.dropped_lines} lines ({self.dropped_bytes:,} bytes) of this rank's "
                 f"output dropped: more than {self.rate:,.0f} bytes/s]")}))
             self.dropped_lines = self.dropped_bytes = 0

@@ -2,7 +2,8 @@
 
 ``train()`` builds data, model and optimizer, lets the strategy wrap them, runs the steps and
 calls ``emit(record)`` after each one: one flat dict of numbers per step per rank. Only ``emit``
-differs between the notebook launcher (a queue to the kernel) and torchrun (gathered at the end).
+differs between the notebook launcher (a pipe per rank to the kernel) and torchrun (gathered at
+the end).
 """
 from __future__ import annotations
 
@@ -32,7 +33,8 @@ from ..parallel.link import EmulatedLink
 from ..parallel.mesh import RankGrid, build_groups
 from ..parallel.meta import materialize
 from .checkpoint import Checkpointer
-from .rank_output import RankOutput, dump_stack_on_request
+from .rank_output import RankOutput, RecordPipe, dump_stack_on_request
+from .scratch_dirs import remove_when_owner_gone, scratch_dir_of
 
 load_corpus()  # read once here, so a forkserver that preloads this module has it in memory
 
@@ -257,9 +259,9 @@ def step_record(ctx, step_time: float, tokens: int, mem: dict) -> dict:
 
 # ---- entry point for launch(): one process per rank, started by the launcher -----------------
 
-def rank_main(payload: bytes, rank: int, world_size: int, store_path: str, queue, control,
-              start_time: float) -> None:
-    """Run one rank for ``gpututor.launch``; report records, errors and the end to ``queue``.
+def rank_main(payload: bytes, rank: int, world_size: int, store_path: str, records: RecordPipe,
+              control, start_time: float) -> None:
+    """Run one rank for ``gpututor.launch``; report records, errors and the end to ``records``.
 
     ``payload`` is ``cloudpickle.dumps((spec, task))``; ``task`` None means "train".
     """
@@ -270,11 +272,11 @@ def rank_main(payload: bytes, rank: int, world_size: int, store_path: str, queue
     # Ctrl-C / "interrupt kernel" signals the whole process group; the kernel handles it and
     # stops the run, so a rank must not die of it half-way and report a confusing error.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    _exit_when_parent_goes(control)
+    _exit_when_parent_goes(control, scratch_dir_of(store_path))
     os.environ["GLOO_SOCKET_IFNAME"] = "lo"  # loopback only, never a real interface
     # what this rank prints goes to the notebook, prefixed with the rank (rank_output.py)
-    sys.stdout = RankOutput(queue, rank, "stdout")
-    sys.stderr = RankOutput(queue, rank, "stderr")
+    sys.stdout = RankOutput(records, rank, "stdout")
+    sys.stderr = RankOutput(records, rank, "stderr")
     dump_stack_on_request(os.path.join(os.path.dirname(store_path), f"stack-rank{rank}.txt"))
     spec, task = cloudpickle.loads(payload)
     grouped = False
@@ -285,17 +287,17 @@ def rank_main(payload: bytes, rank: int, world_size: int, store_path: str, queue
         store = dist.FileStore(store_path, world_size)
         init_process_group(spec, rank, world_size, device, store=store)
         grouped = True
-        emit = lambda rec: queue.put(("record", rank, {"rank": rank, **rec}))
+        emit = lambda rec: records.put(("record", rank, {"rank": rank, **rec}))
         if task is None:
             train(spec, rank, world_size, device, emit=emit, start_time=start_time)
         else:
             torch.set_num_threads(rank_threads(spec, device))   # as training does
             task(spec, rank, world_size, device, emit)
         sys.stdout.flush(), sys.stderr.flush()
-        queue.put(("done", rank, None))
+        records.put(("done", rank, None))
     except BaseException as exc:  # noqa: BLE001 - every failure must reach the notebook
         sys.stdout.flush(), sys.stderr.flush()
-        queue.put(("error", rank, {"type": type(exc).__name__, "message": str(exc),
+        records.put(("error", rank, {"type": type(exc).__name__, "message": str(exc),
                                    "traceback": traceback.format_exc()}))
         raise SystemExit(1)
     finally:
@@ -303,14 +305,17 @@ def rank_main(payload: bytes, rank: int, world_size: int, store_path: str, queue
             dist.destroy_process_group()
 
 
-def _exit_when_parent_goes(control) -> None:
-    """A daemon thread that ends this rank when the kernel closes the control pipe or dies."""
+def _exit_when_parent_goes(control, folder: str | None) -> None:
+    """A daemon thread that ends this rank when the kernel closes the control pipe or dies; if
+    the kernel died, it removes the run's temp ``folder`` first (runtime/scratch_dirs.py)."""
 
     def watch():
         try:
             control.recv()
         except (EOFError, OSError):
             pass
+        if folder is not None:
+            remove_when_owner_gone(folder)
         os._exit(3)
 
     threading.Thread(target=watch, name="gpututor-parent-watch", daemon=True).start()

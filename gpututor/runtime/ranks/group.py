@@ -79,7 +79,8 @@ class RankGroup:
     def _start(self) -> None:
         started = time.perf_counter()
         ctx = warm.context(self.start_method)
-        self._tmp = tempfile.mkdtemp(prefix="gpututor-ranks-")
+        from ..scratch_dirs import new_scratch_dir   # sweeps the folders of killed kernels first
+        self._tmp = new_scratch_dir("gpututor-ranks-")
         self._procs, self._conns, self._alive, self.pids = [], [], [], []
         self._finalizer = weakref.finalize(self, _teardown, self._procs, self._conns,
                                            self._alive, self._tmp)
