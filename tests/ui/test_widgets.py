@@ -230,6 +230,27 @@ def test_bad_field_shows_the_value_error_and_starts_nothing():
     assert panel.current is None
 
 
+def test_a_typed_world_size_above_the_cpu_ceiling_starts_nothing(monkeypatch):
+    """256 typed by mistake would start 256 copies of torch: the panel holds a typed world size
+    to %ranks' ceiling (4 CPU ranks per usable core), and never below the lesson's own size."""
+    import gpututor.runtime.ranks.checks as checks
+    import gpututor.ui.panel as panel_module
+    for module in (checks, panel_module):
+        monkeypatch.setattr(module, "usable_cpu_cores", lambda: 1)
+    panel = RunPanel(TINY)
+    panel.controls["world_size"].value = 256
+    panel.controls["batch_size"].value = 256
+    panel.run_button.click()
+    assert panel.state == "invalid" and panel.current is None
+    assert "world_size=256 is invalid on CPU here" in panel.status.value
+    assert "allowed: 1 to 4" in panel.status.value
+    panel.controls["world_size"].value = 4   # at the ceiling: accepted
+    panel.controls["batch_size"].value = 8
+    assert panel.spec_from_controls().world_size == 4
+    big = RunPanel(TINY.replace(world_size=8))   # a lesson's own 8 ranks on 1 core stay allowed
+    assert big.spec_from_controls().world_size == 8
+
+
 def test_stop_during_a_run_ends_every_rank():
     panel = RunPanel(TINY.replace(steps=5000))
     panel.run_button.click()
