@@ -205,6 +205,7 @@ def _run_torchrun(args) -> int:
     """One rank of a torchrun job: same worker, records gathered to rank 0 at the end."""
     import torch.distributed as dist
 
+    from ..parallel.exchange import all_gather_bytes
     from .summary import summarize
     from .worker import init_process_group, rank_device, train
 
@@ -236,8 +237,10 @@ def _run_torchrun(args) -> int:
     try:
         train(spec, rank, world, device,
               emit=lambda r: (records.append({**r, "attempt": attempt}), progress.update(r)))
-        gathered = [None] * world if rank == 0 else None
-        dist.gather_object(records, gathered, dst=0)
+        # the records are ragged (any number, fields by strategy), so they travel as JSON text
+        # in a byte tensor: rank 0 parses it, and unpickles nothing a peer sent (exchange.py)
+        parts = all_gather_bytes(json.dumps(records).encode())
+        gathered = [json.loads(part) for part in parts] if rank == 0 else None
         # every rank is done with its peers before any closes its connections: a gloo rank whose
         # peer closes while it still reads aborts (SIGABRT), and torchrun then fails the job
         # (seen in gpu_check.py's two-node smoke test: 2 runs of 2 ended so, with the loss written)

@@ -40,6 +40,7 @@ from ...moe import moe_layers
 from ..base import Strategy
 from ..composed import Composed, _unwrap
 from ..data_parallel.ddp import DataParallelDDP
+from ..exchange import all_gather_tensors
 from ..mesh import DimGroup, degree_of, dim_group
 from ..meta import materialize
 from .all_to_all import ExpertExchange
@@ -104,9 +105,8 @@ def gather_experts(model: torch.nn.Module) -> dict:
     if not layers:
         return state
     ep = layers[0].exchange.ep
-    mine = {k: v.cpu() for k, v in state.items() if ".experts." in k}
-    parts = [None] * ep.size
-    dist.all_gather_object(parts, mine, group=ep.group)
+    mine = {k: v for k, v in state.items() if ".experts." in k}
+    parts = all_gather_tensors(mine, group=ep.group)   # tensors, not pickles (exchange.py)
     return {**state, **{k: v for part in parts for k, v in part.items()}}
 
 

@@ -22,6 +22,7 @@ from torch.utils.checkpoint import checkpoint
 
 from ...models import GPT
 from ..base import MemoryLayout, Strategy
+from ..exchange import all_gather_tensors
 from ..mesh import DimGroup, RankGrid, degree_of, dim_group
 from ..meta import is_meta
 from ...measure.timing import synchronize
@@ -175,9 +176,7 @@ def tied_weight_sync(stage: GPTStage, group, ctx) -> None:
 def gather_stages(state: dict, pp: DimGroup) -> dict[str, torch.Tensor]:
     """The whole model's state dict, merged from every stage's ``state`` (a collective of the
     pipeline's ranks)."""
-    mine = {k: v.detach().cpu() for k, v in state.items()}
-    parts = [None] * pp.size
-    dist.all_gather_object(parts, mine, group=pp.group)
+    parts = all_gather_tensors(state, group=pp.group)   # tensors, not pickles (exchange.py)
     merged = {k: v for part in parts for k, v in part.items()}
     if "head.weight" not in merged or "tok_emb.weight" not in merged:
         raise RuntimeError("the stages do not hold the whole model")

@@ -27,6 +27,7 @@ import torch.distributed as dist
 
 from ...formulas import theoretical_bubble_fraction  # noqa: F401 (the theory to compare with)
 from ...measure.timing import synchronize
+from ..exchange import all_gather_bytes
 from ..mesh import dim_group
 
 PHASES = {"F": "forward", "B": "backward", "W": "backward"}
@@ -101,8 +102,7 @@ def one_clock(ctx) -> bool:
     """True when every rank runs on this host (asked once per run): ``time.perf_counter`` is
     then the system's monotonic clock in all of them, and their times compare directly."""
     if getattr(ctx, "one_clock", None) is None:
-        hosts = [None] * dist.get_world_size()
-        dist.all_gather_object(hosts, socket.gethostname())
+        hosts = all_gather_bytes(socket.gethostname().encode())   # bytes, not pickles
         ctx.one_clock = len(set(hosts)) == 1 and sys.platform in ("linux", "darwin")
     return ctx.one_clock
 
