@@ -22,6 +22,7 @@ run's id in it; one live run writes a ``checkpoint_dir`` at a time (``checkpoint
 """
 from __future__ import annotations
 
+import json
 import shutil
 import threading
 import time
@@ -233,8 +234,9 @@ class Checkpointer:
                 found[0] = run_of_rank(self.spec.checkpoint_dir)
             except CheckpointError as exc:
                 found[1] = str(exc)
-        if dist.is_initialized() and dist.get_world_size() > 1:
-            dist.broadcast_object_list(found, src=0)
+        if dist.is_initialized() and dist.get_world_size() > 1:   # as JSON: no peer's pickle
+            from ..parallel.exchange import all_gather_bytes
+            found = json.loads(all_gather_bytes(json.dumps(found).encode())[0])
         if found[1]:
             raise CheckpointError(found[1])
         return found[0]

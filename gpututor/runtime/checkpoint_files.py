@@ -3,7 +3,8 @@
 A gpututor checkpoint is a folder that ``torch.distributed.checkpoint`` (DCP) wrote: each
 rank's tensor data in ``__{rank}_0.distcp``, the index of every chunk in ``.metadata`` (DCP
 writes it last, once every rank has written its data: a folder without it is incomplete) and
-our own ``gpututor.json`` (plain JSON: the format, the step, the model's shapes).
+our own ``gpututor.json`` (plain JSON: the format, the run that wrote it, the step, the
+model's shapes). A save is renamed into place complete (``checkpoint_owner.py``).
 
 DCP's own reader loads ``.metadata`` with :func:`pickle.load`, which runs whatever a file
 asks of it. :func:`read_metadata` reads it with an unpickler that makes only DCP's plain
