@@ -34,6 +34,7 @@ import warnings
 PRELOAD = ["torch", "torch.distributed", "torch.nn.parallel", "torch._dynamo",
            "torch.utils.flop_counter", "gpututor.runtime.preload"]  # preload.py imports the worker
 lock = threading.Lock()
+_adopt_lock = threading.Lock()
 STOP_TIMEOUT_S = 1.0   # how long a helper may take to exit once asked, before it is killed
 _warned = False
 
@@ -51,8 +52,32 @@ def context(start_method: str = "forkserver"):
         start_method = "spawn"
     ctx = mp.get_context(start_method)
     if start_method == "forkserver":
+        adopt_multiprocessing_temp_dir()
         ctx.set_forkserver_preload(PRELOAD)
     return ctx
+
+
+def adopt_multiprocessing_temp_dir() -> str | None:
+    """Make multiprocessing's own temp folder (where the forkserver's socket lives) a marked
+    ``gpututor-mp-*`` folder of this process (runtime/scratch_dirs.py), before multiprocessing
+    makes its ``/tmp/pymp-*``: a killed kernel leaves its ``pymp-*`` behind with nothing to sweep
+    it, while a marked folder whose owner is gone is removed by the next launch. Removed at a
+    normal exit as multiprocessing removes its own. Only in a process that has none yet and is not
+    itself a child of multiprocessing; returns the folder, or None where nothing was changed.
+    (``_config["tempdir"]`` is where ``multiprocessing.util.get_temp_dir`` keeps it.)"""
+    import multiprocessing.util as mp_util
+    config = getattr(mp.current_process(), "_config", None)
+    if not isinstance(config, dict) or mp.parent_process() is not None:
+        return None
+    with _adopt_lock:
+        if config.get("tempdir") is not None:
+            return None
+        from .scratch_dirs import new_scratch_dir
+        import shutil
+        path = new_scratch_dir("gpututor-mp-")
+        mp_util.Finalize(None, shutil.rmtree, args=(path, True), exitpriority=-100)
+        config["tempdir"] = path
+        return path
 
 
 def _warn_unsafe_forkserver() -> None:

@@ -38,8 +38,8 @@ KERNEL = textwrap.dedent("""
 @pytest.fixture
 def kernel(tmp_path):
     """A kernel-like process (its own session) that launches a run: yields it, the run's temp
-    folder and the ranks' pids once the run trains. Multiprocessing's own folder (``pymp-*``),
-    which a killed process leaves, is removed afterwards."""
+    folder, the ranks' pids and multiprocessing's own folder once the run trains; that last one is
+    removed afterwards whatever the test did."""
     script = tmp_path / "kernel.py"
     script.write_text(KERNEL)
     proc = subprocess.Popen([sys.executable, str(script)], cwd=ROOT, stdout=subprocess.PIPE,
@@ -48,7 +48,7 @@ def kernel(tmp_path):
     try:
         pymp, folder, *ranks = proc.stdout.readline().split()
         assert os.path.isdir(folder) and len(ranks) == 2
-        yield proc, folder, [int(pid) for pid in ranks]
+        yield proc, folder, [int(pid) for pid in ranks], pymp
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
@@ -63,18 +63,21 @@ def gone(pids) -> bool:
 
 
 def test_a_kernel_killed_with_its_ranks_leaves_its_folder_and_the_next_launch_sweeps_it(kernel):
-    kernel, folder, ranks = kernel
+    kernel, folder, ranks, mp_folder = kernel
     os.killpg(kernel.pid, signal.SIGKILL)   # the kernel, its forkserver and its ranks at once
     kernel.wait()
     assert os.path.isdir(folder)                 # nobody was left to remove it
+    # multiprocessing's own folder (the forkserver's socket) is a marked gpututor-mp-* folder
+    # (warm.adopt_multiprocessing_temp_dir), not a /tmp/pymp-* that nothing would sweep
+    assert os.path.basename(mp_folder).startswith("gpututor-mp-") and os.path.isdir(mp_folder)
     launch(tiny_spec(strategy="single", world_size=1, steps=1)).wait()
-    assert not os.path.exists(folder)
+    assert not os.path.exists(folder) and not os.path.exists(mp_folder)
     assert not [d for d in os.listdir(os.path.dirname(folder)) if d.startswith("gpututor-")
                 and owner_pid(os.path.join(os.path.dirname(folder), d)) == kernel.pid]
 
 
 def test_a_kernel_killed_alone_has_its_folder_removed_by_its_ranks(kernel):
-    kernel, folder, ranks = kernel
+    kernel, folder, ranks, _ = kernel
     os.kill(kernel.pid, signal.SIGKILL)      # the kernel only: its ranks see their pipe close
     kernel.wait()
     # The ranks notice at once and remove the folder within ~2 s; 30 s is for a busy machine.
