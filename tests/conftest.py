@@ -112,7 +112,10 @@ def rank_processes() -> list[psutil.Process]:
     return found
 
 
-def wait_no_ranks(seconds: float = 5.0) -> list[psutil.Process]:
+def wait_no_ranks(seconds: float = 30.0) -> list[psutil.Process]:
+    """The rank processes still alive after polling up to ``seconds`` for none to be left. It
+    returns as soon as none is: the default is a ceiling for a busy machine (reaping a killed
+    rank there took several seconds), not a speed the launcher promises."""
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
         left = rank_processes()

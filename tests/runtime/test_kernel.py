@@ -58,12 +58,21 @@ def test_kernel_interrupt_stops_ranks_and_keeps_handlers():
         client.wait_for_ready(timeout=60)
         _execute(client, SETUP)
         kernel = psutil.Process(km.provisioner.process.pid)
-        client.execute("run.wait()", stop_on_error=False)
-        time.sleep(1.0)
+        # an order, not a sleep: interrupt once the cell said it is about to wait (a fixed 1 s
+        # sleep let the interrupt land before run.wait() on a busy machine)
+        waiting = client.execute("print('WAITING', flush=True)\nrun.wait()", stop_on_error=False)
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            msg = client.get_iopub_msg(timeout=120)
+            if msg["parent_header"].get("msg_id") == waiting and msg["msg_type"] == "stream" \
+                    and "WAITING" in msg["content"]["text"]:
+                break
+        time.sleep(0.2)   # from the print to inside wait(): microseconds
         km.interrupt_kernel()
         interrupted = time.monotonic()
         # what may stay under the kernel is multiprocessing's forkserver and resource tracker
-        while len(live_descendants(kernel)) > 2 and time.monotonic() - interrupted < 5:
+        # polls for the ranks to be gone: 30 s is a ceiling for a busy machine, not a speed
+        while len(live_descendants(kernel)) > 2 and time.monotonic() - interrupted < 30:
             time.sleep(0.05)
         remaining = live_descendants(kernel)
         assert len(remaining) <= 2, [p.cmdline() for p in remaining]

@@ -36,7 +36,7 @@ def test_a_summary_that_raises_ends_the_run_as_failed():
     run = launch(RunSpec(world_size=2, **CPU), task=RaisingSummary())
     with pytest.raises(RunFailed, match="summarizing the run failed: ZeroDivisionError"):
         run.wait(timeout=30)
-    assert run.status == "failed" and not wait_no_ranks(5)
+    assert run.status == "failed" and not wait_no_ranks()
 
 
 def test_interrupt_while_iterating_stops_the_ranks(interruptible):
@@ -46,7 +46,7 @@ def test_interrupt_while_iterating_stops_the_ranks(interruptible):
     with pytest.raises(KeyboardInterrupt):
         for _ in run:
             pass
-    assert run.status == "stopped" and not wait_no_ranks(5)
+    assert run.status == "stopped" and not wait_no_ranks()
 
 
 def busy_first_step(spec, rank, world, device, emit):
@@ -131,9 +131,9 @@ def chatty(spec, rank, world, device, emit):
 def test_what_ranks_print_reaches_the_caller_prefixed_and_a_flood_is_throttled():
     run = launch(RunSpec(world_size=2, **CPU), task=chatty)
     run.echo = echoed = io.StringIO()
-    start = time.monotonic()
-    run.wait(timeout=60)
-    assert time.monotonic() - start < 30
+    # a rank blocked by its own flood would not finish: wait() raises TimeoutError after 180 s,
+    # a ceiling for a busy machine (the run takes a second or two on a quiet one)
+    run.wait(timeout=180)
     text = echoed.getvalue()
     assert "[rank 0] hello from rank 0" in text and "[rank 1] hello from rank 1" in text
     assert "UserWarning: a warning on rank 1" in text
@@ -180,7 +180,7 @@ def test_many_launches_leave_no_process_thread_fd_socket_or_growing_memory():
     sockets = len(me.net_connections(kind="inet"))
     for _ in range(25):   # benchmarks/bench_launch.py runs 50
         launch(tiny_spec(steps=1, world_size=2)).wait()
-    assert not wait_no_ranks(5)
+    assert not wait_no_ranks()
     assert me.num_fds() <= fds and len(me.net_connections(kind="inet")) <= sockets
     deadline = time.monotonic() + 5
     while me.num_threads() > threads and time.monotonic() < deadline:

@@ -40,7 +40,7 @@ def test_runs_kept_alive_hold_no_semaphore_pipe_process_or_thread():
     assert me.num_fds() <= fds, "finished runs still hold pipes or process handles"
     assert not any(r._procs or r._readers or r._controls or r._collector.is_alive()
                    for r in runs)
-    assert not wait_no_ranks(5)
+    assert not wait_no_ranks()
 
 
 BIG = 64_000_000   # bytes: a pipe holds 64 KiB, so this message takes many writes
@@ -79,4 +79,4 @@ def test_a_rank_killed_while_writing_a_long_message_fails_the_run_naming_it():
     assert "rank 1 exited with code -9" in str(err.value)
     assert err.value.rank == 1 and run.status == "failed"
     assert not any(r.get("blob") for r in run.records)   # nothing half-read was taken as a record
-    assert not wait_no_ranks(5)
+    assert not wait_no_ranks()

@@ -11,17 +11,18 @@ from conftest import rank_processes, tiny_spec, wait_no_ranks
 
 
 def test_rank_that_raises_reaches_caller_with_its_traceback():
-    run = launch(tiny_spec(steps=20, inject_fault="1:2"))
-    start = time.monotonic()
+    steps = 100_000   # minutes of training: only the failure can end this run
+    run = launch(tiny_spec(steps=steps, inject_fault="1:2"))
     with pytest.raises(RunFailed) as err:
-        run.wait(timeout=30)
-    elapsed = time.monotonic() - start
+        run.wait(timeout=120)
     message = str(err.value)
     assert "rank 1 failed at step 2" in message
     assert "InjectedFault" in message and "Traceback" in message and "worker.py" in message
     assert err.value.rank == 1
-    assert elapsed < 10, f"error took {elapsed:.1f} s to arrive"
-    assert run.status == "failed" and not wait_no_ranks(5)
+    # order, not seconds: the error arrived while rank 0 was still far from its last step (a
+    # launcher that waited for the healthy rank to finish would only report it after)
+    assert max(r["step"] for r in run.records if r["rank"] == 0) < steps // 2
+    assert run.status == "failed" and not wait_no_ranks()
 
 
 def test_rank_that_hangs_fails_after_timeout_naming_it():
@@ -29,12 +30,14 @@ def test_rank_that_hangs_fails_after_timeout_naming_it():
     run = launch(tiny_spec(steps=20, inject_fault="1:2:hang", timeout=timeout))
     start = time.monotonic()
     with pytest.raises(RunFailed) as err:
-        run.wait(timeout=60)
+        run.wait(timeout=180)
     elapsed = time.monotonic() - start
     assert "rank(s) 1 stopped answering" in str(err.value) or \
         "rank 1 stopped answering" in str(err.value)
-    assert timeout - 1 <= elapsed <= timeout + 15, f"failed after {elapsed:.1f} s"
-    assert not wait_no_ranks(5)
+    # not before the timeout (the point: a slow rank is not a hung one); the watchdog's window is
+    # timeout + 5 s, and the 60 s above it are for a busy machine, not a speed
+    assert timeout - 1 <= elapsed <= timeout + 60, f"failed after {elapsed:.1f} s"
+    assert not wait_no_ranks()
 
 
 def test_single_rank_hang_is_caught_by_the_parent_watchdog(monkeypatch):
@@ -54,10 +57,10 @@ def test_stop_ends_every_rank_within_seconds():
     assert len(pids) >= 2
     start = time.monotonic()
     run.stop()
-    # stop() closes the ranks' pipes, then terminates (3 s) and kills (2 s) what is left; 20 s is
-    # several times that, for a shared machine. What matters is the state after it returned.
-    assert time.monotonic() - start < 20
-    assert run.status == "stopped" and not wait_no_ranks(5)
+    # stop() closes the ranks' pipes, then terminates (3 s) and kills (2 s) what is left; the 60 s
+    # here catch a stop() that hangs, on a busy machine. What matters is the state after it returned.
+    assert time.monotonic() - start < 60
+    assert run.status == "stopped" and not wait_no_ranks()
     assert not any(psutil.pid_exists(pid) and psutil.Process(pid).status() != "zombie"
                    for pid in pids)
     assert run.summary["status"] == "stopped" and len(run.records) >= 1
@@ -72,5 +75,5 @@ def test_interrupt_during_wait_stops_ranks_and_keeps_signal_handlers(interruptib
                                                      signal.SIGINT)).start()
     with pytest.raises(KeyboardInterrupt):
         run.wait()
-    assert run.status == "stopped" and not wait_no_ranks(5)
+    assert run.status == "stopped" and not wait_no_ranks()
     assert {s: signal.getsignal(s) for s in watched} == before

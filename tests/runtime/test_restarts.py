@@ -59,7 +59,7 @@ def test_a_failed_rank_is_restarted_and_the_losses_are_the_uninterrupted_runs(st
     assert summary["steps"] == 4 and len(summary["losses"]) == 4
     # nothing of the first attempt is left: its processes, its rendezvous folder
     assert len(attempts) == 2 and not attempts[0] & attempts[1]
-    assert not alive(attempts[0] | attempts[1]) and not wait_no_ranks(5)
+    assert not alive(attempts[0] | attempts[1]) and not wait_no_ranks()
     assert not os.path.exists(run._tmp)
 
 
@@ -90,7 +90,7 @@ def test_without_restarts_a_failure_ends_the_run_as_before(tmp_path):
     assert run.summary["failures"] == [{"attempt": 1, "rank": 1, "step": 3, "resumed_from": None,
                                         "error": "InjectedFault: injected fault: rank 1 raises "
                                                  "at step 3"}]
-    assert run.summary["attempts"] == 1 and not wait_no_ranks(5)
+    assert run.summary["attempts"] == 1 and not wait_no_ranks()
 
 
 def test_after_the_last_restart_the_run_fails_with_the_last_failure(tmp_path):
@@ -106,7 +106,7 @@ def test_after_the_last_restart_the_run_fails_with_the_last_failure(tmp_path):
     assert [f["attempt"] for f in failures] == [1, 2, 3]
     assert [f["resumed_from"] for f in failures] == [0, 0, None]
     assert all("out of memory" in f["error"] for f in failures)
-    assert run.summary["attempts"] == 3 and not wait_no_ranks(5)
+    assert run.summary["attempts"] == 3 and not wait_no_ranks()
 
 
 @pytest.mark.parametrize("value,message", [
@@ -115,13 +115,18 @@ def test_after_the_last_restart_the_run_fails_with_the_last_failure(tmp_path):
     (True, r"max_restarts=True is invalid: allowed is an integer in \[0, 100\]"),
     (101, r"max_restarts=101 is invalid: allowed is an integer in \[0, 100\]"),
 ])
-def test_bad_max_restarts_is_refused_before_anything_starts(value, message):
-    started = time.monotonic()
+def test_bad_max_restarts_is_refused_before_anything_starts(value, message, monkeypatch):
+    import gpututor.runtime.launcher as launcher
+
+    def no_run(*args, **kwargs):   # before anything starts: no Run is even made
+        raise AssertionError("a Run was started for a bad max_restarts")
+
+    monkeypatch.setattr(launcher, "Run", no_run)
     with pytest.raises(ValueError, match=message):
         launch(tiny_spec(steps=4), max_restarts=value)
     with pytest.raises(ValueError, match=message):
         RunSpec(max_restarts=value, checkpoint_every=2, checkpoint_dir="ckpt")
-    assert time.monotonic() - started < 2 and not wait_no_ranks(0.1)
+    assert not wait_no_ranks(0.1)
 
 
 def test_restarts_need_checkpoints_and_training():
@@ -267,9 +272,11 @@ def test_a_peer_killed_a_moment_after_its_partner_reports_the_lost_connection_is
         threading_kill = __import__("threading").Timer(0.3, os.kill, (victim.pid, signal.SIGKILL))
         threading_kill.start()
         lost = {"message": "Connection reset by peer", "traceback": ""}
-        started = clock.monotonic()
-        assert killed_peers([reporter, victim], 0, lost, set(), grace_s=5.0) == [1]
-        assert clock.monotonic() - started < 4.0            # returned when the victim exited
+        started, grace = clock.monotonic(), 120.0
+        assert killed_peers([reporter, victim], 0, lost, set(), grace_s=grace) == [1]
+        # returned on the victim's exit (0.3 s in), not at the end of its grace: an order, with a
+        # grace long enough that no busy machine reaches it (5 s did: 5.0 s measured under load)
+        assert clock.monotonic() - started < grace
         other = {"message": "ValueError: a bug in rank 0", "traceback": ""}
         assert killed_peers([reporter, victim], 1, other, set(), grace_s=5.0) == []
     finally:

@@ -106,7 +106,7 @@ def test_finished_failed_and_stopped_runs_remove_their_folders():
     stopped.stop()
     for run in (finished, failed, stopped):
         assert not os.path.exists(run._tmp), run.status
-    assert not wait_no_ranks(5)
+    assert not wait_no_ranks()
 
 
 def marked(folder, pid: int, started: float) -> str:
