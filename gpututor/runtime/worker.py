@@ -273,7 +273,7 @@ def rank_main(payload: bytes, rank: int, world_size: int, store_path: str, recor
     # stops the run, so a rank must not die of it half-way and report a confusing error.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     _exit_when_parent_goes(control, scratch_dir_of(store_path))
-    os.environ["GLOO_SOCKET_IFNAME"] = "lo"  # loopback only, never a real interface
+    use_loopback_only()
     # what this rank prints goes to the notebook, prefixed with the rank (rank_output.py)
     sys.stdout = RankOutput(records, rank, "stdout")
     sys.stderr = RankOutput(records, rank, "stderr")
@@ -303,6 +303,16 @@ def rank_main(payload: bytes, rank: int, world_size: int, store_path: str, recor
     finally:
         if grouped:
             dist.destroy_process_group()
+
+
+def use_loopback_only() -> None:
+    """Ranks that launch() or %ranks start on this machine talk over loopback only: gloo's
+    sockets (a concrete interface name: gloo rejects NCCL's ``^lo`` form), and NCCL's bootstrap
+    and socket transport, which by default skip ``lo`` and listen on a real interface (NCCL's
+    environment-variable docs, NCCL_SOCKET_IFNAME). Not under torchrun, where ranks on other
+    nodes must be reached. Unauthenticated either way: see docs/architecture.md, trust model."""
+    os.environ["GLOO_SOCKET_IFNAME"] = "lo"
+    os.environ["NCCL_SOCKET_IFNAME"] = "lo"
 
 
 def _exit_when_parent_goes(control, folder: str | None) -> None:

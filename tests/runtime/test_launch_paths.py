@@ -208,3 +208,21 @@ def test_two_processes_launching_at_the_same_moment_both_succeed(tmp_path):
     outs = [p.communicate(timeout=120) for p in procs]
     for p, (out, err) in zip(procs, outs):
         assert p.returncode == 0 and out.strip() == "finished 2", err[-2000:]
+
+
+def interfaces(spec, rank, world, device, emit):
+    emit({"step": 0, "gloo": os.environ.get("GLOO_SOCKET_IFNAME"),
+          "nccl": os.environ.get("NCCL_SOCKET_IFNAME")})
+
+
+def test_local_ranks_talk_over_loopback_only_with_gloo_and_nccl(monkeypatch):
+    """NCCL's default skips lo and would listen on a real interface for its bootstrap: a rank
+    that launch() or %ranks starts names lo for both backends, whatever the kernel had set."""
+    import gpututor
+    monkeypatch.setenv("NCCL_SOCKET_IFNAME", "eth0")
+    records = launch(RunSpec(world_size=2, **CPU), task=interfaces).wait(timeout=180)
+    assert {(r["gloo"], r["nccl"]) for r in records} == {("lo", "lo")}
+    with gpututor.ranks(2) as group:
+        shown = group.run("import os\n(os.environ['GLOO_SOCKET_IFNAME'], "
+                          "os.environ['NCCL_SOCKET_IFNAME'])")
+    assert [o.value for o in shown.outcomes] == ["('lo', 'lo')"] * 2

@@ -30,7 +30,6 @@ import os
 import pickle
 import shutil
 import signal
-import tempfile
 import time
 import weakref
 

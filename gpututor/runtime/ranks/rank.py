@@ -39,7 +39,7 @@ import torch.distributed as dist
 
 from ..rank_output import dump_stack_on_request
 from ..refuse import OnlyPointToPoint
-from ..worker import init_process_group, rank_device, rank_threads
+from ..worker import init_process_group, rank_device, rank_threads, use_loopback_only
 
 OUTPUT_LIMIT = 100_000   # characters of one cell's output a rank keeps (the rest: counted)
 VALUE_LIMIT = 10_000     # characters of a last expression's repr
@@ -166,7 +166,7 @@ def rank_main(rank: int, world_size: int, spec, tmp: str, conn, alive) -> None:
     """One persistent rank: join the group, then answer the kernel's messages on ``conn``."""
     interrupts = Interrupts()
     exit_when_the_kernel_goes(alive, tmp)
-    os.environ["GLOO_SOCKET_IFNAME"] = "lo"   # loopback only
+    use_loopback_only()
     stacks = dump_stack_on_request(os.path.join(tmp, f"stack-rank{rank}.txt"))
     grouped = False
     try:
