@@ -96,3 +96,16 @@ def test_a_distilled_students_weights_are_written_atomically(tmp_path, rename_fa
     with pytest.raises(OSError, match="no space"):
         task(spec, 0, 1, torch.device("cpu"), emit=lambda record: None)
     assert path.read_bytes() == b"old weights"
+
+
+def test_a_runs_saved_weights_are_written_atomically(tmp_path, rename_fails, one_thread):
+    """``RunSpec.save_state`` (rank 0 writes the trained weights): trained here in this process,
+    as rank 0 of one, so the failing rename is the one the worker calls."""
+    from gpututor.runtime.worker import train
+    path = tmp_path / "weights.pt"
+    path.write_bytes(b"old weights")
+    spec = tiny_spec(strategy="single", world_size=1, steps=1, save_state=str(path))
+    with pytest.raises(OSError, match="no space"):
+        train(spec, 0, 1, torch.device("cpu"), emit=lambda record: None)
+    assert path.read_bytes() == b"old weights"
+    assert [p.name for p in tmp_path.iterdir()] == ["weights.pt"]   # no temp file left

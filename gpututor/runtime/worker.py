@@ -22,6 +22,7 @@ from torch.utils.flop_counter import FlopCounterMode
 
 from ..hardware import usable_cpu_cores
 from ..data import batches, load_corpus
+from ..files import write_atomically
 from ..measure.capacity import (CapacityGuard, PhaseTracker, check_setup, cuda_capacity,
                                 from_cuda_oom)
 from ..measure.flops import device_peak_flops, model_flops_per_token, uncounted_attention_flops
@@ -190,7 +191,9 @@ def train(spec, rank: int, world_size: int, device: torch.device,
     if spec.save_state:  # for tests and by-hand comparison: the trained weights, by rank 0
         state = strategy.full_state_dict(model)
         if rank == 0:
-            torch.save({k: v.detach().cpu() for k, v in state.items()}, spec.save_state)
+            cpu = {k: v.detach().cpu() for k, v in state.items()}
+            # beside the target, then renamed: a reader never sees half a file (files.py)
+            write_atomically(spec.save_state, lambda f: torch.save(cpu, f), binary=True)
 
 
 def step_guard(spec, device: torch.device, capacity, rank: int, step: int, model, optimizer):
