@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import multiprocessing as mp
 import os
+import shutil
 import signal
 import sys
 import threading
@@ -35,6 +36,7 @@ PRELOAD = ["torch", "torch.distributed", "torch.nn.parallel", "torch._dynamo",
            "torch.utils.flop_counter", "gpututor.runtime.preload"]  # preload.py imports the worker
 lock = threading.Lock()
 _adopt_lock = threading.Lock()
+SOCKET_PATH_MAX = 104   # bytes in a Unix socket's path, with its NUL: macOS's (Linux: 108)
 STOP_TIMEOUT_S = 1.0   # how long a helper may take to exit once asked, before it is killed
 _warned = False
 
@@ -73,8 +75,12 @@ def adopt_multiprocessing_temp_dir() -> str | None:
         if config.get("tempdir") is not None:
             return None
         from .scratch_dirs import new_scratch_dir
-        import shutil
         path = new_scratch_dir("gpututor-mp-")
+        if len(os.path.join(path, "listener-12345678")) >= SOCKET_PATH_MAX:
+            # the forkserver's socket must fit a Unix socket's path (108 bytes on Linux, 104 on
+            # macOS): in a deep temp folder leave multiprocessing its own (shorter) pymp-* name
+            shutil.rmtree(path, ignore_errors=True)
+            return None
         mp_util.Finalize(None, shutil.rmtree, args=(path, True), exitpriority=-100)
         config["tempdir"] = path
         return path

@@ -8,6 +8,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import textwrap
 import time
 
@@ -69,9 +70,13 @@ def test_a_kernel_killed_with_its_ranks_leaves_its_folder_and_the_next_launch_sw
     assert os.path.isdir(folder)                 # nobody was left to remove it
     # multiprocessing's own folder (the forkserver's socket) is a marked gpututor-mp-* folder
     # (warm.adopt_multiprocessing_temp_dir), not a /tmp/pymp-* that nothing would sweep
-    assert os.path.basename(mp_folder).startswith("gpututor-mp-") and os.path.isdir(mp_folder)
+    # (where the temp folder is too deep for its socket's path, multiprocessing keeps pymp-*)
+    adopted = len(os.path.join(os.path.dirname(folder), "gpututor-mp-12345678",
+                               "listener-12345678")) < 104
+    assert os.path.basename(mp_folder).startswith("gpututor-mp-" if adopted else "pymp-")
+    assert os.path.isdir(mp_folder)
     launch(tiny_spec(strategy="single", world_size=1, steps=1)).wait()
-    assert not os.path.exists(folder) and not os.path.exists(mp_folder)
+    assert not os.path.exists(folder) and adopted != os.path.exists(mp_folder)
     assert not [d for d in os.listdir(os.path.dirname(folder)) if d.startswith("gpututor-")
                 and owner_pid(os.path.join(os.path.dirname(folder), d)) == kernel.pid]
 
@@ -164,3 +169,38 @@ def test_a_new_folder_names_its_owner_and_a_rank_group_start_sweeps(tmp_path):
         assert owner == {"pid": os.getpid(), "started": psutil.Process().create_time()}
     finally:
         os.remove(os.path.join(folder, MARKER)), os.rmdir(folder)
+
+
+START_A_PROCESS = textwrap.dedent("""
+    import multiprocessing.util, os
+    from gpututor.runtime import warm
+    if __name__ == "__main__":
+        proc = warm.context().Process(target=os.getpid)   # through the forkserver
+        proc.start(); proc.join()
+        print(proc.exitcode, multiprocessing.util.get_temp_dir())
+    """)
+
+
+@pytest.mark.parametrize("deep", [False, True])
+def test_the_forkserver_starts_whatever_the_depth_of_the_temp_folder(tmp_path, deep):
+    """The forkserver's socket lives in multiprocessing's temp folder and a Unix socket's path
+    has at most 104-108 bytes: in a deep TMPDIR (pytest's own, macOS's /var/folders/...) the
+    marked gpututor-mp-* folder would not fit ("AF_UNIX path too long", seen under xdist), so
+    multiprocessing keeps its shorter pymp-* there. The deep folder is 70 characters: too deep
+    for gpututor-mp-*/listener-* (109), not for pymp-*/listener-* (102)."""
+    root = tempfile.mkdtemp(prefix="gt-", dir="/tmp")   # short, whatever pytest's tmp_path is
+    try:
+        tmp = os.path.join(root, "d" * (70 - len(root) - 1)) if deep else root
+        os.makedirs(tmp, exist_ok=True)
+        assert not deep or len(tmp) == 70
+        script = tmp_path / "start.py"
+        script.write_text(START_A_PROCESS)
+        done = subprocess.run([sys.executable, str(script)], cwd=ROOT, capture_output=True,
+                              text=True, env={**os.environ, "TMPDIR": tmp}, timeout=240)
+        assert done.returncode == 0, done.stderr
+        exitcode, folder = done.stdout.split()
+        assert exitcode == "0"
+        assert os.path.basename(folder).startswith("pymp-" if deep else "gpututor-mp-")
+        assert not any(n.startswith("gpututor-mp-") for n in os.listdir(tmp))   # removed at exit
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
