@@ -29,9 +29,8 @@ from ..config import DEVICES, MODEL_SIZES, OPTIMIZERS, PRECISIONS, RunSpec
 from ..i18n import error_text, tr
 from ..measure.memory import CATEGORIES as MEMORY_CATEGORIES
 from ..parallel import STRATEGIES, check_spec
-from ..hardware import usable_cpu_cores
 from ..runtime.guard import check_machine
-from ..runtime.ranks.checks import RANKS_PER_CORE, cpu_ceiling
+from ..runtime.ranks.checks import check_cpu_world_size
 from ..runtime.launcher import Run, RunFailed, launch, warm_up
 from ..runtime.summary import failure_note
 from .comparison import Comparison
@@ -143,11 +142,7 @@ class RunPanel(Follower):
         if check_machine(spec) == "cpu":
             # a typed world size, not the lesson's own, is held to %ranks' ceiling (4 CPU ranks
             # per usable core): a slip of the keyboard (256) would start 256 copies of torch
-            ceiling = max(cpu_ceiling(), self.spec.world_size)
-            if spec.world_size > ceiling:
-                raise ValueError(f"world_size={spec.world_size} is invalid on CPU here: this "
-                                 f"process may use {usable_cpu_cores()} core(s); allowed: 1 to "
-                                 f"{ceiling} ({RANKS_PER_CORE} ranks per core)")
+            check_cpu_world_size(spec.world_size, floor=self.spec.world_size)
         return spec
 
     def run(self, wait: bool = False) -> Run | None:

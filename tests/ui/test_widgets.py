@@ -234,9 +234,7 @@ def test_a_typed_world_size_above_the_cpu_ceiling_starts_nothing(monkeypatch):
     """256 typed by mistake would start 256 copies of torch: the panel holds a typed world size
     to %ranks' ceiling (4 CPU ranks per usable core), and never below the lesson's own size."""
     import gpututor.runtime.ranks.checks as checks
-    import gpututor.ui.panel as panel_module
-    for module in (checks, panel_module):
-        monkeypatch.setattr(module, "usable_cpu_cores", lambda: 1)
+    monkeypatch.setattr(checks, "usable_cpu_cores", lambda: 1)
     panel = RunPanel(TINY)
     panel.controls["world_size"].value = 256
     panel.controls["batch_size"].value = 256

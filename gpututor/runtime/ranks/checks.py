@@ -35,6 +35,17 @@ def cpu_ceiling() -> int:
     return RANKS_PER_CORE * usable_cpu_cores()
 
 
+def check_cpu_world_size(world_size: int, floor: int = 0) -> None:
+    """At most ``RANKS_PER_CORE`` CPU ranks per usable core, and never fewer than ``floor`` (a
+    lesson's own world size, which the run panel keeps allowed); ``ValueError`` otherwise."""
+    cores = usable_cpu_cores()
+    ceiling = max(RANKS_PER_CORE * cores, floor)
+    if world_size > ceiling:
+        raise ValueError(f"world_size={world_size} is invalid on CPU here: this process may "
+                         f"use {cores} core(s) (affinity and cgroup quota) and at most "
+                         f"{RANKS_PER_CORE} ranks per core start here; allowed: 1 to {ceiling}")
+
+
 def check_group(world_size: int, device: str = "auto", timeout: float = 30.0,
                 threads_per_rank: int = 1, start_method: str = "forkserver"):
     """Check a group's request and return ``(spec, device, timeout)``: the ranks' ``RunSpec``,
@@ -49,11 +60,7 @@ def check_group(world_size: int, device: str = "auto", timeout: float = 30.0,
         raise ValueError(f"start_method={start_method!r} is invalid: allowed values are "
                          "'forkserver', 'spawn' (plain fork is unsafe in a kernel)")
     resolved = check_machine(spec)   # on CUDA: a GPU per rank
-    cores = usable_cpu_cores()
-    if resolved == "cpu" and world_size > RANKS_PER_CORE * cores:
-        raise ValueError(f"world_size={world_size} is invalid on CPU here: this process may "
-                         f"use {cores} core(s) (affinity and cgroup quota) and a group has at "
-                         f"most {RANKS_PER_CORE} ranks per core; allowed: 1 to "
-                         f"{RANKS_PER_CORE * cores}")
+    if resolved == "cpu":
+        check_cpu_world_size(world_size)
     check_main_guard("gpututor.ranks()")   # a script: under `if __name__ == "__main__":`
     return spec, resolved, timeout
