@@ -23,7 +23,6 @@ run's id in it; one live run writes a ``checkpoint_dir`` at a time (``checkpoint
 from __future__ import annotations
 
 import json
-import shutil
 import threading
 import time
 from pathlib import Path
@@ -35,7 +34,7 @@ from ..models import build_model
 from ..parallel.pieces import local_tensor, model_names
 from .checkpoint_files import (CheckpointError, check_folder, first_failure, latest, next_step,
                                rank_bytes, safe_reader, write_info)
-from .checkpoint_owner import commit, run_of_rank, save_failed, staging_folder
+from .checkpoint_owner import clear_staging, commit, run_of_rank, save_failed, staging_folder
 
 STATE_KEYS = {"adamw": ("exp_avg", "exp_avg_sq"), "sgd": ("momentum_buffer",)}
 SCALER_KEYS = ("scaler/scale", "scaler/growth_tracker")   # fp16's loss scale (GradScaler)
@@ -232,6 +231,7 @@ class Checkpointer:
         if self.rank == 0:
             try:
                 found[0] = run_of_rank(self.spec.checkpoint_dir)
+                clear_staging(self.spec.checkpoint_dir, found[0])   # before any rank writes
             except CheckpointError as exc:
                 found[1] = str(exc)
         if dist.is_initialized() and dist.get_world_size() > 1:   # as JSON: no peer's pickle
@@ -263,9 +263,8 @@ class Checkpointer:
             sd.update(scaler_state(scaler))
         try:
             if self.rank == 0:
-                # what this run left here before a restart goes first (the other ranks write
-                # only after the planning collective rank 0 joins next)
-                shutil.rmtree(staging, ignore_errors=True)
+                # (no removal here: the other ranks' DCP writers make this folder as they plan,
+                # before any collective; this run's leftovers went in find_run)
                 write_info(staging, self.spec, self.shapes, self.run, step)
             SavePlanner, _ = _planners()
             writer = dcp.FileSystemWriter(str(staging), single_file_per_rank=True, thread_count=1)

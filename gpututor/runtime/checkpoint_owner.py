@@ -146,16 +146,29 @@ def staging_folder(folder: Path, run: str) -> Path:
     return folder.with_name(f".{folder.name}.tmp-{run}")
 
 
+def clear_staging(checkpoint_dir, run: str) -> None:
+    """Remove what run ``run`` left in ``checkpoint_dir`` before a restart (staging folders of
+    saves it never finished). Rank 0 calls it as its ranks start, before the collective that
+    tells them the run id: no rank of this run is writing yet."""
+    folder = Path(checkpoint_dir)
+    for left in [*folder.glob(f".step*.tmp-{run}"), *folder.glob(f".step*.old-{run}")]:
+        shutil.rmtree(left, ignore_errors=True)
+
+
 def commit(staging: Path, folder: Path, run: str) -> None:
     """Put a complete save in place (the rename is the commit point: ``step{K}`` is never
-    half-written), then remove what interrupted saves left: only the owner writes here."""
+    half-written), then remove what other runs' interrupted saves left (only the owner writes
+    here). This run's own staging folders stay: another rank may already be writing its next
+    save (:func:`clear_staging` removes this run's leftovers when it starts)."""
+    old = folder.with_name(f".{folder.name}.old-{run}")
     if folder.exists():   # an earlier save of this step (another run's, or before a restart)
-        old = folder.with_name(f".{folder.name}.old-{run}")
         shutil.rmtree(old, ignore_errors=True)
         folder.rename(old)
     staging.rename(folder)
+    shutil.rmtree(old, ignore_errors=True)
     for left in [*folder.parent.glob(".step*.tmp-*"), *folder.parent.glob(".step*.old-*")]:
-        shutil.rmtree(left, ignore_errors=True)
+        if not left.name.endswith(f"-{run}"):
+            shutil.rmtree(left, ignore_errors=True)
 
 
 def no_space(exc: BaseException) -> OSError | None:

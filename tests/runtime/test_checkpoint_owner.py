@@ -122,6 +122,25 @@ def test_an_interrupted_save_leaves_no_step_folder_and_is_cleaned_up(tmp_path, m
     assert not list(tmp_path.glob(".step*"))       # the good save removed what was left
 
 
+def test_a_save_never_removes_a_folder_another_rank_of_its_run_is_writing(tmp_path):
+    """Each rank's DCP writer makes the staging folder as it plans, before any collective: rank 0
+    removing it then raced the others (CI: rank 1's mkdir failed with FileExistsError while rank
+    0 removed the folder). A rank running ahead may also be writing the next save already."""
+    spec, model, optimizer, saver = _one_process(tmp_path)
+    here = tmp_path / f".step2.tmp-{saver.run}"          # another rank made this save's folder
+    here.mkdir()
+    (here / "from_rank_1").write_text("written")
+    ahead = tmp_path / f".step4.tmp-{saver.run}"         # and the next save's
+    ahead.mkdir()
+    saver.save(model, optimizer, 1)
+    assert (tmp_path / "step2" / "from_rank_1").read_text() == "written"
+    assert ahead.exists()
+    # a restart of the run (a new Checkpointer as its ranks start) removes what the run left
+    Checkpointer(spec, get_strategy("single"), 0)
+    assert not ahead.exists()
+    assert (tmp_path / "step2").exists()
+
+
 def test_a_full_disk_raises_disk_full_naming_the_folder(tmp_path, monkeypatch):
     from torch.distributed.checkpoint.filesystem import FileSystemWriter
     spec, model, optimizer, saver = _one_process(tmp_path)
