@@ -22,7 +22,7 @@ import torch
 from common import report
 from gpututor import RunSpec, build_model, launch
 from gpututor.compression import distill, measure, prune, quantize
-from gpututor.lessons.compression import launch_distillation
+from gpututor.lessons.compression.runs import launch_distillation
 
 STUDENT = (("n_layer", 1), ("n_head", 2), ("d_model", 64))
 

@@ -1,6 +1,6 @@
 """DDP on 2 ranks against its contention ceiling, measured side by side (interleaved) in one run:
 two independent 1-rank runs with half the batch each, started at the same moment on the same
-cores (gpututor.lessons.contention). Efficiency = DDP tokens/s / the pair's summed tokens/s;
+cores (gpututor.lessons.start_here.contention). Efficiency = DDP tokens/s / the pair's summed tokens/s;
 the goal is >= 0.95. Also the 2-rank / 1-rank speedup at the same global batch, for reference,
 and DDP with its buffers broadcast at every forward (torch's default, which gpututor turns off
 for models whose buffers are all constant: parallel/data_parallel/ddp.py), to measure what that
@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from common import report
 from gpututor import RunSpec, launch
-from gpututor.lessons.contention import efficiency_against_pair, independent_pair
+from gpututor.lessons.start_here.contention import efficiency_against_pair, independent_pair
 
 
 @dataclass

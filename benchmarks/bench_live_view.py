@@ -59,9 +59,9 @@ SETUP = """\
 import json, os, time
 import psutil
 from gpututor import RunSpec, launch
-from gpututor.ui.moe import live_expert_load
+from gpututor.lessons.mixture_of_experts.figures import live_expert_load
 from gpututor.ui.panel import RunPanel
-from gpututor.ui.pipeline import live_gantt
+from gpututor.lessons.pipeline_parallel.figures import live_gantt
 
 spec = RunSpec(model="gpt", model_size="small", strategy="ddp", world_size=2,
                batch_size=32, steps={steps}).pin_device(2)

@@ -12,7 +12,7 @@ import argparse
 
 from common import RESULTS, report
 from gpututor import RunSpec, warm_up
-from gpututor.lessons.calibrate import calibrate, calibration_table, summary_errors
+from gpututor.lessons.choosing_hardware.calibrate import calibrate, calibration_table, summary_errors
 
 
 def main() -> None:

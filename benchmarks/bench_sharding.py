@@ -15,7 +15,7 @@ import statistics
 
 from common import interleave, ratio, report
 from gpututor import RunSpec, launch
-from gpututor.ui.sharding import ORDER, comm_rows, memory_rows, zero_stage
+from gpututor.lessons.sharding.figures import ORDER, comm_rows, memory_rows, zero_stage
 
 
 def main() -> None:

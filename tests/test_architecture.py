@@ -6,10 +6,12 @@ inside a function is still a circle) and checks two things:
 - there is no import circle, counting that importing ``a.b.c`` first runs ``a/b/__init__.py``;
 - each module imports only from rooms below its own (or from its own room):
 
-      ui, lessons  ->  runtime  ->  plan  ->  parallel, precision, compression  ->  measure
+      lessons  ->  ui  ->  runtime  ->  plan  ->  parallel, precision, compression  ->  measure
       ->  models  ->  data, moe  ->  config, hardware, catalog, formulas  ->  i18n  ->  checks, files
 
-  ``ui`` and ``lessons`` never import each other (a lesson's task runs inside ranks).
+Within ``lessons``, a lesson's folder imports only itself and ``lessons.common``, and a module a
+rank may unpickle (every lesson module without ``figures`` in its name) imports no plotting or
+widget code and nothing from ``ui``, however indirectly.
 """
 from __future__ import annotations
 
@@ -33,7 +35,8 @@ ROOMS = {
     "parallel": 4, "precision": 4, "compression": 4,
     "plan": 4.5,   # the planner reads what each registered strategy says about itself
     "runtime": 5,
-    "ui": 6, "lessons": 6,
+    "ui": 5.5,      # what every lesson shows: the run panel, live figures, comparisons
+    "lessons": 6,   # a folder per lesson (and common/): runs, checkers, the lesson's figures
     "": 7, "__main__": 7,   # the package's front door: gpututor/__init__.py and __main__.py
 }
 
@@ -196,11 +199,60 @@ def _rank_modules_task(spec, rank, world_size, device, emit):
     from gpututor.runtime.worker import train
 
     train(spec, rank, world_size, device, emit=lambda record: None)
-    for info in pkgutil.iter_modules(gpututor.lessons.__path__):
-        importlib.import_module(f"gpututor.lessons.{info.name}")
+    for info in pkgutil.walk_packages(gpututor.lessons.__path__, "gpututor.lessons."):
+        if "figures" not in info.name.rsplit(".", 1)[-1]:
+            importlib.import_module(info.name)
     emit({"step": 0, "front_end": sorted(m for m in sys.modules if m.split(".")[0] in
                                           ("plotly", "ipywidgets", "IPython", "anywidget")
                                           or m.startswith("gpututor.ui"))})
+
+
+def lesson_of(name: str) -> str | None:
+    """``lessons.sharding.figures`` -> ``sharding``; None outside a lesson folder."""
+    parts = name.split(".")
+    return parts[1] if parts[0] == "lessons" and len(parts) > 2 else None
+
+
+def test_lesson_folders_import_only_themselves_and_common():
+    wrong = []
+    for name, targets in import_graph(with_parents=False).items():
+        mine = lesson_of(name)
+        for target in targets:
+            theirs = lesson_of(target)
+            if mine and theirs and theirs not in (mine, "common"):
+                wrong.append(f"gpututor.{name} imports gpututor.{target}")
+            if mine == "common" and theirs and theirs != "common":
+                wrong.append(f"gpututor.{name} (shared) imports a lesson's gpututor.{target}")
+    assert not wrong, "lesson folders importing each other:\n" + "\n".join(sorted(wrong))
+
+
+FRONT_END = ("plotly", "ipywidgets", "IPython", "anywidget")
+
+
+def test_what_a_rank_unpickles_imports_no_front_end_however_indirectly():
+    """Every lesson module without ``figures`` in its name, and every package module it imports
+    (transitively), imports no plotting or widget library and nothing from ``gpututor.ui``."""
+    graph = import_graph(with_parents=True)
+    found = modules()
+    wrong = []
+    for start in (n for n in found if n.startswith("lessons.") and "figures" not in n.rsplit(".", 1)[-1]):
+        seen, todo = set(), [start]
+        while todo:
+            name = todo.pop()
+            if name in seen:
+                continue
+            seen.add(name)
+            if name == "ui" or name.startswith("ui."):
+                wrong.append(f"gpututor.{start} reaches gpututor.{name}")
+                continue
+            path, _ = found[name]
+            for node in ast.walk(ast.parse(path.read_text())):
+                names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
+                    [node.module or ""] if isinstance(node, ast.ImportFrom) and not node.level else []
+                wrong += [f"gpututor.{start} reaches {n} (in gpututor.{name})" for n in names
+                          if n.split(".")[0] in FRONT_END]
+            todo += graph.get(name, ())
+    assert not wrong, "\n".join(sorted(set(wrong)))
 
 
 def test_a_rank_imports_no_plotting_or_widget_code():

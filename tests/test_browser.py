@@ -268,8 +268,8 @@ def test_the_gantt_and_expert_load_views_and_a_ranks_cell_draw_in_a_real_browser
     nb = nbformat.v4.new_notebook(metadata=lesson.metadata)
     nb.cells = [nbformat.v4.new_code_cell(source) for source in (
         "from gpututor.ui.live_figure import LiveFigure\n"
-        "from gpututor.ui.moe import expert_load_figure\n"
-        "from gpututor.ui.pipeline import gantt",
+        "from gpututor.lessons.mixture_of_experts.figures import expert_load_figure\n"
+        "from gpututor.lessons.pipeline_parallel.figures import gantt",
         "events = {0: [('F', 0, 0.000, 0.010), ('F', 1, 0.010, 0.020), ('B', 0, 0.030, 0.050)],\n"
         "          1: [('F', 0, 0.010, 0.020), ('B', 0, 0.020, 0.030), ('F', 1, 0.030, 0.040)]}\n"
         "spans = LiveFigure()\n"

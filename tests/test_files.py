@@ -76,7 +76,7 @@ def test_the_planners_json_is_written_atomically(tmp_path, rename_fails):
 
 
 def test_lesson_findings_are_written_atomically(tmp_path, monkeypatch, rename_fails):
-    from gpututor.lessons import results
+    from gpututor.lessons.common import results
     path = tmp_path / "results.json"
     path.write_text(json.dumps({"00.speedup": {"values": {"speedup": 1.5, "world_size": 2.0},
                                                "when": "then"}}))

@@ -14,7 +14,7 @@ import pytest
 
 from gpututor import RunSpec
 from gpututor.i18n import ZH, language, set_language, tr
-from gpututor.lessons.exercises import check_answer
+from gpututor.lessons.common.exercises import check_answer
 
 
 @pytest.fixture
@@ -81,8 +81,12 @@ def shown(fig) -> dict[str, list[str]]:
 def figures():
     """A figure of each of several figure functions, from small made-up measurements, with
     the English title it has and a trace name each language must show."""
-    from gpututor.ui import moe, one_device, pipeline, plots, roofline
-    from gpututor.ui.layouts import grid_figure
+    from gpututor.ui import plots
+    from gpututor.lessons.mixture_of_experts import figures as moe
+    from gpututor.lessons.common import one_device_figures as one_device
+    from gpututor.lessons.pipeline_parallel import figures as pipeline
+    from gpututor.lessons.one_device_speed import roofline_figures as roofline
+    from gpututor.lessons.composing_parallelisms.figures import grid_figure
     from gpututor.parallel.mesh import RankGrid
     run = {"compute_s": 0.08, "comm_s": 0.02, "step_time_s": 0.1}
     events = {0: [("F", 0, 0.0, 0.1), ("B", 0, 0.3, 0.5)], 1: [("F", 0, 0.1, 0.2),
@@ -129,7 +133,8 @@ def test_the_figures_speak_chinese_and_english(chinese):
 
 
 def test_program_state_stays_english_while_the_figures_speak_chinese(chinese):
-    from gpututor.ui import pipeline, roofline
+    from gpututor.lessons.pipeline_parallel import figures as pipeline
+    from gpututor.lessons.one_device_speed import roofline_figures as roofline
     events = {0: [("F", 0, 0.0, 0.1), ("B", 0, 0.2, 0.3)]}
     fig = pipeline.gantt(events)
     assert list(fig.data[0].y) == ["阶段 0"] and fig.layout.yaxis.categoryarray == ("阶段 0",)
@@ -144,9 +149,9 @@ def test_program_state_stays_english_while_the_figures_speak_chinese(chinese):
 
 def test_the_widgets_speak_chinese(chinese):
     from gpututor.ui.comparison import Comparison
-    from gpututor.ui.planner import PlannerWidget
+    from gpututor.lessons.choosing_hardware.figures import PlannerWidget
     from gpututor.ui.series import summary_line
-    from gpututor.ui.sharding import ShardingBoard
+    from gpututor.lessons.sharding.figures import ShardingBoard
     board = ShardingBoard({"ddp": RunSpec(strategy="ddp", world_size=2)})
     assert board.run_button.description == "全部运行" and board.status.value == "就绪：点击“全部运行”"
     assert "各进程显存（MB，实测）" in [a.text for a in board.fig.layout.annotations]
@@ -163,7 +168,11 @@ def test_the_widgets_speak_chinese(chinese):
 
 
 def test_every_default_title_of_a_figure_function_has_a_translation():
-    from gpututor.ui import compression, layouts, pipeline, plots, sharding
+    from gpututor.ui import plots
+    from gpututor.lessons.compression import figures as compression
+    from gpututor.lessons.composing_parallelisms import figures as layouts
+    from gpututor.lessons.pipeline_parallel import figures as pipeline
+    from gpututor.lessons.sharding import figures as sharding
     missing = []
     for module in (compression, layouts, pipeline, plots, sharding):
         for name, fn in vars(module).items():
@@ -202,10 +211,14 @@ def notebook_calls():
 
 def title_positions() -> dict[str, int]:
     """Figure function name -> the position of its ``title`` parameter."""
+    import gpututor.lessons as lessons
     import gpututor.ui as ui
+    names = [f"gpututor.ui.{info.name}" for info in pkgutil.iter_modules(ui.__path__)]
+    names += [info.name for info in pkgutil.walk_packages(lessons.__path__, "gpututor.lessons.")
+              if "figures" in info.name.rsplit(".", 1)[-1]]   # a lesson's plots and widgets
     positions = {}
-    for info in pkgutil.iter_modules(ui.__path__):
-        module = importlib.import_module(f"gpututor.ui.{info.name}")
+    for name in names:
+        module = importlib.import_module(name)
         for name, fn in vars(module).items():
             if inspect.isfunction(fn) and "title" in inspect.signature(fn).parameters:
                 positions[name] = list(inspect.signature(fn).parameters).index("title")
@@ -245,7 +258,8 @@ def test_the_lesson_checkers_speak_chinese_in_a_chinese_kernel(capsys):
     import pytest
     from gpututor import RunSpec
     from gpututor.i18n import set_language
-    from gpututor.lessons import moe_exercises, pipeline_exercises
+    from gpututor.lessons.mixture_of_experts import exercises as moe_exercises
+    from gpututor.lessons.pipeline_parallel import exercises as pipeline_exercises
     set_language("zh")
     try:
         moe_exercises.check_capacity(640, RunSpec(model="moe", model_size="small", batch_size=16,

@@ -235,7 +235,7 @@ def test_cli_moe_ep_equals_single():
 
 
 def test_the_capacity_factor_figure_draws_each_measured_trade_and_no_bar_for_the_unmeasured():
-    from gpututor.ui.moe import capacity_factor_figure
+    from gpututor.lessons.mixture_of_experts.figures import capacity_factor_figure
     fig = capacity_factor_figure([
         {"capacity_factor": 0.5, "dropped": 0.25, "final_loss": 3.1, "tokens_per_s": 900.0},
         {"capacity_factor": 2.0, "dropped": 0.0, "final_loss": 3.0, "tokens_per_s": None}])

@@ -112,7 +112,7 @@ def test_derived_quantities_agree_with_their_definition():
 def test_a_spec_gets_its_own_corpus_vocabulary():
     from gpututor import RunSpec
     from gpututor.data import load_corpus
-    from gpututor.lessons.calibrate import step_flops
+    from gpututor.lessons.choosing_hardware.calibrate import step_flops
     from gpututor.models import config_of
 
     en, zh = RunSpec(world_size=1, strategy="single"), RunSpec(world_size=1, strategy="single",

@@ -7,7 +7,7 @@ The temperature ``T`` > 1 flattens both distributions so the student also learns
 characters* the teacher finds plausible; ``T²`` keeps the soft term's gradients the same size
 as ``T`` changes. ``α`` weighs the two terms (``α = 0`` is ordinary training).
 
-:class:`DistillTask` trains the student in a rank: ``gpututor.lessons.compression.
+:class:`DistillTask` trains the student in a rank: ``gpututor.lessons.compression.runs.
 launch_distillation`` launches it (``launch(spec, task=...)``): the same batches and AdamW as a plain run of ``spec``,
 plus a frozen teacher's forward pass each step. The student is ``spec``'s model, or, with
 ``student_shape``, a GPT smaller than the series' sizes (e.g. one layer, width 64), built the

@@ -5,7 +5,7 @@ latency rounds interleaved (A B C A B C ...) so that anything else slowing the m
 all variants alike. Latency is the fastest of all timed forward passes, as ``timeit`` reports:
 other programs can only slow a pass down, so the fastest is the most repeatable estimate of what
 the variant itself costs (the median is kept too). Bytes are what ``torch.save`` writes for the
-model's ``state_dict``. The figures of these rows are in ``gpututor.ui.compression``.
+model's ``state_dict``. The figures of these rows are in ``gpututor.lessons.compression.figures``.
 """
 from __future__ import annotations
 

@@ -170,7 +170,7 @@ CHECKS = {
     "{sizes} and {last}": "{sizes} 和 {last}",
     "Correct: equals dist.all_reduce on {sizes} ranks, from point-to-point messages only":
         "正确：在 {sizes} 个进程上与 dist.all_reduce 相同，且只用了点对点消息",
-    # 03 sharding (gpututor/lessons/sharding_exercises.py)
+    # 03 sharding (gpututor/lessons/sharding/exercises.py)
     "model state zero2 saves on rank 0 against ddp": "与 ddp 相比，zero2 在进程 0 上省下的模型状态字节数",
     "model state per rank of the first stage that fits": "第一个放得下的阶段下每个进程的模型状态字节数",
     "That is stage {stage}.": "也就是阶段 {stage}。",
@@ -217,7 +217,7 @@ CHECKS = {
     "{worlds} ranks, from point-to-point messages only and no more bytes than a reduce-scatter "
     "must send.": "正确：在 {worlds} 个进程上，每个进程得到的那一份平均值都与本软件包的归约分散一致，"
                   "只用了点对点消息，发送的字节也不多于归约分散所必需的。",
-    # 04 tensor parallel (gpututor/lessons/tensor_parallel_exercises.py)
+    # 04 tensor parallel (gpututor/lessons/tensor_parallel/exercises.py)
     "bytes all-reduced per step by the exercise's tp run": "练习中那次 tp 运行每步全归约的字节数",
     "row-parallel forward: not answered yet. Define your function and pass it in.":
         "行并行前向：尚未作答。请定义你的函数并把它传进来。",

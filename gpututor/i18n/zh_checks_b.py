@@ -4,7 +4,7 @@ order (the first part, lessons 00 to 05: ``zh_checks.py``)."""
 CHECKS_B = {
     # 06 mixed precision, 08 choosing hardware
     "bytes per parameter": "每个参数的字节数",
-    # 06 mixed precision (its checkers, gpututor/lessons/precision_exercises.py)
+    # 06 mixed precision (its checkers, gpututor/lessons/mixed_precision/exercises.py)
     "bytes held between steps, fp16 trainer with loss scaling and AdamW":
         "两步之间保存的字节数（fp16 训练器，带损失缩放，AdamW 优化器）",
     "fp16 flush threshold of a gradient with loss scale 1000":
@@ -30,7 +30,7 @@ CHECKS_B = {
     "streams of the checker's (other start scales and growth intervals).":
         "正确：在第 3 节的那串梯度和检查器的 {count} 串梯度（起始缩放因子和增长间隔各不相同）上，"
         "每一步的缩放因子都与 GradScaler 相同。",
-    # 07 compression (its checkers, gpututor/lessons/compression_exercises.py)
+    # 07 compression (its checkers, gpututor/lessons/compression/exercises.py)
     "weights of row 3 whose int8 code differs under torchao's rule":
         "第 3 行中按 torchao 的规则得到不同 int8 编码的权重个数",
     "parameters removed with 25% of the MLP neurons": "去掉 25% 的 MLP 神经元时移除的参数个数",
@@ -114,7 +114,7 @@ CHECKS_B = {
     "{cases} cases with {conventions} conventions.":
         "正确：在 {conventions} 种约定的 {cases} 个情形中，你算出的每张 GPU 字节数都与规划器的 "
         "model_state_bytes 一致，ZeRO 阶段 0 到 3 都对。",
-    # 09 composing parallelisms (gpututor/lessons/composed_exercises.py)
+    # 09 composing parallelisms (gpututor/lessons/composing_parallelisms/exercises.py)
     "parameter bytes of ddp+tp's rank 0 beyond half the model": "ddp+tp 的进程 0 超出半个模型的参数字节数",
     "layouts predicted to fit {share} of the capacity": "预计放得进 {share} 容量的布局",
     "rank {rank}'s {dim} group: not answered yet. Replace ... with a list of ranks and run the "

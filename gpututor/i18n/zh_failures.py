@@ -1,6 +1,6 @@
 """Simplified Chinese for lesson 12 (failures at scale): the sentences it prints with ``say()``,
-its figures (``gpututor/ui/failures.py``) and its exercise checkers
-(``gpututor/lessons/failures_exercises.py``)."""
+its figures (``gpututor/lessons/failures_at_scale/figures.py``) and its exercise checkers
+(``gpututor/lessons/failures_at_scale/exercises.py``)."""
 
 FAILURES = {
     # ---- the lesson's printed sentences -------------------------------------------------------
@@ -57,7 +57,7 @@ FAILURES = {
     "the run ended {seconds:.1f} s after it started (timeout={timeout:g} s); the report names "
     "rank {rank}, step {step}:":
         "运行在启动 {seconds:.1f} s 后结束（timeout={timeout:g} s）；报告指出的是进程 {rank}、第 {step} 步：",
-    # ---- its figures (gpututor/ui/failures.py) ------------------------------------------------
+    # ---- its figures (gpututor/lessons/failures_at_scale/figures.py) ------------------------------------------------
     "What a checkpoint cost, per layout (measured)": "一次检查点的开销，按布局（实测）",
     "MB written by each rank (one save)": "每个进程写入的 MB（一次保存）",
     "seconds per save (slowest rank)": "每次保存的秒数（最慢的进程）",
@@ -71,7 +71,7 @@ FAILURES = {
     "{n:,} GPUs: Young's interval {hours:.2g} h": "{n:,} 张 GPU：Young 间隔 {hours:.2g} 小时",
     "hours between checkpoints": "两次检查点之间的小时数",
     "GPU-hours lost per day": "每天损失的 GPU 小时",
-    # ---- its checkers (gpututor/lessons/failures_exercises.py) --------------------------------
+    # ---- its checkers (gpututor/lessons/failures_at_scale/exercises.py) --------------------------------
     "Young's interval for 2,048 GPUs and saves that block 45 s, in seconds":
         "2,048 张 GPU、每次保存阻塞训练 45 s 时的 Young 间隔（秒）",
     "GPU-hours lost per day: not answered yet. Define your function and pass it in.":

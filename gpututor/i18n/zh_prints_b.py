@@ -150,7 +150,7 @@ PRINTS_B = {
     "{name:>38}: same losses as one process; bubble measured {bubble:.3f}, step {step_ms:.0f} ms":
         "{name:>38}：损失与单进程相同；实测气泡 {bubble:.3f}，单步 {step_ms:.0f} ms",
     "measured in section 5 (1F1B): {bubble:.3f}": "第 5 节的实测值（1F1B）：{bubble:.3f}",
-    # gpututor/lessons/pipeline.py
+    # gpututor/lessons/pipeline_parallel/bubble.py
     "{name}: measured {measured:.3f} = {free:.3f} with free hand-offs "
     "{handoff:+.3f} from handing over":
         "{name}：实测 {measured:.3f} = 交接不花时间时的 {free:.3f} {handoff:+.3f}（交接）",

@@ -10,7 +10,7 @@
   that loses the least work (Young 1974, Daly 2006).
 
 Every function here is a formula or a table: nothing launches a run. The planner checked
-against measured runs is ``gpututor.lessons.calibrate``; its notebook widget is
-``gpututor.ui.planner``. Import what you need from the modules (this file imports none of
+against measured runs is ``gpututor.lessons.choosing_hardware.calibrate``; its notebook widget is
+``gpututor.lessons.choosing_hardware.figures``. Import what you need from the modules (this file imports none of
 them, so that ``measure`` can read the device table in ``catalog`` without a circle).
 """

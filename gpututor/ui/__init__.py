@@ -1,11 +1,12 @@
-"""What a learner sees: widgets and figures, above the runtime. Ranks never import this.
+"""What every lesson shows: widgets and figures, above the runtime. Ranks never import this.
 
 - ``panel``: :class:`RunPanel` (edit a spec, Run, Stop, live loss/throughput/memory);
 - ``comparison``: :class:`Comparison` (speedup over one rank); ``series``: records to series;
-- ``plots``: static figures of measured summaries; ``pipeline``: Gantt charts and bubbles;
-- ``sharding``: lesson 03's board; ``planner``: lesson 08's widget and calibration chart;
-- ``compression``: lesson 07's trade-off figures; ``one_device``, ``roofline`` and
-  ``profile_view``: lesson 01c's figures; ``long_context``, ``moe``: lessons 10 and 11's.
+- ``follow``: the one follower that reads a run's records for a widget; ``live_figure``: the
+  figure it redraws; ``plots``: static figures of measured summaries; ``errors``: a bad-input
+  error's frame in the notebook's language.
+
+A lesson's own figures and widgets live in its folder (``gpututor.lessons.<name>.figures``).
 
 ``set_language("zh")`` makes the widgets, figures and exercise checkers speak Simplified
 Chinese (``gpututor.i18n``); the Chinese lessons call it in their first code cell. In IPython it

@@ -1,6 +1,6 @@
 """Static plotly figures for the lessons. Each builder plots only the measured values it is given.
 
-They take run summaries (what ``run.wait()`` and :func:`gpututor.lessons.sweep.sweep` return) or measured
+They take run summaries (what ``run.wait()`` and :func:`gpututor.lessons.common.sweep.sweep` return) or measured
 numbers, and return a ``plotly.graph_objects.Figure`` (static: renders in every front end).
 """
 from __future__ import annotations

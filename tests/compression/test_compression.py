@@ -14,8 +14,8 @@ from gpututor import batches, build_model, launch
 from gpututor.compression import measure, quantize
 from gpututor.compression import prune as pruning
 from gpututor.compression.distill import distillation_loss
-from gpututor.lessons.compression import launch_distillation
-from gpututor.ui.compression import sparse_timing_figure, tradeoff_figure
+from gpututor.lessons.compression.runs import launch_distillation
+from gpututor.lessons.compression.figures import sparse_timing_figure, tradeoff_figure
 
 
 def small_model():
@@ -288,7 +288,7 @@ def test_bad_student_shape_is_a_clear_error(shape):
 
 
 def test_pruned_latency_is_judged_against_two_models_of_the_same_work():
-    from gpututor.lessons.compression import pruned_latency_lines
+    from gpututor.lessons.compression.runs import pruned_latency_lines
     rows = [{"variant": "fp32 teacher", "latency_s": 1.04},      # same work: a 4 % gap is noise
             {"variant": "unpruned + 5 steps", "latency_s": 1.00},
             {"variant": "50% weights pruned + 5 steps", "latency_s": 1.02},
@@ -303,7 +303,7 @@ def test_pruned_latency_is_judged_against_two_models_of_the_same_work():
 
 
 def test_the_noise_floor_counts_each_models_own_jitter():
-    from gpututor.lessons.compression import pruned_latency_lines
+    from gpututor.lessons.compression.runs import pruned_latency_lines
     rows = [{"variant": "fp32 teacher", "latency_s": 1.00, "latency_median_s": 1.01},
             {"variant": "unpruned + 5 steps", "latency_s": 1.00, "latency_median_s": 1.01},
             {"variant": "50% weights pruned + 5 steps", "latency_s": 0.97, "latency_median_s": 1.05}]

@@ -11,7 +11,7 @@ from gpututor import RunSpec
 from gpututor.data import batches
 from gpututor.measure.profile import CATEGORIES, PHASES, category, profile_steps
 from gpututor.models import build_model
-from gpututor.ui.profile_view import timeline_figure, top_ops_figure
+from gpututor.lessons.one_device_speed.profile_figures import timeline_figure, top_ops_figure
 
 SPEC = RunSpec(model="gpt", model_size="tiny", batch_size=8, seq_len=32, steps=4, world_size=1)
 STEPS, WARMUP = 3, 1
@@ -32,7 +32,7 @@ def profiled(tmp_path_factory):
 
 
 def test_profiled_losses_equal_an_unprofiled_run(profiled):
-    from gpututor.lessons.one_device import train_with   # the same model (seeded) and batches
+    from gpututor.lessons.common.one_device import train_with   # the same model (seeded) and batches
     losses = train_with(SPEC, lambda p: torch.optim.AdamW(p, lr=SPEC.lr))["losses"]   # as the fixture
     assert len(profiled.losses) == STEPS
     torch.testing.assert_close(torch.tensor(profiled.losses), torch.tensor(losses[WARMUP:]))

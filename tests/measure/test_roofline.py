@@ -13,7 +13,7 @@ from gpututor.measure.roofline import (FLOPS_PER_ELEMENT, attainable, bound, cat
                                        intensity_in, memory_bandwidth, operator_costs,
                                        peak_matmul_flops, ridge)
 from gpututor.catalog import GPUS
-from gpututor.ui.roofline import roofline_figure
+from gpututor.lessons.one_device_speed.roofline_figures import roofline_figure
 
 SPEC = RunSpec(model="gpt", model_size="tiny", batch_size=2, seq_len=16, world_size=1,
                strategy="single")

@@ -120,7 +120,7 @@ def test_torch_context_parallel_on_cpu():
     """torch 2.13 on CPU: "Operator aten._scaled_dot_product_flash_attention_for_cpu.default does
     not have a sharding strategy registered" (its ring covers SDPA's CUDA kernels only). Where
     it runs (a GPU, a later torch), it must equal full attention."""
-    from gpututor.lessons.long_context import TorchContextParallelCheck
+    from gpututor.lessons.long_context.runs import TorchContextParallelCheck
 
     spec = tiny_spec(strategy="cp", world_size=2)
     for record in launch(spec, task=TorchContextParallelCheck()).wait():

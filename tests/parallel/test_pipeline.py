@@ -7,7 +7,7 @@ from gpututor import launch
 from gpututor.parallel.pipeline import schedules, stages
 from gpututor.parallel.pipeline.timeline import (free_handoff_bubble, measured_bubble_fraction,
                                                  step_events, theoretical_bubble_fraction)
-from gpututor.ui.pipeline import gantt
+from gpututor.lessons.pipeline_parallel.figures import gantt
 from conftest import SGD, assert_equals_one_process, tiny_spec
 
 

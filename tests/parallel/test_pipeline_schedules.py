@@ -8,7 +8,7 @@ from gpututor import launch
 from gpututor.parallel.pipeline import interleaved
 from gpututor.parallel.pipeline.timeline import (handoff_s, step_events, step_stages,
                                                  theoretical_bubble_fraction)
-from gpututor.ui.pipeline import NAMES, gantt
+from gpututor.lessons.pipeline_parallel.figures import NAMES, gantt
 from conftest import assert_equals_one_process, tiny_spec
 
 

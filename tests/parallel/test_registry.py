@@ -11,8 +11,8 @@ import pytest
 
 from gpututor import RunSpec, build_model, launch
 from gpututor.config import PRECISIONS
-from gpututor.lessons.calibrate import calibration_specs, collectives, predict_run
-from gpututor.lessons.machine import Machine
+from gpututor.lessons.choosing_hardware.calibrate import calibration_specs, collectives, predict_run
+from gpututor.lessons.choosing_hardware.machine import Machine
 from gpututor.models import config_of
 from gpututor.parallel import STRATEGIES, check_spec, small_layout, small_model
 from gpututor.parallel.base import STATES, MemoryLayout

@@ -7,7 +7,7 @@ from torch.distributed.fsdp import FSDPModule
 from gpututor import launch
 from gpututor.parallel.sharding.flat import FlatShard
 from gpututor.plan.memory import model_state_bytes
-from gpututor.ui.sharding import comm_rows, memory_rows, zero_stage
+from gpututor.lessons.sharding.figures import comm_rows, memory_rows, zero_stage
 from conftest import SGD, assert_equals_one_process, tiny_spec
 
 SHARDED = ("zero1", "zero2", "zero3", "fsdp")

@@ -204,7 +204,7 @@ def test_dtensor_qkv_gradients_are_summed_before_one_all_reduce_with_prepare_mod
 
 
 def test_dtensor_plan_all_reduces_twice_per_block_in_forward():
-    from gpututor.lessons.tensor_parallel import count_collectives
+    from gpututor.lessons.tensor_parallel.collectives import count_collectives
     counted = count_collectives(tiny_spec(strategy="tp-dtensor", world_size=2, batch_size=2))
     assert counted["forward"] == {"all_reduce": 2 * 2}       # tiny GPT: 2 blocks
     assert counted["backward"]["all_reduce"] >= 2 * 2        # q, k, v: one each in torch 2.13

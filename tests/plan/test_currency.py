@@ -52,7 +52,7 @@ def test_bad_currencies_and_rates_are_refused():
 
 
 def test_the_planner_widget_names_the_currency():
-    from gpututor.ui.planner import PlannerWidget
+    from gpututor.lessons.choosing_hardware.figures import PlannerWidget
     catalog.set_currency("CNY", per_usd=7.0, source="a test's rate")
     widget = PlannerWidget(params=125e6, tokens=2.5e9, count=8)
     assert "CNY" in widget.price.description and "CNY" in widget.budget.description

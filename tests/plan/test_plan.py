@@ -18,8 +18,8 @@ from gpututor.measure.timing import StepContext
 from gpututor.parallel import STRATEGIES, get_strategy
 from gpututor import catalog
 from gpututor.plan import time as plan_time
-from gpututor.lessons.calibrate import predict_run
-from gpututor.lessons.machine import Machine, fit_alpha_beta
+from gpututor.lessons.choosing_hardware.calibrate import predict_run
+from gpututor.lessons.choosing_hardware.machine import Machine, fit_alpha_beta
 from gpututor.plan.as_built import as_built, tiny_gpt_memory
 from gpututor.plan.memory import (PRESETS, Transformer, activation_bytes,
                                   activation_bytes_per_layer, bytes_per_param,
@@ -332,7 +332,7 @@ def test_cli_plan_subprocess_entry_point():
 # ---- the widget ----------------------------------------------------------------------------------
 
 def test_widget_ranks_and_explains():
-    from gpututor.ui.planner import PlannerWidget
+    from gpututor.lessons.choosing_hardware.figures import PlannerWidget
     w = PlannerWidget(params=125e6, tokens=2.5e9, count=8, budget=100, deadline_days=1,
                       price_per_hour=3.0)
     assert w.recommendation.one_gpu_enough and "one GPU is enough" in w.output.value
@@ -344,7 +344,7 @@ def test_widget_ranks_and_explains():
 
 def test_calibrate_predicts_then_measures():
     """The calibration loop: two fitted references, predictions for the rest, unknowns skipped."""
-    from gpututor.lessons.calibrate import calibrate, calibration_table
+    from gpututor.lessons.choosing_hardware.calibrate import calibrate, calibration_table
     base = RunSpec(model="gpt", model_size="tiny", batch_size=8, seq_len=32, steps=4,
                    device="cpu", timeout=20.0)
     cal = calibrate(base, strategies=["ddp", "no-such-strategy"], report=None)

@@ -11,7 +11,7 @@ from gpututor.precision.adam8bit import Adam8bit, dequantize_blocks, quantize_bl
 def _train(make_optimizer, steps=12):
     """The trained model, the optimizer's state bytes per parameter, and the losses."""
     from gpututor import RunSpec
-    from gpututor.lessons.one_device import train_with
+    from gpututor.lessons.common.one_device import train_with
     spec = RunSpec(model="gpt", model_size="tiny", batch_size=8, seq_len=32, steps=steps, world_size=1)
     result = train_with(spec, make_optimizer)
     return result["model"], result["state_bytes_per_param"], result["losses"]

@@ -180,7 +180,7 @@ def test_first_gpu_moves_a_runs_ranks_and_is_checked_against_the_gpus_here(gpus)
 def test_the_independent_pair_puts_each_copy_on_its_own_gpu(gpus, monkeypatch):
     """Lesson 00's ceiling on a machine with GPUs: the two 1-rank copies run on the two GPUs
     DDP's ranks use (on one shared GPU the ceiling is too low and DDP's share exceeds 1)."""
-    from gpututor.lessons import contention
+    from gpututor.lessons.start_here import contention
     gpus(8)
     started = []
 

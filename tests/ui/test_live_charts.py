@@ -7,7 +7,8 @@ import IPython.display
 import pytest
 
 from gpututor import RunSpec, launch
-from gpututor.ui import moe, pipeline
+from gpututor.lessons.mixture_of_experts import figures as moe
+from gpututor.lessons.pipeline_parallel import figures as pipeline
 
 
 @pytest.fixture

@@ -354,7 +354,7 @@ def test_a_comparison_draws_with_the_live_view():
 
 def test_the_panel_and_the_board_share_one_follower():
     from gpututor.ui.follow import Follower
-    from gpututor.ui.sharding import ShardingBoard
+    from gpututor.lessons.sharding.figures import ShardingBoard
     assert isinstance(RunPanel(TINY), Follower) and isinstance(ShardingBoard({"ddp": TINY}), Follower)
 
 

@@ -1,0 +1,186 @@
+"""Lesson 08's exercise checkers: each takes the learner's answer and the lesson's own objects
+(a model preset, the recommendation, the calibration) and derives what it expects, so the
+notebook shows only the call. ``...`` means "not answered yet".
+
+- :func:`check_bytes_per_param`: bytes of model state per parameter on one GPU, for a ZeRO stage
+  over ``dp`` GPUs (``gpututor.plan.memory.model_state_bytes`` of one parameter).
+- :func:`check_smallest_count`: the fewest GPUs whose usable memory holds a model's states with
+  ZeRO-3 (the same formula, the planner's usable share of the catalogue's memory).
+- :func:`check_days_at_hfu`: the days the recommendation's smallest cluster takes at another
+  share of peak on all it computes, the planner's ``hfu`` (hardware FLOPs utilisation,
+  ``gpututor.plan.recommend.estimate`` of its configuration).
+- :func:`check_formula_error`: the general formula's relative peak error for one run of the
+  calibration (measured).
+- :func:`check_state_bytes`: the learner's model-state formula, run against
+  ``model_state_bytes`` for conventions, ZeRO stages and GPU counts the learner does not choose.
+- :func:`check_implied_mfu`: the learner's implied-MFU formula, run on the published runs of
+  ``gpututor.plan.published`` and one more, against the package's formulas.
+"""
+from __future__ import annotations
+
+import math
+from typing import Callable
+
+from ... import catalog, formulas
+from ...i18n import tr
+from ...plan import published as published_runs
+from ...plan import time as plan_time
+from ...plan.memory import CONVENTIONS, model_state_bytes, per_device_memory
+from ...plan.recommend import USABLE_FRACTION, estimate
+from ..common.exercises import as_number, check_answer
+from ..common.guards import RefusedWhileRunning, called_the_reference
+
+
+def check_bytes_per_param(answer, zero_stage: int = 2, dp: int = 8) -> None:
+    """Bytes of model state one GPU keeps per parameter of the model, mixed-precision Adam in the
+    ZeRO paper's convention, with ``zero_stage`` over ``dp`` GPUs (the defaults: exercise 1)."""
+    expected = model_state_bytes(1, "bf16", "adam", zero_stage=zero_stage, dp=dp)["total"]
+    check_answer(answer, expected, f"bytes per parameter per GPU, ZeRO-{zero_stage} on {dp} GPUs",
+                 rel_tol=1e-9, source="formula")
+
+
+def smallest_count(n_params: float, gpu: str, zero_stage: int = 3,
+                   usable_fraction: float = USABLE_FRACTION, most: int = 100_000) -> int | None:
+    """The fewest GPUs of type ``gpu`` whose usable memory holds ``n_params``' model states with
+    ``zero_stage`` (activations left out); None if no count up to ``most`` does."""
+    usable = usable_fraction * catalog.get_gpu(gpu).memory_bytes
+    return next((n for n in range(1, most + 1)
+                 if model_state_bytes(n_params, "bf16", "adam", zero_stage=zero_stage,
+                                      dp=n)["total"] <= usable), None)
+
+
+def check_smallest_count(answer, model, gpu: str = "H200-141GB", zero_stage: int = 3) -> None:
+    """The fewest ``gpu`` (90 % of their memory usable, the planner's share) that hold ``model``'s
+    states with ZeRO-``zero_stage``; ``None`` is the answer when no count does."""
+    expected = smallest_count(model.n_params, gpu, zero_stage)
+    what = f"fewest {gpu} for the states with ZeRO-{zero_stage}"
+    if expected is None and answer is not ...:   # nothing fits: None is right, any number wrong
+        if answer is None:
+            print(tr("Correct. {what}: None, no count fits", what=tr(what)))
+            return
+        raise AssertionError(tr("{what}: {answer} is not what the formula gives. Try again.",
+                                what=tr(what), answer=repr(answer)))
+    check_answer(answer, expected, what, rel_tol=0, source="formula")
+
+
+def check_days_at_hfu(answer, recommendation, model, tokens: float = 140e9,
+                      hfu: float = 0.30) -> None:
+    """Days the ``recommendation``'s smallest cluster takes for ``tokens`` of ``model`` if the
+    GPUs reach ``hfu`` of their peak on all the FLOPs a step runs (recomputation included: HFU)
+    instead of the planner's assumption (the defaults: the 7B scenario)."""
+    smallest = recommendation.smallest
+    expected = estimate(model, tokens, smallest.config, hfu=hfu).days if smallest else None
+    check_answer(answer, expected, f"days of the smallest cluster at {hfu:.0%} HFU",
+                 rel_tol=0.005, source="formula")
+
+
+def check_formula_error(answer, calibration, strategy: str = "ddp") -> None:
+    """``(formula - measured) / measured`` of the peak memory of ``calibration``'s run of
+    ``strategy``, as section 1 measured it. Section 1's table shows it rounded to 0.1 %: the
+    answer is computed from the row's peaks, so only float rounding may differ."""
+    row = next((r for r in calibration.rows if r["strategy"] == strategy), None)
+    check_answer(answer, row["formula_error"] if row else None,
+                 f"relative error of the formula's peak for {strategy.upper()}", rel_tol=1e-6)
+
+
+# ---- exercise 5: the model states of a ZeRO stage, as code -------------------------------------
+
+# (parameters, convention, stage, GPUs): every stage, with conventions whose three parts differ,
+# so that a formula right for one convention or one stage only is found out
+STATE_CASES = ((7.5e9, "mixed-adam", 0, 64), (7.5e9, "mixed-adam", 1, 64),
+               (7.5e9, "mixed-adam", 2, 64), (7.5e9, "mixed-adam", 3, 64),
+               (1.3e9, "fp32-adamw", 1, 6), (1.3e9, "mixed-adam-fp32-grads", 2, 6),
+               (1.3e9, "mixed-sgd", 3, 6), (70e9, "mixed-adam-fp32-grads", 3, 512),
+               (70e9, "fp32-sgd", 2, 12))
+
+
+def check_state_bytes(candidate: Callable) -> None:
+    """Run ``candidate(n_params, per_param, zero_stage, dp)`` (``per_param`` has ``.params``,
+    ``.grads`` and ``.optimizer`` bytes) against ``model_state_bytes(...)["total"]`` on
+    :data:`STATE_CASES`; the package's formula refuses while it runs. Says which case is wrong,
+    not what the answer is."""
+    if candidate is ...:
+        print(tr("model-state bytes: not answered yet. Define your function and pass it in."))
+        return
+    for n_params, name, stage, dp in STATE_CASES:
+        per_param = CONVENTIONS[name]
+        expected = model_state_bytes(n_params, zero_stage=stage, dp=dp, convention=name)["total"]
+        try:
+            with RefusedWhileRunning(model_state_bytes, per_device_memory):
+                got = candidate(n_params, per_param, stage, dp)
+        except Exception as exc:   # noqa: BLE001 - said to the learner
+            if called_the_reference(exc):
+                raise AssertionError(tr("model-state bytes: your function called the planner's "
+                                        "model_state_bytes: write the formula yourself.")) from None
+            raise
+        case = tr("ZeRO stage {stage} on {dp} GPUs, {n:g} parameters, {p:g}+{g:g}+{o:g} bytes per "
+                  "parameter ({name})", stage=stage, dp=dp, n=n_params, p=per_param.params,
+                  g=per_param.grads, o=per_param.optimizer, name=name)
+        number = as_number(got)
+        if number is None:
+            raise AssertionError(tr("model-state bytes [{case}]: your function returned {got}, "
+                                    "not a number of bytes.", case=case, got=repr(got)))
+        if not math.isclose(number, expected, rel_tol=1e-6):
+            raise AssertionError(tr("model-state bytes [{case}]: your bytes per GPU are not the "
+                                    "formula's. Which of weights, gradients and optimizer state "
+                                    "does stage {stage} divide over the GPUs?",
+                                    case=case, stage=stage))
+    print(tr("Correct: your bytes per GPU equal the planner's model_state_bytes for ZeRO stages "
+             "0 to 3, in {cases} cases with {conventions} conventions.", cases=len(STATE_CASES),
+             conventions=len({name for _, name, _, _ in STATE_CASES})))
+
+
+# ---- exercise 6: the MFU a published run implies, as code --------------------------------------
+
+def mfu_cases() -> list[tuple]:
+    """(n_params, n_layer, seq_len, d_model, tokens, gpu_seconds, peak_flops, name): every run of
+    ``plan.published.RUNS`` (a throughput as one GPU-hour at its rate) and one made up here."""
+    cases = []
+    for run in published_runs.RUNS:
+        m, peak = run.model, catalog.get_gpu(run.gpu).peak("bf16")
+        if run.measure == "GPU-hours":
+            tokens, seconds = run.tokens, run.published * published_runs.HOUR
+        else:
+            tokens, seconds = run.published * published_runs.HOUR, published_runs.HOUR
+        cases.append((m.n_params, m.n_layer, m.seq_len, m.d_model, tokens, seconds, peak, run.name))
+    cases.append((1.3e9, 24, 2048, 2048, 26e9, 5.0e5, catalog.get_gpu("V100-32GB").peak("fp16"),
+                  "1.3B on V100s"))
+    return cases
+
+
+def check_implied_mfu(candidate: Callable) -> None:
+    """Run ``candidate(n_params, n_layer, seq_len, d_model, tokens, gpu_seconds, peak_flops)``
+    on :func:`mfu_cases` against the model's FLOPs (causal attention) over GPU-seconds x peak;
+    the package's FLOPs formulas refuse while it runs. A percentage passes as well as a
+    fraction. Says which case is wrong, not what the answer is."""
+    if candidate is ...:
+        print(tr("implied MFU: not answered yet. Define your function and pass it in."))
+        return
+    cases = mfu_cases()
+    for n, layers, seq, width, tokens, seconds, peak, name in cases:
+        expected = formulas.flops_utilization(
+            formulas.training_flops_per_token(n, layers, seq, width, causal=True) * tokens,
+            seconds, peak)
+        try:
+            with RefusedWhileRunning(formulas.training_flops_per_token,
+                                     formulas.attention_flops_per_token,
+                                     formulas.flops_utilization, plan_time.training_flops_per_token,
+                                     published_runs.implied_mfu):
+                got = candidate(n, layers, seq, width, tokens, seconds, peak)
+        except Exception as exc:   # noqa: BLE001 - said to the learner
+            if called_the_reference(exc):
+                raise AssertionError(tr("implied MFU: your function called the package's FLOPs "
+                                        "formula: write it yourself.")) from None
+            raise
+        number = as_number(got)
+        if number is None:
+            raise AssertionError(tr("implied MFU [{case}]: your function returned {got}, not a "
+                                    "number.", case=name, got=repr(got)))
+        if math.isclose(number, 100 * expected, rel_tol=1e-6):
+            number /= 100   # given as a percentage
+        if not math.isclose(number, expected, rel_tol=1e-6):
+            raise AssertionError(tr("implied MFU [{case}]: yours is not the formula's. Are the "
+                                    "FLOPs the model's (no recomputation), with attention counted "
+                                    "causal, and the time in GPU-seconds?", case=name))
+    print(tr("Correct: your implied MFU equals the package's for {cases} runs, the published "
+             "ones of section 5 among them.", cases=len(cases)))

@@ -1,0 +1,251 @@
+"""Lesson 09's exercise checkers: each takes the learner's answer and the lesson's own objects
+(its runs, its spec, the capacity it measured) and derives what it expects, so the notebook
+shows only the call. ``...`` means "not answered yet".
+
+- :func:`check_pp_group`, :func:`check_dp_group`: rank 9's groups in a grid the lesson does not
+  print (dp=3 x pp=3 x tp=2, the question's defaults), from :class:`RankGrid`.
+- :func:`check_tp_extra`: the parameter bytes rank 0 of the ``ddp+tp`` run held beyond half the
+  one-process model (measured: both numbers come from the runs).
+- :func:`check_layouts_that_fit`: the layouts the planner predicts to fit three quarters of the
+  lesson's capacity (a formula: ``plan.layouts.predict_layouts``).
+- :func:`check_groups`: the learner's ``groups(shape, dim)``, every group of ranks along one dim,
+  against :meth:`RankGrid.groups` on grids it chooses, and against torch's ``DeviceMesh`` in
+  real ranks on the lesson's 3-D grid.
+"""
+from __future__ import annotations
+
+import math
+import numbers
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import Callable
+
+import torch
+
+from ...config import RunSpec
+from ...i18n import tr
+from ...parallel.mesh import RankGrid, build_groups, device_mesh
+from ...plan.layouts import HEADROOM, layouts, predict_layouts, transformer_of
+from ..common.exercises import check_answer, records_in_ranks
+from ..common.guards import RefusedWhileRunning, called_the_reference
+
+QUESTION_GRID = (("dp", 3), ("pp", 3), ("tp", 2))   # exercises 1 and 2: not printed anywhere
+QUESTION_RANK = 9
+
+
+def _grid_name(shape) -> str:
+    return " x ".join(f"{name}={degree}" for name, degree in shape)
+
+
+def _ranks(answer) -> list[int] | None:
+    """``answer`` as a list of rank numbers (a list, tuple, set, array or 1-D tensor of whole
+    numbers), or None if it is not one."""
+    if isinstance(answer, (str, bytes)) or not hasattr(answer, "__iter__"):
+        return None
+    ranks = []
+    for r in answer:
+        if isinstance(r, torch.Tensor) and r.numel() == 1:
+            r = r.item()
+        r = getattr(r, "item", lambda: r)() if not isinstance(r, numbers.Number) else r
+        if isinstance(r, bool) or not isinstance(r, numbers.Real) or not math.isfinite(r) \
+                or r != int(r):
+            return None
+        ranks.append(int(r))
+    return ranks
+
+
+def check_group(answer, dim: str, rank: int = QUESTION_RANK, shape: tuple = QUESTION_GRID) -> None:
+    """"Which ranks form ``rank``'s group along ``dim`` in the grid ``shape``?" (a list of ranks,
+    any order), against :meth:`RankGrid.group_of`."""
+    grid = _grid_name(shape)
+    if answer is ...:
+        print(tr("rank {rank}'s {dim} group: not answered yet. Replace ... with a list of ranks "
+                 "and run the cell again.", rank=rank, dim=dim))
+        return
+    given = _ranks(answer)
+    if given is None:
+        raise AssertionError(tr("{answer} is not a list of ranks. Try again.", answer=repr(answer)))
+    expected = RankGrid(shape).group_of(rank, dim)
+    if rank not in given:
+        raise AssertionError(tr("{answer} leaves out rank {rank} itself: a rank's group holds it "
+                                "too. Try again.", answer=repr(answer), rank=rank))
+    if sorted(given) != sorted(expected):
+        raise AssertionError(tr("{answer} is not rank {rank}'s {dim} group in the grid {grid}. "
+                                "Try again: which ranks differ from it only in the {dim} index?",
+                                answer=repr(answer), rank=rank, dim=dim, grid=grid))
+    print(tr("Correct: rank {rank}'s {dim} group in the grid {grid} is {group}.", rank=rank,
+             dim=dim, grid=grid, group=expected))
+
+
+def check_pp_group(answer, rank: int = QUESTION_RANK, shape: tuple = QUESTION_GRID) -> None:
+    """Exercise 1: ``rank``'s pipeline-parallel group in the grid ``shape``."""
+    check_group(answer, "pp", rank, shape)
+
+
+def check_dp_group(answer, rank: int = QUESTION_RANK, shape: tuple = QUESTION_GRID) -> None:
+    """Exercise 2: ``rank``'s data-parallel group in the grid ``shape``."""
+    check_group(answer, "dp", rank, shape)
+
+
+# ---- exercise 3: what tensor parallel leaves whole ------------------------------------------
+
+def tp_extra_bytes(runs: dict, single, layout: str = "ddp+tp", rank: int = 0) -> float | None:
+    """Parameter bytes rank ``rank`` of ``runs[layout]`` held beyond half of ``single``'s (the
+    one-process run's), as the runs measured them; None if a run is missing."""
+    try:
+        held = runs[layout]["mem_by_category"]["params"][rank]
+        whole = single["mem_by_category"]["params"][0]
+    except (KeyError, IndexError, TypeError):
+        return None
+    return held - whole / 2
+
+
+def check_tp_extra(answer, runs: dict, single) -> None:
+    """Exercise 3: the bytes of parameters rank 0 of the ``ddp+tp`` run held beyond exactly half
+    of the one-process model's (what tensor parallel does not split, halved)."""
+    check_answer(answer, tp_extra_bytes(runs, single),
+                 "parameter bytes of ddp+tp's rank 0 beyond half the model", rel_tol=0.01)
+
+
+# ---- exercise 4: the planner at a smaller capacity ------------------------------------------
+
+def layouts_that_fit(spec, capacity: float, world_size: int = 4, share: float = 0.75) -> list[str]:
+    """The layouts the planner predicts to fit ``share`` of ``capacity`` per rank, on
+    ``world_size`` ranks, for ``spec``'s model and batch (a layout fits if one of its grids
+    does: its predicted total stays under the planner's headroom)."""
+    rows = predict_layouts(transformer_of(spec), spec.batch_size, world_size, share * capacity)
+    return sorted({r["layout"] for r in rows if r["fits"]})
+
+
+def check_layouts_that_fit(answer, spec, capacity: float, world_size: int = 4,
+                           share: float = 0.75) -> None:
+    """Exercise 4: the set of layouts predicted to fit ``share`` of the lesson's capacity. A
+    wrong set is told as wrong, never how many of it are right (that would let a search by
+    trial find it); ``[]`` or ``None`` where none fits."""
+    what = tr("layouts predicted to fit {share} of the capacity",
+              share=str(Fraction(share).limit_denominator(100)))
+    if answer is ...:
+        print(tr("{what}: not answered yet. Replace ... with a list of names and run the cell "
+                 "again.", what=what))
+        return
+    expected = layouts_that_fit(spec, capacity, world_size, share)
+    given = [] if answer is None else answer
+    if isinstance(given, (str, bytes)) or not hasattr(given, "__iter__") \
+            or not all(isinstance(a, str) for a in given):
+        raise AssertionError(tr("{what}: {answer} is not a list of names. Try again.", what=what,
+                                answer=repr(answer)))
+    unknown = sorted(set(given) - set(layouts()))
+    if unknown:
+        raise AssertionError(tr("{what}: {name!r} is not a layout the planner knows: its layouts "
+                                "are the names in section 8's rows.", what=what, name=unknown[0]))
+    if set(given) != set(expected):
+        raise AssertionError(tr("{what}: {given} is not the set the planner predicts. Compare "
+                                "each layout's predicted total (section 8) with {headroom:.0%} "
+                                "of {share} x the capacity.", what=what,
+                                given=repr(sorted(set(given))), headroom=HEADROOM,
+                                share=str(Fraction(share).limit_denominator(100))))
+    print(tr("Correct. {what}: {names}", what=what, names=expected or tr("none")))
+
+
+# ---- exercise 5 (code): every group of a grid -----------------------------------------------
+
+GROUP_GRIDS = ((("dp", 2), ("pp", 2), ("tp", 2)), (("dp", 3), ("tp", 2)),
+               (("dp", 2), ("pp", 3), ("tp", 2)), (("pp", 2), ("tp", 4)), (("dp", 4),))
+DEVICE_MESH_GRID = (("dp", 2), ("pp", 2), ("tp", 2))   # lesson 09's 3-D grid, in 8 real ranks
+
+
+@dataclass(frozen=True)
+class DeviceMeshCheck:
+    """In every rank: torch's ``DeviceMesh`` over ``shape`` (``init_device_mesh``, the named
+    mesh FSDP2 and DTensor take), and whether this rank's group along each dim in ``groups``
+    (``{dim: groups}``, the learner's) is the ranks of ``mesh[dim]``, in the same order."""
+
+    shape: tuple
+    groups: tuple   # ((dim, ((rank, ...), ...)), ...)
+
+    def __call__(self, spec, rank, world, device, emit):
+        from torch.distributed.device_mesh import init_device_mesh
+        mesh = init_device_mesh("cpu", tuple(d for _, d in self.shape),
+                                mesh_dim_names=tuple(n for n, _ in self.shape))
+        for dim, groups in self.groups:
+            mine = next((list(g) for g in groups if rank in g), None)
+            emit({"step": 0, "dim": dim, "same": mine == mesh[dim].mesh.tolist()})
+
+
+def _as_groups(result) -> list[list[int]]:
+    """The candidate's result as a list of groups of ranks; TypeError if it is not one."""
+    if isinstance(result, torch.Tensor):
+        result = result.tolist()
+    if isinstance(result, (str, bytes)) or not hasattr(result, "__iter__"):
+        raise TypeError(f"{type(result).__name__} is not a list of groups")
+    groups = []
+    for group in result:
+        ranks = _ranks(group.tolist() if isinstance(group, torch.Tensor) else group)
+        if ranks is None:
+            raise TypeError(f"{group!r} is not a group of ranks")
+        groups.append(ranks)
+    return groups
+
+
+def check_groups(candidate: Callable) -> None:
+    """Run ``candidate(shape, dim)`` for every dim of five grids (``(name, degree)`` pairs,
+    outermost first) with :class:`RankGrid` refused, against :meth:`RankGrid.groups` (groups in
+    any order, each in order along ``dim``); then compare its groups of lesson 09's 3-D grid
+    with torch's ``DeviceMesh`` in 8 real ranks. Says what is wrong, not what is right."""
+    if candidate is ...:
+        print(tr("groups of a grid: not answered yet. Define your function and pass it in."))
+        return
+    refused = (RankGrid.groups, RankGrid.group_of, RankGrid.index, RankGrid.ranks.fget,
+               RankGrid.__str__, build_groups, device_mesh)
+    yours = {}
+    for shape in GROUP_GRIDS:
+        grid, world = _grid_name(shape), math.prod(d for _, d in shape)
+        for dim, degree in shape:
+            want = RankGrid(shape).groups(dim)
+            try:
+                with RefusedWhileRunning(*refused):
+                    got = _as_groups(candidate(shape, dim))
+            except Exception as exc:   # noqa: BLE001 - said to the learner
+                if called_the_reference(exc):
+                    raise AssertionError(tr("groups of a grid: your function used the package's "
+                                            "RankGrid: work the groups out yourself.")) from None
+                if isinstance(exc, (TypeError, ValueError)):
+                    raise AssertionError(tr("groups of a grid: for {grid} along {dim} your "
+                                            "function did not return a list of groups of ranks: "
+                                            "{error}", grid=grid, dim=dim, error=exc)) from None
+                raise
+            members = sorted(r for g in got for r in g)
+            if members != list(range(world)) or any(len(g) != degree for g in got):
+                raise AssertionError(tr(
+                    "groups of a grid: for {grid} along {dim}, every rank 0 to {last} must be in "
+                    "exactly one group, and each group must hold {degree} ranks (the degree of "
+                    "{dim}); yours do not.", grid=grid, dim=dim, last=world - 1, degree=degree))
+            if sorted(map(sorted, got)) != sorted(map(sorted, want)):
+                wrong = next(r for r in range(world)
+                             if sorted(next(g for g in got if r in g)) !=
+                             next(g for g in want if r in g))
+                raise AssertionError(tr(
+                    "groups of a grid: for {grid} along {dim}, rank {rank}'s group is not the "
+                    "grid's. Its group holds the ranks that differ from it only in the {dim} "
+                    "index: how far apart are two ranks whose {dim} index differs by one?",
+                    grid=grid, dim=dim, rank=wrong))
+            if sorted(got) != sorted(want):
+                raise AssertionError(tr(
+                    "groups of a grid: for {grid} along {dim} your groups hold the right ranks, "
+                    "but not each in order along {dim} (member i is the rank at index i: pipeline "
+                    "stage i, tensor-parallel shard i).", grid=grid, dim=dim))
+            yours[shape, dim] = got
+    shape = DEVICE_MESH_GRID
+    groups = tuple((dim, tuple(map(tuple, yours[shape, dim]))) for dim, _ in shape)
+    world = math.prod(d for _, d in shape)
+    records = records_in_ranks(DeviceMeshCheck(shape, groups),
+                               RunSpec(world_size=world, device="cpu", timeout=60),
+                               "groups of a grid: the check in {world} real ranks failed: {error}")
+    different = [r for r in records if not r["same"]]
+    if different:   # RankGrid agreed but DeviceMesh does not: the package's grid is wrong
+        raise AssertionError(tr("groups of a grid: in {world} real ranks, rank {rank}'s {dim} "
+                                "group is not torch's DeviceMesh's mesh['{dim}'].", world=world,
+                                rank=different[0]["rank"], dim=different[0]["dim"]))
+    print(tr("Correct: your groups are RankGrid's along every dim of {count} grids, and on "
+             "{grid} the same as torch's DeviceMesh in {world} real ranks.",
+             count=len(GROUP_GRIDS), grid=_grid_name(shape), world=world))

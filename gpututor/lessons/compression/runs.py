@@ -1,0 +1,74 @@
+"""Lesson 07: launch a student distilled from a trained teacher (one rank, live records)."""
+from __future__ import annotations
+
+from typing import Optional
+
+from ...compression.distill import DistillTask, check_distillation_options, check_student_shape
+from ...i18n import tr
+from ...runtime.launcher import launch
+from ...runtime.summary import summarize
+
+
+class DistillRun(DistillTask):
+    """:class:`DistillTask`, summarised like a training run (loss, tokens/s, ...)."""
+
+    def summarize(self, spec, records: list[dict], status: str = "finished") -> dict:
+        return summarize(spec, records, status)
+
+
+def launch_distillation(student_spec, teacher_spec, teacher_state: str, temperature: float = 2.0,
+                        alpha: float = 0.5, save_state: Optional[str] = None,
+                        student_shape: Optional[tuple] = None):
+    """Start training a student distilled from a trained teacher; return the :class:`Run`.
+
+    ``teacher_state`` is the teacher run's saved weights (its ``save_state`` option). The student
+    trains on ``student_spec``'s batches, steps and learning rate, on one rank; it is that spec's
+    model, or a GPT of ``student_shape`` (see :func:`build_student`).
+    """
+    check_distillation_options(temperature, alpha)
+    check_student_shape(student_shape)
+    if student_spec.world_size != 1:
+        raise ValueError(f"world_size={student_spec.world_size!r} is invalid for distillation: "
+                         "allowed is 1 (the student trains on one rank)")
+    if student_spec.seq_len != teacher_spec.seq_len:
+        raise ValueError(f"teacher_spec.seq_len={teacher_spec.seq_len!r} is invalid: teacher and "
+                         f"student read the same batches (allowed: {student_spec.seq_len})")
+    shape = None if student_shape is None else tuple(dict(student_shape).items())
+    task = DistillRun(teacher_spec, str(teacher_state), temperature, alpha, save_state, shape)
+    return launch(student_spec, task=task)
+
+
+def pruned_latency_lines(rows: list[dict], unpruned: str, same_work: str = "fp32 teacher") -> list[str]:
+    """Each weight-pruned variant's latency against the unpruned one, judged against the noise.
+
+    The noise floor is the larger of two measured spreads: how far apart ``same_work`` and
+    ``unpruned`` are (two models of the same shape: the same dense kernels, the same work), and
+    how far each model's median pass is from its fastest (``latency_median_s`` / ``latency_s``:
+    the jitter of its own passes), for the models compared. A pruned variant's difference within
+    that floor is reported as no measurable change; beyond it, the code says "faster" or "slower"
+    from the numbers.
+    """
+    by_name = {r["variant"]: r for r in rows}
+    base = by_name[unpruned]["latency_s"]
+    jitter = lambda r: r.get("latency_median_s", r["latency_s"]) / r["latency_s"] - 1
+    pair = abs(by_name[same_work]["latency_s"] / base - 1)
+    lines = []
+    for r in rows:
+        if "weights pruned" not in r["variant"]:
+            continue
+        ratio = r["latency_s"] / base
+        floor = max(pair, jitter(by_name[unpruned]), jitter(by_name[same_work]), jitter(r))
+        values = dict(name=r["variant"], ratio=ratio, floor=floor, same=same_work,
+                      unpruned=unpruned)
+        if abs(ratio - 1) <= floor:
+            lines.append(tr("{name}: latency {ratio:.3f}x the unpruned one, within the noise of "
+                            "this measurement ({floor:.1%}: the larger of the gap between two models "
+                            "doing the same work, {same} and {unpruned}, and of each model's median "
+                            "pass over its fastest): no measurable change", **values))
+        else:
+            lines.append(tr("{name}: latency {ratio:.3f}x the unpruned one, {change} beyond the "
+                            "noise of this measurement ({floor:.1%}: the larger of the gap between "
+                            "two models doing the same work, {same} and {unpruned}, and of each "
+                            "model's median pass over its fastest)",
+                            change=tr("faster") if ratio < 1 else tr("slower"), **values))
+    return lines

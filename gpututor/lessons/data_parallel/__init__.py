@@ -1,0 +1,2 @@
+"""Lesson 02 (``notebooks/02_data_parallel.ipynb``): its exercise checkers.
+"""

@@ -1,0 +1,128 @@
+"""Lesson 02's exercise checkers: each takes the learner's answer and the lesson's own objects
+(the runs' summaries) and derives what it expects, so the notebook shows only the call. ``...``
+means "not answered yet".
+
+- :func:`check_allreduce`: the learner's ring all-reduce, run in real ranks (3 and 4) against
+  ``dist.all_reduce``; every built-in collective and the package's own ``ring_allreduce``
+  refuse while it runs.
+- :func:`check_bytes_per_step`: the bytes DDP all-reduced per step, as the run counted them.
+- :func:`check_sent_per_rank`: the bytes each rank sends in a ring all-reduce of those gradients
+  on more ranks than the run had (the formula ``2(N-1)/N · S``).
+
+The ranks run on CPU (gloo) whatever the machine has: the checker's tensors are CPU tensors. The
+learner's function travels to them inside a small task object, by value (cloudpickle), so a
+function defined in a notebook cell works.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+import torch
+import torch.distributed as dist
+
+from ...config import RunSpec
+from ...formulas import bus_factor
+from ...i18n import tr
+from ...parallel.data_parallel import ring
+from ..common.exercises import check_answer, records_in_ranks
+from ..common.guards import OnlyPointToPoint, RefusedWhileRunning, called_the_reference
+
+
+@dataclass(frozen=True)
+class AllReduceCheck:
+    """In every rank: the candidate and ``dist.all_reduce`` on the same tensors, compared. While
+    the candidate runs, every built-in collective refuses (:class:`OnlyPointToPoint`) and so does
+    the package's ring (``ring_allreduce`` and its exchange): the exercise is to build it from
+    point-to-point messages. The sizes are at least one element per rank and not all multiples
+    of the world size, so ``torch.chunk`` and ``torch.tensor_split`` solutions both work and
+    uneven pieces are tried."""
+
+    candidate: Callable
+
+    def __call__(self, spec, rank, world, device, emit):
+        for step, numel in enumerate((world, world * 3 + 1, 1000)):
+            gen = torch.Generator().manual_seed(1000 * rank + step)
+            x = torch.randn(numel, generator=gen)
+            expected = x.clone()
+            dist.all_reduce(expected)
+            given = x.clone()
+            with OnlyPointToPoint() as guard:
+                try:
+                    with RefusedWhileRunning(ring.ring_allreduce, ring._exchange):
+                        got = self.candidate(given, rank, world)
+                except RuntimeError as exc:
+                    if called_the_reference(exc):
+                        emit({"step": step, "numel": numel, "max_error": float("inf"),
+                              "reference": True})
+                        return   # the other ranks stop too: they would wait for this one
+                    if not guard.used:
+                        raise
+                    got = None
+            if guard.used:
+                emit({"step": step, "numel": numel, "max_error": float("inf"),
+                      "built_in": guard.used[0]})
+                return
+            if got is None:      # in place, returning nothing, as dist.all_reduce does
+                got = given
+            error = float((got - expected).abs().max()) if isinstance(got, torch.Tensor) and \
+                got.shape == expected.shape else float("inf")
+            in_place = float((given - expected).abs().max()) <= 1e-4
+            emit({"step": step, "numel": numel, "max_error": error, "in_place": in_place})
+
+
+def check_allreduce(candidate, world_sizes: tuple = (3, 4)) -> None:
+    """Run ``candidate(tensor, rank, world)`` in real ranks against ``dist.all_reduce``, on 3
+    and on 4 ranks (on 2 ranks the left and the right neighbour are the same rank, so a ring
+    that sends the wrong way would pass). Prints what matched; raises ``AssertionError``
+    saying what did not, or that it called a built-in collective or the package's ring."""
+    if candidate is Ellipsis:
+        print(tr("ring all-reduce: not answered yet. Define your function and pass it in."))
+        return
+    for world_size in world_sizes:
+        spec = RunSpec(world_size=world_size, device="cpu", timeout=20)
+        records = records_in_ranks(AllReduceCheck(candidate), spec,
+                                   "on {world} ranks your function failed: {error}")
+        if any(r.get("reference") for r in records):
+            raise AssertionError(tr("your function called the package's ring_allreduce: write "
+                                    "the ring yourself"))
+        built_in = [r["built_in"] for r in records if "built_in" in r]
+        if built_in:
+            raise AssertionError(tr("your function called the built-in collective {name}: "
+                                    "build the sum from dist.isend / dist.recv only",
+                                    name=built_in[0]))
+        worst = max(records, key=lambda r: r["max_error"])
+        if worst["max_error"] <= 1e-4 and not all(r["in_place"] for r in records):
+            raise AssertionError(tr("your function returned the sum but left the tensor it was "
+                                    "given unchanged: sum into that tensor, in place"))
+        if worst["max_error"] > 1e-4:
+            raise AssertionError(tr("on {world} ranks, rank {rank}: a tensor of {numel} elements "
+                                    "differs from dist.all_reduce by {error:.3g}",
+                                    world=world_size, rank=worst["rank"], numel=worst["numel"],
+                                    error=worst["max_error"]))
+    *first, last = world_sizes
+    sizes = tr("{sizes} and {last}", sizes=", ".join(map(str, first)), last=last) if first \
+        else str(last)
+    print(tr("Correct: equals dist.all_reduce on {sizes} ranks, from point-to-point messages "
+             "only", sizes=sizes))
+
+
+def _ddp_bytes(runs: dict) -> float | None:
+    """What the 2-rank DDP run all-reduced per step (its gradients), as it counted them."""
+    run = runs.get("ddp") or {}
+    return run.get("comm_bytes_per_step") or None
+
+
+def check_bytes_per_step(answer, runs: dict) -> None:
+    """The bytes DDP all-reduced per step in ``runs["ddp"]`` (measured: the run counts them)."""
+    check_answer(answer, _ddp_bytes(runs), "bytes all-reduced per step", rel_tol=0.001)
+
+
+def check_sent_per_rank(answer, runs: dict, world_size: int = 8) -> None:
+    """The bytes each of ``world_size`` ranks sends in one ring all-reduce of the gradients the
+    DDP run all-reduced: ``2(N-1)/N`` times their size (reduce-scatter, then all-gather;
+    ``gpututor.formulas.bus_factor``)."""
+    size = _ddp_bytes(runs)
+    expected = bus_factor("all_reduce", world_size) * size if size is not None else None
+    check_answer(answer, expected, f"bytes sent per rank on {world_size} ranks", rel_tol=0.001,
+                 source="formula")

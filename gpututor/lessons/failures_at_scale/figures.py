@@ -1,0 +1,75 @@
+"""Figures of lesson 12: what a checkpoint costs per layout (measured), losses of runs continued
+from checkpoints, and GPU-hours lost per day against the checkpoint interval (a formula)."""
+from __future__ import annotations
+
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+from ...i18n import tr
+from ...plan.failures import job_mtbf_s, lost_gpu_hours_per_day, young_interval
+
+MB = 1e6
+HOUR = 3600.0
+
+
+def checkpoint_figure(runs: dict[str, dict],
+                      title: str = "What a checkpoint cost, per layout (measured)") -> go.Figure:
+    """``runs``: layout -> run summary with a ``checkpoint`` section. Left: MB each rank wrote;
+    right: the whole save against the time training was blocked (median over saves)."""
+    fig = make_subplots(rows=1, cols=2, horizontal_spacing=0.12, subplot_titles=(
+        tr("MB written by each rank (one save)"), tr("seconds per save (slowest rank)")))
+    world = max(len(s["checkpoint"]["bytes_per_rank"]) for s in runs.values())
+    for rank in range(world):
+        fig.add_bar(x=list(runs), y=[(s["checkpoint"]["bytes_per_rank"][rank] or 0) / MB
+                                     if rank < len(s["checkpoint"]["bytes_per_rank"]) else 0
+                                     for s in runs.values()],
+                    name=tr("rank {rank}", rank=rank), row=1, col=1)
+    fig.add_bar(x=list(runs), y=[s["checkpoint"]["save_s"] for s in runs.values()],
+                name=tr("the whole save"), row=1, col=2)
+    fig.add_bar(x=list(runs), y=[s["checkpoint"]["blocked_s"] for s in runs.values()],
+                name=tr("training blocked"), row=1, col=2)
+    fig.update_yaxes(title_text="MB", row=1, col=1)
+    fig.update_yaxes(title_text="s", row=1, col=2)
+    fig.update_layout(title=tr(title), barmode="group", height=380, template="plotly_white")
+    return fig
+
+
+def resumed_losses_figure(full: list[float], legs: dict[str, dict],
+                          title: str = "One run, continued in other layouts") -> go.Figure:
+    """The uninterrupted run's losses, and each continued run's (``legs``: label -> summary,
+    its losses drawn from its ``first_step``)."""
+    fig = go.Figure()
+    fig.add_scatter(x=list(range(len(full))), y=full, mode="lines+markers",
+                    name=tr("uninterrupted"), marker=dict(size=11))
+    for label, summary in legs.items():
+        start = summary["first_step"]
+        fig.add_scatter(x=list(range(start, start + len(summary["losses"]))),
+                        y=summary["losses"], mode="lines+markers", name=label,
+                        line=dict(dash="dash"), marker=dict(size=6))
+    fig.update_layout(title=tr(title), xaxis_title=tr("step"), yaxis_title=tr("loss"),
+                      height=360, template="plotly_white")
+    return fig
+
+
+def lost_work_figure(save_s: float, restart_s: float, per_gpu_hour: float, sizes: tuple,
+                     title: str = "GPU-hours lost per day against the checkpoint interval "
+                                  "(a formula)") -> go.Figure:
+    """For each job size in ``sizes`` (GPUs), GPU-hours lost per day against the interval
+    between checkpoints (log axes), with Young's interval marked."""
+    fig = go.Figure()
+    intervals = [60 * 10 ** (k / 20) for k in range(0, 81)]   # 1 minute to about 69 days
+    for n in sizes:
+        mtbf = job_mtbf_s(n, per_gpu_hour)
+        lost = [lost_gpu_hours_per_day(t, save_s, mtbf, n, restart_s) for t in intervals]
+        best = young_interval(save_s, mtbf)
+        line = fig.add_scatter(x=[t / HOUR for t in intervals], y=lost, mode="lines",
+                               name=tr("{n:,} GPUs", n=n)).data[-1]
+        fig.add_scatter(x=[best / HOUR], y=[lost_gpu_hours_per_day(best, save_s, mtbf, n,
+                                                                   restart_s)],
+                        mode="markers", marker=dict(size=11, symbol="diamond"),
+                        name=tr("{n:,} GPUs: Young's interval {hours:.2g} h", n=n,
+                                hours=best / HOUR), legendgroup=line.name)
+    fig.update_xaxes(type="log", title_text=tr("hours between checkpoints"))
+    fig.update_yaxes(type="log", title_text=tr("GPU-hours lost per day"))
+    fig.update_layout(title=tr(title), height=420, template="plotly_white")
+    return fig

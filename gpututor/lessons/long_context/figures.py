@@ -1,0 +1,40 @@
+"""Figures of lesson 10: causal attention's work per rank by split, activations against the
+sequence length with and without context parallel."""
+from __future__ import annotations
+
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+from ...i18n import tr
+
+MB = 1e6
+
+
+def work_figure(works: dict) -> go.Figure:
+    """``works``: ``{(split, n): [pairs per rank]}``; one panel per ``n``, bars per rank."""
+    sizes = sorted({n for _, n in works})
+    fig = make_subplots(rows=1, cols=len(sizes),
+                        subplot_titles=[tr("{n} ranks", n=n) for n in sizes])
+    for col, n in enumerate(sizes, start=1):
+        for split in dict.fromkeys(s for s, _ in works):
+            if (split, n) in works:
+                fig.add_bar(x=[tr("rank {rank}", rank=r) for r in range(n)], y=works[(split, n)],
+                            name=tr(split),
+                            legendgroup=split, showlegend=col == 1, row=1, col=col)
+    fig.update_yaxes(title_text=tr("visible query-key pairs"), row=1, col=1)
+    fig.update_layout(title=tr("Causal attention's work per rank: contiguous and zig-zag splits"),
+                      barmode="group", height=360, template="plotly_white")
+    return fig
+
+
+def activations_figure(rows: list[dict]) -> go.Figure:
+    """Rank 0's activation bytes (measured) against the sequence length, one line per layout."""
+    fig = go.Figure()
+    for layout in dict.fromkeys(r["layout"] for r in rows):
+        mine = sorted((r for r in rows if r["layout"] == layout), key=lambda r: r["seq_len"])
+        fig.add_scatter(x=[r["seq_len"] for r in mine], y=[r["activations"] / MB for r in mine],
+                        mode="lines+markers", name=layout)
+    fig.update_layout(title=tr("Activations kept for backward by rank 0 (measured)"),
+                      xaxis_title=tr("sequence length T"), yaxis_title="MB", height=360,
+                      template="plotly_white")
+    return fig

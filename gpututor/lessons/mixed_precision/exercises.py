@@ -1,0 +1,154 @@
+"""Lesson 06's exercise checkers: each takes the learner's answer and the lesson's own objects
+and derives what it expects, so the notebook shows only the call. ``...`` means "not answered
+yet".
+
+- :func:`check_loss_scaler`: the learner's update rule, run step by step against
+  ``torch.amp.GradScaler`` on the lesson's gradient stream and on streams the learner does not
+  choose (other start scales and growth intervals), with the package's scaler and GradScaler's
+  own update refused while it runs.
+- :func:`check_fp16_trainer_bytes`: the bytes the from-scratch fp16 trainer (loss scaling,
+  AdamW) holds between steps on the lesson's small GPT, whose parameters the lesson never
+  counts, measured by the checker on a one-step run.
+- :func:`check_flush_threshold`: below what magnitude a true gradient becomes 0 in fp16 with a
+  static loss scale (fp16's smallest subnormal, from ``format_table``, and round-to-nearest).
+"""
+from __future__ import annotations
+
+import math
+from typing import Callable, Iterable
+
+import torch
+
+from ...i18n import tr
+from ...models import build_model
+from ...precision.formats import format_table
+from ...precision.loss_scaling import DynamicLossScaler, replay_scalers
+from ...precision.master_weights import train_master_weights
+from ..common.exercises import as_number, check_answer
+from ..common.guards import RefusedAttributes, RefusedWhileRunning, called_the_reference
+
+# ---- exercise 1: the loss scaler's update rule -------------------------------------------------
+
+INF, NAN = float("inf"), float("nan")
+# (start scale, growth_interval, gradients): the checker's own streams, besides the lesson's.
+# Growth every step, overflows in a row, growth right after a back-off, a long clean stretch.
+STREAMS = ((2.0**16, 1, (1.0, 1.0, INF, 1.0, NAN, INF, 1.0, 1.0)),
+           (2.0**7, 4, (1.0,) * 5 + (INF, 1.0, 1.0, 1.0, 1.0, 1.0, INF, INF, 1.0) + (1.0,) * 8),
+           (3.0, 2, (INF, 1.0, 1.0, 1.0, INF, 1.0, 1.0, 1.0, 1.0, 1.0)))
+
+
+def _scaler_references():
+    """Every way to the reference rule: the package's scaler, GradScaler's update (and FSDP's
+    ShardedGradScaler's), and the kernel GradScaler calls (``torch._amp_update_scale_``, also as
+    an aten op)."""
+    # FSDP's ShardedGradScaler has its own update, in Python on CPU (an examiner's reading)
+    from torch.distributed.fsdp.sharded_grad_scaler import ShardedGradScaler
+    functions = RefusedWhileRunning(DynamicLossScaler.update, replay_scalers,
+                                    torch.amp.GradScaler.update, ShardedGradScaler.update,
+                                    ShardedGradScaler._amp_update_scale_cpu_)
+    kernels = RefusedAttributes((torch, "_amp_update_scale_"),
+                                (torch.ops.aten, "_amp_update_scale_"),
+                                (torch.ops.aten, "_amp_update_scale"))
+    return functions, kernels
+
+
+def grad_scaler_scales(gradients: Iterable[float], init_scale: float,
+                       growth_interval: int) -> list[float]:
+    """The scale ``torch.amp.GradScaler`` applies at each step of ``gradients`` and after the
+    last (GradScaler's defaults otherwise: x2 growth, x0.5 back-off)."""
+    rows = replay_scalers(list(gradients) + [1.0], init_scale=init_scale,
+                          growth_interval=growth_interval)
+    return [row["grad_scaler_scale"] for row in rows]
+
+
+def _first_difference(update_rule: Callable, gradients, init_scale: float,
+                      growth_interval: int, where: str) -> tuple | None:
+    """Run the rule over ``gradients`` with the references refused; the first step where its
+    scale is not GradScaler's, as ``(step, its scale, GradScaler's)``, or None."""
+    expected = grad_scaler_scales(gradients, init_scale, growth_interval)
+    scale, clean_steps = init_scale, 0
+    functions, kernels = _scaler_references()
+    for step, g in enumerate(gradients, start=1):
+        try:
+            with functions, kernels:
+                scale, clean_steps = update_rule(scale, clean_steps, not math.isfinite(g),
+                                                 growth_interval)
+        except Exception as exc:   # noqa: BLE001 - said to the learner
+            if called_the_reference(exc):
+                raise AssertionError(tr("loss scaler: your rule ran the package's scaler or "
+                                        "GradScaler's own update: write the rule yourself.")
+                                     ) from None
+            if isinstance(exc, (TypeError, ValueError)):
+                raise AssertionError(tr("loss scaler: your rule did not return a pair (scale, "
+                                        "clean_steps): {error}", error=exc)) from None
+            raise AssertionError(tr("loss scaler: on {where}, your rule failed at step {step}: "
+                                    "{error}", where=where, step=step,
+                                    error=f"{type(exc).__name__}: {exc}")) from None
+        if as_number(scale) != expected[step]:
+            return step, scale, expected[step]
+    return None
+
+
+def check_loss_scaler(update_rule, gradients: list[float], init_scale: float = 2.0**10,
+                      growth_interval: int = 3) -> None:
+    """``update_rule(scale, clean_steps, found_inf, growth_interval) -> (scale, clean_steps)``
+    against ``torch.amp.GradScaler``, step by step (a rule that grows one step late can end at
+    the same scale): on the lesson's ``gradients`` (from ``init_scale``, ``growth_interval``),
+    then on :data:`STREAMS`, which the learner does not choose."""
+    if update_rule is ...:
+        print(tr("Not answered yet: define my_update and run the cell again."))
+        return
+    cases = [(tuple(gradients), init_scale, growth_interval)] + \
+        [(stream, start, interval) for start, interval, stream in STREAMS]
+    for number, (stream, start, interval) in enumerate(cases):
+        where = tr("section 3's stream") if number == 0 else \
+            tr("the checker's stream {number}", number=number)
+        found = _first_difference(update_rule, stream, start, interval, where)
+        if found is None:
+            continue
+        step, mine, theirs = found
+        event = tr("an overflow") if not math.isfinite(stream[step - 1]) else tr("a clean step")
+        mine_number = as_number(mine)
+        how = tr("not a number") if mine_number is None else \
+            tr("too high") if mine_number > theirs else tr("too low")
+        raise AssertionError(tr(
+            "loss scaler: on {where} (start scale {start:g}, growth_interval={interval}), after "
+            "step {step} ({event}) your rule's scale is {mine!r}, {how} against GradScaler's. "
+            "Try again.", where=where, start=start, interval=interval, step=step, event=event,
+            mine=mine, how=how))
+    print(tr("Correct: the same scale as GradScaler at every step of section 3's stream and of "
+             "{count} streams of the checker's (other start scales and growth intervals).",
+             count=len(STREAMS)))
+
+
+# ---- exercise 2: what the fp16 trainer holds, on a model the lesson did not count -----------------
+
+def check_fp16_trainer_bytes(answer, spec) -> None:
+    """Bytes held between steps by section 4's fp16 trainer with loss scaling and AdamW, on
+    ``spec``'s model (the small GPT, whose parameters the lesson never counts), measured here:
+    :class:`MasterWeightsTrainer` after one fp16 step with a dynamic loss scaler and AdamW (a
+    short batch: what is held between steps does not depend on it). The measurement lives inside
+    the checker, not in a function a learner could call for the answer."""
+    what = "bytes held between steps, fp16 trainer with loss scaling and AdamW"
+    if answer is ...:   # not answered: no need to train
+        return check_answer(answer, None, what)
+    one_step = spec.replace(steps=1, optimizer="adamw", batch_size=2, seq_len=16, grad_accum=1)
+    run = train_master_weights(one_step, "fp16", DynamicLossScaler())
+    check_answer(answer, sum(run.memory.values()), what, rel_tol=0.01)
+
+
+# ---- exercise 3: where fp16 flushes a scaled gradient to zero -----------------------------------
+
+def flush_threshold(loss_scale: float, dtype: str = "fp16") -> float:
+    """The |g| at and below which ``g × loss_scale`` rounds to 0 in ``dtype``: half its smallest
+    subnormal (round to nearest, ties to even), divided by the scale."""
+    row = next(r for r in format_table() if r["format"] == dtype)
+    return row["smallest_subnormal"] / 2 / loss_scale
+
+
+def check_flush_threshold(answer, loss_scale: float = 1000.0) -> None:
+    """Below what magnitude does a true gradient become exactly 0 in fp16, with a static loss
+    scale of ``loss_scale`` (not a power of two, so the answer is not one either)?"""
+    check_answer(answer, flush_threshold(loss_scale),
+                 f"fp16 flush threshold of a gradient with loss scale {loss_scale:g}",
+                 rel_tol=1e-3, source="formula")

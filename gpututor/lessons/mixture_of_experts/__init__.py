@@ -1,0 +1,3 @@
+"""Lesson 11 (``notebooks/11_mixture_of_experts.ipynb``): the expert-load figures and the lesson's
+exercise checkers.
+"""

@@ -1,0 +1,187 @@
+"""Lesson 01b's exercise checkers: each takes the learner's answer and the lesson's own objects
+(the attention rows, the Adam and recomputation runs, the offload runs) and derives what it
+expects from them, so the notebook shows only the call. ``...`` means "not answered yet".
+
+- :func:`check_probs_bytes`: the bytes of ordinary attention's probabilities ``P`` at one length
+  (a formula: sequences x heads x T x T x 4 bytes), set beside what the naive way measured.
+- :func:`check_8bit_state_bytes`: ``Adam8bit``'s state per parameter by its formula (two 1-byte
+  codes, two fp32 scales per block), set beside the run's measured figure.
+- :func:`check_recompute_factor`: how many times less full recomputation kept for backward than
+  no recomputation, measured in the run.
+- :func:`check_offload_link_bytes`: the bytes an offloaded Adam sends over the link per step
+  with 16-bit parameters and gradients (ZeRO-Offload's mixed precision), from the run's
+  parameter count.
+- :func:`check_online_softmax`: the learner's online-softmax update, run over key blocks of
+  several sizes and, one call at a time, on running states it did not make, against
+  ``softmax(S) @ V`` computed whole; the package's attention refuses while it runs.
+"""
+from __future__ import annotations
+
+from typing import Callable
+
+import torch
+
+from ...attention import naive_attention, sdpa_attention, tiled_attention, tiled_backward, \
+    tiled_forward
+from ...i18n import tr
+from ..common.exercises import check_answer
+from ..common.guards import RefusedWhileRunning, called_the_reference
+
+FP32_BYTES, HALF_BYTES = 4, 2
+
+
+def check_probs_bytes(answer, attention_rows: list[dict], seq_len: int = 512, batch: int = 1,
+                      heads: int = 4) -> None:
+    """Bytes of ``P = softmax(S)`` in fp32 for ``batch`` sequences of ``seq_len`` with ``heads``
+    heads (the defaults: section 1's measurement, ``attention_costs``' batch and heads)."""
+    expected = batch * heads * seq_len * seq_len * FP32_BYTES
+    check_answer(answer, expected, f"bytes of P at T = {seq_len}", rel_tol=0, source="formula")
+    naive = next((r for r in attention_rows if r["way"] == "naive" and r["seq_len"] == seq_len),
+                 None)
+    if answer is not ... and naive is not None:
+        print(tr("measured, all naive attention kept at T = {T}: {nbytes:,} bytes, of which P is "
+                 "{share:.0%}", T=seq_len, nbytes=naive["saved_bytes"],
+                 share=expected / naive["saved_bytes"]))
+
+
+def check_8bit_state_bytes(answer, adam: dict, block: int = 64) -> None:
+    """``Adam8bit``'s state per parameter by the formula: ``m`` and ``v`` one byte a number, and
+    each one fp32 scale per ``block`` numbers (``block``: ``Adam8bit``'s default, the run's)."""
+    expected = 2 * 1 + 2 * FP32_BYTES / block
+    # the formula's answer is exact; the measured figure (padding, step counters) is not it
+    check_answer(answer, expected, "8-bit state bytes per parameter", rel_tol=1e-4,
+                 source="formula")
+    run = adam.get("Adam, 8-bit state")
+    if answer is not ... and run is not None:
+        print(tr("section 3's run measured {measured:.4f} bytes per parameter: the padding of each "
+                 "tensor to whole blocks and the step counters add the rest",
+                 measured=run["state_bytes_per_param"]))
+
+
+def check_recompute_factor(answer, rec: list[dict]) -> None:
+    """What forward kept for backward without recomputation over what it kept with full
+    recomputation, in the rows of ``recomputation_costs``."""
+    kept = {r["policy"]: r["saved_bytes"] for r in rec}
+    expected = kept["none"] / kept["full"] if kept.get("none") and kept.get("full") else None
+    check_answer(answer, expected, "kept without recomputation / kept with full recomputation",
+                 rel_tol=0.01)
+
+
+def check_offload_link_bytes(answer, off: dict, bytes_per_number: int = HALF_BYTES) -> None:
+    """Bytes over the link per step for an offloaded Adam whose device holds the parameters and
+    gradients in ``bytes_per_number`` bytes (16-bit: ZeRO-Offload's mixed precision): the
+    gradients go to the host, the updated parameters come back, one number each per parameter.
+    The parameter count is the run's (section 4)."""
+    run = off.get("Adam offloaded to the host")
+    expected = 2 * bytes_per_number * run["parameters"] if run is not None else None
+    check_answer(answer, expected, "bytes over the link per step, 16-bit", rel_tol=0,
+                 source="formula")
+    if answer is not ... and run is not None and run.get("bytes_per_step"):
+        counted = sum(run["bytes_per_step"].values())
+        print(tr("section 4's fp32 run counted {counted:,} bytes per step: {per_number} bytes a "
+                 "number instead of {bytes}", counted=counted,
+                 per_number=counted // (2 * run["parameters"]), bytes=bytes_per_number))
+
+
+# ---- the online-softmax update, run against softmax(S) @ V whole ------------------------------
+
+def _running_state(scores: torch.Tensor, values: torch.Tensor):
+    """``m``, ``l`` and ``acc`` of the definitions, for the keys of ``scores`` (rows x keys),
+    computed whole: the row maximum, the sum of ``exp(s - m)``, the unnormalised output."""
+    m = scores.amax(dim=-1)
+    p = torch.exp(scores - m[:, None])
+    return m, p.sum(dim=-1), p @ values
+
+
+def _as_state(out, rows: int, d: int):
+    """The learner's ``(m, l, acc)`` as tensors of shapes (rows,), (rows,), (rows, d); a tuple or
+    a list, and ``m`` or ``l`` kept as a column, are all fine."""
+    m, l, acc = out
+    m, l, acc = (torch.as_tensor(t) for t in (m, l, acc))
+    if m.numel() != rows or l.numel() != rows or acc.shape != (rows, d):
+        raise ValueError(f"m and l must have one number per row ({rows}) and acc be {rows} x {d}")
+    return m.reshape(rows), l.reshape(rows), acc
+
+
+def online_softmax_attention(update, scores: torch.Tensor, values: torch.Tensor,
+                             block: int) -> torch.Tensor:
+    """``softmax(scores) @ values`` computed FlashAttention's way with the learner's ``update``:
+    the key blocks in turn, from ``m = -inf``, ``l = 0``, ``acc = 0``."""
+    rows, d = scores.shape[0], values.shape[1]
+    m = torch.full((rows,), float("-inf"), dtype=scores.dtype)
+    l = torch.zeros(rows, dtype=scores.dtype)
+    acc = torch.zeros(rows, d, dtype=scores.dtype)
+    for k0 in range(0, scores.shape[1], block):
+        m, l, acc = _as_state(update(m, l, acc, scores[:, k0:k0 + block], values[k0:k0 + block]),
+                              rows, d)
+    return acc / l[:, None]
+
+
+def _scores_and_values(seed: int, rows: int = 5, keys: int = 23, d: int = 4):
+    gen = torch.Generator().manual_seed(seed)
+    scores = torch.randn(rows, keys, generator=gen, dtype=torch.float64) * 3
+    scores += torch.linspace(0, 12, keys, dtype=torch.float64)    # later keys score higher
+    return scores, torch.randn(keys, d, generator=gen, dtype=torch.float64)
+
+
+# the package's attention: the update is inside tiled_forward, so none of it may run
+REFERENCES = (tiled_forward, tiled_backward, tiled_attention, naive_attention, sdpa_attention)
+
+
+def _run(update, *args):
+    try:
+        with RefusedWhileRunning(*REFERENCES):
+            return update(*args)
+    except Exception as exc:   # noqa: BLE001 - said to the learner
+        if called_the_reference(exc):
+            raise AssertionError(tr("online softmax: your update called the package's attention "
+                                    "(gpututor.attention): write the update yourself.")) from None
+        raise
+
+
+def check_online_softmax(update: Callable) -> None:
+    """Your ``update(m, l, acc, s, v) -> (m, l, acc)`` in two ways. (1) Over the key blocks of
+    scores whose maximum rises from block to block, blocks of 23, 8, 5 and 1: ``acc / l`` must
+    be ``softmax(S) @ V`` whole. (2) One call at a time, from the running state of other scores'
+    first keys, computed whole: the new state must be that of the keys so far, so an update that
+    keeps the blocks it saw, rather than the running state, fails."""
+    if update is ...:
+        print(tr("Not answered yet: define my_update and run the cell again."))
+        return
+    scores, values = _scores_and_values(7)
+    expected = torch.softmax(scores, dim=-1) @ values
+    for block in (23, 8, 5, 1):
+        try:
+            got = online_softmax_attention(lambda *a: _run(update, *a), scores, values, block)
+        except AssertionError:
+            raise
+        except Exception as error:   # noqa: BLE001 - said to the learner
+            raise AssertionError(tr("online softmax: your update failed with key blocks of "
+                                    "{block}: {kind}: {error}", block=block,
+                                    kind=type(error).__name__, error=error)) from None
+        if not torch.allclose(got.to(expected.dtype), expected, rtol=1e-9, atol=1e-12):
+            raise AssertionError(tr("online softmax: with key blocks of {block}, acc / l is not "
+                                    "softmax(S) @ V (did you rescale l and acc by exp(m_old - "
+                                    "m_new) when the maximum rose?). Try again.", block=block))
+    for seed, split, end in ((11, 9, 16), (12, 4, 23), (13, 15, 20)):
+        scores, values = _scores_and_values(seed)
+        before = _running_state(scores[:, :split], values[:split])
+        want = _running_state(scores[:, :end], values[:end])
+        try:
+            got = _as_state(_run(update, *before, scores[:, split:end], values[split:end]),
+                            scores.shape[0], values.shape[1])
+        except AssertionError:
+            raise
+        except Exception as error:   # noqa: BLE001 - said to the learner
+            raise AssertionError(tr("online softmax: your update failed on one block after a "
+                                    "running state it did not make: {kind}: {error}",
+                                    kind=type(error).__name__, error=error)) from None
+        for name, mine, theirs in zip(("m", "l", "acc"), got, want):
+            if not torch.allclose(mine.to(theirs.dtype), theirs, rtol=1e-9, atol=1e-12):
+                raise AssertionError(tr(
+                    "online softmax: given the running state of keys 0-{last} and the block of "
+                    "keys {split}-{end_last}, your {name} is not that of keys 0-{end_last}: the "
+                    "update must use the m, l and acc it is given, nothing kept from earlier "
+                    "calls.", last=split - 1, split=split, end_last=end - 1, name=name))
+    print(tr("Correct: the same as softmax(S) @ V whole, for key blocks of 23, 8, 5 and 1, and "
+             "from running states your update did not make"))

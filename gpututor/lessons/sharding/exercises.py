@@ -1,0 +1,273 @@
+"""Lesson 03's exercise checkers: each takes the learner's answer and the lesson's own objects
+(its runs, the numbers of the question) and derives what it expects, so the notebook shows only
+the call. ``...`` means "not answered yet".
+
+- :func:`check_state_saving`: the bytes of model state a ZeRO stage saves each rank against data
+  parallel, as the runs measured them (between steps: parameters, gradients, optimizer state).
+- :func:`check_first_fit`: the per-rank model state of the first stage that fits a device, by the
+  formula (``plan.memory.model_state_bytes``); ``None`` when no stage fits.
+- :func:`check_zero3_sent`: the bytes each rank of a ZeRO-3 run sent per step, as it counted them.
+- :func:`check_reduce_scatter`: the learner's reduce-scatter (ZeRO-2's gradient partition) from
+  point-to-point messages, run in real ranks on 3 and 4 ranks against the package's own
+  (``parallel.sharding.flat.reduce_scatter_mean``) with every built-in collective refused.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+import torch
+import torch.distributed as dist
+import torch.nn as nn
+
+from ...config import RunSpec
+from ...i18n import tr
+from ...measure.timing import CommMeter
+from ...parallel.data_parallel.ring import ring_allreduce
+from ...parallel.sharding.flat import FlatShard, reduce_scatter_mean
+from ...plan.memory import model_state_bytes
+from ..common.exercises import check_answer, records_in_ranks
+from ..common.guards import OnlyPointToPoint, RefusedWhileRunning, called_the_reference
+
+STATE = ("params", "grads", "optimizer")
+
+
+# ---- exercise 1: what a stage saves, measured --------------------------------------------------
+
+def measured_state(summary: dict, rank: int = 0) -> float:
+    """Bytes of model state (parameters + gradients + optimizer state) ``rank`` held between
+    steps, as the run measured them."""
+    return sum(summary["mem_by_category"][c][rank] or 0 for c in STATE)
+
+
+def check_state_saving(answer, runs: dict, strategy: str = "zero2", baseline: str = "ddp") -> None:
+    """How many bytes of model state rank 0 holds under ``strategy`` less than under
+    ``baseline``, as ``runs`` (label -> summary) measured them."""
+    have = strategy in runs and baseline in runs
+    expected = measured_state(runs[baseline]) - measured_state(runs[strategy]) if have else None
+    check_answer(answer, expected, f"model state {strategy} saves on rank 0 against {baseline}",
+                 rel_tol=1e-4)   # the MB printed above, subtracted, is not the answer
+
+
+# ---- exercise 2: which stage first fits, at scale (formula) -----------------------------------
+
+def first_stage_that_fits(n_params: float, world_size: int, device_bytes: float,
+                          convention: str = "mixed-adam", other_bytes: float = 0.0):
+    """The lowest ZeRO stage (0 = data parallel) whose model state plus ``other_bytes`` (e.g.
+    activations) fits in ``device_bytes`` per rank, by the formula; None if none fits."""
+    for stage in range(4):
+        state = model_state_bytes(n_params, zero_stage=stage, dp=world_size,
+                                  convention=convention)["total"]
+        if state + other_bytes <= device_bytes:
+            return stage
+    return None
+
+
+def check_first_fit(answer, n_params: float = 7.5e9, world_size: int = 64,
+                    device_bytes: float = 24e9, other_bytes: float = 6e9,
+                    convention: str = "mixed-adam") -> None:
+    """The bytes of model state per rank of the first stage whose state plus ``other_bytes``
+    fits in ``device_bytes``, by the formula; ``None`` is the right answer when none fits (the
+    defaults: lesson 03's exercise 2, the ZeRO paper's 7.5 B model on 64 GPUs of 24 GB)."""
+    what = "model state per rank of the first stage that fits"
+    stage = first_stage_that_fits(n_params, world_size, device_bytes, convention, other_bytes)
+    if answer is ...:
+        check_answer(answer, None, what)
+        return
+    if stage is None:   # nothing fits: None is the answer, and no number is
+        if answer is not None:
+            raise AssertionError(tr("{what}: {answer} is not what the formula gives. Try again.",
+                                    what=tr(what), answer=repr(answer)))
+        print(tr("Correct: by the formula no stage fits (even stage 3's model state and the rest "
+                 "exceed the device)."))
+        return
+    expected = model_state_bytes(n_params, zero_stage=stage, dp=world_size,
+                                 convention=convention)["total"]
+    check_answer(answer, expected, what, rel_tol=0.01, source="formula")
+    print(tr("That is stage {stage}.", stage=stage))
+
+
+# ---- exercise 3: what ZeRO-3 sends, measured ---------------------------------------------------
+
+def check_zero3_sent(answer, run: dict) -> None:
+    """The bytes each rank of ``run`` (a ``zero3`` summary) sent per step with the ring
+    algorithms, as the run counted them."""
+    if run.get("strategy") != "zero3":
+        raise AssertionError(tr("pass the zero3 run of section 8 (four), not a {strategy} run.",
+                                strategy=run.get("strategy")))
+    world = run["world_size"]
+    check_answer(answer, run.get("comm_wire_bytes_per_step"),
+                 f"bytes each rank sends per step under zero3 on {world} ranks", rel_tol=0.01)
+
+
+# ---- exercise 4: ZeRO-2's gradient partition, a reduce-scatter by hand (real ranks) ----------
+
+SPLITS = {"tensor_split": torch.tensor_split, "chunk": torch.chunk}
+
+
+class SentBytes:
+    """While active, counts the bytes this rank sends point to point: ``dist.send``, ``isend``
+    and ``batch_isend_irecv`` all reach the group's (or its backend's) ``send``."""
+
+    def __init__(self):
+        self.bytes, self.saved = 0, []
+
+    def __enter__(self):
+        group = dist.group.WORLD
+        for cls in {type(group), type(group._get_backend(torch.device("cpu")))}:
+            owner = next((c for c in cls.__mro__ if "send" in vars(c)), None)
+            if owner is not None:
+                self.saved.append((owner, vars(owner)["send"]))
+                setattr(owner, "send", self._counting(vars(owner)["send"]))
+        return self
+
+    def _counting(self, send):
+        def counted(obj, tensors, *args, **kwargs):
+            self.bytes += sum(t.numel() * t.element_size() for t in tensors)
+            return send(obj, tensors, *args, **kwargs)
+        return counted
+
+    def __exit__(self, *exc):
+        for owner, original in reversed(self.saved):
+            setattr(owner, "send", original)
+        self.saved.clear()
+        return False
+
+
+def unit_gradient(rank: int, world: int) -> torch.Tensor:
+    """A ZeRO unit's flat gradient on ``rank``: a small block (a Linear and a LayerNorm, the same
+    on every rank) after a backward on this rank's own batch, laid end to end and zero-padded to
+    ``world`` equal slices, as ZeRO-2 does when the block's backward is done."""
+    torch.manual_seed(0)
+    block = nn.Sequential(nn.Linear(7, 5), nn.LayerNorm(5))
+    batch = torch.randn(4, 7, generator=torch.Generator().manual_seed(100 + rank))
+    block(batch).square().sum().backward()
+    params = list(block.parameters())
+    return FlatShard(params, rank, world).flatten([p.grad for p in params])
+
+
+def _error(got, want: torch.Tensor) -> float:
+    if not isinstance(got, torch.Tensor) or got.shape != want.shape:
+        return float("inf")
+    return float((got.detach().to(want.dtype) - want).abs().max())
+
+
+@dataclass(frozen=True)
+class ReduceScatterCheck:
+    """In every rank: the candidate's piece of the average against the package's. While the
+    candidate runs every built-in collective refuses (:class:`OnlyPointToPoint`), and so do the
+    package's own reduce-scatter and ring; the bytes the rank sends are counted. Three flat
+    vectors: a unit's padded gradient (equal pieces, compared with ``reduce_scatter_mean``) and
+    two sizes that are no multiple of the world size (``tensor_split`` and ``chunk`` pieces
+    differ there, and either is accepted; both give every rank a piece)."""
+
+    candidate: Callable
+
+    def __call__(self, spec, rank, world, device, emit):
+        gen = torch.Generator().manual_seed(1000 * rank + world)
+        # world² + 1 and 1001 elements: torch.chunk still gives every rank a piece (n = world·k + 1
+        # does only for k >= world - 1), and its pieces differ from tensor_split's
+        flats = [unit_gradient(rank, world), torch.randn(world * world + 1, generator=gen),
+                 torch.randn(1001, generator=gen)]
+        for step, flat in enumerate(flats):
+            average = flat.clone()
+            dist.all_reduce(average)
+            average /= world
+            if step == 0:   # ZeRO's own reduce-scatter: this rank's slice of the average
+                mine = reduce_scatter_mean(flat.clone(), CommMeter(world_size=world))
+                assert torch.allclose(mine, average.tensor_split(world)[rank], atol=1e-6)
+            with OnlyPointToPoint() as guard, SentBytes() as sent, \
+                    RefusedWhileRunning(reduce_scatter_mean, ring_allreduce):
+                try:
+                    got = self.candidate(flat.clone(), rank, world)
+                except RuntimeError as exc:
+                    if not guard.used and not called_the_reference(exc):
+                        raise
+                    got = None
+                    reference = called_the_reference(exc)
+                else:
+                    reference = False
+            if guard.used or reference:
+                emit({"step": step, "numel": flat.numel(),
+                      "built_in": guard.used[0] if guard.used else None, "reference": reference})
+                return   # the other ranks stop too: they would wait for this one
+            record = {"step": step, "numel": flat.numel(), "sent": sent.bytes, "errors": {},
+                      "needed": {}, "summed": False, "piece_of": None,
+                      "shape": list(got.shape) if isinstance(got, torch.Tensor) else None,
+                      "type": type(got).__name__}
+            for how, split in SPLITS.items():
+                pieces = split(average, world)
+                record["errors"][how] = _error(got, pieces[rank])
+                record["needed"][how] = (flat.numel() - pieces[rank].numel()) * flat.element_size()
+                record["summed"] |= _error(got, pieces[rank] * world) <= 1e-5
+                other = [q for q in range(world) if q != rank and _error(got, pieces[q]) <= 1e-5]
+                record["piece_of"] = record["piece_of"] if not other else other[0]
+            emit(record)
+
+
+def check_reduce_scatter(candidate, world_sizes: tuple = (3, 4)) -> None:
+    """Run ``candidate(flat, rank, world)`` (this rank's piece of the average of ``flat`` over
+    the ranks) in real ranks on 3 and on 4 ranks against the package's reduce-scatter, from
+    point-to-point messages only, sending no more than a reduce-scatter must. Prints what matched;
+    raises ``AssertionError`` saying what did not."""
+    if candidate is ...:
+        print(tr("reduce-scatter: not answered yet. Define your function and pass it in."))
+        return
+    for world in world_sizes:
+        spec = RunSpec(world_size=world, device="cpu", timeout=20)
+        records = records_in_ranks(ReduceScatterCheck(candidate), spec,
+                                   "reduce-scatter: on {world} ranks your function failed: "
+                                   "{error}")
+        stopped = next((r for r in records if r.get("built_in") or r.get("reference")), None)
+        if stopped is not None and stopped["built_in"]:
+            raise AssertionError(tr("reduce-scatter: your function called the built-in collective "
+                                    "{name}: build it from dist.isend / dist.recv only.",
+                                    name=stopped["built_in"]))
+        if stopped is not None:
+            raise AssertionError(tr("reduce-scatter: your function ran the package's own "
+                                    "reduce-scatter or ring: write the messages yourself."))
+        for step in sorted({r["step"] for r in records}):
+            _judge([r for r in records if r["step"] == step], world)
+    print(tr("Correct: each rank's piece of the average, as the package's reduce-scatter gives it, "
+             "on {worlds} ranks, from point-to-point messages only and no more bytes than a "
+             "reduce-scatter must send.", worlds=" & ".join(map(str, world_sizes))))
+
+
+def _judge(records: list[dict], world: int) -> None:
+    """One flat vector on every rank: the pieces of one split, right on every rank, then the bytes."""
+    numel = records[0]["numel"]
+    right = [how for how in SPLITS if all(r["errors"][how] <= 1e-5 for r in records)]
+    if not right:
+        worst = max(records, key=lambda r: min(r["errors"].values()))
+        where = dict(world=world, numel=numel, rank=worst["rank"])
+        if worst["summed"]:
+            raise AssertionError(tr("reduce-scatter: on {world} ranks, a flat vector of {numel} "
+                                    "elements: rank {rank}'s piece is the sum over the ranks, "
+                                    "not their average (ZeRO averages the gradients, as data "
+                                    "parallel does).", **where))
+        if worst["piece_of"] is not None:
+            raise AssertionError(tr("reduce-scatter: on {world} ranks, a flat vector of {numel} "
+                                    "elements: rank {rank} returned rank {other}'s piece; rank r "
+                                    "keeps the r-th piece (as FlatShard.my_slice).",
+                                    other=worst["piece_of"], **where))
+        if worst["shape"] is None:
+            raise AssertionError(tr("reduce-scatter: on {world} ranks, a flat vector of {numel} "
+                                    "elements: rank {rank} returned a {type}, not a tensor (its "
+                                    "piece of the average).", type=worst["type"], **where))
+        if min(worst["errors"].values()) == float("inf"):
+            raise AssertionError(tr("reduce-scatter: on {world} ranks, a flat vector of {numel} "
+                                    "elements: rank {rank} returned a tensor of shape {shape}, not "
+                                    "its piece (the rank-th of world pieces, by tensor_split or "
+                                    "chunk).", shape=tuple(worst["shape"]), **where))
+        raise AssertionError(tr("reduce-scatter: on {world} ranks, a flat vector of {numel} "
+                                "elements: rank {rank}'s piece differs from the average by "
+                                "{error:.3g}.", error=min(worst["errors"].values()), **where))
+    how = right[0]
+    over = max(records, key=lambda r: r["sent"] - r["needed"][how])
+    if over["sent"] > over["needed"][how]:
+        raise AssertionError(tr("reduce-scatter: on {world} ranks, a flat vector of {numel} "
+                                "elements: rank {rank} sent {sent:,} bytes, more than a "
+                                "reduce-scatter must: each rank needs to send only what the "
+                                "others keep, (N-1)/N of the vector. Did you send whole vectors, "
+                                "or all-reduce and then slice?", world=world, numel=numel,
+                                rank=over["rank"], sent=over["sent"]))

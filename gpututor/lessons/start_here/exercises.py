@@ -1,0 +1,128 @@
+"""Lesson 00's exercise checkers: each takes the learner's answer and the lesson's own objects
+(the spec, the runs' summaries) and derives what it expects from them, so the notebook shows
+only the call. ``...`` means "not answered yet".
+
+- :func:`check_rows_per_rank`: the sequences one data-parallel rank trains on per step, as
+  ``gpututor.batches`` hands them to rank 0 of ``world_size`` ranks.
+- :func:`check_rank_indices`: the learner's ``my_rank_indices(n, rank, world_size)`` against
+  ``torch.utils.data.DistributedSampler`` (no shuffling) for dataset lengths and world sizes the
+  learner does not choose, some of which do not divide.
+- :func:`check_ideal_throughput`: the tokens/s the data-parallel run would have reached at the
+  ideal speedup (world size x the 1-rank run's measured tokens/s).
+- :func:`check_optimizer_state`: AdamW's state on rank 0, as the run measured it.
+"""
+from __future__ import annotations
+
+from typing import Callable
+
+from torch.utils.data import DistributedSampler
+
+from ...data import batches
+from ...i18n import tr
+from ..common.exercises import as_number, check_answer
+from ..common.guards import RefusedWhileRunning, called_the_reference
+
+
+def check_rows_per_rank(answer, spec, world_size: int = 4) -> None:
+    """Sequences per step that rank 0 of ``world_size`` data-parallel ranks trains on with
+    ``spec``'s global batch: the rows ``gpututor.batches`` really yields it."""
+    if answer is ...:
+        print(tr("{what}: not answered yet. Replace ... with your answer and run the cell again.",
+                 what=tr("sequences per rank per step")))
+        return
+    inputs, _ = next(batches(spec.replace(world_size=world_size), rank=0, world_size=world_size))
+    expected, number = inputs.shape[0], as_number(answer)
+    what = tr("sequences per rank per step")
+    if number != expected:
+        raise AssertionError(tr("{what}: {answer} is not how many gpututor.batches gives rank 0. "
+                                "Try again.", what=what, answer=repr(answer)))
+    print(tr("Correct. {what}: {number} (gpututor.batches gives rank 0 {expected})", what=what,
+             number=f"{number:g}", expected=expected))
+
+
+# dataset lengths and world sizes: even splits, uneven ones, and fewer samples than ranks
+SAMPLER_CASES = ((12, 4), (10, 4), (7, 3), (9, 2), (3, 4))
+
+
+def reference_rank_indices(n: int, rank: int, world_size: int) -> list[int]:
+    """The indices ``DistributedSampler`` (no shuffling, ``drop_last=False``) gives ``rank`` of
+    ``world_size`` for a dataset of ``n`` samples."""
+    return list(DistributedSampler(range(n), num_replicas=world_size, rank=rank, shuffle=False))
+
+
+def _as_indices(got) -> list[int] | None:
+    try:
+        values = list(got)
+    except TypeError:
+        return None
+    if isinstance(got, (str, bytes)) or any(isinstance(v, bool) for v in values):
+        return None
+    try:
+        ints = [int(v) for v in values]
+    except (TypeError, ValueError, RuntimeError):
+        return None
+    return ints if all(i == v for i, v in zip(ints, values)) else None
+
+
+def check_rank_indices(candidate: Callable) -> None:
+    """Run ``candidate(n, rank, world_size)`` for every rank of each of :data:`SAMPLER_CASES`
+    against :func:`reference_rank_indices`, with ``DistributedSampler`` refused while it runs;
+    say what is wrong (how many, which ones, their order), not what the indices are."""
+    if candidate is ...:
+        print(tr("rank indices: not answered yet. Define your function and pass it in."))
+        return
+    cases = [(n, world, rank) for n, world in SAMPLER_CASES for rank in range(world)]
+    expected = {case: reference_rank_indices(case[0], case[2], case[1]) for case in cases}
+    for n, world, rank in cases:
+        want = expected[n, world, rank]
+        try:
+            with RefusedWhileRunning(DistributedSampler.__init__, DistributedSampler.__iter__,
+                                     reference_rank_indices):
+                got = candidate(n, rank, world)
+        except Exception as exc:   # noqa: BLE001 - said to the learner
+            if called_the_reference(exc):
+                raise AssertionError(tr("rank indices: your function used DistributedSampler: "
+                                        "deal the indices out yourself.")) from None
+            raise
+        indices = _as_indices(got)
+        where = dict(n=n, world=world, rank=rank)
+        if indices is None:
+            raise AssertionError(tr("rank indices: for n={n} on {world} ranks, rank {rank}, your "
+                                    "function returned {got!r}, not a list of whole numbers.",
+                                    got=type(got), **where))
+        if len(indices) != len(want):
+            raise AssertionError(tr(
+                "rank indices: for n={n} on {world} ranks, rank {rank} gets {count} indices from "
+                "yours; every rank must get the same number, enough that together the ranks "
+                "cover all {n} samples.", count=len(indices), **where))
+        if indices == want:
+            continue
+        if sorted(indices) == sorted(want):
+            raise AssertionError(tr("rank indices: for n={n} on {world} ranks, rank {rank} gets "
+                                    "the right indices in another order.", **where))
+        raise AssertionError(tr(
+            "rank indices: for n={n} on {world} ranks, rank {rank} gets other indices than "
+            "DistributedSampler's, from position {position} on. Does rank r take r, r + N, "
+            "r + 2N, ...? Where do the extra ones come from when n does not divide?",
+            position=next(i for i, (a, b) in enumerate(zip(indices, want)) if a != b), **where))
+    sizes = ", ".join(f"(n={n}, N={world})" for n, world in SAMPLER_CASES)
+    print(tr("Correct: your indices are DistributedSampler's for every rank of {sizes}.",
+             sizes=sizes))
+
+
+def check_ideal_throughput(answer, ddp: dict, solo: dict) -> None:
+    """The tokens/s the data-parallel run ``ddp`` would reach at the ideal speedup: its world
+    size times the measured tokens/s of the 1-rank run ``solo`` (same model and global batch)."""
+    base = solo.get("tokens_per_s") if solo.get("world_size") == 1 else None
+    expected = ddp["world_size"] * base if base else None
+    check_answer(answer, expected, "tokens/s of the data-parallel run at the ideal speedup",
+                 rel_tol=0.001, source="derived")
+
+
+def check_optimizer_state(answer, ddp: dict, rank: int = 0) -> None:
+    """AdamW's state in bytes on ``rank`` of the run ``ddp``, as the run measured it. Within
+    0.1 %: its two fp32 moments per parameter (its step counters are a few bytes more)."""
+    measured = (ddp.get("mem_by_category") or {}).get("optimizer") or []
+    expected = measured[rank] if len(measured) > rank and measured[rank] else None
+    check_answer(answer, expected, "AdamW state bytes on rank 0", rel_tol=0.001)
+

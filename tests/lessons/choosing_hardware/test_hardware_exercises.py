@@ -1,0 +1,190 @@
+"""Lesson 08's checkers: each accepts the lesson's published solution and rejects plausible wrong
+answers, each named by the mistake it models; the code exercise's reference refuses while the
+learner's formula runs."""
+import math
+
+import pytest
+
+from gpututor.lessons.choosing_hardware.exercises import (check_bytes_per_param, check_days_at_hfu,
+                                                 check_formula_error, check_implied_mfu,
+                                                 check_smallest_count, check_state_bytes)
+from gpututor.plan.memory import PRESETS, model_state_bytes
+from gpututor.plan.recommend import recommend
+from exercise_solutions import published as _published, rejected
+
+
+
+def published(variable: str, **names):
+    return _published("08_choosing_hardware", variable, **names)
+
+
+def test_bytes_per_param_of_zero2_on_8_gpus(capsys):
+    check_bytes_per_param(published("my_bytes_per_param"))
+    assert "(the formula gives 3.75)" in capsys.readouterr().out
+    wrong = {"nothing sharded: the whole 16": 16,
+             "as if ZeRO-2 sharded the weights too": 16 / 8,
+             "ZeRO-1's: only the optimizer state sharded": 2 + 2 + 12 / 8,
+             "forgot the weights": 14 / 8}
+    for mistake, answer in wrong.items():
+        rejected(check_bytes_per_param, answer, match="is not what the formula gives")
+    check_bytes_per_param(...)
+    assert "not answered yet" in capsys.readouterr().out
+
+
+def test_smallest_count_takes_the_models_own_size_and_says_none_where_nothing_fits(capsys):
+    model70 = PRESETS["70b"]
+    check_smallest_count(published("my_smallest_count"), model70)
+    assert "(the formula gives 9)" in capsys.readouterr().out
+    wrong = {"without the 10 % reserve": 8, "the H100-80GB's count": 16,
+             "rounded 8.8 up twice": 10, "None, though ZeRO-3 fits": None}
+    for mistake, answer in wrong.items():
+        rejected(check_smallest_count, answer, model70, match="is not what the formula gives")
+    # ZeRO-2 keeps all 140 GB of 16-bit weights on every GPU: no T4 count holds them
+    check_smallest_count(None, model70, "T4-16GB", 2)
+    assert "None, no count fits" in capsys.readouterr().out
+    rejected(check_smallest_count, 100_000, model70, "T4-16GB", 2, match="is not what the formula")
+
+
+@pytest.fixture(scope="module")
+def rec7():
+    return recommend(PRESETS["7b"], 140e9, gpus=("H100-80GB",), links=("nvlink4",), max_gpus=64,
+                     deadline_days=30, budget=60_000)
+
+
+def test_days_at_30_percent_hfu_of_the_smallest_cluster(capsys, rec7):
+    model7 = PRESETS["7b"]
+    days = published("my_days", rec7=rec7)
+    check_days_at_hfu(days, rec7, model7)
+    assert "days of the smallest cluster at 30% HFU" in capsys.readouterr().out
+    assert days > 30   # the exercise's point: at 30 % of peak the cluster misses the deadline
+    wrong = {"upside down": rec7.smallest.days * 0.30 / 0.40,
+             "as if HFU did not matter": rec7.smallest.days,
+             "the GPU count, the old question": rec7.smallest.config.count,
+             "minus 10 points read as minus 10 %": rec7.smallest.days / 0.9}
+    for mistake, answer in wrong.items():
+        rejected(check_days_at_hfu, answer, rec7, model7, match="is not what the formula gives")
+
+
+def test_formula_error_reads_the_calibrations_ddp_row(capsys):
+    class FakeCalibration:   # what the checker reads: the rows section 1 measured
+        rows = [{"strategy": "single", "measured_peak": 90.0, "formula_peak": 99.0,
+                 "formula_error": 0.1},
+                {"strategy": "ddp", "measured_peak": 120.0, "formula_peak": 102.0,
+                 "formula_error": (102.0 - 120.0) / 120.0}]
+    ddp_row = FakeCalibration.rows[1]
+    check_formula_error(published("my_measured_error", ddp_row=ddp_row), FakeCalibration())
+    assert "Correct. relative error of the formula's peak for DDP" in capsys.readouterr().out
+    wrong = {"divided by the prediction": (102.0 - 120.0) / 102.0,
+             "the sign turned round": (120.0 - 102.0) / 120.0,
+             "the single run's row": 0.1}
+    for mistake, answer in wrong.items():
+        rejected(check_formula_error, answer, FakeCalibration(), match="not what this notebook measured")
+
+    class NotRun:
+        rows = []
+    rejected(check_formula_error, -0.15, NotRun(), match="has not measured it yet")
+
+
+def test_state_bytes_code_exercise_runs_the_formula_against_the_planner(capsys):
+    check_state_bytes(published("my_state_bytes"))
+    assert "Correct: your bytes per GPU equal the planner's" in capsys.readouterr().out
+
+    def every_stage_shards_all(n, b, stage, dp):
+        return n * (b.params + b.grads + b.optimizer) / (dp if stage else 1)
+
+    def stages_off_by_one(n, b, stage, dp):   # stage 1 taken to shard the gradients as well
+        return n * (b.params / (dp if stage >= 2 else 1) + b.grads / (dp if stage >= 1 else 1)
+                    + b.optimizer / (dp if stage >= 1 else 1))
+
+    def always_16_bytes(n, b, stage, dp):     # the ZeRO paper's 2 + 2 + 12 whatever the convention
+        return n * (2 / (dp if stage >= 3 else 1) + 2 / (dp if stage >= 2 else 1)
+                    + 12 / (dp if stage >= 1 else 1))
+
+    def forgot_the_weights(n, b, stage, dp):
+        return n * (b.grads / (dp if stage >= 2 else 1) + b.optimizer / (dp if stage >= 1 else 1))
+
+    for candidate in (every_stage_shards_all, stages_off_by_one, always_16_bytes,
+                      forgot_the_weights):
+        rejected(check_state_bytes, candidate, match="are not the formula's. Which of weights")
+    rejected(check_state_bytes, lambda n, b, stage, dp: None, match="not a number of bytes")
+
+    from gpututor.plan.memory import per_device_memory as imported_before
+
+    def calls_the_planner(n, b, stage, dp):   # the formula it is asked to write
+        return model_state_bytes(n, zero_stage=stage, dp=dp)["total"]
+
+    def calls_it_another_way(n, b, stage, dp):
+        return imported_before(PRESETS["7b"], zero_stage=stage, dp=dp)["params"]
+
+    for candidate in (calls_the_planner, calls_it_another_way):
+        rejected(check_state_bytes, candidate, match="called the planner's model_state_bytes")
+    assert math.isclose(model_state_bytes(7.5e9, zero_stage=2, dp=64)["total"] / 1e9, 16.64,
+                        rel_tol=1e-3)   # the reference works again afterwards (paper: 16.6 GB)
+    check_state_bytes(...)
+    assert "not answered yet" in capsys.readouterr().out
+
+
+def test_formula_error_is_not_passed_by_the_tables_rounded_percent():
+    class FakeCalibration:
+        rows = [{"strategy": "ddp", "formula_error": (102.37 - 120.11) / 120.11}]
+    shown = round(FakeCalibration.rows[0]["formula_error"], 3)   # the table's "-14.8%"
+    rejected(check_formula_error, shown, FakeCalibration(), match="not what this notebook measured")
+    check_formula_error(FakeCalibration.rows[0]["formula_error"] * (1 + 1e-9), FakeCalibration())
+
+
+def test_every_message_of_the_checkers_has_its_chinese_line(capsys):
+    import ast
+    import inspect
+
+    from gpututor.i18n import ZH, set_language
+    from gpututor.lessons.choosing_hardware import exercises as hardware_exercises
+    tree = ast.parse(inspect.getsource(hardware_exercises))
+    literals = {node.args[0].value for node in ast.walk(tree) if isinstance(node, ast.Call)
+                and getattr(node.func, "id", None) == "tr" and isinstance(node.args[0], ast.Constant)}
+    assert len(literals) >= 7 and sorted(literals - set(ZH)) == []
+    set_language("zh")
+    try:   # the questions' words, made from the checkers' defaults
+        check_bytes_per_param(3.75)
+        check_smallest_count(9, PRESETS["70b"])
+        check_state_bytes(...)
+        out = capsys.readouterr().out
+        for chinese in ("8 张 GPU 上用 ZeRO-2 时每张 GPU 每个参数的字节数",
+                        "用 ZeRO-3 放下模型状态所需的最少 H200-141GB 数", "模型状态字节数：尚未作答"):
+            assert chinese in out, (chinese, out)
+        assert "硬件 FLOPs 利用率（HFU）为 30% 时最小集群所需的天数" == ZH["days of the smallest cluster at 30% HFU"]
+        with pytest.raises(AssertionError, match="ZeRO 阶段 1，64 张 GPU"):
+            check_state_bytes(lambda n, b, stage, dp: n * 16 / (dp if stage else 1))
+    finally:
+        set_language("en")
+
+
+def test_implied_mfu_code_accepts_the_solution_and_refuses_the_package_and_named_mistakes(capsys):
+    check_implied_mfu(published("my_implied_mfu"))
+    assert "for 5 runs, the published ones of section 5 among them" in capsys.readouterr().out
+
+    def as_percent(n, layers, seq, width, tokens, seconds, peak):    # a right answer, in %
+        return 100 * (6 * n + 6 * layers * seq * width) * tokens / (seconds * peak)
+    check_implied_mfu(as_percent)
+    capsys.readouterr()
+
+    def full_square(n, layers, seq, width, tokens, seconds, peak):   # PaLM's count, not causal
+        return (6 * n + 12 * layers * seq * width) * tokens / (seconds * peak)
+
+    def weights_only(n, layers, seq, width, tokens, seconds, peak):  # forgot attention
+        return 6 * n * tokens / (seconds * peak)
+
+    def with_recomputation(n, layers, seq, width, tokens, seconds, peak):   # HFU of full recompute
+        return (8 * n + 8 * layers * seq * width) * tokens / (seconds * peak)
+
+    def in_hours(n, layers, seq, width, tokens, seconds, peak):      # GPU-hours, not seconds
+        return (6 * n + 6 * layers * seq * width) * tokens / (seconds / 3600 * peak)
+    for mistake in (full_square, weights_only, with_recomputation, in_hours):
+        rejected(check_implied_mfu, mistake, match="is not the formula's")
+
+    def calls_the_package(n, layers, seq, width, tokens, seconds, peak):
+        from gpututor import formulas
+        return formulas.training_flops_per_token(n, layers, seq, width, causal=True) * tokens / (
+            seconds * peak)
+    rejected(check_implied_mfu, calls_the_package, match="called the package")
+    check_implied_mfu(...)
+    assert "not answered yet" in capsys.readouterr().out

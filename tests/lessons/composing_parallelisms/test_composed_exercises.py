@@ -1,0 +1,273 @@
+"""Lesson 09's checkers (gpututor/lessons/composing_parallelisms/exercises.py): the published solutions pass,
+named plausible wrong answers fail for the reason their message gives, nothing the check cell
+passes is the answer, and the code exercise refuses the package's own grid while it runs."""
+import math
+import re
+
+import numpy as np
+import pytest
+import torch
+
+from gpututor import RunSpec, launch
+from gpututor.i18n import set_language
+from gpututor.lessons.composing_parallelisms.exercises import (GROUP_GRIDS, QUESTION_GRID, check_dp_group,
+                                                 check_groups, check_layouts_that_fit,
+                                                 check_pp_group, check_tp_extra, layouts_that_fit)
+from gpututor.parallel.mesh import RankGrid
+from gpututor.plan.layouts import HEADROOM, predict_layouts, transformer_of
+from test_checkers import published, rejected
+
+STEM = "09_composing_parallelisms"
+# lesson 09's spec (its cell 3, on CPU): the capacity of its exercises is measured from it
+BASE = RunSpec(model="gpt", model_size="medium", batch_size=8, seq_len=64, steps=4, timeout=60.0,
+               device="cpu")
+
+
+# ---- exercises 1 and 2: rank 9's groups in a grid the lesson does not print -------------------
+
+def transposed(shape):
+    """The mistake of laying the grid out the other way round: the first dim innermost."""
+    return RankGrid(tuple(reversed(shape)))
+
+
+def test_group_checkers_take_the_question_from_their_defaults_and_reject_the_classic_mistakes(
+        capsys):
+    check_pp_group(published(STEM, "my_pp_group"))
+    assert "Correct: rank 9's pp group in the grid dp=3 x pp=3 x tp=2 is [7, 9, 11]" \
+        in capsys.readouterr().out
+    check_dp_group(published(STEM, "my_dp_group"))
+    assert "Correct: rank 9's dp group in the grid dp=3 x pp=3 x tp=2 is [3, 9, 15]" \
+        in capsys.readouterr().out
+    for shape_of_answer in (np.array([11, 7, 9]), torch.tensor([7, 9, 11]), (9, 11, 7)):
+        check_pp_group(shape_of_answer)                       # any order, any container
+
+    wrong_pp = {
+        "neighbours by rank number": [8, 9, 10],
+        "the transposed grid's pp group": transposed(QUESTION_GRID).group_of(9, "pp"),
+        "steps of pp's own degree, not tp's": [6, 9, 12],
+        "the dp group": [3, 9, 15],
+        "the tp group": [8, 9],
+        "the whole pp x tp block of its replica": list(range(6, 12)),
+    }
+    assert wrong_pp["the transposed grid's pp group"] != [7, 9, 11]
+    for mistake, answer in wrong_pp.items():
+        rejected(check_pp_group, answer,
+                 match=re.escape(f"{answer!r} is not rank 9's pp group in the grid dp=3 x pp=3 "
+                                 "x tp=2"))
+    wrong_dp = {"every odd rank": list(range(1, 18, 2)), "the pp group": [7, 9, 11],
+                "steps of dp's degree": [3, 6, 9],
+                "the transposed grid's dp group": transposed(QUESTION_GRID).group_of(9, "dp")}
+    for mistake, answer in wrong_dp.items():
+        rejected(check_dp_group, answer, match=re.escape(f"{answer!r} is not rank 9's dp group"))
+    for mistake, answer in {"rank 0's dp group, not rank 9's": [0, 6, 12],
+                            "the other ranks only": [3, 15]}.items():
+        rejected(check_dp_group, answer, match=re.escape(f"{answer!r} leaves out rank 9 itself"))
+    for mistake, answer in {"the rank itself, not its group": 9, "a string": "3915",
+                            "names, not ranks": ["three", "nine"], "not whole": [3.5, 9]}.items():
+        rejected(check_dp_group, answer, match=re.escape(f"{answer!r} is not a list of ranks"))
+    check_pp_group(...)
+    assert "not answered yet" in capsys.readouterr().out
+
+
+def test_the_question_grid_is_not_one_the_lesson_makes():
+    import ast
+    import nbformat
+    from test_exercises import ROOT
+    made = [ast.literal_eval(node.args[0])
+            for cell in nbformat.read(ROOT / "notebooks" / f"{STEM}.ipynb", as_version=4).cells
+            if cell.cell_type == "code"
+            for node in ast.walk(ast.parse(cell.source))
+            if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "RankGrid"]
+    assert len(made) == 2 and QUESTION_GRID not in made   # grid (2-D) and grid3 (3-D)
+
+
+# ---- exercise 3: what tensor parallel leaves whole, from the runs ---------------------------
+
+def _runs(whole: float = 10_948_608, tp_rank0: float = 6_210_560):
+    """What the checker reads of lesson 09's runs (numbers of the shape this machine measured)."""
+    single = {"mem_by_category": {"params": [whole]}}
+    runs = {"ddp+tp": {"mem_by_category": {"params": [tp_rank0, tp_rank0, tp_rank0, tp_rank0]}},
+            "ddp+pp": {"mem_by_category": {"params": [7e6, 5e6, 7e6, 5e6]}}}
+    return runs, single
+
+
+def test_tp_extra_checker_reads_both_numbers_from_the_runs_and_rejects_the_classic_mistakes(
+        capsys):
+    runs, single = _runs()
+    extra = runs["ddp+tp"]["mem_by_category"]["params"][0] - single["mem_by_category"]["params"][0] / 2
+    check_tp_extra(published(STEM, "my_tp_extra", runs=runs, single=single), runs, single)
+    assert "Correct. parameter bytes of ddp+tp's rank 0 beyond half the model" \
+        in capsys.readouterr().out
+    for shape_of_answer in (np.float64(extra), torch.tensor(extra), int(extra)):
+        check_tp_extra(shape_of_answer, runs, single)
+    whole, held = single["mem_by_category"]["params"][0], runs["ddp+tp"]["mem_by_category"]["params"][0]
+    wrong = {"as if every parameter were split": 0,
+             "forgot to take off the half: rank 0's whole parameters": held,
+             "what tensor parallel saved, not what it kept": whole - held,
+             "all that stays whole, not half of it": 2 * extra,
+             "the ddp+pp run's rank 0": runs["ddp+pp"]["mem_by_category"]["params"][0] - whole / 2}
+    for mistake, answer in wrong.items():
+        rejected(check_tp_extra, answer, runs, single, match="is not what this notebook measured")
+    rejected(check_tp_extra, extra, {}, single, match="has not measured it yet")
+
+
+# ---- exercise 4: the planner at three quarters of the capacity -------------------------------
+
+@pytest.fixture(scope="module")
+def capacity() -> int:
+    """Lesson 09's capacity, measured as the lesson does (cells 3 and 5): 60 % of one rank's
+    peak in a step of its spec, on this machine."""
+    single = launch(BASE.replace(strategy="single", world_size=1)).wait()
+    return int(0.6 * single["peak_mem_bytes"][0])
+
+
+def test_layouts_checker_asks_the_planner_and_tells_no_count(capsys, capacity):
+    rows = predict_layouts(transformer_of(BASE), BASE.batch_size, 4, capacity)   # section 8's
+    solution = published(STEM, "my_layouts", rows=rows, capacity=capacity)
+    check_layouts_that_fit(solution, BASE, capacity)
+    smaller = layouts_that_fit(BASE, capacity)
+    what = "layouts predicted to fit 3/4 of the capacity"
+    assert f"Correct. {what}: {smaller}" in capsys.readouterr().out
+    check_layouts_that_fit(tuple(reversed(solution)), BASE, capacity)   # any order
+
+    # the question is not degenerate at this machine's capacity: each mistake gives another set
+    names = [r["layout"] for r in rows]
+    fit_full = [r["layout"] for r in rows if r["fits"]]
+    no_headroom = [r["layout"] for r in rows if r["total"] <= 0.75 * capacity]
+    too_big = next(n for n in names if n not in smaller)
+    smallest = min(rows, key=lambda r: r["total"])["layout"]
+    wrong = {"forgot the 3/4: the layouts that fit the whole capacity": fit_full,
+             "forgot the planner's 80 % headroom": no_headroom,
+             "every layout": names,
+             "one name too many": smaller + [too_big],
+             "only the smallest": [smallest],
+             "none fits": []}
+    messages = set()
+    for mistake, answer in wrong.items():
+        assert set(answer) != set(smaller), mistake
+        with pytest.raises(AssertionError, match=re.escape(
+                f"{what}: {sorted(set(answer))!r} is not the set the planner predicts. Compare "
+                f"each layout's predicted total (section 8) with {HEADROOM:.0%} of 3/4 x the "
+                "capacity.")) as raised:
+            check_layouts_that_fit(answer, BASE, capacity)
+        messages.add(str(raised.value).replace(repr(sorted(set(answer))), "<answer>"))
+    assert len(messages) == 1   # the same words for every wrong set: nothing to search by
+    rejected(check_layouts_that_fit, smallest, BASE, capacity,
+             match=re.escape(f"{what}: {smallest!r} is not a list of names"))
+    rejected(check_layouts_that_fit, [1, 3], BASE, capacity, match="is not a list of names")
+    rejected(check_layouts_that_fit, smaller + ["zero3"], BASE, capacity,
+             match="'zero3' is not a layout the planner knows")
+
+
+def test_layouts_checker_takes_an_empty_answer_where_nothing_fits(capsys):
+    tiny = 1e6   # no layout of the medium model fits 0.8 x 3/4 MB
+    assert layouts_that_fit(BASE, tiny) == []
+    for nothing in ([], None, ()):
+        check_layouts_that_fit(nothing, BASE, tiny)
+    rejected(check_layouts_that_fit, ["fsdp"], BASE, tiny, match="is not the set the planner")
+
+
+# ---- exercise 5 (code): every group of a grid ------------------------------------------------
+
+def test_groups_checker_runs_the_function_on_its_grids_and_against_device_mesh(capsys):
+    check_groups(published(STEM, "my_groups"))
+    out = capsys.readouterr().out
+    assert "Correct: your groups are RankGrid's along every dim of 5 grids, and on dp=2 x pp=2 x " \
+           "tp=2 the same as torch's DeviceMesh in 8 real ranks." in out
+    assert any(3 in dict(g).values() for g in GROUP_GRIDS) and \
+        any(len(g) == 3 for g in GROUP_GRIDS)   # 3-wide dims and 3-D grids among its inputs
+
+
+def _torch_groups(shape, dim):   # right, picotron's way, returning a tensor: passes
+    names = [name for name, _ in shape]
+    ranks = torch.arange(math.prod(d for _, d in shape)).view(*(d for _, d in shape))
+    return ranks.movedim(names.index(dim), -1).reshape(-1, dict(shape)[dim])
+
+
+def test_groups_checker_rejects_the_classic_mistakes_without_telling_the_groups(capsys):
+    def neighbours(shape, dim):          # right for tp only: consecutive ranks
+        world, degree = math.prod(d for _, d in shape), dict(shape)[dim]
+        return [list(range(s, s + degree)) for s in range(0, world, degree)]
+
+    def no_movedim(shape, dim):          # reshape without moving the dim last: rows of the grid
+        ranks = torch.arange(math.prod(d for _, d in shape))
+        return ranks.reshape(-1, dict(shape)[dim]).tolist()
+
+    def transposed_grid(shape, dim):     # the first dim innermost
+        return _torch_groups(tuple(reversed(shape)), dim).tolist()
+
+    def world_over_degree_stride(shape, dim):   # stride world/degree: right for the outermost dim
+        world, degree = math.prod(d for _, d in shape), dict(shape)[dim]
+        return [list(range(s, world, world // degree)) for s in range(world // degree)]
+
+    for wrong in (neighbours, no_movedim, transposed_grid, world_over_degree_stride):
+        with pytest.raises(AssertionError, match=r"rank \d+'s group is not the grid's") as raised:
+            check_groups(wrong)
+        assert "[" not in str(raised.value)   # names a rank, never a group
+
+    def rank_zeros_group_only(shape, dim):
+        return [_torch_groups(shape, dim)[0].tolist()]
+
+    def descending(shape, dim):          # the right ranks, stage order reversed
+        return [list(reversed(g)) for g in _torch_groups(shape, dim).tolist()]
+
+    rejected(check_groups, rank_zeros_group_only, match="every rank 0 to 7 must be in exactly one")
+    rejected(check_groups, descending, match="hold the right ranks, but not each in order")
+    rejected(check_groups, lambda shape, dim: None, match="did not return a list of groups")
+    rejected(check_groups, lambda shape, dim: [["a", "b"]], match="did not return a list of groups")
+    check_groups(...)
+    assert "not answered yet" in capsys.readouterr().out
+
+
+def test_groups_checker_refuses_the_packages_grid_however_it_is_reached(capsys):
+    from gpututor.parallel import mesh as imported_module
+    from gpututor.parallel.mesh import build_groups
+
+    def with_rank_grid(shape, dim):
+        return RankGrid(shape).groups(dim)
+
+    def one_group_at_a_time(shape, dim):
+        grid = imported_module.RankGrid(shape)
+        return sorted({tuple(grid.group_of(r, dim)) for r in range(grid.world_size)})
+
+    def through_the_ranks_tensor(shape, dim):
+        return _torch_groups(shape, dim).tolist() if RankGrid(shape).ranks is None else []
+
+    def through_build_groups(shape, dim):
+        return [build_groups(RankGrid(shape), 0)[dim].ranks]
+
+    for candidate in (with_rank_grid, one_group_at_a_time, through_the_ranks_tensor,
+                      through_build_groups):
+        rejected(check_groups, candidate, match="your function used the package's RankGrid")
+    assert RankGrid((("dp", 2), ("tp", 2))).groups("dp") == [[0, 2], [1, 3]]   # restored after
+    assert str(RankGrid((("dp", 2),))).startswith("rank grid dp=2")
+
+
+def test_groups_checker_takes_a_tensor_answer(capsys):
+    check_groups(_torch_groups)
+    assert "Correct: your groups are RankGrid's" in capsys.readouterr().out
+
+
+# ---- the checkers speak Chinese in a Chinese kernel -------------------------------------------
+
+def test_lesson_09_checkers_speak_chinese(capsys):
+    set_language("zh")
+    try:
+        check_pp_group([7, 9, 11])
+        check_dp_group(...)
+        check_groups(...)
+        check_layouts_that_fit([], BASE, 1e6)
+        out = capsys.readouterr().out
+        for chinese in ("正确：网格 dp=3 x pp=3 x tp=2 中进程 9 的 pp 组是 [7, 9, 11]",
+                        "进程 9 的 dp 组：尚未作答", "网格的分组：尚未作答", "预计放得进 3/4 容量的布局"):
+            assert chinese in out, (chinese, out)
+        for call, words in (((check_dp_group, [9, 10]), "不是网格 dp=3 x pp=3 x tp=2 中进程 9 的 dp 组"),
+                            ((check_dp_group, [3, 15]), "漏掉了进程 9 本身"),
+                            ((check_layouts_that_fit, ["fsdp"], BASE, 1e6), "不是规划器预测的那个集合"),
+                            ((check_groups, lambda shape, dim: [[0]]), "必须恰好属于一个组"),
+                            ((check_groups, lambda shape, dim: RankGrid(shape).groups(dim)),
+                             "用了本软件包的 RankGrid")):
+            with pytest.raises(AssertionError, match=words):
+                call[0](*call[1:])
+    finally:
+        set_language("en")

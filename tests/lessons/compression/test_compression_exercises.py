@@ -1,0 +1,249 @@
+"""Lesson 07's checkers (``gpututor.lessons.compression.exercises``): the published solution of
+every exercise passes, plausible wrong answers fail, each named by its mistake, and the
+quantizer exercise cannot be passed by calling the package's quantizer or torch's quantize ops."""
+
+import numpy as np
+import pytest
+import torch
+
+from gpututor import RunSpec, build_model
+from gpututor.compression import quantize
+from gpututor.i18n import set_language
+from gpututor.lessons.compression.exercises import (check_int8_bytes, check_quantize,
+                                                    check_removed_parameters, check_torchao_changes,
+                                                    checker_weights, torchao_rule_codes)
+from exercise_solutions import published as _published, rejected
+
+TEACHER_SPEC = RunSpec(model="gpt", model_size="tiny", strategy="single", world_size=1,
+                       batch_size=32, seq_len=16, steps=500, lr=1e-3)   # lesson 07's teacher
+
+
+def published(variable: str, **names):
+    return _published("07_compression", variable, torch=torch, **names)
+
+
+@pytest.fixture(scope="module")
+def teacher():
+    torch.manual_seed(0)
+    return build_model(TEACHER_SPEC).eval()   # untrained: the counts and the rule are the same
+
+
+# ---- exercises 1-3: numbers of the lesson's models -----------------------------------------------
+
+def test_the_torchao_changes_pass_and_the_classic_mistakes_fail(teacher, capsys):
+    row = teacher.blocks[0].attn.qkv.weight[3]
+    right = published("my_changed", row=row)
+    check_torchao_changes(right, teacher)
+    assert "Correct. weights of row 3 whose int8 code differs" in capsys.readouterr().out
+    check_torchao_changes(np.int64(right), teacher)
+    w = row.detach()
+    ours = torch.round(w / (w.abs().max() / 127)).clamp(-127, 127)
+    unclamped = torch.round(w / (w.abs().max() / 127.5))
+    by_128 = torch.round(w / (w.abs().max() / 128)).clamp(-128, 127)
+    whole = teacher.blocks[0].attn.qkv.weight.detach()
+    whole_scale = whole.abs().max() / 127.5                    # one scale for the whole matrix
+    for mistake in (0,                                          # as if torchao's rule were ours
+                    int((ours != unclamped).sum()),             # forgot to clamp: +128 is no int8
+                    int((ours != by_128).sum()),                # 128 levels, not 127.5
+                    int((ours != torch.round(w / whole_scale).clamp(-128, 127)).sum())):
+        assert mistake != right
+        rejected(check_torchao_changes, mistake, teacher, match="is not what the formula gives")
+    check_torchao_changes(..., teacher)
+    assert "not answered yet" in capsys.readouterr().out
+
+
+def test_the_torchao_rule_is_torchaos_own_but_for_ties(teacher):
+    """The checker's formula is torchao's rule: its codes match torchao's Int8Tensor on all but a
+    handful of weights that lie on a rounding tie (torchao divides in another order)."""
+    if not quantize.torchao_version():
+        pytest.skip("torchao is not installed")
+    weight = teacher.blocks[0].attn.qkv.weight.detach()
+    theirs = quantize.quantize_torchao_int8(teacher).blocks[0].attn.qkv.weight.qdata.float()
+    ours = torch.stack([torchao_rule_codes(r) for r in weight])
+    assert (ours != theirs).float().mean() < 0.005
+    assert ((ours - theirs).abs() <= 1).all()
+
+
+def test_the_removed_parameters_pass_and_the_classic_mistakes_fail(teacher, capsys):
+    check_removed_parameters(published("my_removed"), teacher)
+    assert "parameters removed with 25% of the MLP neurons: 3.706e+04" in capsys.readouterr().out
+    for mistake in (2 * 96 * (96 + 96),          # forgot fc's biases
+                    2 * 96 * (96 + 1 + 96 + 1),  # counted proj's bias too: it stays
+                    96 * (96 + 1 + 96),          # one block
+                    2 * 192 * (96 + 1 + 96)):    # half the neurons, section 3's
+        rejected(check_removed_parameters, mistake, teacher, match="is not what counting on the model gives")
+
+
+def test_the_int8_bytes_pass_and_the_classic_mistakes_fail(teacher, capsys):
+    quantized = {"int8 from scratch": quantize.quantize_linears(teacher)}
+    check_int8_bytes(published("my_int8_bytes", teacher=teacher), quantized)
+    assert "Correct. bytes of int8 weights and scales" in capsys.readouterr().out
+    linears = [m for m in teacher.modules() if isinstance(m, torch.nn.Linear)]
+    in_blocks = [m for m in teacher.blocks.modules() if isinstance(m, torch.nn.Linear)]
+    for mistake in (sum(m.weight.numel() for m in linears),                      # forgot the scales
+                    sum(m.weight.numel() + m.out_features for m in linears),     # 1-byte scales
+                    sum(m.weight.numel() + 4 * m.out_features for m in in_blocks),  # forgot the head
+                    sum(m.weight.numel() + m.bias.numel() * 5 for m in linears   # counted biases
+                        if m.bias is not None)):
+        rejected(check_int8_bytes, mistake, quantized, match="is not what counting on the model gives")
+
+
+# ---- exercise 4: the quantizer -----------------------------------------------------------------
+
+def _published_quantize():
+    return published("my_quantize")
+
+
+def test_the_published_quantizer_passes_and_in_float64_too(capsys):
+    check_quantize(_published_quantize())
+    assert "Correct: your int8 values and scales equal the package's on 4 weights" \
+        in capsys.readouterr().out
+
+    def in_float64(weight):
+        w = weight.detach().double()
+        scale = w.abs().amax(dim=1) / 127
+        scale = torch.where(scale > 0, scale, torch.ones_like(scale))
+        return torch.round(w / scale[:, None]).to(torch.int8), scale[:, None]   # (rows, 1) too
+    check_quantize(in_float64)
+    check_quantize(...)
+    assert "not answered yet" in capsys.readouterr().out
+
+
+def divides_by_128(weight):
+    w = weight.detach().float()
+    scale = (w.abs().amax(dim=1) / 128).clamp(min=1e-30)
+    return torch.round(w / scale[:, None]).clamp(-128, 127).to(torch.int8), scale
+
+
+def forgot_the_abs(weight):
+    w = weight.detach().float()
+    scale = (w.amax(dim=1) / 127).clamp(min=1e-30)
+    return torch.round(w / scale[:, None]).clamp(-127, 127).to(torch.int8), scale
+
+
+def no_floor_for_rows_of_zeros(weight):
+    w = weight.detach().float()
+    scale = w.abs().amax(dim=1) / 127
+    return torch.round(w / scale[:, None]).to(torch.int8), scale
+
+
+def truncates(weight):
+    w = weight.detach().float()
+    scale = (w.abs().amax(dim=1) / 127).clamp(min=1e-30)
+    return torch.trunc(w / scale[:, None]).to(torch.int8), scale
+
+
+def one_scale_for_the_matrix(weight):
+    w = weight.detach().float()
+    scale = w.abs().max() / 127
+    return torch.round(w / scale).to(torch.int8), scale.expand(w.shape[0])
+
+
+def keeps_floats(weight):
+    w = weight.detach().float()
+    scale = (w.abs().amax(dim=1) / 127).clamp(min=1e-30)
+    return torch.round(w / scale[:, None]), scale
+
+
+def uses_minus_128(weight):   # the right scales, but the levels shifted by one toward -128
+    w = weight.detach().float()
+    scale = (w.abs().amax(dim=1) / 127).clamp(min=1e-30)
+    return (torch.round(w / scale[:, None]) - (w < 0).to(w.dtype)).to(torch.int8), scale
+
+
+@pytest.mark.parametrize("candidate, match", [
+    (divides_by_128, "the scale of row 0 is too small"),
+    (forgot_the_abs, r"the scale of row 0 \(its largest \|w\| is a negative weight\) is too"),
+    (no_floor_for_rows_of_zeros, "the scale of row 2, a row of zeros, is 0.0"),
+    (truncates, "int8 values are not. They all lie nearer 0: truncated"),
+    (one_scale_for_the_matrix, "every row has the same scale"),
+    (keeps_floats, "q is torch.float32, not torch.int8"),
+    (uses_minus_128, "q uses -128"),
+    (lambda weight: weight, r"not two tensors \(q, scale\)"),
+    (lambda weight: 1 / 0, "your function failed: ZeroDivisionError"),
+])
+def test_the_classic_mistakes_fail_saying_what_differs(candidate, match):
+    rejected(check_quantize, candidate, match=match)
+
+
+def test_a_quantizer_that_divides_its_argument_in_place_is_compared_with_the_original():
+    def in_place(weight):
+        w = weight.detach()
+        scale = (w.abs().amax(dim=1) / 127).clamp(min=torch.finfo(torch.float32).tiny)
+        return w.div_(scale[:, None]).round_().to(torch.int8), scale   # fine: w is its own copy
+    check_quantize(in_place)
+    state = torch.random.get_rng_state()
+    checker_weights()
+    assert torch.equal(state, torch.random.get_rng_state())   # the notebook's seed is untouched
+
+
+def test_the_negative_extremes_and_the_row_of_zeros_are_in_the_checkers_weights():
+    weights = checker_weights()
+    signed = weights["a 5x12 weight with negative extremes and a row of zeros"]
+    assert signed[0].abs().argmax() == signed[0].argmin() and (signed[1] < 0).all()
+    assert (signed[2] == 0).all()
+    assert any(isinstance(w, torch.nn.Parameter) for w in weights.values())
+    # no entry sits on a half step, where two right roundings could differ
+    for w in weights.values():
+        q, scale = quantize.quantize_per_channel(w)
+        ratio = w.detach().double() / scale.double()[:, None]
+        assert (((ratio - ratio.floor()) - 0.5).abs() > 1e-3).all()
+
+
+def test_calling_the_reference_is_refused_however_it_is_reached():
+    from gpututor.compression.quantize import quantize_per_channel as imported_before
+
+    def package(weight):
+        return quantize.quantize_per_channel(weight)
+
+    def imported(weight):
+        return imported_before(weight)
+
+    def scale_only(weight):
+        scale = quantize.symmetric_scale(weight)
+        return torch.round(weight.detach() / scale[:, None]).to(torch.int8), scale
+
+    def through_a_layer(weight):
+        layer = torch.nn.Linear(weight.shape[1], weight.shape[0], bias=False)
+        layer.weight.data.copy_(weight.detach())
+        int8 = quantize.Int8Linear.from_linear(layer)
+        return int8.q, int8.scale
+
+    def torch_op(weight):
+        w = weight.detach().float()
+        scale = (w.abs().amax(dim=1) / 127).clamp(min=torch.finfo(torch.float32).tiny)
+        q = torch.quantize_per_channel(w, scale.double(), torch.zeros(len(scale), dtype=torch.long),
+                                       0, torch.qint8)
+        return q.int_repr(), scale
+
+    def aten_op(weight):
+        w = weight.detach().float()
+        scale = (w.abs().amax(dim=1) / 127).clamp(min=torch.finfo(torch.float32).tiny)
+        q = torch.ops.aten.quantize_per_channel(w, scale.double(),
+                                                torch.zeros(len(scale), dtype=torch.long), 0,
+                                                torch.qint8)
+        return q.int_repr(), scale
+
+    for way in (package, imported, scale_only, through_a_layer, torch_op, aten_op):
+        rejected(check_quantize, way, match="called the package's quantizer or one of torch's")
+    # outside the check, all of them work again
+    for way in (package, imported, scale_only, through_a_layer, torch_op, aten_op):
+        q, scale = way(torch.randn(3, 4))
+        assert q.dtype == torch.int8 and scale.shape == (3,)
+
+
+def test_the_checkers_speak_chinese(teacher, capsys):
+    set_language("zh")
+    try:
+        check_quantize(...)
+        check_torchao_changes(..., teacher)
+        check_removed_parameters(37_056, teacher)
+        check_int8_bytes(..., {})
+        out = capsys.readouterr().out
+        for chinese in ("量化：尚未作答", "第 3 行中按 torchao 的规则得到不同 int8 编码的权重个数", "去掉 25% 的 MLP 神经元时移除的参数个数",
+                        "int8 权重与缩放因子的字节数"):
+            assert chinese in out, (chinese, out)
+        with pytest.raises(AssertionError, match="量化：对一个 6x10 的权重，第 0 行的缩放因子偏小"):
+            check_quantize(divides_by_128)
+    finally:
+        set_language("en")

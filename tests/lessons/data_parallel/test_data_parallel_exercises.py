@@ -1,0 +1,125 @@
+"""Lesson 02's checkers (``gpututor.lessons.data_parallel.exercises``): each accepts the lesson's
+published solution, read from its Solutions cell, and rejects plausible wrong answers, each named
+by the mistake it models. The ring checker's guards against the built-in collectives are tested
+in ``test_checkers.py``; here, that the package's own ring refuses too."""
+import ast
+import inspect
+import re
+
+import numpy as np
+import pytest
+import torch
+
+from gpututor import RunSpec, build_model
+from gpututor.models import count_parameters
+from gpututor.i18n import ZH, set_language
+from gpututor.lessons.data_parallel import exercises as data_parallel_exercises
+from gpututor.lessons.data_parallel.exercises import (check_allreduce, check_bytes_per_step,
+                                                      check_sent_per_rank)
+from gpututor.parallel.data_parallel import ring as imported_ring
+from gpututor.parallel.data_parallel.ring import ring_allreduce as imported_before
+from exercise_solutions import published as _published, rejected
+
+PARAMS = count_parameters(build_model(RunSpec(model="gpt", model_size="small")))   # the small GPT's
+RUNS = {"single": {"params": PARAMS}, "ddp": {"comm_bytes_per_step": 4 * PARAMS}}
+
+
+def published(variable: str, **names):
+    return _published("02_data_parallel", variable, torch=torch, **names)
+
+
+# ---- exercise 2: the bytes DDP all-reduces ----------------------------------------------------
+
+def test_bytes_per_step_reads_the_run_and_rejects_the_classic_mistakes(capsys):
+    check_bytes_per_step(published("my_bytes_per_step", runs=RUNS), RUNS)
+    assert "Correct. bytes all-reduced per step: 3.354e+06 (measured: 3.354e+06)" in \
+        capsys.readouterr().out
+    wrong = {"counted the gradients twice": 2 * 4 * PARAMS, "bf16, not fp32": 2 * PARAMS,
+             "the parameter count, not bytes": PARAMS,
+             "what each rank sends on 8 ranks": 2 * (8 - 1) / 8 * 4 * PARAMS}
+    for mistake, answer in wrong.items():
+        rejected(check_bytes_per_step, answer, RUNS,
+                 match=re.escape(f"{answer!r} is not what this notebook measured"))
+    for shape in (np.int64(4 * PARAMS), torch.tensor(4.0 * PARAMS)):
+        check_bytes_per_step(shape, RUNS)
+    rejected(check_bytes_per_step, 4 * PARAMS, {"single": {"params": PARAMS}},
+             match="has not measured it yet")
+
+
+# ---- exercise 3: what each rank sends on 8 ranks ---------------------------------------------
+
+def test_sent_per_rank_derives_the_ring_factor_and_rejects_the_classic_mistakes(capsys):
+    check_sent_per_rank(published("my_sent_on_8", runs=RUNS), RUNS)
+    assert "Correct. bytes sent per rank on 8 ranks: 5.869e+06 (the formula gives 5.869e+06)" \
+        in capsys.readouterr().out
+    wrong = {
+        "forgot the (N-1)/N factor": 2 * 4 * PARAMS,
+        "2 ranks instead of 8 (the run's own)": 2 * (2 - 1) / 2 * 4 * PARAMS,
+        "one phase only: the reduce-scatter without the all-gather": (8 - 1) / 8 * 4 * PARAMS,
+        "counted the gradients twice": 2 * (8 - 1) / 8 * 8 * PARAMS,
+        "(N-1)/N of the whole world's bytes": 2 * (8 - 1) / 8 * 4 * PARAMS * 8,
+    }
+    for mistake, answer in wrong.items():
+        rejected(check_sent_per_rank, answer, RUNS,
+                 match=re.escape(f"bytes sent per rank on 8 ranks: {answer!r} is not what the "
+                                 "formula gives"))
+
+
+def test_sent_per_rank_takes_other_world_sizes(capsys):
+    check_sent_per_rank(2 * 3 / 4 * 4 * PARAMS, RUNS, world_size=4)
+    assert "Correct. bytes sent per rank on 4 ranks" in capsys.readouterr().out
+    rejected(check_sent_per_rank, 2 * 7 / 8 * 4 * PARAMS, RUNS, world_size=4,
+             match="is not what the formula gives")
+
+
+# ---- exercise 1: the package's ring refuses while the learner's runs (real ranks) ------------
+
+def _ways_to_the_packages_ring() -> dict:
+    """Candidates that call the package's ring instead of one of their own. Defined inside a
+    function, so that they travel to the ranks by value (cloudpickle)."""
+    def import_inside(tensor, rank, world):
+        from gpututor.parallel.data_parallel.ring import ring_allreduce
+        return ring_allreduce(tensor, rank, world)
+
+    def import_made_before(tensor, rank, world):
+        return imported_before(tensor, rank, world)
+
+    def its_exchange_helper(tensor, rank, world):   # the ring written round the package's sends
+        chunks = list(tensor.view(-1).tensor_split(world))
+        right, left = (rank + 1) % world, (rank - 1) % world
+        for step in range(world - 1):
+            s, r = (rank - step) % world, (rank - step - 1) % world
+            chunks[r] += imported_ring._exchange(chunks[s], chunks[r], right, left)
+        return tensor
+
+    return {f.__name__: f for f in (import_inside, import_made_before, its_exchange_helper)}
+
+
+@pytest.mark.parametrize("way", list(_ways_to_the_packages_ring()))
+def test_the_packages_ring_is_refused(way):
+    rejected(check_allreduce, _ways_to_the_packages_ring()[way], world_sizes=(3,),
+             match=re.escape("your function called the package's ring_allreduce: write the ring "
+                             "yourself"))
+
+
+# ---- Chinese -------------------------------------------------------------------------------
+
+def test_every_message_of_the_checkers_has_its_chinese_line(capsys):
+    found = set()
+    for node in ast.walk(ast.parse(inspect.getsource(data_parallel_exercises))):
+        if isinstance(node, ast.Call) and getattr(node.func, "id", None) in ("tr", "check_answer"):
+            index = 0 if node.func.id == "tr" else 2
+            if len(node.args) > index and isinstance(node.args[index], ast.Constant):
+                found.add(node.args[index].value)
+    found |= {"bytes sent per rank on 8 ranks"}
+    assert len(found) >= 8 and sorted(t for t in found if t not in ZH) == []
+    set_language("zh")
+    try:
+        check_bytes_per_step(4 * PARAMS, RUNS)
+        check_sent_per_rank(2 * 7 / 8 * 4 * PARAMS, RUNS)
+        check_allreduce(...)
+        out = capsys.readouterr().out
+        assert "每步全归约的字节数" in out and "8 个进程时每个进程发送的字节数" in out
+        assert "环形全归约：尚未作答" in out
+    finally:
+        set_language("en")

@@ -1,0 +1,174 @@
+"""Lesson 10's checkers: each accepts the lesson's published solution and rejects plausible wrong
+answers, each named by the mistake it models; the merge exercise's reference (ring attention's
+own merge) refuses while the learner's merge runs."""
+
+import pytest
+import torch
+
+from gpututor import RunSpec
+from gpututor.lessons.long_context.exercises import (check_activation_shrink, check_cp_bytes,
+                                                     check_merge, check_visible_pairs)
+from gpututor.models import build_model, count_parameters
+from gpututor.parallel.context_parallel.ring_attention import merge
+from exercise_solutions import published as _published, rejected
+
+
+
+def published(variable: str, **names):
+    return _published("10_long_context", variable, torch=torch, build_model=build_model, count_parameters=count_parameters, **names)
+
+
+def test_visible_pairs_of_rank_0_under_the_contiguous_split(capsys):
+    check_visible_pairs(published("my_pairs"))
+    assert "(the formula gives 528)" in capsys.readouterr().out
+    wrong = {"half of all pairs: the zig-zag share": 64 * 65 // 2 // 2,
+             "forgot the diagonal (p keys, not p + 1)": sum(range(32)),
+             "no causal mask: 32 queries x 32 keys": 32 * 32,
+             "the last rank's": sum(p + 1 for p in range(32, 64))}
+    for mistake, answer in wrong.items():
+        rejected(check_visible_pairs, answer, match="is not what the formula gives")
+
+
+def _rows():   # section 1's rows: rank 0's activation bytes per layout and length
+    measured = {("one process", 128): 30e6, ("cp=2, per rank", 128): 13e6,
+                ("one process", 256): 80e6, ("cp=2, per rank", 256): 27e6}
+    return [{"layout": layout, "seq_len": t, "activations": a, "peak": 2 * a}
+            for (layout, t), a in measured.items()]
+
+
+def test_activation_shrink_reads_section_1s_rows(capsys):
+    rows = _rows()
+    by = {(r["layout"], r["seq_len"]): r["activations"] for r in rows}
+    check_activation_shrink(published("my_shrink", by=by), rows)
+    assert "Correct. activations, one process / a cp=2 rank" in capsys.readouterr().out
+    wrong = {"upside down": 27 / 80, "at T = 128": 30 / 13, "the ideal 2": 2,
+             "over both cp ranks together": 80 / (2 * 27)}
+    for mistake, answer in wrong.items():
+        rejected(check_activation_shrink, answer, rows, match="not what this notebook measured")
+    rejected(check_activation_shrink, 2.96, [], match="has not measured it yet")
+
+
+def test_cp_bytes_reads_the_runs_own_count(capsys):
+    long = RunSpec(model="gpt", model_size="small", batch_size=8, device="cpu", seq_len=256,
+                   steps=6)
+    model = build_model(long)
+    block = 2 * long.batch_size * (long.seq_len // 2) * model.cfg.d_model * 4
+    sent = model.cfg.n_layer * 4 * block + 4 * count_parameters(model)   # what the ranks count
+    runs = {"cp=2, zig-zag": {"comm_bytes_per_step": sent}, "one process": {"comm_bytes_per_step": 0}}
+    check_cp_bytes(published("my_cp_bytes", long=long), runs)
+    assert "Correct. bytes sent per step by cp=2" in capsys.readouterr().out
+    wrong = {"forgot the gradients' all-reduce": model.cfg.n_layer * 4 * block,
+             "forward only": model.cfg.n_layer * block + 4 * count_parameters(model),
+             "the block's gradients n - 1 times, like the block": model.cfg.n_layer * 3 * block
+             + 4 * count_parameters(model)}
+    for mistake, answer in wrong.items():
+        rejected(check_cp_bytes, answer, runs, match="not what this notebook measured")
+    rejected(check_cp_bytes, sent, {}, match="has not measured it yet")
+
+
+def test_merge_code_exercise_equals_attention_over_all_the_keys(capsys):
+    check_merge(published("my_merge"))
+    assert "Correct: your merge gives attention over all the keys" in capsys.readouterr().out
+
+    def by_the_maximum(out_a, lse_a, out_b, lse_b):   # right too, written FlashAttention's way
+        m = torch.maximum(lse_a, lse_b)
+        wa, wb = torch.exp(lse_a - m), torch.exp(lse_b - m)
+        return (out_a * wa[..., None] + out_b * wb[..., None]) / (wa + wb)[..., None], \
+            m + torch.log(wa + wb)
+    check_merge(by_the_maximum)
+
+    lse = torch.logaddexp
+
+    def plain_average(out_a, lse_a, out_b, lse_b):
+        return (out_a + out_b) / 2, lse(lse_a, lse_b)
+
+    def no_rescale(out_a, lse_a, out_b, lse_b):
+        return out_a + out_b, lse(lse_a, lse_b)
+
+    def weights_swapped(out_a, lse_a, out_b, lse_b):
+        new = lse(lse_a, lse_b)
+        return out_a * torch.exp(lse_b - new)[..., None] + out_b * torch.exp(lse_a - new)[..., None], new
+
+    for candidate in (plain_average, no_rescale, weights_swapped):
+        rejected(check_merge, candidate, match="your merged output is not attention's")
+
+    def lse_is_the_maximum(out_a, lse_a, out_b, lse_b):
+        new = lse(lse_a, lse_b)
+        out = out_a * torch.exp(lse_a - new)[..., None] + out_b * torch.exp(lse_b - new)[..., None]
+        return out, torch.maximum(lse_a, lse_b)
+    rejected(check_merge, lse_is_the_maximum, match="the output is right, but your lse")
+
+    def exponentiates_the_lse_itself(out_a, lse_a, out_b, lse_b):   # right on paper, overflows
+        ea, eb = torch.exp(lse_a), torch.exp(lse_b)
+        return (out_a * ea[..., None] + out_b * eb[..., None]) / (ea + eb)[..., None], torch.log(ea + eb)
+    rejected(check_merge, exponentiates_the_lse_itself, match="large scores in float32.*inf or nan")
+
+    def one_sided(out_a, lse_a, out_b, lse_b):   # exp(lse_b - lse_a) is inf when lse_a = -inf
+        w = torch.exp(lse_b - lse_a)[..., None]
+        return (out_a + out_b * w) / (1 + w), lse_a + torch.log1p(torch.exp(lse_b - lse_a))
+    rejected(check_merge, one_sided, match=r"the later half of the keys first.*inf or nan.*-inf")
+
+    def forgot_the_last_axis(out_a, lse_a, out_b, lse_b):
+        new = lse(lse_a, lse_b)
+        return out_a * torch.exp(lse_a - new) + out_b * torch.exp(lse_b - new), new
+    rejected(check_merge, forgot_the_last_axis, match="your function failed: RuntimeError")
+    rejected(check_merge, lambda *tensors: tensors[0], match="not \\(out, lse\\)")
+
+    from gpututor.parallel.context_parallel.ring_attention import merge as imported_before
+
+    def calls_the_package(out_a, lse_a, out_b, lse_b):
+        return imported_before(out_a, lse_a, out_b, lse_b)
+    rejected(check_merge, calls_the_package, match="called the package's merge")
+    out, new = merge(torch.zeros(2, 3), torch.zeros(2), torch.ones(2, 3), torch.zeros(2))
+    torch.testing.assert_close(out, torch.full((2, 3), 0.5))   # restored afterwards
+    check_merge(...)
+    assert "not answered yet" in capsys.readouterr().out
+
+
+def test_merge_runs_as_ring_forwards_merge_in_real_ranks():
+    from gpututor.parallel.context_parallel.ring_attention import merge as imported_before
+
+    def right(out_a, lse_a, out_b, lse_b):
+        new = torch.logaddexp(lse_a, lse_b)
+        return out_a * torch.exp(lse_a - new)[..., None] + out_b * torch.exp(lse_b - new)[..., None], new
+
+    def package_inside_the_ring(out_a, lse_a, out_b, lse_b):   # head_dim 8: only in the ranks
+        if out_a.shape[-1] == 8:
+            return imported_before(out_a, lse_a, out_b, lse_b)
+        return right(out_a, lse_a, out_b, lse_b)
+
+    def wrong_inside_the_ring(out_a, lse_a, out_b, lse_b):     # right on the local cases only
+        out, new = right(out_a, lse_a, out_b, lse_b)
+        return (out * 1.01 if out_a.shape[-1] == 8 else out), new
+
+    rejected(check_merge, package_inside_the_ring, match="called the package's merge")
+    rejected(check_merge, wrong_inside_the_ring,
+             match="as ring_forward's merge on 3 ranks your function does not give causal")
+
+    def crashes_inside_the_ring(out_a, lse_a, out_b, lse_b):   # the ring must not hang on it
+        return None if out_a.shape[-1] == 8 else right(out_a, lse_a, out_b, lse_b)
+    rejected(check_merge, crashes_inside_the_ring,
+             match="on 3 ranks your function failed: TypeError: returned NoneType")
+
+
+def test_every_message_of_the_checkers_has_its_chinese_line(capsys):
+    import ast
+    import inspect
+
+    from gpututor.i18n import ZH, set_language
+    from gpututor.lessons.long_context import exercises as module
+    tree = ast.parse(inspect.getsource(module))
+    literals = {node.args[0].value for node in ast.walk(tree) if isinstance(node, ast.Call)
+                and getattr(node.func, "id", None) == "tr" and isinstance(node.args[0], ast.Constant)}
+    literals |= {name for name, _, _ in module.MERGE_CASES} | set(module.HINTS.values())
+    assert len(literals) >= 15 and sorted(literals - set(ZH)) == []
+    set_language("zh")
+    try:
+        check_visible_pairs(528)
+        check_merge(...)
+        out = capsys.readouterr().out
+        assert "连续切分下进程 0 的可见 query-key 对数" in out and "合并：尚未作答" in out
+        with pytest.raises(AssertionError, match="合并 \\[11 个键分成 4 个和 7 个两块，无掩码\\]"):
+            check_merge(lambda a, la, b, lb: ((a + b) / 2, torch.logaddexp(la, lb)))
+    finally:
+        set_language("en")

@@ -1,0 +1,244 @@
+"""Lesson 01b's checkers (``gpututor.lessons.one_device.exercises``): each accepts the lesson's
+published solution, read from its Solutions cell, and rejects plausible wrong answers, each named
+by the mistake it models; the online-softmax checker also refuses the package's attention and an
+update that keeps the blocks it saw instead of the running state."""
+import ast
+import inspect
+import math
+import re
+
+import numpy as np
+import torch
+
+from gpututor import RunSpec, build_model
+from gpututor.models import count_parameters
+from gpututor.i18n import ZH, set_language
+from gpututor.lessons.one_device import exercises as one_device_exercises
+from gpututor.lessons.common.one_device import recomputation_costs
+from gpututor.lessons.one_device.exercises import (check_8bit_state_bytes,
+                                                   check_offload_link_bytes, check_online_softmax,
+                                                   check_probs_bytes, check_recompute_factor)
+from gpututor.measure.attention_cost import attention_costs
+from gpututor.precision.adam8bit import Adam8bit
+from exercise_solutions import published as _published, rejected
+
+
+
+def published(variable: str, **names):
+    return _published("01b_one_device", variable, torch=torch, **names)
+
+
+# ---- exercise 1: the bytes of P ---------------------------------------------------------------
+
+ROWS = [{"way": "naive", "seq_len": 512, "saved_bytes": 4_718_592},   # as section 1 measures
+        {"way": "tiled", "seq_len": 512, "saved_bytes": 270_336}]
+
+
+def test_probs_bytes_takes_the_formula_and_rejects_the_classic_mistakes(capsys):
+    check_probs_bytes(published("my_probs_bytes"), ROWS)
+    out = capsys.readouterr().out
+    assert "Correct. bytes of P at T = 512: 4.194e+06 (the formula gives 4.194e+06)" in out
+    assert "naive attention kept at T = 512: 4,718,592 bytes, of which P is 89%" in out
+    wrong = {"one head only": 512 * 512 * 4, "forgot the 4 bytes of fp32": 4 * 512 * 512,
+             "T x head size, not T x T": 4 * 512 * 32 * 4, "S and P both": 2 * 4 * 512 * 512 * 4,
+             "the measured total": 4_718_592}
+    for mistake, answer in wrong.items():
+        rejected(check_probs_bytes, answer, ROWS, match=f"{answer} is not what the formula gives")
+    for shape in (np.int64(4 * 512 * 512 * 4), torch.tensor(4 * 512 * 512 * 4), 4194304.0):
+        check_probs_bytes(shape, ROWS)
+
+
+def test_probs_bytes_asks_about_the_lessons_own_measurement():
+    """The checker's batch and heads are those ``attention_costs`` measured with."""
+    measured = inspect.signature(attention_costs).parameters
+    checker = inspect.signature(check_probs_bytes).parameters
+    assert checker["batch"].default == measured["batch"].default == 1
+    assert checker["heads"].default == measured["heads"].default
+
+
+# ---- exercise 2: 8-bit Adam's state per parameter --------------------------------------------
+
+ADAM = {"Adam (fp32 state)": {"state_bytes_per_param": 8.0004},
+        "Adam, 8-bit state": {"state_bytes_per_param": 2.1292}}   # as section 3 measures
+
+
+def test_8bit_state_takes_the_formula_and_rejects_the_classic_mistakes(capsys):
+    check_8bit_state_bytes(published("my_bytes_per_param"), ADAM)
+    out = capsys.readouterr().out
+    assert "Correct. 8-bit state bytes per parameter: 2.125 (the formula gives 2.125)" in out
+    assert "section 3's run measured 2.1292 bytes per parameter" in out
+    wrong = {"forgot the scales": 2, "one scale per block for m and v together": 2 + 4 / 64,
+             "a scale per number": 2 + 2 * 4, "fp32 Adam's": 8,
+             "pasted the printed measurement (padding, step counters)": 2.129}
+    for mistake, answer in wrong.items():
+        rejected(check_8bit_state_bytes, answer, ADAM,
+                 match=re.escape(f"{answer!r} is not what the formula gives"))
+
+
+def test_8bit_state_asks_about_the_optimizers_own_block():
+    assert inspect.signature(check_8bit_state_bytes).parameters["block"].default == \
+        inspect.signature(Adam8bit).parameters["block"].default
+
+
+# ---- exercise 3: what full recomputation saves -------------------------------------------------
+
+REC = [{"policy": "none", "saved_bytes": 20_000_000}, {"policy": "selective", "saved_bytes": 12_500_000},
+       {"policy": "full", "saved_bytes": 3_200_000}]
+
+
+def test_recompute_factor_reads_the_run_and_rejects_the_classic_mistakes(capsys):
+    kept = {r["policy"]: r["saved_bytes"] for r in REC}
+    check_recompute_factor(published("my_factor", kept=kept), REC)
+    assert "Correct. kept without recomputation / kept with full recomputation: 6.25" in \
+        capsys.readouterr().out
+    wrong = {"upside down": 3.2 / 20, "selective, not full": 20 / 12.5,
+             "the share saved, not the factor": 1 - 3.2 / 20}
+    for mistake, answer in wrong.items():
+        rejected(check_recompute_factor, answer, REC,
+                 match=re.escape(f"{answer!r} is not what this notebook measured"))
+
+
+def test_recompute_factor_takes_the_rows_recomputation_costs_makes(capsys):
+    rec = recomputation_costs(RunSpec(model="gpt", model_size="tiny", batch_size=2, seq_len=16),
+                              repeats=1)
+    kept = {r["policy"]: r["saved_bytes"] for r in rec}
+    assert kept["none"] > kept["full"] > 0
+    check_recompute_factor(kept["none"] / kept["full"], rec)
+    assert "Correct." in capsys.readouterr().out
+
+
+# ---- exercise 5: the offload link in 16 bits -------------------------------------------------
+
+N = count_parameters(build_model(RunSpec(model="gpt", model_size="small")))   # the small GPT's
+OFF = {"Adam offloaded to the host": {"parameters": N,
+                                      "bytes_per_step": {"to_host": 4 * N, "to_device": 4 * N}}}
+
+
+def test_offload_link_bytes_takes_the_formula_and_rejects_the_classic_mistakes(capsys):
+    check_offload_link_bytes(published("my_link_bytes", n_params=N), OFF)
+    out = capsys.readouterr().out
+    assert "Correct. bytes over the link per step, 16-bit: 3.354e+06" in out
+    assert "section 4's fp32 run counted 6,707,200 bytes per step: 4 bytes a number instead of 2" \
+        in out
+    wrong = {"fp32, as in section 4's run": 8 * N, "one direction only": 2 * N,
+             "the state kept on the host": 12 * N,
+             "the fp32 master weights come back": 2 * N + 4 * N}
+    for mistake, answer in wrong.items():
+        rejected(check_offload_link_bytes, answer, OFF,
+                 match=f"{answer} is not what the formula gives")
+
+
+# ---- exercise 4: the online-softmax update ----------------------------------------------------
+
+def test_online_softmax_checker_accepts_the_update_and_rejects_the_classic_mistakes(capsys):
+    check_online_softmax(published("my_update"))
+    assert "Correct: the same as softmax(S) @ V whole" in capsys.readouterr().out
+
+    def no_rescale(m, l, acc, s, v):          # forgot the rescale
+        m_new = torch.maximum(m, s.amax(dim=-1))
+        p = torch.exp(s - m_new[:, None])
+        return m_new, l + p.sum(dim=-1), acc + p @ v
+
+    def rescales_acc_only(m, l, acc, s, v):   # forgot to rescale l
+        m_new = torch.maximum(m, s.amax(dim=-1))
+        p = torch.exp(s - m_new[:, None])
+        c = torch.exp(m - m_new)
+        return m_new, l + p.sum(dim=-1), acc * c[:, None] + p @ v
+
+    def rescale_upside_down(m, l, acc, s, v):   # exp(m_new - m_old)
+        m_new = torch.maximum(m, s.amax(dim=-1))
+        p = torch.exp(s - m_new[:, None])
+        c = torch.exp(m_new - m).nan_to_num(posinf=0.0)   # the first block: exp(inf) -> 0
+        return m_new, l * c + p.sum(dim=-1), acc * c[:, None] + p @ v
+
+    # one key block needs no rescale: each first fails on the blocks of 8
+    for wrong in (no_rescale, rescales_acc_only, rescale_upside_down):
+        rejected(check_online_softmax, wrong,
+                 match=re.escape("with key blocks of 8, acc / l is not softmax(S) @ V (did you "
+                                 "rescale l and acc by exp(m_old - m_new) when the maximum rose?)"))
+
+    def forgot_to_return_acc(m, l, acc, s, v):
+        m_new = torch.maximum(m, s.amax(dim=-1))
+        p = torch.exp(s - m_new[:, None])
+        c = torch.exp(m - m_new)
+        return m_new, l * c + p.sum(dim=-1)
+
+    rejected(check_online_softmax, forgot_to_return_acc,
+             match=r"your update failed with key blocks of 23: ValueError: not enough values")
+
+
+def test_an_update_that_keeps_the_blocks_it_saw_fails_on_a_state_it_did_not_make():
+    """Walking round the online softmax: keep every block seen and compute softmax whole. It
+    gives the right acc / l over a sequence of calls, but not from a state it did not make."""
+    seen = []
+
+    def keeps_the_blocks(m, l, acc, s, v):
+        if torch.isinf(m).all():             # a new sequence of blocks begins
+            seen.clear()
+        seen.append((s, v))
+        scores, values = torch.cat([b for b, _ in seen], 1), torch.cat([b for _, b in seen], 0)
+        m_new = scores.amax(dim=-1)
+        p = torch.exp(scores - m_new[:, None])
+        return m_new, p.sum(dim=-1), p @ values
+
+    rejected(check_online_softmax, keeps_the_blocks,
+             match=r"given the running state of keys 0-8 and the block of keys 9-15, your (m|l|acc)"
+                   r" is not that of keys 0-15: the update must use the m, l and acc it is given")
+
+
+def test_the_packages_attention_is_refused_while_the_update_runs():
+    from gpututor.attention import tiled_forward as imported_before
+
+    def via_the_package(m, l, acc, s, v):
+        imported_before(s[None, None], s[None, None], v.T[None, None], 4)
+        return m, l, acc
+
+    rejected(check_online_softmax, via_the_package,
+             match=re.escape("your update called the package's attention (gpututor.attention)"))
+    q = torch.randn(1, 1, 8, 4)                      # and it works again afterwards
+    assert imported_before(q, q, q, 4)[0].shape == q.shape
+
+
+def test_an_update_in_another_reasonable_shape_passes(capsys):
+    def columns_and_a_list(m, l, acc, s, v):   # m and l kept as columns, a list returned
+        m, l = m.reshape(-1, 1), l.reshape(-1, 1)
+        m_new = torch.maximum(m, s.amax(dim=-1, keepdim=True))
+        p = torch.exp(s - m_new)
+        c = torch.exp(m - m_new)
+        return [m_new, l * c + p.sum(dim=-1, keepdim=True), acc * c + p @ v]
+
+    check_online_softmax(columns_and_a_list)
+    assert "Correct" in capsys.readouterr().out
+
+
+# ---- Chinese -------------------------------------------------------------------------------
+
+def _templates(module) -> set[str]:
+    """Every literal template the module passes to ``tr`` or as a checker's ``what``."""
+    found = set()
+    for node in ast.walk(ast.parse(inspect.getsource(module))):
+        if isinstance(node, ast.Call) and getattr(node.func, "id", None) in ("tr", "check_answer"):
+            index = 0 if node.func.id == "tr" else 2
+            if len(node.args) > index and isinstance(node.args[index], ast.Constant):
+                found.add(node.args[index].value)
+    return found
+
+
+def test_every_message_of_the_checkers_has_its_chinese_line(capsys):
+    templates = _templates(one_device_exercises) | {"bytes of P at T = 512"}
+    assert len(templates) >= 10 and sorted(t for t in templates if t not in ZH) == []
+    set_language("zh")
+    try:
+        check_probs_bytes(4 * 512 * 512 * 4, ROWS)
+        check_offload_link_bytes(4 * N, OFF)
+        check_online_softmax(...)
+        out = capsys.readouterr().out
+        assert "T = 512 时 P 的字节数" in out and "其中 P 占 89%" in out and "公式给出" in out
+        assert "每步经过链路的字节数（16 位）" in out and "尚未作答" in out
+    finally:
+        set_language("en")
+
+
+def test_the_float_answers_are_compared_exactly_enough():
+    """The formula's 2.125 is exact, so a tight tolerance rejects the measured 2.129."""
+    assert not math.isclose(2.129, 2.125, rel_tol=1e-4)

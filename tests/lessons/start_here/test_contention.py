@@ -1,0 +1,108 @@
+"""Lesson 00's comparison of DDP's step with two independent runs': the words are chosen from
+the measured numbers, like for like (a DDP rank's compute against the independent runs')."""
+import pytest
+
+from gpututor.lessons.start_here.contention import explain_gap, gap_per_step, without_view_lines
+
+
+def pair(*step_times):
+    return {"summaries": [{"step_time_s": t} for t in step_times], "tokens_per_s": 1.0}
+
+
+def ddp(step, compute, comm):
+    return {"step_time_s": step, "compute_s": compute, "comm_s": comm}
+
+
+def test_the_step_is_compared_like_for_like():
+    g = gap_per_step(ddp(0.150, 0.120, 0.025), pair(0.100, 0.104))
+    assert g["independent_step_s"] == pytest.approx(0.102)
+    assert g["independent_spread_s"] == pytest.approx(0.004)
+    assert g["extra_compute_s"] == pytest.approx(0.018)   # compute against compute, not the step
+    text = explain_gap(ddp(0.150, 0.120, 0.025), pair(0.100, 0.104))
+    assert "DDP 150 ms (its slowest rank)" in text and "computed 120 ms and waited 25 ms" in text
+    assert "102 ms per step on average" in text and "differed from each other by 4 ms" in text
+    assert "Most of DDP's extra time per step was the wait at the all-reduce (25 ms; a DDP rank " \
+        "computed 18 ms more per step than an independent run)" in text
+    # a DDP rank that computed less than the independent runs is said so, never "-4 ms beyond"
+    less = explain_gap(ddp(0.141, 0.121, 0.018), pair(0.122, 0.128))
+    assert "computed 4 ms less per step than an independent run" in less and "-4" not in less
+
+
+def test_each_case_says_what_was_measured():
+    slower_compute = explain_gap(ddp(0.150, 0.140, 0.008), pair(0.100, 0.101))
+    assert "was compute beyond the independent runs' (+40 ms, against 8 ms of waiting)" in \
+        slower_compute
+    noise = explain_gap(ddp(0.110, 0.104, 0.005), pair(0.095, 0.110))
+    assert "cannot be told apart from run-to-run variation" in noise
+    # a straggler with no communication: the wait is reported as a wait, never as "communication
+    # covers the gap"
+    assert "includes waiting for the other rank" in explain_gap(ddp(0.11, 0.1, 0.005),
+                                                                pair(0.1, 0.1))
+    assert "not measured, so the step is not split" in explain_gap(ddp(0.12, None, None),
+                                                                   pair(0.1, 0.1))
+    assert "cannot be compared" in explain_gap(ddp(None, None, None), pair(0.1, 0.1))
+
+
+def quiet(ddp_tps, one_tps, pair_tps):
+    return {"ddp": {"tokens_per_s": ddp_tps, "world_size": 2}, "one": {"tokens_per_s": one_tps},
+            "pair": {"tokens_per_s": pair_tps, "summaries": [{"batch_size": 16}] * 2}}
+
+
+def test_the_runs_without_a_view_are_said_from_their_numbers():
+    text = without_view_lines(quiet(150.0, 100.0, 200.0), panel_speedup=1.4)
+    assert "speedup 1.50× (the panels above, each with its live view: 1.40×)" in text
+    assert "two independent runs of 16 sequences" in text and "= 0.75 of that ceiling" in text
+    assert "above 1.0" in without_view_lines(quiet(210.0, 100.0, 200.0), panel_speedup=None)
+    assert "live view: not measured)" in without_view_lines(quiet(150.0, 100.0, 200.0), None)
+    assert "nothing to compare" in without_view_lines(quiet(None, 100.0, 200.0), 1.4)
+
+
+@pytest.mark.parametrize("rates,words", [((100.0, 80.0), "ran at 80% of the rate"),
+                                         ((100.0, 120.0), "ran faster (120% of the rate)"),
+                                         ((100.0, 97.0), "within 5 % of each other (97%)")])
+def test_matmul_rate_line_picks_its_words_from_the_two_measured_rates(monkeypatch, rates, words):
+    from gpututor.lessons.start_here import contention
+    from gpututor import RunSpec
+    measured = {1: rates[0] * 1e9, 2: rates[1] * 1e9}
+    monkeypatch.setattr(contention, "measure_matmul_flops", lambda spec, dp: measured[dp])
+    line = contention.matmul_rate_line(RunSpec(strategy="ddp", world_size=2, batch_size=32))
+    assert words in line and f"{rates[1]:.1f} GFLOP/s" in line
+
+
+def test_matmul_rate_line_times_real_matmuls():
+    from gpututor.lessons.start_here.contention import matmul_rate_line
+    from gpututor import RunSpec
+    assert "GFLOP/s" in matmul_rate_line(RunSpec(strategy="ddp", world_size=2, batch_size=8, seq_len=16))
+
+
+def cost(kernel, browser, wall=5.0):
+    return {"kernel_cpu_s": kernel, "browser_draw_s": browser, "wall_s": wall, "redraws": 5}
+
+
+def test_the_two_speedups_are_set_beside_what_the_view_was_measured_to_use():
+    from gpututor.lessons.start_here.contention import view_gap_line
+    runs = quiet(160.0, 100.0, 200.0)              # 1.60× without a view
+    # 1.53×: 4.4 % lower; the view took (0.4 + 0.1) / (5 s × 2 ranks) = 5.0 % of the ranks' time
+    within = view_gap_line(runs, 1.53, cost(0.4, 0.1))
+    assert "4 % lower than the one without a view" in within
+    assert "0.40 CPU-s in the kernel and 0.10 s of drawing" in within and "5.0% of the 2" in within
+    assert "can account for all of it" in within
+    # 1.44×: 10 % lower, beyond the view's 5 %: the rest is not put on the view
+    beyond = view_gap_line(runs, 1.44, cost(0.4, 0.1))
+    assert "10 % lower" in beyond and "larger than the view's measured share" in beyond
+    assert "account for" not in beyond
+    # higher with the panels: the view is not blamed, and nothing claims it cost nothing
+    higher = view_gap_line(runs, 1.70, cost(0.4, 0.1))
+    assert "6 % higher" in higher and "nothing here says the view slowed DDP down" in higher
+    same = view_gap_line(runs, 1.601, cost(0.4, None))
+    assert "the same as the one without a view" in same
+    assert "0.40 CPU-s in the kernel, 4.0% of the 2 ranks' CPU time" in same
+    assert "drawing time was not reported (nothing has drawn the view, or, under Run All" in same
+    for text in (within, beyond, higher, same):
+        assert "Run this cell again" in text
+    gpu = {**runs, "ddp": {**runs["ddp"], "device": "cuda"}}
+    on_gpus = view_gap_line(gpu, 1.44, cost(0.4, 0.1))
+    assert "not with the GPUs' compute" in on_gpus and "account for" not in on_gpus
+    assert "cannot be compared" in view_gap_line(runs, None, cost(0.4, 0.1))
+    assert "cannot be compared" in view_gap_line(runs, 1.5, None)
+    assert "cannot be compared" in view_gap_line(quiet(None, 100.0, 200.0), 1.5, cost(0.4, 0.1))
