@@ -15,19 +15,19 @@ from dataclasses import dataclass, field
 from typing import Optional
 
 from . import checks
+from .checks import MAX_DEVICE_MEMORY, parse_bytes, parse_mesh   # RunSpec's normal forms
 
 PRECISIONS = ("fp32", "bf16", "fp16")
-OPTIMIZERS = ("adamw", "sgd")
+OPTIMIZERS = ("adamw", "sgd")   # what a run trains with (the planner prices more: plan/memory.py)
 ATTENTION = ("naive", "sdpa")   # the GPT's attention: T x T scores, or torch's fused SDPA
 CORPORA = {"en": "corpus.txt",      # the text trained on, a file of data/ (data/README.md):
            "zh": "corpus_zh.txt"}   # English docstrings (ASCII), Chinese poems (UTF-8)
 DEVICES = ("auto", "cpu", "cuda")
 MAX_SEQ_LEN = 256
 MAX_RESTARTS = 100   # restarts of one run (a run that fails this often has a bug, not bad luck)
-MESH_DIMS = ("dp", "pp", "cp", "ep", "tp")   # grid order: outermost first, tp innermost
-BYTE_UNITS = {"B": 1, "KB": 10**3, "MB": 10**6, "GB": 10**9, "KIB": 2**10, "MIB": 2**20,
-              "GIB": 2**30}
-MAX_DEVICE_MEMORY = 2**50   # bytes per rank (1 PiB): more is a typo, not a device
+# the vocabulary the size tables carry: a placeholder (the English corpus has 96 characters).
+# A run's model gets its own corpus's from models.config_of (data.vocab_size is its home).
+PLACEHOLDER_VOCAB = 96
 
 
 def torch_dtype(precision: str):
@@ -41,7 +41,7 @@ def torch_dtype(precision: str):
 
 @dataclass(frozen=True)
 class GPTConfig:
-    vocab_size: int = 96
+    vocab_size: int = PLACEHOLDER_VOCAB
     block_size: int = 256     # longest sequence the position table holds
     n_layer: int = 4
     n_head: int = 4
@@ -62,7 +62,7 @@ class MoEConfig(GPTConfig):
 
 @dataclass(frozen=True)
 class MLPConfig:
-    vocab_size: int = 96
+    vocab_size: int = PLACEHOLDER_VOCAB
     d_model: int = 64
     d_hidden: int = 256
 
@@ -194,8 +194,9 @@ class RunSpec:
 
     @property
     def model_config(self):
-        """The size's config dataclass (``GPTConfig``, ``MoEConfig`` or ``MLPConfig``),
-        vocabulary as shipped, and the spec's ``capacity_factor`` if it sets one."""
+        """The size's config dataclass (``GPTConfig``, ``MoEConfig`` or ``MLPConfig``) with the
+        spec's ``capacity_factor`` if it sets one. Its ``vocab_size`` is the placeholder: the
+        shape a run trains, with its corpus's vocabulary, is ``models.config_of(spec)``."""
         cfg = MODEL_SIZES[self.model][self.resolved_model_size]
         if self.capacity_factor is not None:
             cfg = dataclasses.replace(cfg, capacity_factor=self.capacity_factor)
@@ -266,9 +267,7 @@ class RunSpec:
         checks.integer("batch_size", self.batch_size, 1, 1 << 20)
         checks.integer("seq_len", self.seq_len, 2, MAX_SEQ_LEN)
         checks.integer("steps", self.steps, 1, 1_000_000)
-        if not isinstance(self.lr, (int, float)) or isinstance(self.lr, bool) or \
-                not math.isfinite(self.lr) or not 0 < self.lr <= 10:
-            raise ValueError(f"lr={self.lr!r} is invalid: allowed is a number in (0, 10]")
+        checks.number_where("lr", self.lr, lambda v: 0 < v <= 10, "a number in (0, 10]")
         checks.choice("optimizer", self.optimizer, OPTIMIZERS)
         checks.choice("attention", self.attention, ATTENTION)
         checks.choice("corpus", self.corpus, tuple(CORPORA))
@@ -276,12 +275,10 @@ class RunSpec:
         checks.choice("device", self.device, DEVICES)
         checks.integer("threads_per_rank", self.threads_per_rank, 1, 256)
         checks.integer("grad_accum", self.grad_accum, 1, 1024)
-        if not isinstance(self.activation_checkpointing, bool):
-            raise ValueError(f"activation_checkpointing={self.activation_checkpointing!r} is "
-                             "invalid: allowed is True or False")
-        if not isinstance(self.timeout, (int, float)) or isinstance(self.timeout, bool) or \
-                not math.isfinite(self.timeout) or not 1 <= self.timeout <= 3600:
-            raise ValueError(f"timeout={self.timeout!r} is invalid: allowed is seconds in [1, 3600]")
+        checks.where("activation_checkpointing", self.activation_checkpointing, checks.is_bool,
+                     "True or False")
+        checks.number_where("timeout", self.timeout, lambda v: 1 <= v <= 3600,
+                            "seconds in [1, 3600]")
         checks.integer("warmup_steps", self.warmup_steps, 0, 1000)
         checks.integer("first_gpu", self.first_gpu, 0, 1023)
         if self.ranks_per_node is not None:
@@ -305,11 +302,9 @@ class RunSpec:
             raise ValueError(f"device_memory={self.device_memory!r} is invalid: allowed is a "
                              f"positive number of bytes up to 2**50 ({MAX_DEVICE_MEMORY}), "
                              "e.g. 48000000, '48MB' or '2GB'")
-        if self.peak_flops is not None and (
-                not isinstance(self.peak_flops, (int, float)) or isinstance(self.peak_flops, bool)
-                or not math.isfinite(self.peak_flops) or not 1e6 <= self.peak_flops <= 1e18):
-            raise ValueError(f"peak_flops={self.peak_flops!r} is invalid: allowed is None or the "
-                             "device's peak FLOP/s in [1e6, 1e18], e.g. 362e12")
+        if self.peak_flops is not None:
+            checks.number_where("peak_flops", self.peak_flops, lambda v: 1e6 <= v <= 1e18,
+                                "None or the device's peak FLOP/s in [1e6, 1e18], e.g. 362e12")
         fault = self.fault
         if fault is not None and fault.rank >= self.world_size:
             raise ValueError(f"inject_fault={self.inject_fault!r} is invalid: rank {fault.rank} "
@@ -323,11 +318,8 @@ class RunSpec:
             if self.model != "moe":
                 raise ValueError(f"capacity_factor={self.capacity_factor!r} is invalid with model="
                                  f"{self.model!r}: allowed only with model='moe' (else None)")
-            if not isinstance(self.capacity_factor, (int, float)) or \
-                    isinstance(self.capacity_factor, bool) or \
-                    not math.isfinite(self.capacity_factor) or not 0 < self.capacity_factor <= 64:
-                raise ValueError(f"capacity_factor={self.capacity_factor!r} is invalid: allowed "
-                                 "is None or a number in (0, 64]")
+            checks.number_where("capacity_factor", self.capacity_factor, lambda v: 0 < v <= 64,
+                                "None or a number in (0, 64]")
         if self.model == "moe" and self.activation_checkpointing:
             raise ValueError("activation_checkpointing=True is invalid with model='moe': allowed "
                              "is False (recomputing a MoE block would count its tokens twice)")
@@ -337,9 +329,7 @@ class RunSpec:
         if self.checkpoint_every and not self.checkpoint_dir:
             raise ValueError(f"checkpoint_dir={self.checkpoint_dir!r} is invalid with "
                              f"checkpoint_every={self.checkpoint_every}: allowed is a folder path")
-        if not isinstance(self.checkpoint_async, bool):
-            raise ValueError(f"checkpoint_async={self.checkpoint_async!r} is invalid: allowed "
-                             "is True or False")
+        checks.where("checkpoint_async", self.checkpoint_async, checks.is_bool, "True or False")
         checks.integer("max_restarts", self.max_restarts, 0, MAX_RESTARTS)
         if self.max_restarts and not self.checkpoint_every:
             raise ValueError(f"max_restarts={self.max_restarts!r} is invalid with "
@@ -352,49 +342,3 @@ class RunSpec:
                 raise ValueError(f"resume={self.resume!r} is invalid{why}: allowed is the path of "
                                  "an existing checkpoint folder (checkpoint_dir/step{K})")
 
-
-def parse_bytes(value) -> Optional[int]:
-    """``None``, a number of bytes, or a string such as ``"48MB"``, ``"1.5GB"``, ``"512MiB"``
-    (MB = 10^6 bytes, MiB = 2^20) -> bytes as an int (or None)."""
-    if value is None:
-        return None
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
-        if not math.isfinite(value):
-            raise ValueError(f"device_memory={value!r} is invalid: allowed is a finite number")
-        return int(value)   # the range is RunSpec.validate's
-    size = math.nan
-    if isinstance(value, str):
-        text = value.strip().upper().replace(" ", "")
-        number = text.rstrip("BKMGI")
-        try:
-            size = float(number) * BYTE_UNITS.get(text[len(number):] or "B", math.nan)
-        except ValueError:
-            pass
-    if not (math.isfinite(size) and abs(size) <= MAX_DEVICE_MEMORY):   # "1e300GB" is inf bytes
-        raise ValueError(f"device_memory={value!r} is invalid: allowed is a number of bytes up to "
-                         f"2**50 ({MAX_DEVICE_MEMORY}) or a string like '48MB', '1.5GB' or '512MiB'")
-    return int(size)
-
-
-def parse_mesh(mesh) -> Optional[tuple]:
-    """``{"dp": 2, "tp": 2}``, ``(("dp", 2), ("tp", 2))`` or ``"dp=2,tp=2"`` -> pairs in grid
-    order (:data:`MESH_DIMS`), or None."""
-    if mesh is None:
-        return None
-    allowed = (f"allowed is a grid such as {{'dp': 2, 'tp': 2}} or 'dp=2,tp=2' with dims in "
-               f"{', '.join(MESH_DIMS)}, each a positive integer, each at most once")
-    try:
-        if isinstance(mesh, str):
-            pairs = [part.split("=") for part in mesh.split(",") if part.strip()]
-            pairs = [(name.strip(), int(degree)) for name, degree in pairs]
-        else:
-            pairs = list(mesh.items()) if isinstance(mesh, dict) else [tuple(p) for p in mesh]
-    except (ValueError, TypeError, AttributeError):
-        raise ValueError(f"mesh={mesh!r} is invalid: {allowed}") from None
-    names = [name for name, _ in pairs]
-    ok = pairs and all(len(p) == 2 for p in pairs) and len(set(names)) == len(names) and all(
-        name in MESH_DIMS and isinstance(d, int) and not isinstance(d, bool) and 1 <= d <= 4096
-        for name, d in pairs)
-    if not ok:
-        raise ValueError(f"mesh={mesh!r} is invalid: {allowed}")
-    return tuple(sorted(pairs, key=lambda p: MESH_DIMS.index(p[0])))

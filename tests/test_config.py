@@ -91,3 +91,27 @@ def test_every_field_is_in_exactly_one_section():
     assert spec.section("how")["world_size"] == 4 and spec.section("harness")["inject_fault"] == "1:2"
     with pytest.raises(ValueError, match="section='when' is invalid: allowed values are 'what'"):
         spec.section("when")
+
+
+def test_the_size_tables_vocabulary_is_a_placeholder_of_one_home():
+    """GPTConfig and MLPConfig carry one placeholder vocabulary (the English corpus's); a run's
+    model gets its own corpus's from models.config_of."""
+    from gpututor.config import PLACEHOLDER_VOCAB, GPTConfig, MLPConfig, MoEConfig
+    from gpututor.data import vocab_size
+    from gpututor.models import config_of
+    assert GPTConfig().vocab_size == MoEConfig().vocab_size == MLPConfig().vocab_size == \
+        PLACEHOLDER_VOCAB == vocab_size("en")
+    zh = RunSpec(model="mlp", world_size=1, strategy="single", corpus="zh")
+    assert config_of(zh).vocab_size == vocab_size("zh") != zh.model_config.vocab_size
+
+
+def test_text_forms_become_normal_forms():
+    spec = RunSpec(world_size=4, strategy="ddp+tp", mesh="tp=2,dp=2", device_memory="1.5GB")
+    assert spec.mesh == (("dp", 2), ("tp", 2)) and spec.device_memory == 1_500_000_000
+    assert RunSpec(device_memory="512MiB").device_memory == 512 * 2**20
+    for bad in ({"dp": True}, [("dp", 2, 1)], [(["dp"], 2)], {"dp": 1, "xx": 2}, "dp=2,dp=1"):
+        with pytest.raises(ValueError, match="^mesh=.* is invalid: allowed is a grid such as"):
+            RunSpec(world_size=2, mesh=bad)
+    for bad in (True, float("nan"), "12 parsecs", "1e300GB"):
+        with pytest.raises(ValueError, match="^device_memory=.* is invalid: allowed is a"):
+            RunSpec(device_memory=bad)

@@ -15,7 +15,6 @@ same way from ``spec.seed``. With ``alpha=0`` it is ordinary training: the basel
 """
 from __future__ import annotations
 
-import math
 import time
 from dataclasses import dataclass
 from typing import Optional
@@ -24,6 +23,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from .. import checks
 from ..files import write_atomically
 
 SHAPE_FIELDS = ("n_layer", "n_head", "d_model")
@@ -31,11 +31,9 @@ SHAPE_FIELDS = ("n_layer", "n_head", "d_model")
 
 def check_distillation_options(temperature, alpha) -> None:
     """Raise ``ValueError`` naming the argument, its value and what is allowed."""
-    number = lambda v: isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
-    if not (number(temperature) and 0 < temperature <= 100):
-        raise ValueError(f"temperature={temperature!r} is invalid: allowed is a number in (0, 100]")
-    if not (number(alpha) and 0 <= alpha <= 1):
-        raise ValueError(f"alpha={alpha!r} is invalid: allowed is a number in [0, 1]")
+    checks.where("temperature", temperature, checks.number_in(0, 100, low_open=True),
+                 "a number in (0, 100]")
+    checks.where("alpha", alpha, checks.number_in(0, 1), "a number in [0, 1]")
 
 
 def check_student_shape(student_shape) -> None:
@@ -47,7 +45,7 @@ def check_student_shape(student_shape) -> None:
     except (TypeError, ValueError):
         shape = None
     ok = shape is not None and set(shape) <= set(SHAPE_FIELDS) and all(
-        isinstance(v, int) and not isinstance(v, bool) and 1 <= v <= 1024 for v in shape.values())
+        checks.int_in(1, 1024)(v) for v in shape.values())
     if ok and shape.get("d_model", 1) % shape.get("n_head", 1):
         ok = False
     if not ok:

@@ -137,8 +137,7 @@ def fine_tune(model: nn.Module, spec, steps: int, lr: float | None = None) -> Fi
     """
     from ..data import batches
 
-    if not isinstance(steps, int) or isinstance(steps, bool) or steps < 1:
-        raise ValueError(f"steps={steps!r} is invalid: allowed is an integer >= 1")
+    checks.where("steps", steps, checks.int_in(1), "an integer >= 1")
     params = [p for p in model.parameters() if p.requires_grad]
     optimizer = torch.optim.AdamW(params, lr=lr or spec.lr, weight_decay=0.0)
     saved = torch.get_num_threads()

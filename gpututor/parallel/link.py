@@ -28,6 +28,7 @@ from dataclasses import dataclass
 
 import torch
 
+from .. import checks
 from ..catalog import get_gpu, get_link
 from ..formulas import collective_seconds, ring_allreduce_seconds
 
@@ -88,8 +89,8 @@ class EmulatedLink:
         return future.then(wait)
 
 LINK_OPTIONS = {
-    "link_gbps": lambda v: isinstance(v, (int, float)) and 1e-6 <= v <= 10_000,
-    "link_latency_us": lambda v: isinstance(v, (int, float)) and 0 <= v <= 1e6,
+    "link_gbps": checks.number_in(1e-6, 10_000),
+    "link_latency_us": checks.number_in(0, 1e6),
 }
 LINK_ALLOWED = {"link_gbps": "GB/s in [1e-6, 10000]", "link_latency_us": "µs in [0, 1e6]"}
 
@@ -116,9 +117,8 @@ def scaled_link(name: str, here_flops: float) -> EmulatedLink:
     """The catalogue's link ``name`` as this machine should feel it: bandwidth divided and latency
     multiplied by ``reference_flops() / here_flops`` (``here_flops``: the FLOP/s one rank here
     achieved in a training step, e.g. a 1-rank run's ``achieved_flops``)."""
-    if not here_flops or here_flops <= 0:
-        raise ValueError(f"here_flops={here_flops!r} is invalid: allowed is the FLOP/s a rank here "
-                         "achieved (> 0), e.g. a 1-rank run's summary['achieved_flops']")
+    checks.number_where("here_flops", here_flops, lambda v: v > 0, "the FLOP/s a rank here "
+                        "achieved (> 0), e.g. a 1-rank run's summary['achieved_flops']")
     real, reference = get_link(name), reference_flops()
     return EmulatedLink(equivalent_bandwidth(reference, real.bandwidth, here_flops),
                         equivalent_latency(reference, real.latency, here_flops))

@@ -28,6 +28,8 @@ import math
 
 import torch
 
+from .. import checks
+
 
 def quantize_blocks(x: torch.Tensor, block: int, signed: bool) -> tuple[torch.Tensor, torch.Tensor]:
     """``x`` (flat) as 8-bit codes and one fp32 scale per block of ``block`` numbers. Unsigned
@@ -53,8 +55,7 @@ class Adam8bit(torch.optim.Optimizer):
 
     def __init__(self, params, lr: float = 1e-3, betas=(0.9, 0.999), eps: float = 1e-8,
                  block: int = 64, quantize: bool = True):
-        if not isinstance(block, int) or block < 1:
-            raise ValueError(f"block={block!r} is invalid: allowed is a positive integer")
+        checks.integer("block", block)
         super().__init__(params, dict(lr=lr, betas=betas, eps=eps, block=block, quantize=quantize))
 
     @torch.no_grad()

@@ -30,10 +30,7 @@ class DynamicLossScaler:
         checks.number_where("init_scale", init_scale, lambda v: v > 0, "a finite number > 0")
         checks.number_where("growth_factor", growth_factor, lambda v: v > 1, "a finite number > 1")
         checks.number_where("backoff_factor", backoff_factor, lambda v: 0 < v < 1, "a number in (0, 1)")
-        if not isinstance(growth_interval, int) or isinstance(growth_interval, bool) \
-                or growth_interval < 1:
-            raise ValueError(f"growth_interval={growth_interval!r} is invalid: allowed is an "
-                             "integer >= 1")
+        checks.where("growth_interval", growth_interval, checks.int_in(1), "an integer >= 1")
         self.scale = float(init_scale)
         self.growth_factor, self.backoff_factor = growth_factor, backoff_factor
         self.growth_interval = growth_interval

@@ -34,6 +34,7 @@ from typing import Callable, Optional
 
 import torch
 
+from .. import checks
 from ..measure.memory import tensor_bytes
 from ..measure.timing import synchronize
 
@@ -55,8 +56,7 @@ class OffloadedAdam(torch.optim.Optimizer):
     def __init__(self, params, lr: float = 1e-3, betas=(0.9, 0.999), eps: float = 1e-8,
                  weight_decay: float = 0.0, pin_memory: Optional[bool] = None,
                  on_transfer: Optional[Callable[[int, str], None]] = None):
-        if pin_memory not in (None, True, False):
-            raise ValueError(f"pin_memory={pin_memory!r} is invalid: allowed are None, True, False")
+        checks.choice("pin_memory", pin_memory, (None, True, False))   # 1 is not True here
         if pin_memory and not torch.cuda.is_available():
             raise ValueError("pin_memory=True is invalid here: pinned host memory is for fast, "
                              "asynchronous copies to and from a CUDA device, and "

@@ -21,7 +21,8 @@ import sys
 import time
 from datetime import timedelta
 
-from ..config import PRECISIONS, RunSpec, parse_mesh
+from ..checks import parse_mesh
+from ..config import PRECISIONS, RunSpec
 from ..files import write_text_atomically
 from ..parallel import STRATEGIES, check_spec
 from ..plan import command as plan_command

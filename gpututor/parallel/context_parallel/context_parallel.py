@@ -37,6 +37,7 @@ import torch.distributed as dist
 import torch.nn as nn
 import torch.nn.functional as F
 
+from ... import checks
 from ...measure.timing import CollectiveTimer
 from ...models import GPT, CausalSelfAttention
 from ..base import Strategy
@@ -132,7 +133,7 @@ class ContextParallel(Strategy):
     name = "cp"
     dim = "cp"
     description = "from scratch: the sequence split over ranks, ring attention between them"
-    options = {"cp_split": lambda v: v in SPLITS}
+    options = {"cp_split": checks.one_of(SPLITS)}
     allowed = {"cp_split": " or ".join(map(repr, SPLITS))}
 
     def validate(self, spec) -> None:

@@ -30,9 +30,10 @@ import torch.distributed as dist
 from torch.distributed.algorithms.ddp_comm_hooks import default_hooks, powerSGD_hook
 from torch.nn.parallel import DistributedDataParallel as DDP
 
+from ... import checks
 from ..base import MemoryLayout, Strategy
 from ..link import LINK_ALLOWED, LINK_OPTIONS
-from .scratch import bucketed_all_reduces
+from .scratch import BUCKET_CAP_MB, BUCKET_CAP_MB_ALLOWED, bucketed_all_reduces
 from ...measure.timing import DeviceMark
 from ..mesh import dim_group
 
@@ -43,12 +44,12 @@ class DataParallelDDP(Strategy):
     name = "ddp"
     description = "torch DistributedDataParallel: full replica per rank, gradients all-reduced"
     options = {
-        "bucket_cap_mb": lambda v: isinstance(v, (int, float)) and 0 < v <= 1024,
-        "comm_hook": lambda v: v in COMM_HOOKS,
-        "powersgd_rank": lambda v: isinstance(v, int) and 1 <= v <= 64,
+        "bucket_cap_mb": BUCKET_CAP_MB,
+        "comm_hook": checks.one_of(COMM_HOOKS),
+        "powersgd_rank": checks.int_in(1, 64),
         **LINK_OPTIONS,
     }
-    allowed = {"bucket_cap_mb": "a number of MiB in (0, 1024]",
+    allowed = {"bucket_cap_mb": BUCKET_CAP_MB_ALLOWED,
                "comm_hook": "one of " + ", ".join(COMM_HOOKS),
                "powersgd_rank": "an integer in [1, 64]", **LINK_ALLOWED}
     defaults = {"bucket_cap_mb": 25, "comm_hook": "none", "powersgd_rank": 1}   # DDP's 25 MiB

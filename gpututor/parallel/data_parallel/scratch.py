@@ -24,6 +24,7 @@ import torch
 import torch.distributed as dist
 import torch.nn as nn
 
+from ... import checks
 from ..base import MemoryLayout, Strategy
 from ..link import LINK_ALLOWED, LINK_OPTIONS
 from ..mesh import DimGroup, dim_group
@@ -59,6 +60,11 @@ def allreduce_gradients(model: nn.Module, meter, link=None, dp: DimGroup | None 
         seconds = time.perf_counter() - start
         meter.add(p.grad.numel() * p.grad.element_size(), seconds, group_size=world)
         meter.exposed_s += seconds  # nothing overlaps: every second of it is waited for
+
+
+# the bucket size option, the same here and in DDP (ddp.py): MiB of gradients per all-reduce
+BUCKET_CAP_MB = checks.number_in(0, 1024, low_open=True)
+BUCKET_CAP_MB_ALLOWED = "a number of MiB in (0, 1024]"
 
 
 def bucketed_all_reduces(model, bucket_cap_mb: float) -> list:
@@ -177,9 +183,8 @@ class GradientBuckets(nn.Module):
 class BucketedDataParallel(Strategy):
     name = "dp-bucketed"
     description = "from scratch: gradients all-reduced in buckets, overlapping backward"
-    options = {"bucket_cap_mb": lambda v: isinstance(v, (int, float)) and 0 < v <= 1024,
-               **LINK_OPTIONS}
-    allowed = {"bucket_cap_mb": "a number of MiB in (0, 1024]", **LINK_ALLOWED}
+    options = {"bucket_cap_mb": BUCKET_CAP_MB, **LINK_OPTIONS}
+    allowed = {"bucket_cap_mb": BUCKET_CAP_MB_ALLOWED, **LINK_ALLOWED}
     defaults = {"bucket_cap_mb": 1.0}
     memory_layout = MemoryLayout(note="buckets in flight during backward are left out")
 

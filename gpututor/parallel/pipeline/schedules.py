@@ -33,6 +33,7 @@ import torch.nn.functional as F
 from torch.nn.parallel import DistributedDataParallel
 from torch.nn.parallel.distributed import _find_tensors
 
+from ... import checks
 from ...measure.timing import synchronize
 from ..base import autocast_for
 from .interleaved import InterleavedWorker, interleaved_1f1b
@@ -234,7 +235,7 @@ class PipelineParallel(PipelineStrategy):
     name = "pp"
     description = "from scratch: stages, send/recv, schedules naive / GPipe / 1F1B / interleaved"
     options, allowed = pipeline_options(SCHEDULES)
-    options = {**options, "sends": lambda v: v in SENDS}
+    options = {**options, "sends": checks.one_of(SENDS)}
     allowed = {**allowed, "sends": "one of " + ", ".join(SENDS) + ": wait for each send before "
                                    "computing again (Megatron's), or post it and go on (torch's)"}
     planned = True

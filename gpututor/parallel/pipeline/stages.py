@@ -20,6 +20,7 @@ import torch.distributed as dist
 import torch.nn as nn
 from torch.utils.checkpoint import checkpoint
 
+from ... import checks
 from ...models import GPT
 from ..base import MemoryLayout, Strategy
 from ..exchange import all_gather_tensors
@@ -267,10 +268,8 @@ def share_loss(loss: float, ctx) -> float:
 def pipeline_options(schedules) -> tuple[dict, dict]:
     """A pipeline strategy's options (``schedule``, ``microbatches``, ``virtual_stages``) and
     what each allows."""
-    def integer(low, high):
-        return lambda v: isinstance(v, int) and not isinstance(v, bool) and low <= v <= high
-    options = {"schedule": lambda v: v in schedules, "microbatches": integer(1, 1024),
-               "virtual_stages": integer(1, 64)}
+    options = {"schedule": checks.one_of(schedules), "microbatches": checks.int_in(1, 1024),
+               "virtual_stages": checks.int_in(1, 64)}
     allowed = {"schedule": "one of " + ", ".join(schedules),
                "microbatches": "an integer in [1, 1024]",
                "virtual_stages": "an integer in [1, 64]: model chunks per rank, with schedule "

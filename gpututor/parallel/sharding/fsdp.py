@@ -43,6 +43,7 @@ import warnings
 
 import torch
 
+from ... import checks
 from ...config import torch_dtype
 from ...measure.timing import CollectiveTimer
 from ..base import MemoryLayout, Strategy
@@ -55,9 +56,9 @@ MIXED_PRECISION = {"none": None, "bf16": torch_dtype("bf16"), "fp16": torch_dtyp
 class FullyShardedFSDP2(Strategy):
     name = "fsdp"
     description = "torch FSDP2 fully_shard per block then root: ZeRO-3, production version"
-    options = {"reshard_after_forward": lambda v: isinstance(v, bool),
-               "mixed_precision": lambda v: v in MIXED_PRECISION,
-               "hsdp_replicas": lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 1}
+    options = {"reshard_after_forward": checks.is_bool,
+               "mixed_precision": checks.one_of(MIXED_PRECISION),
+               "hsdp_replicas": checks.int_in(1)}
     allowed = {"reshard_after_forward": "True or False",
                "mixed_precision": "one of " + ", ".join(MIXED_PRECISION),
                "hsdp_replicas": "an integer >= 1 that divides the dp degree"}

@@ -35,6 +35,7 @@ import torch.distributed as dist
 import torch.nn as nn
 import torch.nn.functional as F
 
+from ... import checks
 from ...measure.collectives import all_gather_into_tensor, reduce_scatter_tensor
 from ...measure.timing import CollectiveTimer
 from ...models import MLP, CausalSelfAttention, causal_attention
@@ -338,7 +339,7 @@ class TensorParallel(Strategy):
     builds_on_meta = True   # each rank makes only its slices (parallel/meta.py)
     description = "from scratch: Megatron column/row parallel layers, heads split over ranks"
     # an emulated link delays every all-reduce; sequence_parallel splits the norms' regions
-    options = {**LINK_OPTIONS, "sequence_parallel": lambda v: isinstance(v, bool)}
+    options = {**LINK_OPTIONS, "sequence_parallel": checks.is_bool}
     allowed = {**LINK_ALLOWED, "sequence_parallel": "True or False"}
     memory_layout = MemoryLayout(tensor_parallel=True,
                                  note="Megatron split of attention and MLP; rest replicated")
