@@ -33,6 +33,11 @@ lab: install
 test: install
 	$(BIN)/python -m pytest
 
+# the Chinese lessons: update each lesson's catalog (gpututor/lessons/<name>/zh.po) from its
+# English notebook, then build notebooks/zh/ from the two (it lists what is left to translate)
+zh: install
+	$(BIN)/python -m gpututor.i18n.notebooks
+
 bench: install
 	$(BIN)/python benchmarks/run_all.py
 

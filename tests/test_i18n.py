@@ -184,9 +184,37 @@ def test_every_default_title_of_a_figure_function_has_a_translation():
     assert not missing
 
 
-def test_the_translation_tables_do_not_overlap():
-    from gpututor.i18n.zh import PARTS
-    assert sum(len(part) for part in PARTS) == len(ZH)
+def test_each_runtime_string_has_one_home_among_the_catalogs():
+    """An English template is translated in one catalog only (two homes would disagree)."""
+    from gpututor.i18n import catalogs
+    homes = {}
+    for path in catalogs.catalog_paths("zh"):
+        for message in catalogs.read(path):
+            if message.id and message.context not in catalogs.NOTEBOOK_CONTEXTS:
+                homes.setdefault(message.id, []).append(str(path.relative_to(catalogs.PACKAGE)))
+    twice = {english: where for english, where in homes.items() if len(where) > 1}
+    assert len(homes) > 900 and not twice, twice
+
+
+def test_plural_forms_come_from_the_catalog_and_english_picks_by_count(tmp_path, monkeypatch):
+    """``ntr`` is gettext's ngettext: English picks singular or plural by the count; a catalog's
+    plural entry gives the language's forms (Chinese has one)."""
+    from babel.messages.catalog import Catalog
+    from gpututor import i18n
+    from gpututor.i18n import catalogs, ntr
+    assert ntr("{n} rank", "{n} ranks", 1) == "1 rank"
+    assert ntr("{n} rank", "{n} ranks", 3) == "3 ranks"
+    catalog = Catalog(locale="zh")
+    catalog.add(("{n} rank", "{n} ranks"), ("{n} 个进程",))
+    catalogs.write(tmp_path / "zh.po", catalog)
+    monkeypatch.setattr(catalogs, "catalog_paths", lambda language: [tmp_path / "zh.po"])
+    monkeypatch.setattr(i18n, "_tables", {})
+    set_language("zh")
+    try:
+        assert ntr("{n} rank", "{n} ranks", 1) == "1 个进程"
+        assert ntr("{n} rank", "{n} ranks", 3) == "3 个进程"
+    finally:
+        set_language("en")
 
 
 # ---- what the English notebooks pass -----------------------------------------------------------
@@ -348,12 +376,11 @@ def _labels_passed_to_figures() -> dict[str, str]:
 
 
 def test_the_labels_the_lessons_pass_to_figures_are_drawn_in_chinese(chinese):
-    from gpututor.i18n import LANGUAGES
     from gpututor.ui import plots
     labels = _labels_passed_to_figures()
     assert "student alone" in labels
     # a label with a space is words to translate; one without (fp32, single, ep=2) is a name
-    missing = {k: where for k, where in labels.items() if " " in k and k not in LANGUAGES["zh"]}
+    missing = {k: where for k, where in labels.items() if " " in k and k not in ZH}
     assert not missing, f"labels drawn in English in the Chinese lessons: {missing}"
     fig = plots.loss_curves({"student alone": [2.0, 1.0], "fp32": [2.0, 1.5]})
     assert [trace.name for trace in fig.data] == ["单独训练的学生模型", "fp32"]

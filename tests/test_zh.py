@@ -1,7 +1,8 @@
 """The Chinese lessons (``notebooks/zh/``) keep in step with the English ones.
 
-Every English lesson has a zh twin with the same cells in the same order; its code cells are the
-English ones, character for character, except the first, which is the English first cell with
+Every English lesson has a zh twin, built from it and the lesson's catalog
+(``gpututor/lessons/<name>/zh.po``) by ``python -m gpututor.i18n.notebooks``: the same cells in
+the same order, the same code (comments translated), the first code cell with
 ``set_language("zh")`` in front (so widgets, figures and checkers speak Chinese). Most of each
 twin's markdown is Chinese, its Solutions hold the same code, and it is stored stripped. One zh
 lesson is also executed by nbval (``tests/test_exercises.py``); the others run the same code.
@@ -34,6 +35,19 @@ def chinese_share(markdown: str) -> float:
     return 1.0 if cjk + latin == 0 else 3 * cjk / (3 * cjk + latin)
 
 
+def code_of(source: str) -> list[str]:
+    """A code cell's non-blank lines without their comments (the comments are translated)."""
+    import io
+    import tokenize
+    lines = source.split("\n")
+    python = "\n".join("" if re.match(r"\s*[%!]", line) else line for line in lines)
+    for token in tokenize.generate_tokens(io.StringIO(python).readline):
+        if token.type == tokenize.COMMENT and not token.string.startswith("# NBVAL"):
+            row, col = token.start
+            lines[row - 1] = lines[row - 1][:col]
+    return [line.rstrip() for line in lines if line.strip()]
+
+
 def test_every_english_lesson_has_a_chinese_twin_and_no_other():
     assert [p.name for p in CHINESE] == [p.name for p in ENGLISH]
 
@@ -46,10 +60,10 @@ def test_the_twin_has_the_same_cells_and_the_same_code(english: Path):
         f"{zh_path.name}: the cells differ in number or kind from the English lesson"
     codes = [(e.source, z.source) for e, z in zip(en.cells, zh.cells) if e.cell_type == "code"]
     first_en, first_zh = codes[0]
-    assert first_zh == PREAMBLE + first_en, \
+    assert first_zh.startswith(PREAMBLE) and code_of(first_zh[len(PREAMBLE):]) == code_of(first_en), \
         f"{zh_path.name}: the first code cell must be the English one after set_language('zh')"
     for index, (e, z) in enumerate(codes[1:], start=2):
-        assert z == e, f"{zh_path.name}: code cell {index} differs from the English lesson's"
+        assert code_of(z) == code_of(e), f"{zh_path.name}: code cell {index} differs from the English lesson's"
     assert solution_items(zh) == solution_items(en), f"{zh_path.name}: the solutions' code differs"
 
 
@@ -103,32 +117,46 @@ def test_the_chinese_readme_carries_what_the_english_one_does():
             f"{english[part]!r}")
 
 
-@pytest.mark.parametrize("chinese", CHINESE, ids=lambda p: p.stem)
-def test_every_chinese_cell_translates_the_english_cell_as_it_is_now(chinese: Path):
-    """Each zh markdown cell records a hash of the English it translates (tests/zh_drift.py):
-    an English cell changed without its twin is named here until the twin is reviewed."""
-    from zh_drift import stale_cells
-    stale = stale_cells(chinese)
-    assert not stale, (
-        f"{chinese.name}: markdown cell(s) {stale} translate English that has changed (or were "
-        "never recorded). Review each against the English lesson's cell of the same index, fix "
-        f"the Chinese, then run: python tests/zh_drift.py --reviewed notebooks/zh/{chinese.name} "
-        f"--cells {','.join(map(str, stale))}")
+@pytest.mark.parametrize("english", ENGLISH, ids=lambda p: p.stem)
+def test_each_chinese_lesson_is_its_fresh_build(english: Path):
+    """The zh twin and the lesson's catalog are what ``python -m gpututor.i18n.notebooks``
+    makes from the English notebook: a code change is made once, in English."""
+    from gpututor.i18n.notebooks import refresh
+    stale = refresh(english, "zh", write=False)
+    assert not stale, "run: python -m gpututor.i18n.notebooks (then translate what it lists)\n" + \
+        "\n".join(stale)
 
 
-def test_a_changed_english_cell_makes_its_twin_stale(tmp_path: Path):
-    from zh_drift import record, stale_cells
-    english, chinese = ENGLISH[0], CHINESE[0]
-    en, zh = nbformat.read(english, as_version=4), nbformat.read(chinese, as_version=4)
-    en_copy, zh_copy = tmp_path / "en.ipynb", tmp_path / chinese.name
-    nbformat.write(en, en_copy)
-    nbformat.write(zh, zh_copy)
-    assert stale_cells(zh_copy, en_copy) == stale_cells(chinese)      # the same record
-    first = next(i for i, c in enumerate(en.cells) if c.cell_type == "markdown")
-    en.cells[first].source += "\nOne more English sentence."
-    nbformat.write(en, en_copy)
-    assert first in stale_cells(zh_copy, en_copy)
-    assert first not in stale_cells(chinese)
+def test_every_entry_of_the_lesson_catalogs_is_translated():
+    """A fuzzy entry (its English changed) or an empty one is built in English: name each."""
+    from gpututor.i18n.notebooks import untranslated
+    missing = untranslated("zh")
+    assert not missing, "translate these (Poedit, or any .po editor), then run python -m " \
+        "gpututor.i18n.notebooks:\n" + "\n".join(missing)
+
+
+def test_editing_an_english_paragraph_marks_exactly_that_entry_fuzzy():
+    import json
+    from gpututor.i18n import catalogs
+    from gpututor.i18n.notebooks import build, lesson_catalog, paragraphs, update
+    english = ENGLISH[3]
+    notebook = json.loads(english.read_text(encoding="utf-8"))
+    catalog = catalogs.read(lesson_catalog(english, "zh"))
+    index = next(i for i, c in enumerate(notebook["cells"]) if c["cell_type"] == "markdown"
+                 and len(paragraphs("".join(c["source"]))) > 1)
+    first, *rest = paragraphs("".join(notebook["cells"][index]["source"]))
+    edited = first + " One more English sentence."
+    notebook["cells"][index]["source"] = "\n\n".join([edited, *rest])
+    merged, changes = update(catalog, notebook, english.name)
+    before = {(m.context, m.id): (m.string, m.fuzzy) for m in catalog if m.id}
+    after = {(m.context, m.id): (m.string, m.fuzzy) for m in merged if m.id}
+    assert changes == [f"fuzzy: cell {index} markdown: {edited[:60]!r}"]
+    assert after[("markdown", edited)] == (before[("markdown", first)][0], True)
+    assert {k: v for k, v in after.items() if k != ("markdown", edited)} == \
+        {k: v for k, v in before.items() if k != ("markdown", first)}
+    built = paragraphs("".join(build(notebook, merged, "zh")["cells"][index]["source"]))
+    assert built[0] == edited                   # a fuzzy entry is built in English
+    assert built[1:] == [catalog.get(p, context="markdown").string for p in rest]
 
 
 def _words_the_glossary_retires() -> set[str]:
@@ -140,10 +168,10 @@ def _words_the_glossary_retires() -> set[str]:
 def test_the_chinese_lessons_and_tables_use_the_glossary_terms():
     retired = _words_the_glossary_retires()
     assert {"词元", "批大小", "之字形", "拐点", "进程网格"} <= retired
-    from gpututor.i18n import LANGUAGES
+    from gpututor.i18n import ZH
     texts = {p.name: "\n".join(c.source for c in nbformat.read(p, as_version=4).cells
                                if c.cell_type == "markdown") for p in CHINESE}
-    texts["gpututor/i18n (zh)"] = "\n".join(LANGUAGES["zh"].values())
+    texts["gpututor/**/zh.po"] = "\n".join(ZH.values())
     texts["README.zh-CN.md"] = (ROOT / "README.zh-CN.md").read_text(encoding="utf-8")
     found = {(where, word) for where, text in texts.items() for word in retired if word in text}
     assert not found, f"retired variants (notebooks/zh/glossary.md) still used: {sorted(found)}"

@@ -1,19 +1,22 @@
 """The language the widgets and checkers speak: English, or Simplified Chinese (``"zh"``).
 
 A notebook asks for its language in its first code cell, ``gpututor.ui.set_language("zh")``;
-the Chinese lessons (``notebooks/zh/``) do, the English ones leave the default. From then on the
-kernel shows in that language what it draws and says to the learner: the run panel's labels and
-status lines, plot titles and axis labels, and the exercise checkers' messages. Error messages
-of the package stay in English (they name fields and values, and are searched for as they are);
-a widget shows a bad-input error's frame in Chinese (:func:`error_text`), and so does a code
-cell, on a line under the traceback (``gpututor.ui.errors``).
+the Chinese lessons (``notebooks/zh/``, built by ``gpututor.i18n.notebooks``) do, the English
+ones leave the default. From then on the kernel shows in that language what it draws and says to
+the learner: the run panel's labels and status lines, plot titles and axis labels, and the
+exercise checkers' messages. Error messages of the package stay in English (they name fields and
+values, and are searched for as they are); a widget shows a bad-input error's frame in Chinese
+(:func:`error_text`), and so does a code cell, on a line under the traceback
+(``gpututor.ui.errors``).
 
 Lessons print their sentences with :func:`say` (``print`` through :func:`tr`).
 
-Text is looked up by its English form: ``tr("Run")`` or, for a sentence with values,
-``tr("{what}: not answered yet.", what=...)``, whose English template is the key. A template
-with no translation is shown in English, so a missing entry is visible, never an error. The
-tables are ``zh.py`` (one dict, English template -> Chinese).
+Text is looked up by its English form, as gettext does: ``tr("Run")`` or, for a sentence with
+values, ``tr("{what}: not answered yet.", what=...)``, whose English template is the msgid; a
+count chooses its plural form with :func:`ntr`. A template with no translation is shown in
+English, so a missing entry is visible, never an error. The translations are gettext catalogs,
+``zh.po`` beside each lesson and each package area (``gpututor.i18n.catalogs``), read once, when a
+kernel first speaks that language.
 
 The language is a setting of the kernel (one notebook, one language), held here and read only
 where text is shown; ranks never read it.
@@ -22,10 +25,9 @@ from __future__ import annotations
 
 import re
 
-from .zh import ZH
-
-LANGUAGES = {"en": None, "zh": ZH}   # language -> its table (English needs none)
+LANGUAGES = ("en", "zh")
 _current = ["en"]
+_tables: dict = {}
 
 
 def set_language(language: str) -> None:
@@ -41,11 +43,39 @@ def language() -> str:
     return _current[0]
 
 
+def table(language: str):
+    """The runtime entries of ``language``'s catalogs (a ``catalogs.Table``; None for English)."""
+    if language == "en":
+        return None
+    if language not in _tables:
+        from .catalogs import Table
+        _tables[language] = Table(language)
+    return _tables[language]
+
+
+def __getattr__(name: str):
+    if name == "ZH":   # English template -> Chinese, as the catalogs give it
+        return table("zh").text
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
 def tr(template: str, **values) -> str:
     """``template`` in the current language, formatted with ``values`` (``str.format``)."""
-    table = LANGUAGES[_current[0]]
-    text = table.get(template, template) if table else template
+    found = table(_current[0])
+    text = found.text.get(template, template) if found else template
     return text.format(**values) if values else text
+
+
+def ntr(singular: str, plural: str, n: int, **values) -> str:
+    """The form of ``singular``/``plural`` that ``n`` takes in the current language (gettext's
+    ``ngettext``), formatted with ``n`` and ``values``: ``ntr("{n} rank", "{n} ranks", k)``."""
+    found = table(_current[0])
+    forms = found.plurals.get((singular, plural)) if found else None
+    if forms:
+        text = forms[min(found.plural_index(n), len(forms) - 1)]
+    else:
+        text = singular if n == 1 else plural
+    return text.format(n=n, **values)
 
 
 def say(template: str, **values) -> None:
@@ -64,7 +94,7 @@ def error_text(message: str) -> str:
     ("... is invalid:", "allowed is") is translated, the field, the value and what is allowed stay
     as the package wrote them (they are searched for as they are). Other messages pass through."""
     found = _INVALID.match(message)
-    if not found or LANGUAGES[_current[0]] is None:
+    if not found or table(_current[0]) is None:
         return message
     rest = found["rest"]
     for prefix in ("allowed is ", "allowed are ", "allowed values are "):
