@@ -56,7 +56,7 @@ PLOT_POINTS_JS = """cell => {
 
 
 def _status_text(cell) -> str:
-    """The panel's status line, e.g. 'running: step 4 of 30 on 2 rank(s)'."""
+    """The panel's status line, e.g. 'running: step 4 of 30 on 2 ranks'."""
     return cell.locator(".widget-html-content").first.inner_text().strip()
 
 

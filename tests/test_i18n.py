@@ -354,6 +354,25 @@ def test_every_template_the_package_writes_has_a_translation():
         f"  {where}: {text!r}" for text, where in sorted(missing.items(), key=lambda kv: kv[1]))
 
 
+def test_every_plural_the_package_writes_has_its_forms_in_a_catalog():
+    """``ntr(singular, plural, n)``: each literal pair has a plural entry (no "rank(s)" left in
+    what is translated)."""
+    import gpututor
+    from gpututor.i18n import table
+    root = Path(gpututor.__file__).parent
+    pairs = {}
+    for path in sorted(root.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            name = getattr(getattr(node, "func", None), "id", None)
+            if isinstance(node, ast.Call) and name == "ntr" and len(node.args) >= 2 and \
+                    all(isinstance(a, ast.Constant) for a in node.args[:2]):
+                pairs[(node.args[0].value, node.args[1].value)] = f"{path.name}:{node.lineno}"
+    assert len(pairs) >= 4
+    missing = {pair: where for pair, where in pairs.items() if pair not in table("zh").plurals}
+    assert not missing, missing
+    assert not [t for t in package_templates() if "(s)" in t]
+
+
 def _labels_passed_to_figures() -> dict[str, str]:
     """Every string key of a dict literal an English lesson passes to a figure function
     (``plots.*``, ``*_figure``, ``*curves``): the series and bar labels the figure draws."""

@@ -26,7 +26,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from ..config import DEVICES, MODEL_SIZES, OPTIMIZERS, PRECISIONS, RunSpec
-from ..i18n import error_text, tr
+from ..i18n import error_text, ntr, tr
 from ..measure.memory import CATEGORIES as MEMORY_CATEGORIES
 from ..parallel import STRATEGIES, check_spec
 from ..runtime.guard import check_machine
@@ -165,14 +165,16 @@ class RunPanel(Follower):
             if wait:
                 raise
             return None
-        self.fig = build_figure(spec.world_size, title=tr(
-            "{strategy} on {n} rank(s), {model} {size}, global batch {batch}",
-            strategy=spec.strategy, n=spec.world_size, model=spec.model,
-            size=spec.resolved_model_size, batch=spec.batch_size))
+        self.fig = build_figure(spec.world_size, title=ntr(
+            "{strategy} on {n} rank, {model} {size}, global batch {batch}",
+            "{strategy} on {n} ranks, {model} {size}, global batch {batch}", spec.world_size,
+            strategy=spec.strategy, model=spec.model, size=spec.resolved_model_size,
+            batch=spec.batch_size))
         self.view.show(self.fig)   # drawn (empty) before the ranks start
         device, why = spec.device_choice()
-        self._set_status("starting", html.escape(tr("starting {n} rank(s) on {device} ({why})...",
-                                                    n=spec.world_size, device=device, why=why)))
+        self._set_status("starting", html.escape(ntr("starting {n} rank on {device} ({why})...",
+                                                     "starting {n} ranks on {device} ({why})...",
+                                                     spec.world_size, device=device, why=why)))
         self.current, self._stop_requested = None, False
         # launch() itself runs in the thread: the first one may wait seconds for the forkserver.
         self.start_following(self._follow, spec, name="gpututor-panel")
@@ -297,8 +299,8 @@ class RunPanel(Follower):
         self.view_cost["kernel_cpu_s"] += time.thread_time() - started
         if not run.done and not self._stop_requested:
             steps = global_loss(records, world)[0]
-            text = tr("step {step} of {steps} on {n} rank(s)", step=steps[-1] + 1 if steps else 0,
-                      steps=run.spec.steps, n=world)
+            text = ntr("step {step} of {steps} on {n} rank", "step {step} of {steps} on {n} ranks",
+                       world, step=steps[-1] + 1 if steps else 0, steps=run.spec.steps)
             if failures:   # the latest failure and restart, until the run ends
                 text += "; " + failure_note(failures[-1], attempts)
             self._set_status("running", html.escape(text))

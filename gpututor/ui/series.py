@@ -8,7 +8,7 @@ from __future__ import annotations
 import statistics
 from collections import defaultdict
 
-from ..i18n import tr
+from ..i18n import ntr, tr
 from ..measure.memory import CATEGORIES as MEMORY_CATEGORIES
 from ..runtime.summary import current_records, failure_note
 
@@ -135,13 +135,15 @@ def explain_weak_scaling(run: dict, one_rank: dict) -> str:
 def summary_line(summary: dict) -> str:
     """One line a person can read: what ran, how fast, and where the loss ended."""
     fmt = lambda v, spec: tr("n/a") if v is None else format(v, spec)
-    return tr("{steps} steps of {strategy} on {n} rank(s): {tokens} tokens/s (all ranks), "
-              "median step {step_s} s, loss {first} at the first step, {last} at the last",
-              steps=summary["steps"], strategy=summary["strategy"], n=summary["world_size"],
-              tokens=fmt(summary["tokens_per_s"], ",.0f"),
-              step_s=fmt(summary["step_time_s"], ".3f"),
-              first=fmt((summary.get("losses") or [None])[0], ".3f"),
-              last=fmt(summary["final_loss"], ".3f"))
+    return ntr("{steps} steps of {strategy} on {n} rank: {tokens} tokens/s (all ranks), "
+               "median step {step_s} s, loss {first} at the first step, {last} at the last",
+               "{steps} steps of {strategy} on {n} ranks: {tokens} tokens/s (all ranks), "
+               "median step {step_s} s, loss {first} at the first step, {last} at the last",
+               summary["world_size"], steps=summary["steps"], strategy=summary["strategy"],
+               tokens=fmt(summary["tokens_per_s"], ",.0f"),
+               step_s=fmt(summary["step_time_s"], ".3f"),
+               first=fmt((summary.get("losses") or [None])[0], ".3f"),
+               last=fmt(summary["final_loss"], ".3f"))
 
 
 def step_breakdown_by_rank(records: list[dict], world_size: int) -> dict[str, list[float]]:

@@ -147,7 +147,7 @@ def test_figures_have_the_traces_the_panel_updates():
 
 
 def test_summary_line():
-    assert "2 rank(s)" in summary_line(summary(2, 1234.0)) and "1,234 tokens/s" in \
+    assert "2 ranks" in summary_line(summary(2, 1234.0)) and "1,234 tokens/s" in \
         summary_line(summary(2, 1234.0))
     line = summary_line(dict(summary(2, 1234.0), losses=[4.2, 3.0, 2.0]))
     assert "loss 4.200 at the first step, 2.000 at the last" in line
