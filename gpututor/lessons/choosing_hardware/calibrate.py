@@ -24,7 +24,7 @@ import statistics
 import unicodedata
 from dataclasses import dataclass
 
-from ...formulas import block_params, training_flops_per_token
+from ...formulas import block_params, bubble_to_compute_ratio, training_flops_per_token
 from ...i18n import tr
 from ...models import build_model, config_of
 from ...parallel import STRATEGIES, check_spec, get_strategy
@@ -103,12 +103,13 @@ def predict_run(spec, machine: Machine) -> dict:
     compute = machine.overhead_s + step_flops(spec) / (machine.matmul_flops * efficiency)
     slowdown = machine.sharing_slowdown if spec.world_size > 1 else 1.0
     comm = sum(machine.collective_seconds(op, nbytes) for op, nbytes in collectives(spec))
-    if layout.pipeline:   # (m + p - 1) slots of one micro-batch's stage time
+    if layout.pipeline:   # the pipeline's idle slots come on top of its m busy ones
         p = spec.world_size
         # the fixed cost follows the operations: a stage runs 1/p of the blocks, m times
         compute = machine.overhead_s * m / p + step_flops(spec) / (machine.matmul_flops
                                                                    * efficiency)
-        compute, comm = compute * (m + p - 1) / m, comm * (m + p - 1) / m
+        stretch = 1 + bubble_to_compute_ratio(p, m)
+        compute, comm = compute * stretch, comm * stretch
     compute *= slowdown
     return {**memory, "formula_peak": _general_formula(spec, cfg), "compute_s": compute,
             "comm_s": comm, "step_time_s": compute + comm}
