@@ -1,16 +1,16 @@
 """What a run is: :class:`RunSpec` and the model sizes it names, checked field by field.
 
 This module is near the bottom of the package: it imports only :mod:`gpututor.checks`. It checks every
-field on its own (type, range, choice, combinations of fields). What depends on the strategy
-(its name, its options, how the batch splits over its ranks) is checked by
-:func:`gpututor.parallel.check_spec`, which :func:`gpututor.launch` calls before any process
-starts.
+field on its own (type, range, choice, combinations of fields), and looks at nothing outside the
+spec: no file, no device. What depends on the strategy (its name, its options, how the batch
+splits over its ranks) is checked by :func:`gpututor.parallel.check_spec`, and what is on this
+machine (the ``resume`` folder, a GPU per rank) where the run starts: :func:`gpututor.launch`
+does both before any process starts.
 """
 from __future__ import annotations
 
 import dataclasses
 import math
-import os
 from dataclasses import dataclass, field
 from typing import Optional
 
@@ -335,10 +335,9 @@ class RunSpec:
             raise ValueError(f"max_restarts={self.max_restarts!r} is invalid with "
                              "checkpoint_every=0: allowed is 0, or restarts with checkpoint_every "
                              "> 0 (a restart resumes from the last complete checkpoint)")
-        if self.resume is not None:   # what is inside is checked by runtime.checkpoint_files
-            if not isinstance(self.resume, str) or not os.path.isdir(self.resume):
-                why = " (a file: torch.save files are not read, unpickling them could run " \
-                      "code)" if isinstance(self.resume, str) and os.path.isfile(self.resume) else ""
-                raise ValueError(f"resume={self.resume!r} is invalid{why}: allowed is the path of "
-                                 "an existing checkpoint folder (checkpoint_dir/step{K})")
+        # resume: a path only; the folder may be on another machine, so it is looked at where
+        # the run starts (launch() and the command line: runtime/launcher.py, runtime/cli.py)
+        if self.resume is not None:
+            checks.where("resume", self.resume, lambda v: isinstance(v, str) and v != "",
+                         "None or the path of a checkpoint folder (checkpoint_dir/step{K})")
 

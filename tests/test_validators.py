@@ -1,6 +1,10 @@
 """One set of validators (``gpututor.checks``): a bool is never a number, and a strategy option
 or a constructor argument that expects a number refuses ``True`` before anything starts, with an
 error that names the field, the value and what is allowed.
+
+A spec is data: ``RunSpec(resume=...)`` names a folder that may be on another machine, so the
+folder is looked at where the run starts (``launch()``, the command line), not when the spec
+is made.
 """
 from __future__ import annotations
 
@@ -113,6 +117,62 @@ def test_the_predicates_refuse_bools_and_non_finite_numbers():
     checks.choice("zero_stage", 1, (0, 1, 2, 3))
     with pytest.raises(ValueError, match=r"^zero_stage=True is invalid: allowed values are 0, 1"):
         checks.choice("zero_stage", True, (0, 1, 2, 3))   # True == 1 to Python, not here
+
+
+# ---- resume: a folder is looked at where the run starts -------------------------------------
+
+def test_a_spec_may_resume_from_a_folder_of_another_machine():
+    spec = RunSpec(strategy="single", world_size=1, resume="/nonexistent/cluster/path/step10")
+    assert spec.resume == "/nonexistent/cluster/path/step10"
+
+
+def test_launch_refuses_a_missing_resume_folder_before_any_rank_starts(no_rank_starts):
+    spec = RunSpec(strategy="single", world_size=1, resume="/nonexistent/cluster/path")
+    with pytest.raises(ValueError, match="^resume='/nonexistent/cluster/path' is invalid: allowed "
+                                         "is an existing checkpoint folder$"):
+        launch(spec)
+
+
+def test_launch_refuses_a_file_as_resume_before_any_rank_starts(tmp_path, no_rank_starts):
+    saved = tmp_path / "model.pt"
+    saved.write_bytes(b"not read")
+    spec = RunSpec(strategy="single", world_size=1, resume=str(saved))
+    with pytest.raises(ValueError, match=r"^resume='.*model.pt' is invalid: allowed is an existing "
+                                         "checkpoint folder$"):
+        launch(spec)
+
+
+@pytest.mark.parametrize("value", ["", 3, True])
+def test_resume_must_be_a_path(value):
+    with pytest.raises(ValueError, match=f"^resume={value!r} is invalid: allowed is None or "):
+        RunSpec(strategy="single", world_size=1, resume=value)
+
+
+def test_the_command_line_refuses_a_missing_resume_folder_before_training(capsys,
+                                                                         no_rank_starts):
+    from gpututor.runtime.cli import main
+    code = main(["run", "--strategy", "single", "--world-size", "1", "--steps", "2",
+                 "--resume", "/nonexistent/cluster/path", "--quiet"])
+    assert code == 2
+    err = capsys.readouterr().err
+    assert "gpututor: error: resume='/nonexistent/cluster/path' is invalid" in err
+
+
+def test_a_torchrun_rank_refuses_a_missing_resume_folder_before_its_process_group(
+        capsys, monkeypatch):
+    from gpututor.runtime import cli, worker
+    for name, value in {"RANK": "0", "WORLD_SIZE": "1", "LOCAL_RANK": "0", "LOCAL_WORLD_SIZE": "1",
+                        "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "29500"}.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.delenv("TORCHELASTIC_MAX_RESTARTS", raising=False)
+
+    def no_group(*args, **kwargs):
+        raise AssertionError("the process group was started")
+    monkeypatch.setattr(worker, "init_process_group", no_group)
+    code = cli.main(["run", "--strategy", "single", "--steps", "2", "--device", "cpu",
+                     "--resume", "/nonexistent/cluster/path", "--quiet"])
+    assert code == 2
+    assert "gpututor: error: resume='/nonexistent/cluster/path' is invalid" in capsys.readouterr().err
 
 
 def test_a_link_is_scaled_by_a_number_of_flops_not_a_bool():

@@ -180,7 +180,11 @@ def _dry_run(spec: RunSpec, args) -> int:
 def _run_launched(spec: RunSpec, args) -> int:
     from .launcher import RunFailed, launch
 
-    run = launch(spec)
+    try:
+        run = launch(spec)   # what only this machine can say (the resume folder) is checked here
+    except ValueError as exc:
+        print(f"gpututor: error: {exc}", file=sys.stderr)
+        return 2
     run.echo = sys.stderr   # what the ranks print, prefixed with the rank; stdout stays the JSON's
     progress = Progress(spec, enabled=not args.quiet and sys.stderr.isatty())
     try:

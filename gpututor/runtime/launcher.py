@@ -28,6 +28,7 @@ from multiprocessing import connection
 import cloudpickle
 
 from . import warm as _warm
+from .. import checks
 from ..parallel import check_spec
 from .checkpoint_files import latest, next_step
 from .checkpoint_owner import claim_folder, new_run_id, release_folder, stops_restarts
@@ -89,13 +90,12 @@ def launch(spec, start_method: str = "forkserver", task=None,
                          "(ranks_per_node describes a torchrun node)")
     if task is None:
         check_spec(spec)   # the strategy's own checks: before any process starts
-        if spec.resume:    # the checkpoint folder is complete and fits this model
-            from .checkpoint import check_resume
+        if spec.resume:    # looked at here, not in RunSpec: a spec may name another machine's
+            from .checkpoint import check_resume   # then: complete, and of this model
+            checks.where("resume", spec.resume, os.path.isdir, "an existing checkpoint folder")
             check_resume(spec)
     check_machine(spec)    # what this machine can do: a GPU per rank, fp16
-    if start_method not in ("forkserver", "spawn"):
-        raise ValueError(f"start_method={start_method!r} is invalid: allowed values are "
-                         "'forkserver', 'spawn' (plain fork is unsafe in a kernel)")
+    checks.choice("start_method", start_method, ("forkserver", "spawn"))  # fork: unsafe in a kernel
     check_main_guard()          # a script without `if __name__ == "__main__":` would recurse
     warn_if_oversubscribed(spec)
     return Run(spec, start_method, task)
