@@ -1,9 +1,11 @@
-"""The formulas the package shares, each written once: parameters, FLOPs, bytes, collectives,
-the pipeline bubble; and the named lists they take (recomputation policies, bytes per value).
+"""The formulas the package shares, each written once: parameters, FLOPs, bytes, activations,
+collectives, the pipeline bubble; the named lists they take (recomputation policies, bytes per
+value) and the units tables and plots divide by (``MB``, ``HOUR``, ``DAY``).
 
 Ground floor: nothing of gpututor but :mod:`gpututor.checks`, and no torch, so the worker's
 meters, the planner, the emulated link, the calibration and the plots call the same function
-(``tests/test_one_home.py`` fails when one of these formulas is written out anywhere else).
+(``tests/test_one_home.py`` fails when one of these formulas is written out anywhere else, by
+its spelling and by what it computes: every name in :data:`FORMULAS`).
 
 Symbols: ``N`` parameters, ``L`` layers, ``h`` width (``d_model``), ``s`` sequence length,
 ``n`` ranks, ``S`` bytes, ``α`` latency per message, ``β`` bandwidth per rank per direction.
@@ -20,6 +22,12 @@ BYTES_PER_VALUE = {"fp32": 4, "bf16": 2, "fp16": 2}   # bytes of one number in e
 # as the ZeRO paper counts it, "adamw" as PyTorch names it); SGD with momentum keeps one buffer
 OPTIMIZER_STATE_BYTES = {"adam": 8, "adamw": 8, "sgd": 4}
 COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter", "broadcast", "all_to_all", "send")
+
+# ---- units ---------------------------------------------------------------------------------------
+
+MB = 1e6            # bytes in a megabyte, as in ``device_memory="48MB"`` (a MiB is 2**20)
+HOUR = 3600.0       # seconds
+DAY = 24 * HOUR
 
 
 def bytes_per_value(precision: str) -> int:
@@ -91,6 +99,54 @@ def flops_utilization(flops: float, seconds: float, peak_flops: float) -> float:
     return flops / (seconds * peak_flops)
 
 
+# ---- activations ---------------------------------------------------------------------------------
+
+def activation_bytes_per_layer(seq_len: int, micro_batch: int, d_model: int, n_head: int,
+                               tp: int = 1, sequence_parallel: bool = False,
+                               recompute: str = "none", bytes_per_value: int = 2,
+                               dropout: bool = True, cp: int = 1) -> float:
+    """Bytes one transformer layer keeps for backward, per device (Korthikanti et al. 2022).
+
+    "Reducing Activation Recomputation in Large Transformer Models", section 4 and Table 2, with
+    s = sequence, b = micro-batch, h = width, a = heads, t = tensor-parallel degree, 16-bit
+    values and dropout:
+
+        no parallelism                        s·b·h·(34 + 5·a·s/h)
+        tensor parallel                       s·b·h·(10 + 24/t + 5·a·s/(h·t))
+        tensor + sequence parallel            s·b·h·(34/t + 5·a·s/(h·t))
+        + selective recomputation             the 5·a·s/h term (attention scores) is dropped
+        full recomputation                    2·s·b·h (only the layer's input is kept)
+
+    The 34 is 16 values of s·b·h (attention: QKV input, Q, K, V, projection input = 5; MLP: input,
+    GELU input and output 1 + 4 + 4 = 9; two layer-norm inputs = 2) at 2 bytes, plus two 1-byte
+    dropout masks; 5·a·s/h is softmax output and dropout output (2 bytes each) plus the mask
+    (1 byte) of the a·s·s scores. ``bytes_per_value`` and ``dropout`` make the same count for
+    other cases (fp32: 4 bytes; no dropout: no masks and no dropout outputs). Of the 16, the
+    layer-norm inputs and the QKV and MLP inputs (4 values) and the two masks stay whole under
+    tensor parallelism without sequence parallelism: the 10 of ``10 + 24/t``.
+
+    FlashAttention (Dao et al. 2022) never stores the scores: for memory it is the same as
+    ``recompute="selective"``.
+
+    Context parallel (``cp``) splits the sequence: each of the cp ranks keeps the activations of
+    its s/cp tokens, and the scores of its s/cp queries against all s keys, so every term is
+    divided by cp (ring attention, Liu et al. 2023; Megatron Core's context parallelism).
+    """
+    checks.choice("recompute", recompute, RECOMPUTE)
+    for name, value in (("seq_len", seq_len), ("micro_batch", micro_batch),
+                        ("d_model", d_model), ("n_head", n_head), ("tp", tp), ("cp", cp)):
+        checks.integer(name, value)
+    sbh = seq_len * micro_batch * d_model
+    e, mask = bytes_per_value, 1 if dropout else 0
+    split = tp if sequence_parallel else 1                      # what only SP divides
+    if recompute == "full":
+        return e * sbh / split / cp
+    whole = (4 * e + 2 * mask) * sbh / split                     # 10·sbh at e=2 with dropout
+    divided = 12 * e * sbh / tp                                  # 24·sbh/t at e=2
+    scores = n_head * seq_len ** 2 * micro_batch * (e * (1 + mask) + mask) / tp   # 5·a·s²·b/t
+    return (whole + divided + (0 if recompute == "selective" else scores)) / cp
+
+
 # ---- collectives in the α-β model ----------------------------------------------------------------
 
 def ring_steps(op: str, n: int) -> int:
@@ -114,6 +170,12 @@ def bus_factor(op: str, n: int) -> float:
     return ring_steps(op, n) / n
 
 
+def send_seconds(nbytes: float, bandwidth: float, latency: float = 0.0) -> float:
+    """α-β time of one message of ``nbytes`` from one rank to another: ``α + S/β`` (Hockney
+    1994). Every collective here is made of such messages."""
+    return latency + nbytes / bandwidth
+
+
 def collective_seconds(op: str, nbytes: float, n: int, bandwidth: float, latency: float = 0.0
                        ) -> float:
     """α-β time of one ``op`` on a buffer of ``nbytes`` over ``n`` ranks: ``k·(α + S/(n·β))``
@@ -122,8 +184,8 @@ def collective_seconds(op: str, nbytes: float, n: int, bandwidth: float, latency
     if n <= 1 or nbytes <= 0:
         return 0.0
     if op in ("broadcast", "send"):
-        return latency + nbytes / bandwidth
-    return ring_steps(op, n) * (latency + nbytes / (n * bandwidth))
+        return send_seconds(nbytes, bandwidth, latency)
+    return ring_steps(op, n) * send_seconds(nbytes / n, bandwidth, latency)
 
 
 def ring_allreduce_seconds(nbytes: float, n: int, bandwidth: float, latency: float = 0.0
@@ -168,3 +230,15 @@ def bubble_to_compute_ratio(stages: int, microbatches: int, virtual_stages: int 
     The planner adds this times the compute to a step."""
     idle, busy = _bubble_slots(stages, microbatches, virtual_stages)
     return idle / busy
+
+
+# ---- the registry --------------------------------------------------------------------------------
+
+# Every formula above, by name. tests/test_one_home.py evaluates each at random inputs and fails
+# where arithmetic anywhere else in the package computes the same without calling it, however
+# it is spelled (tests/restatements.py says how).
+FORMULAS = ("bytes_per_value", "optimizer_state_bytes", "block_params", "gpt_params",
+            "attention_flops_per_token", "training_flops_per_token", "flops_utilization",
+            "activation_bytes_per_layer", "ring_steps", "bus_factor", "send_seconds",
+            "collective_seconds", "ring_allreduce_seconds", "ring_attention_shifts",
+            "theoretical_bubble_fraction", "bubble_to_compute_ratio")

@@ -25,12 +25,13 @@ from typing import Iterable, Optional
 
 import torch
 
+from ..formulas import MB
 from .memory import LiveBytesProbe, local_tensor, optimizer_tensors, state_bytes, tensor_bytes
 
 
 def megabytes(nbytes: float) -> str:
     """``51234567`` -> ``"51.2 MB"`` (MB = 10^6 bytes, as in ``device_memory="48MB"``)."""
-    return f"{nbytes / 1e6:.1f} MB"
+    return f"{nbytes / MB:.1f} MB"
 
 
 class DeviceOutOfMemory(RuntimeError):
@@ -58,7 +59,7 @@ class DeviceOutOfMemory(RuntimeError):
         if self.categories.get("buffers"):   # e.g. the GPT's causal mask
             state["buffers"] = self.categories["buffers"]
         step_tensors = self.held - sum(state.values())
-        by_phase = ", ".join(f"{name} {nbytes / 1e6:.1f}" for name, nbytes in self.phases.items()
+        by_phase = ", ".join(f"{name} {nbytes / MB:.1f}" for name, nbytes in self.phases.items()
                              if nbytes)
         text = (f"rank {self.rank} ran out of memory at step {self.step} ({self.phase}): "
                 f"tried to hold {megabytes(self.held)} ({self.held:,} bytes), "

@@ -44,7 +44,9 @@ def _storage_key(t: torch.Tensor):
 
 
 def tensor_bytes(tensors: Iterable[torch.Tensor]) -> int:
-    """Bytes of the distinct storages behind ``tensors`` (views and tied weights count once)."""
+    """Bytes of the distinct storages behind ``tensors`` (views and tied weights count once):
+    what a rank holds. One tensor's own size (a view's elements: what a collective sends) is
+    PyTorch's ``t.nbytes``, ``numel() x element_size()``."""
     seen, total = set(), 0
     for t in tensors:
         if t is None or not isinstance(t, torch.Tensor) or local_tensor(t).is_meta:

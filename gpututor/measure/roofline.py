@@ -89,7 +89,7 @@ def memory_bandwidth(device="cpu", threads: int = 1, nbytes: int = 64_000_000,
     checks.positive("min_time_s", min_time_s)
     src = torch.randn(nbytes // 4, device=device)
     dst = torch.empty_like(src)
-    moved = 2 * src.numel() * src.element_size()
+    moved = 2 * src.nbytes   # numel x element size
     return moved / _best_seconds(lambda: dst.copy_(src), device, threads, 3, min_time_s)
 
 

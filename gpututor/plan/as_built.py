@@ -11,7 +11,7 @@ strategy, the strategy says itself: its ZeRO stage and its ``memory_layout``
 from __future__ import annotations
 
 from .. import checks
-from ..formulas import block_params, optimizer_state_bytes
+from ..formulas import activation_bytes_per_layer, block_params, optimizer_state_bytes
 
 
 def as_built() -> dict:
@@ -21,18 +21,19 @@ def as_built() -> dict:
     return {name: s for name, s in STRATEGIES.items() if s.memory_layout is not None}
 
 
-def tiny_gpt_activation_layer(cfg, batch: int, seq_len: int, tp: int = 1) -> int:
+def tiny_gpt_activation_layer(cfg, batch: int, seq_len: int, tp: int = 1) -> float:
     """Bytes one block of :class:`gpututor.models.GPT` keeps for backward (fp32, no dropout).
 
-    Korthikanti's count with 4-byte values and no dropout: ``16·b·s·h`` values, of which 4 stay
-    whole under tensor parallelism (the two layer-norm inputs, the QKV and MLP inputs) and 12
-    are split (Q, K, V, the projection input, GELU input and output), plus the softmax output
-    ``a·b·s²`` (split by heads). What our code adds: layer-norm mean and 1/std (``2 x 2·b·s``
-    fp32) and the inverted causal mask that ``masked_fill`` keeps (``s²`` bools).
+    Korthikanti's count (``gpututor.formulas.activation_bytes_per_layer``) with 4-byte values
+    and no dropout: ``16·b·s·h`` values, of which 4 stay whole under tensor parallelism (the two
+    layer-norm inputs, the QKV and MLP inputs) and 12 are split (Q, K, V, the projection input,
+    GELU input and output), plus the softmax output ``a·b·s²`` (split by heads). What our code
+    adds: layer-norm mean and 1/std (``2 x 2·b·s`` fp32) and the inverted causal mask that
+    ``masked_fill`` keeps (``s²`` bools).
     """
-    bsh, e = batch * seq_len * cfg.d_model, 4
-    return e * bsh * (4 + 12 / tp) + e * cfg.n_head * batch * seq_len ** 2 / tp \
-        + 16 * batch * seq_len + seq_len ** 2
+    korthikanti = activation_bytes_per_layer(seq_len, batch, cfg.d_model, cfg.n_head, tp,
+                                              bytes_per_value=4, dropout=False)
+    return korthikanti + 16 * batch * seq_len + seq_len ** 2
 
 
 def tiny_gpt_head_activations(cfg, batch: int, seq_len: int) -> int:

@@ -21,7 +21,8 @@ import sys
 from .. import catalog, checks
 from ..config import MODEL_SIZES, RunSpec, parse_bytes
 from ..files import write_text_atomically
-from ..formulas import RECOMPUTE
+from ..catalog import GB
+from ..formulas import MB, RECOMPUTE
 from .layouts import HEADROOM, pick_layout, predict_layouts, transformer_of
 from .memory import CONVENTIONS, PRECISIONS, PRESETS, Transformer, transformer_for_params
 from .recommend import (DEFAULT_CAUSAL, DEFAULT_COMM_EFFICIENCY, DEFAULT_HFU, DEFAULT_OVERLAP,
@@ -193,10 +194,10 @@ def _layouts(model: Transformer, args) -> int:
         grid = ",".join(f"{d}={n}" for d, n in r["mesh"].items())
         fits = "" if r["fits"] is None else ("yes" if r["fits"] else "no")
         lines.append(f"{r['layout']:<12}{grid:<22}" + "".join(
-            f"{r[k] / 1e6:8.1f}" for k in ("params", "grads", "optimizer", "activations",
+            f"{r[k] / MB:8.1f}" for k in ("params", "grads", "optimizer", "activations",
                                            "total")) + f"  {fits}")
     if capacity:
-        lines.append(f"simplest that fits {HEADROOM:.0%} of {capacity / 1e6:.1f} MB: "
+        lines.append(f"simplest that fits {HEADROOM:.0%} of {capacity / MB:.1f} MB: "
                      + (f"{pick['layout']} on {pick['mesh']}" if pick else "none"))
     print("\n".join(lines))
     if args.json:
@@ -215,11 +216,11 @@ def catalog_text() -> str:
     lines = ["GPUs (dense peak TFLOP/s; memory GB; bandwidth GB/s):"]
     for g in catalog.GPUS.values():
         peaks = ", ".join(f"{p} {v / 1e12:g}" for p, v in g.peak_flops.items() if v)
-        lines.append(f"  {g.name:<14} {g.memory_bytes / 1e9:5.0f} GB  {peaks}; "
-                     f"{g.memory_bandwidth / 1e9:,.0f} GB/s; links {', '.join(g.links)}\n"
+        lines.append(f"  {g.name:<14} {g.memory_bytes / GB:5.0f} GB  {peaks}; "
+                     f"{g.memory_bandwidth / GB:,.0f} GB/s; links {', '.join(g.links)}\n"
                      f"      source: {g.source}")
     lines.append("Links (per GPU, per direction):")
     for link in catalog.LINKS.values():
-        lines.append(f"  {link.name:<8} {link.bandwidth / 1e9:6.1f} GB/s, "
+        lines.append(f"  {link.name:<8} {link.bandwidth / GB:6.1f} GB/s, "
                      f"{link.latency * 1e6:.0f} µs\n      source: {link.source}")
     return "\n".join(lines)

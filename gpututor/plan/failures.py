@@ -28,9 +28,7 @@ import math
 from dataclasses import dataclass
 
 from .. import checks
-
-HOUR = 3600.0
-DAY = 24 * HOUR
+from ..formulas import DAY, HOUR
 
 
 @dataclass(frozen=True)

@@ -2,24 +2,23 @@
 
 The published formulas, for any GPT-shaped transformer on real hardware:
 :func:`model_state_bytes` (ZeRO paper's bytes per parameter, divided by ZeRO stage, tensor and
-pipeline degree) and :func:`activation_bytes_per_layer` (Korthikanti et al. 2022).
+pipeline degree) and :func:`activation_bytes_per_layer` (Korthikanti et al. 2022; written once
+in ``gpututor.formulas``, which ``as_built.py`` reads too).
 :func:`per_device_memory` adds them up for one configuration. (The tiny GPT as built here,
-held as each strategy holds it, is counted in ``as_built.py``; ``gpututor.lessons.calibrate``
-checks that against real runs.)
+held as each strategy holds it, is counted in ``as_built.py``;
+``gpututor.lessons.choosing_hardware.calibrate`` checks that against real runs.)
 
 Units: bytes. ``GB`` in tests and tables is 10^9 bytes, as in the papers.
 """
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 from .. import checks
 from ..config import PRECISIONS
-from ..formulas import (OPTIMIZER_STATE_BYTES, RECOMPUTE, block_params, bytes_per_value,
-                        gpt_params)
+from ..formulas import (OPTIMIZER_STATE_BYTES, activation_bytes_per_layer, block_params,
+                        bytes_per_value, gpt_params)
 
-OPTIMIZERS = tuple(OPTIMIZER_STATE_BYTES)   # the planner's names ("adam" as the ZeRO paper counts it)
 ZERO_STAGES = (0, 1, 2, 3)
 
 
@@ -76,7 +75,9 @@ def bytes_per_param(precision: str = "bf16", optimizer: str = "adam",
         checks.choice("convention", convention, tuple(CONVENTIONS))
         return CONVENTIONS[convention]
     checks.choice("precision", precision, PRECISIONS)
-    checks.choice("optimizer", optimizer, OPTIMIZERS)
+    # the optimizers whose state the formulas count ("adam" too, as the ZeRO paper names it);
+    # a run trains with config.OPTIMIZERS
+    checks.choice("optimizer", optimizer, OPTIMIZER_STATE_BYTES)
     kind = "sgd" if optimizer == "sgd" else "adam"
     name = {("fp32", "adam"): "fp32-adamw", ("fp32", "sgd"): "fp32-sgd",
             ("mixed", "adam"): "mixed-adam", ("mixed", "sgd"): "mixed-sgd"}
@@ -186,61 +187,18 @@ def transformer_for_params(n_params: float, seq_len: int = 2048, vocab_size: int
     """
     checks.positive("n_params", n_params)
     layers = max(1, round((n_params / block_params(128)) ** (1 / 3)))
-    # gpt_params solved for h: N = 12·L·h² + V·h, with V·h taken at h = 128
-    d_model = max(128, 128 * round(math.sqrt(max(n_params - vocab_size * 128 * layers, 1)
-                                             / (12 * layers)) / 128))
+    # the multiple of 128 whose gpt_params(L, h, V) comes closest to n_params (the count grows
+    # with h, so the search stops one step past the closest)
+    d_model = 128
+    while abs(gpt_params(layers, d_model + 128, vocab_size) - n_params) < \
+            abs(gpt_params(layers, d_model, vocab_size) - n_params):
+        d_model += 128
     return Transformer(layers, d_model, d_model // 128, vocab_size, seq_len, float(n_params),
                        f"{n_params / 1e9:g}B", "shape from d_model = 128·n_layer (GPT-3 6.7B, "
                                                 "175B; Llama 2 7B)")
 
 
 # ---- 3. activations ------------------------------------------------------------------------------
-
-def activation_bytes_per_layer(seq_len: int, micro_batch: int, d_model: int, n_head: int,
-                               tp: int = 1, sequence_parallel: bool = False,
-                               recompute: str = "none", bytes_per_value: int = 2,
-                               dropout: bool = True, cp: int = 1) -> float:
-    """Bytes one transformer layer keeps for backward, per device (Korthikanti et al. 2022).
-
-    "Reducing Activation Recomputation in Large Transformer Models", section 4 and Table 2, with
-    s = sequence, b = micro-batch, h = width, a = heads, t = tensor-parallel degree, 16-bit
-    values and dropout:
-
-        no parallelism                        s·b·h·(34 + 5·a·s/h)
-        tensor parallel                       s·b·h·(10 + 24/t + 5·a·s/(h·t))
-        tensor + sequence parallel            s·b·h·(34/t + 5·a·s/(h·t))
-        + selective recomputation             the 5·a·s/h term (attention scores) is dropped
-        full recomputation                    2·s·b·h (only the layer's input is kept)
-
-    The 34 is 16 values of s·b·h (attention: QKV input, Q, K, V, projection input = 5; MLP: input,
-    GELU input and output 1 + 4 + 4 = 9; two layer-norm inputs = 2) at 2 bytes, plus two 1-byte
-    dropout masks; 5·a·s/h is softmax output and dropout output (2 bytes each) plus the mask
-    (1 byte) of the a·s·s scores. ``bytes_per_value`` and ``dropout`` make the same count for
-    other cases (fp32: 4 bytes; no dropout: no masks and no dropout outputs). Of the 16, the
-    layer-norm inputs and the QKV and MLP inputs (4 values) and the two masks stay whole under
-    tensor parallelism without sequence parallelism: the 10 of ``10 + 24/t``.
-
-    FlashAttention (Dao et al. 2022) never stores the scores: for memory it is the same as
-    ``recompute="selective"``.
-
-    Context parallel (``cp``) splits the sequence: each of the cp ranks keeps the activations of
-    its s/cp tokens, and the scores of its s/cp queries against all s keys, so every term is
-    divided by cp (ring attention, Liu et al. 2023; Megatron Core's context parallelism).
-    """
-    checks.choice("recompute", recompute, RECOMPUTE)
-    for name, value in (("seq_len", seq_len), ("micro_batch", micro_batch),
-                        ("d_model", d_model), ("n_head", n_head), ("tp", tp), ("cp", cp)):
-        checks.integer(name, value)
-    sbh = seq_len * micro_batch * d_model
-    e, mask = bytes_per_value, 1 if dropout else 0
-    split = tp if sequence_parallel else 1                      # what only SP divides
-    if recompute == "full":
-        return e * sbh / split / cp
-    whole = (4 * e + 2 * mask) * sbh / split                     # 10·sbh at e=2 with dropout
-    divided = 12 * e * sbh / tp                                  # 24·sbh/t at e=2
-    scores = n_head * seq_len ** 2 * micro_batch * (e * (1 + mask) + mask) / tp   # 5·a·s²·b/t
-    return (whole + divided + (0 if recompute == "selective" else scores)) / cp
-
 
 def activation_bytes(model: Transformer, micro_batch: int = 1, tp: int = 1, pp: int = 1,
                      sequence_parallel: bool = False, recompute: str = "none",

@@ -25,11 +25,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .. import catalog
+from ..catalog import GB
+from ..formulas import HOUR, flops_utilization
 from .memory import Transformer
 from .recommend import DEFAULT_CAUSAL, Config, estimate, recommend
 from .time import training_flops_per_token
 
-HOUR = 3600.0
 # The range the lesson states for the planner's Llama 2 predictions, predicted / published
 # (tests/plan/test_published.py holds the planner to it)
 LLAMA2_RATIO_RANGE = (0.8, 1.25)
@@ -85,8 +86,8 @@ def implied_mfu(run: PublishedRun, causal: bool = DEFAULT_CAUSAL) -> float:
     peak = catalog.get_gpu(run.gpu).peak("bf16")
     per_token = training_flops_per_token(run.model, "none", causal)
     if run.measure == "GPU-hours":
-        return per_token * run.tokens / (run.published * HOUR * peak)
-    return run.published * per_token / peak
+        return flops_utilization(per_token * run.tokens, run.published * HOUR, peak)
+    return flops_utilization(run.published * per_token, 1.0, peak)   # tokens in one second
 
 
 def predict(run: PublishedRun):
@@ -114,8 +115,8 @@ def compare(run: PublishedRun) -> dict:
             "ratio": None if predicted is None else predicted / run.published,
             "implied_mfu": implied_mfu(run), "implied_mfu_full_square": implied_mfu(run, False),
             "layout": est.config.label if est else None, "fits": est.fits if est else None,
-            "predicted_memory_gb": est.memory["total"] / 1e9 if est else None,
-            "published_memory_gb": (run.published_memory_gib * 2 ** 30 / 1e9
+            "predicted_memory_gb": est.memory["total"] / GB if est else None,
+            "published_memory_gb": (run.published_memory_gib * 2 ** 30 / GB
                                     if run.published_memory_gib else None),
             "predicted_mfu": est.step["mfu"] if est else None, "source": run.source}
 

@@ -16,14 +16,15 @@ import math
 from dataclasses import dataclass, field
 
 from .. import catalog, checks
-from ..catalog import GB, currency, money, price_text
-from ..formulas import RECOMPUTE, bytes_per_value
+from ..catalog import currency
+from ..formulas import DAY, RECOMPUTE, bytes_per_value
 from ..i18n import tr
 from .memory import PRECISIONS, ZERO_STAGES, Transformer, bytes_per_param, per_device_memory
 from .ranking import Recommendation, meets, rank_key, with_notes
-from .time import DAY, run_cost, step_time
+from .reasons import reasons
+from .time import run_cost, step_time
 
-CATEGORIES = ("params", "grads", "optimizer", "activations", "total")
+PER_DEVICE_BYTES = ("params", "grads", "optimizer", "activations", "total")   # --json keys
 # The planner's assumptions, each a parameter of estimate() and recommend() (and of the CLI and
 # the widget); an estimate lists the ones it used (Estimate.assumptions).
 DEFAULT_HFU = 0.4              # share of peak reached on all a step computes, recomputation
@@ -62,9 +63,7 @@ class Config:
         catalog.get_link(self.link)
         catalog.get_link(self.inter_link)
         for name in ("count", "tp", "pp", "micro_batch", "gpus_per_node"):
-            value = getattr(self, name)
-            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-                raise ValueError(f"{name}={value!r} is invalid: allowed is a positive integer")
+            checks.integer(name, getattr(self, name))
         checks.choice("zero_stage", self.zero_stage, ZERO_STAGES)
         checks.choice("recompute", self.recompute, RECOMPUTE)
         if self.count % (self.tp * self.pp):
@@ -139,7 +138,7 @@ class Estimate:
         return {
             "config": dataclasses.asdict(self.config) | {"dp": self.config.dp,
                                                          "label": self.config.label},
-            "per_device_bytes": {c: self.memory[c] for c in CATEGORIES},
+            "per_device_bytes": {c: self.memory[c] for c in PER_DEVICE_BYTES},
             "device_bytes": catalog.get_gpu(self.config.gpu).memory_bytes,
             "usable_bytes": self.usable_bytes,
             "fits": self.fits,
@@ -227,76 +226,13 @@ def estimate(model: Transformer, tokens: float, config: Config, precision: str =
     est.assumptions = dict(zip(ASSUMPTIONS, (tokens_per_step, hfu, comm_efficiency, overlap,
                                              sequence_parallel, causal_attention,
                                              usable_fraction)))
-    est.reasons = _reasons(est, model, gpu, {"tensor-parallel": intra, "pipeline": pp_link,
-                                             "data-parallel": dp_link})
+    est.reasons = reasons(est, gpu, {"tensor-parallel": intra, "pipeline": pp_link,
+                                     "data-parallel": dp_link})
     if fallback:
         est.reasons.insert(0, tr("precision: {gpu} has no bf16, so this plans fp16 with loss "
                                  "scaling (the same 2 bytes per value; fp16's narrow range needs "
                                  "a loss scaler, lesson 06)", gpu=gpu.name))
     return est
-
-
-def _reasons(est: Estimate, model: Transformer, gpu, links: dict) -> list[str]:
-    """Why the estimate is what it is, in words (in the notebook's language); ``links``: the
-    link each kind of traffic crosses ("tensor-parallel", "pipeline", "data-parallel")."""
-    m, c, s = est.memory, est.config, est.step
-    gb = lambda x: f"{x / GB:,.1f} GB"
-    memory = dict(params=gb(m["params"]), grads=gb(m["grads"]), optimizer=gb(m["optimizer"]),
-                  activations=gb(m["activations"]), total=gb(m["total"]),
-                  usable=gb(est.usable_bytes), memory=gb(gpu.memory_bytes),
-                  share=f"{est.usable_bytes / gpu.memory_bytes:.0%}")
-    out = [tr("fits in memory: per GPU parameters {params}, gradients {grads}, optimizer "
-              "{optimizer}, activations {activations}: {total} of {usable} usable ({memory} x "
-              "{share})", **memory) if est.fits else
-           tr("does not fit in memory: per GPU parameters {params}, gradients {grads}, optimizer "
-              "{optimizer}, activations {activations}: {total} of {usable} usable ({memory} x "
-              "{share})", **memory)]
-    if not est.fits:
-        held = m["params"] + m["grads"] + m["optimizer"]
-        states = gb(held)
-        if held > est.usable_bytes:
-            out.append(tr("why it does not fit: the model states alone ({states}) exceed the GPU; "
-                          "shard them (a higher ZeRO stage), add GPUs, or split the model "
-                          "(tensor/pipeline parallel)", states=states) if c.zero_stage < 3 else
-                       tr("why it does not fit: the model states alone ({states}) exceed the GPU; "
-                          "add GPUs, or split the model (tensor/pipeline parallel)", states=states))
-        else:
-            out.append(tr("why it does not fit: activations ({activations}) push it over; use "
-                          "recomputation, a smaller micro-batch, or tensor/pipeline parallel",
-                          activations=gb(m["activations"])))
-    unfit = "" if est.fits else tr(" (if it fitted: it does not)")
-    compute, comm = s["compute_s"], s["tp_comm_s"] + s["pp_comm_s"] + s["dp_exposed_s"]
-    bubble = tr(", pipeline bubble {bubble:.3g} s", bubble=s["bubble_s"]) if s["bubble_s"] else ""
-    out.append(tr("step: compute {compute:.3g} s, waiting on links {comm:.3g} s{bubble}; {steps:,} "
-                  "steps = {days:,.1f} days{unfit}", compute=compute, comm=comm, bubble=bubble,
-                  steps=est.steps, days=est.days, unfit=unfit))
-    if est.link_bound:   # name the link of the largest part of the wait
-        waits = {"tensor-parallel": s["tp_comm_s"], "pipeline": s["pp_comm_s"],
-                 "data-parallel": s["dp_exposed_s"]}
-        kind = max(waits, key=waits.get)
-        out.append(tr("link-bound: {share:.0%} of each step waits on communication, most of it "
-                      "{kind} traffic over {link}; more GPUs would not help much, a faster link "
-                      "would", share=comm / s["step_s"], kind=tr(kind), link=links[kind].name))
-    if est.cost is not None:
-        out.append(tr("cost: {cost} at {price}/GPU-hour ({source}){unfit}", cost=money(est.cost),
-                      price=price_text(est.price_per_hour), source=tr(est.price_source), unfit=unfit))
-    else:
-        src = est.price_source
-        out.append(tr("cost: {source}", source=tr(src)) if src.startswith("not priced") else
-                   tr("cost: not priced ({source})", source=tr(src)))
-    a = est.assumptions
-    parallel = tr("sequence parallel with tensor parallel (the layer norms' and dropouts' "
-                  "activations split over the tensor-parallel GPUs), ") \
-        if a["sequence_parallel"] else ""
-    attention = tr("causal attention (half the s×s square)") if a["causal_attention"] else \
-        tr("full s×s attention")
-    out.append(tr("assumed: {hfu:.0%} of peak on all it computes (HFU; MFU of the step {mfu:.0%}), "
-                  "{tokens:,.0f} tokens per step, links at {efficiency:.0%} of their rate, "
-                  "{overlap:.0%} of backward hiding data-parallel traffic, {parallel}{attention}",
-                  hfu=a["hfu"], mfu=s["mfu"], tokens=a["tokens_per_step"],
-                  efficiency=a["comm_efficiency"], overlap=a["overlap"], parallel=parallel,
-                  attention=attention))
-    return out
 
 
 def recommend(model: Transformer, tokens: float, gpus=("H100-80GB",), counts=None,

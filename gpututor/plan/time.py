@@ -12,7 +12,9 @@
 - **Pipeline bubble**: with p stages and m micro-batches, GPipe and 1F1B idle ``(p-1)/m`` of the
   ideal compute time (``gpututor.formulas.bubble_to_compute_ratio``, derived there from the
   *bubble fraction* ``(p-1)/(m+p-1)`` that a pipeline run measures).
-- **Totals**: steps = tokens / tokens per step; cost = hours x GPUs x price per GPU-hour.
+- **Totals**: steps = tokens / tokens per step; cost = hours x GPUs x price per GPU-hour
+  (``recommend.estimate``). Narayanan et al. 2021 (section 5.1) write the end-to-end time as
+  ``8·T·P/(n·X)``: the same count, with attention's term left out.
 
 Every function here is a formula: no measurement. ``calibrate.py`` checks them against runs.
 """
@@ -21,12 +23,11 @@ from __future__ import annotations
 import math
 
 from .. import checks
-from ..formulas import (attention_flops_per_token, bubble_to_compute_ratio, collective_seconds,
-                        flops_utilization, ring_allreduce_seconds, ring_attention_shifts)
+from ..formulas import (HOUR, attention_flops_per_token, bubble_to_compute_ratio,
+                        collective_seconds, flops_utilization, ring_allreduce_seconds,
+                        ring_attention_shifts, send_seconds)
 from ..formulas import training_flops_per_token as _formula
 from .memory import Transformer
-
-DAY = 86400.0
 
 
 # ---- compute -------------------------------------------------------------------------------------
@@ -45,39 +46,13 @@ def training_flops_per_token(model: Transformer, recompute: str = "none", causal
                     causal)
 
 
-def training_flops(n_params: float, tokens: float) -> float:
-    """The rule of thumb ``C ≈ 6·N·D`` (Kaplan et al. 2020, section 2.1): e.g. GPT-3 175B on
-    300B tokens ≈ 3.14e23 FLOPs (Brown et al. 2020, Table D.1)."""
-    checks.positive("n_params", n_params)
-    checks.positive("tokens", tokens)
-    return 6 * n_params * tokens
-
-
 def compute_seconds(flops: float, peak_flops: float, hfu: float) -> float:
     """Seconds for ``flops`` (all it runs) on one device that reaches ``hfu`` x its peak."""
     checks.fraction("hfu", hfu)
     return flops / (peak_flops * hfu)
 
 
-def run_seconds(n_params: float, tokens: float, n_gpus: int, flops_per_gpu: float,
-                flops_per_param_token: float = 6.0) -> float:
-    """End-to-end time ``k·T·P / (n·X)``: k = 6 (no recomputation) or 8 (full recomputation).
-
-    Narayanan et al. 2021, section 5.1: GPT-3 (P = 175B) on T = 300B tokens with n = 1024 A100s
-    at X = 140 TFLOP/s each and k = 8 takes about 34 days.
-    """
-    checks.positive("flops_per_gpu", flops_per_gpu)
-    checks.positive("n_gpus", n_gpus)
-    return flops_per_param_token * tokens * n_params / (n_gpus * flops_per_gpu)
-
-
 # ---- communication -------------------------------------------------------------------------------
-
-def ring_allgather_seconds(nbytes: float, n: int, bandwidth: float, latency: float = 0.0
-                           ) -> float:
-    """Ring all-gather (or reduce-scatter) of a full buffer of ``nbytes``: ``n-1`` steps."""
-    return collective_seconds("all_gather", nbytes, n, bandwidth, latency)
-
 
 def all_to_all_seconds(nbytes: float, n: int, bandwidth: float, latency: float = 0.0) -> float:
     """All-to-all of ``nbytes`` per rank over ``n`` ranks, pairwise exchange: ``n-1`` rounds,
@@ -94,7 +69,7 @@ def ring_attention_seconds(micro_batch: int, seq_len: int, d_model: int, cp: int
     if cp <= 1:
         return 0.0
     block = 2 * micro_batch * seq_len / cp * d_model * value_bytes
-    return ring_attention_shifts(cp) * (latency + block / bandwidth)
+    return ring_attention_shifts(cp) * send_seconds(block, bandwidth, latency)
 
 
 def exposed_seconds(comm_s: float, window_s: float, overlap: float = 1.0) -> float:
@@ -165,7 +140,7 @@ def step_time(model: Transformer, tokens_per_step: float, n_gpus: int, peak_flop
             act, tp, bw(tp_link), tp_link.latency)
     pp_comm = 0.0
     if pp > 1:
-        pp_comm = 2 * m * (pp_link.latency + act / tp / bw(pp_link))
+        pp_comm = 2 * m * send_seconds(act / tp, bw(pp_link), pp_link.latency)
     dp_comm = 0.0
     replicas = dp * cp          # context-parallel ranks hold the same parameters: they join in
     if replicas > 1:
@@ -203,4 +178,4 @@ def run_cost(total_s: float, n_gpus: int, price_per_gpu_hour: float | None) -> f
     """USD for ``n_gpus`` for ``total_s`` seconds at ``price_per_gpu_hour`` (None: unknown)."""
     if price_per_gpu_hour is None:
         return None
-    return total_s / 3600 * n_gpus * price_per_gpu_hour
+    return total_s / HOUR * n_gpus * price_per_gpu_hour
