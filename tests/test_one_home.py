@@ -82,7 +82,7 @@ NAMES_DEFINED_TWICE = {
            "lessons/choosing_hardware/figures.py", "ui/plots.py", "formulas.py"},
     "GB": {"catalog.py", "lessons/choosing_hardware/figures.py"},
     "HOUR": {"formulas.py", "lessons/failures_at_scale/figures.py"},
-    "LAYOUT": {"lessons/composing_parallelisms/figures.py", "ui/style.py"},
+    "LAYOUT": {"lessons/composing_parallelisms/figures.py", "ui/plots.py", "ui/style.py"},
     "PHASES": {"lessons/common/sweep.py", "parallel/pipeline/timeline.py", "measure/profile.py"},
     "CATEGORIES": {"measure/memory.py", "measure/profile.py"},
     "DEFAULT_SIZES": {"config.py", "measure/collectives.py"},
