@@ -15,11 +15,11 @@ from plotly.subplots import make_subplots
 from ..formulas import bus_factor
 from ..i18n import tr
 from ..precision.formats import smallest_subnormal
+from .style import LAYOUT
 
 MB = 1e6
 CATEGORY_LABELS = {"params": "parameters", "grads": "gradients",
                    "optimizer": "optimizer state", "activations": "activations"}
-LAYOUT = dict(template="plotly_white", height=360, margin=dict(l=60, r=20, t=80, b=50))
 
 
 def phase_times(phase_s: dict[str, float], title: str = "Time per phase of one step (median)"
@@ -164,7 +164,7 @@ def gradient_histogram(gradients: Iterable[torch.Tensor], title: str =
         fig.add_vline(x=x, line_dash="dash", line_color="#cf222e",
                       annotation_text=tr(text), annotation_position="top")
     fig.update_layout(title=tr(title), xaxis_title=tr("log2 |gradient|"), yaxis_title=tr("entries"),
-                      template="plotly_white", height=360, margin=dict(l=60, r=20, t=80, b=50))
+                      **LAYOUT)
     return fig
 
 

@@ -137,8 +137,9 @@ def test_checkpoint_figures_keep_each_save_apart():
 def test_checkpoint_fields_are_validated(tmp_path):
     with pytest.raises(ValueError, match="checkpoint_dir=None is invalid"):
         tiny_spec(checkpoint_every=2)
+    spec = tiny_spec(resume="nowhere")   # a spec may name a folder of another machine
     with pytest.raises(ValueError, match="resume='nowhere' is invalid.*existing checkpoint folder"):
-        tiny_spec(resume="nowhere")
+        launch(spec)                       # launching checks it, before any rank starts
     with pytest.raises(ValueError, match="checkpoint_every=-1 is invalid"):
         tiny_spec(checkpoint_every=-1, checkpoint_dir=str(tmp_path))
     with pytest.raises(ValueError, match="checkpoint_async='yes' is invalid"):

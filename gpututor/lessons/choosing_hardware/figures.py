@@ -25,6 +25,7 @@ from ...plan.recommend import (DEFAULT_CAUSAL, DEFAULT_COMM_EFFICIENCY, DEFAULT_
                               DEFAULT_OVERLAP, DEFAULT_SEQUENCE_PARALLEL,
                               DEFAULT_TOKENS_PER_STEP, Recommendation, planned_precision,
                               recommend)
+from ...ui.style import TEMPLATE
 
 GB = 1e9
 MB = 1e6
@@ -185,7 +186,7 @@ def calibration_figure(cal) -> go.Figure:
         fig.add_bar(x=labels, y=[r[key] * scale for r in cal.rows], name=tr(name),
                     legendgroup=name, showlegend=col == 1,
                     marker_color="#4c78a8" if name == "measured" else "#f58518", row=1, col=col)
-    fig.update_layout(barmode="group", template="plotly_white", height=420,
+    fig.update_layout(barmode="group", template=TEMPLATE, height=420,
                       title=tr("The planner's predictions and the measured runs, on this machine"),
                       margin=dict(l=60, r=20, t=80, b=120))
     return fig
@@ -234,7 +235,7 @@ def gpu_choice_figure(rec: Recommendation, deadline_days: float | None = None,
                         name=tr("deadline"), line=dict(color="#888", dash="dash"))
     if budget is not None:
         fig.add_hline(y=budget, line=dict(color="#888", dash="dash"), annotation_text=tr("budget"))
-    fig.update_layout(template="plotly_white", height=460,
+    fig.update_layout(template=TEMPLATE, height=460,
                       title=tr("Cost against days, per GPU type (numbers: GPU count; every point "
                                "fits)"),
                       xaxis=dict(title=tr("days"), type="log"),

@@ -6,6 +6,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from ...i18n import tr
+from ...ui.style import TEMPLATE
 
 MB = 1e6
 
@@ -25,7 +26,7 @@ def attention_figure(rows: list[dict]) -> go.Figure:
     fig.update_xaxes(title_text=tr("sequence length T"), type="log")
     fig.update_yaxes(type="log")
     fig.update_layout(title=tr("Attention three ways, on this machine"), height=380,
-                      template="plotly_white")
+                      template=TEMPLATE)
     return fig
 
 
@@ -37,7 +38,7 @@ def recomputation_figure(rows: list[dict]) -> go.Figure:
     fig.add_bar(x=names, y=[r["saved_bytes"] / MB for r in rows], row=1, col=1, showlegend=False)
     fig.add_bar(x=names, y=[r["seconds"] * 1e3 for r in rows], row=1, col=2, showlegend=False)
     fig.update_layout(title=tr("Recomputation policies, measured"), height=340,
-                      template="plotly_white")
+                      template=TEMPLATE)
     return fig
 
 
@@ -54,7 +55,7 @@ def offload_figure(result: dict) -> go.Figure:
                     marker_pattern_shape="/")
     fig.update_layout(barmode="stack",
                       title=tr("One training step, optimizer on the device or the host"),
-                      yaxis_title=tr("ms per step (median)"), height=360, template="plotly_white")
+                      yaxis_title=tr("ms per step (median)"), height=360, template=TEMPLATE)
     return fig
 
 
@@ -70,7 +71,7 @@ def levers_figure(rows: list[dict]) -> go.Figure:
                 text=[tr("not measured") if p is None else f"{p:.1f}" for p in peaks],
                 textposition="outside")
     fig.update_layout(title=tr("One device, before and after the levers"), height=380,
-                      template="plotly_white")
+                      template=TEMPLATE)
     return fig
 
 
@@ -88,5 +89,5 @@ def capacity_figure(rows: list[dict], capacity: int) -> go.Figure:
                   annotation_text=tr("capacity {mb:.0f} MB", mb=capacity / MB))
     fig.update_layout(barmode="group", title=tr("What fits one device of this capacity"),
                       yaxis_title=tr("MB (peak of a step, or held when it failed)"), height=380,
-                      template="plotly_white")
+                      template=TEMPLATE)
     return fig

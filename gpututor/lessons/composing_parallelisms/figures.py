@@ -9,9 +9,10 @@ from ...i18n import tr
 from ...measure.memory import CATEGORIES
 from ...parallel.mesh import RankGrid
 from ...plan.layouts import HEADROOM
+from ...ui.style import TEMPLATE
 
 MB = 1e6
-LAYOUT = dict(template="plotly_white", margin=dict(l=60, r=20, t=70, b=50))
+LAYOUT = dict(template=TEMPLATE, margin=dict(l=60, r=20, t=70, b=50))
 
 
 def grid_figure(grid: RankGrid, title: str = "") -> go.Figure:

@@ -8,6 +8,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from ...i18n import tr
+from ...ui.style import TEMPLATE
 
 
 def tradeoff_figure(rows: list[dict], title: str = "What each compression buys, and costs "
@@ -34,7 +35,7 @@ def tradeoff_figure(rows: list[dict], title: str = "What each compression buys, 
     spread = max(losses) - min(losses)
     fig.update_xaxes(range=[min(losses) - spread * 0.3 - 0.01, max(losses) + spread * 0.1 + 0.01],
                      row=1, col=3)
-    fig.update_layout(title=tr(title), template="plotly_white", height=120 + 32 * len(rows),
+    fig.update_layout(title=tr(title), template=TEMPLATE, height=120 + 32 * len(rows),
                       margin=dict(l=60, r=20, t=80, b=40))
     return fig
 
@@ -48,7 +49,7 @@ def sparsity_figure(sparsities: list[float], curves: dict[str, list[float]],
         fig.add_scatter(x=[s * 100 for s in sparsities], y=losses, mode="lines+markers",
                         name=tr(label))
     fig.update_layout(title=tr(title), xaxis_title=tr("weights pruned (%)"), yaxis_title=tr("loss"),
-                      template="plotly_white", height=360, margin=dict(l=60, r=20, t=80, b=50))
+                      template=TEMPLATE, height=360, margin=dict(l=60, r=20, t=80, b=50))
     return fig
 
 
@@ -61,6 +62,6 @@ def sparse_timing_figure(rows: list[dict], title: str = "One Linear's matmul, de
     for key, label in (("dense", "dense kernel"), ("sparse_csr", "sparse CSR")):
         fig.add_scatter(x=x, y=[r[key] * 1e6 for r in rows], mode="lines+markers", name=tr(label))
     fig.update_layout(title=tr(title), xaxis_title=tr("weights pruned (%)"),
-                      yaxis_title=tr("time per matmul (µs)"), template="plotly_white", height=360,
+                      yaxis_title=tr("time per matmul (µs)"), template=TEMPLATE, height=360,
                       margin=dict(l=60, r=20, t=80, b=50))
     return fig

@@ -7,6 +7,7 @@ from plotly.subplots import make_subplots
 
 from ...i18n import tr
 from ...plan.failures import job_mtbf_s, lost_gpu_hours_per_day, young_interval
+from ...ui.style import TEMPLATE
 
 MB = 1e6
 HOUR = 3600.0
@@ -30,7 +31,7 @@ def checkpoint_figure(runs: dict[str, dict],
                 name=tr("training blocked"), row=1, col=2)
     fig.update_yaxes(title_text="MB", row=1, col=1)
     fig.update_yaxes(title_text="s", row=1, col=2)
-    fig.update_layout(title=tr(title), barmode="group", height=380, template="plotly_white")
+    fig.update_layout(title=tr(title), barmode="group", height=380, template=TEMPLATE)
     return fig
 
 
@@ -47,7 +48,7 @@ def resumed_losses_figure(full: list[float], legs: dict[str, dict],
                         y=summary["losses"], mode="lines+markers", name=label,
                         line=dict(dash="dash"), marker=dict(size=6))
     fig.update_layout(title=tr(title), xaxis_title=tr("step"), yaxis_title=tr("loss"),
-                      height=360, template="plotly_white")
+                      height=360, template=TEMPLATE)
     return fig
 
 
@@ -71,5 +72,5 @@ def lost_work_figure(save_s: float, restart_s: float, per_gpu_hour: float, sizes
                                 hours=best / HOUR), legendgroup=line.name)
     fig.update_xaxes(type="log", title_text=tr("hours between checkpoints"))
     fig.update_yaxes(type="log", title_text=tr("GPU-hours lost per day"))
-    fig.update_layout(title=tr(title), height=420, template="plotly_white")
+    fig.update_layout(title=tr(title), height=420, template=TEMPLATE)
     return fig

@@ -6,6 +6,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from ...i18n import tr
+from ...ui.style import TEMPLATE
 
 MB = 1e6
 
@@ -23,7 +24,7 @@ def work_figure(works: dict) -> go.Figure:
                             legendgroup=split, showlegend=col == 1, row=1, col=col)
     fig.update_yaxes(title_text=tr("visible query-key pairs"), row=1, col=1)
     fig.update_layout(title=tr("Causal attention's work per rank: contiguous and zig-zag splits"),
-                      barmode="group", height=360, template="plotly_white")
+                      barmode="group", height=360, template=TEMPLATE)
     return fig
 
 
@@ -36,5 +37,5 @@ def activations_figure(rows: list[dict]) -> go.Figure:
                         mode="lines+markers", name=layout)
     fig.update_layout(title=tr("Activations kept for backward by rank 0 (measured)"),
                       xaxis_title=tr("sequence length T"), yaxis_title="MB", height=360,
-                      template="plotly_white")
+                      template=TEMPLATE)
     return fig

@@ -7,6 +7,7 @@ from plotly.subplots import make_subplots
 from ...i18n import tr
 from ...ui.follow import UPDATE_INTERVAL_S, Follower
 from ...ui.live_figure import LiveFigure
+from ...ui.style import TEMPLATE
 
 
 def imbalance(kept: list[int], dropped: list[int]) -> float:
@@ -41,7 +42,7 @@ def expert_load_figure(records: list[dict], layer: int = 0, fig=None) -> go.Figu
                         xaxis="x2", yaxis="y2")
         fig.add_scatter(x=steps, y=sent, name=tr("MB sent by rank 0"), mode="lines+markers",
                         xaxis="x3", yaxis="y3")
-        fig.update_layout(barmode="stack", height=360, template="plotly_white",
+        fig.update_layout(barmode="stack", height=360, template=TEMPLATE,
                           xaxis2_title=tr("step"), xaxis3_title=tr("step"),
                           yaxis3_title=tr("MB sent"))
     with fig.batch_update():
@@ -91,6 +92,6 @@ def capacity_factor_figure(rows: list[dict],
         fig.add_bar(x=x, y=ys, text=[tr("not measured") if y is None else fmt.format(y) for y in ys],
                     textposition="outside", showlegend=False, row=1, col=col)
         fig.update_xaxes(title_text=tr("capacity factor"), type="category", row=1, col=col)
-    fig.update_layout(title=tr(title), template="plotly_white", height=360,
+    fig.update_layout(title=tr(title), template=TEMPLATE, height=360,
                       margin=dict(l=50, r=20, t=80, b=50))
     return fig

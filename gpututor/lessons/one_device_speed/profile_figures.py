@@ -8,6 +8,7 @@ import plotly.graph_objects as go
 
 from ...i18n import tr
 from ...measure.profile import CATEGORIES, PHASES, Profile
+from ...ui.style import TEMPLATE
 
 MS = 1e3
 CATEGORY_COLORS = {"compute": "#1f77b4", "copy": "#ff7f0e", "other": "#7f7f7f"}
@@ -29,7 +30,7 @@ def top_ops_figure(rows: list[dict]) -> go.Figure:
         showlegend=False))
     fig.update_layout(title=tr("Operators by self time (measured)"),
                       xaxis_title=tr("self time (ms)"),
-                      height=max(300, 28 * len(rows) + 120), template="plotly_white",
+                      height=max(300, 28 * len(rows) + 120), template=TEMPLATE,
                       margin=dict(l=200))
     return fig
 
@@ -72,5 +73,5 @@ def timeline_figure(profile: Profile) -> go.Figure:
                       xaxis_title=tr("time since the first step (ms)"),
                       yaxis=dict(categoryorder="array",
                                  categoryarray=[tr("operators"), tr("phases")]),
-                      height=320, template="plotly_white", legend_traceorder="normal")
+                      height=320, template=TEMPLATE, legend_traceorder="normal")
     return fig

@@ -7,6 +7,7 @@ import plotly.graph_objects as go
 
 from ...i18n import tr
 from ...measure.roofline import attainable, bound, ridge
+from ...ui.style import TEMPLATE
 
 GFLOP = 1e9
 
@@ -47,7 +48,7 @@ def roofline_figure(rows: list[dict], peak: float, bandwidth: float, roofs=()) -
               + (tr(" (catalogue: {others})", others=others) if others else ""),
         xaxis=dict(type="log", title=tr("arithmetic intensity (FLOP/byte)")),
         yaxis=dict(type="log", title="FLOP/s"),
-        template="plotly_white", height=460, legend=dict(x=0.01, y=0.99))
+        template=TEMPLATE, height=460, legend=dict(x=0.01, y=0.99))
     return fig
 
 

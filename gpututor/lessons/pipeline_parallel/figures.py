@@ -12,6 +12,7 @@ from ...i18n import tr
 from ...parallel.pipeline.timeline import step_events, step_stages, theoretical_bubble_fraction
 from ...ui.follow import UPDATE_INTERVAL_S, Follower
 from ...ui.live_figure import LiveFigure
+from ...ui.style import TEMPLATE
 
 COLORS = {"F": "#4c78a8", "B": "#f58518", "W": "#54a24b"}
 NAMES = {"F": "forward", "B": "backward", "W": "weight gradient (zero bubble)"}   # shown via tr()
@@ -56,7 +57,7 @@ def gantt(events: dict[int, list], title: str = "Measured pipeline timeline",
                       xaxis_title=tr("ms since the step's first compute"),
                       yaxis=dict(autorange="reversed", categoryorder="array",
                                  categoryarray=[tr("stage {stage}", stage=s) for s in ranks]),
-                      template="plotly_white", margin=dict(l=70, r=20, t=60, b=45))
+                      template=TEMPLATE, margin=dict(l=70, r=20, t=60, b=45))
     return fig
 
 
@@ -117,7 +118,7 @@ def bubble_figure(measured: dict[int, float], stages: int,
     fig.add_scatter(x=ms, y=[measured[m] for m in ms], mode="markers+text", name=tr("measured"),
                     text=[f"{measured[m]:.2f}" for m in ms], textposition="top center",
                     marker=dict(size=10))
-    fig.update_layout(title=tr(title), xaxis_title=tr("micro-batches m"), template="plotly_white",
+    fig.update_layout(title=tr(title), xaxis_title=tr("micro-batches m"), template=TEMPLATE,
                       yaxis=dict(title=tr("bubble fraction"), rangemode="tozero"), height=360)
     return fig
 
@@ -130,7 +131,7 @@ def activations_figure(summaries: dict[str, dict],
         held = summary["mem_by_category"]["activations"]
         fig.add_bar(x=[tr("stage {stage}", stage=s) for s in range(len(held))],
                     y=[None if b is None else b / 1e6 for b in held], name=label)
-    fig.update_layout(title=tr(title), yaxis_title="MB", barmode="group", template="plotly_white",
+    fig.update_layout(title=tr(title), yaxis_title="MB", barmode="group", template=TEMPLATE,
                       height=360)
     return fig
 
@@ -152,7 +153,7 @@ def schedules_figure(rows: dict[str, dict],
     fig.add_scatter(x=names, y=[rows[n].get("theory") for n in names], mode="markers",
                     name=tr("theory"), marker=dict(symbol="line-ew-open", size=28, color="black",
                                                    line=dict(width=3)))
-    fig.update_layout(title=tr(title), barmode="stack", template="plotly_white", height=400,
+    fig.update_layout(title=tr(title), barmode="stack", template=TEMPLATE, height=400,
                       yaxis=dict(title=tr("bubble fraction"), rangemode="tozero"))
     return fig
 
@@ -171,5 +172,5 @@ def implementations_figure(pairs: dict[str, tuple[dict, dict]],
                     marker_color=color, legendgroup=label, row=1, col=1)
         fig.add_bar(x=names, y=[pairs[n][i]["bubble_fraction"] for n in names], name=label,
                     marker_color=color, legendgroup=label, showlegend=False, row=1, col=2)
-    fig.update_layout(title=tr(title), barmode="group", template="plotly_white", height=360)
+    fig.update_layout(title=tr(title), barmode="group", template=TEMPLATE, height=360)
     return fig

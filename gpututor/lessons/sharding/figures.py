@@ -28,6 +28,7 @@ from ...runtime.launcher import RunFailed, launch
 from ...ui.follow import Follower
 from ...ui.live_figure import LiveFigure
 from ...ui.series import global_loss, memory_by_rank
+from ...ui.style import TEMPLATE
 
 MB = 1e6
 ORDER = ("ddp", "zero1", "zero2", "zero3", "fsdp")   # lesson 03's runs, replicas first
@@ -92,7 +93,7 @@ def memory_figure(rows: list[dict], title: str = "Per-rank memory: measured bars
                     mode="markers",
                     name=tr("peak during a step (measured)"),
                     marker=dict(symbol="diamond", size=10))
-    fig.update_layout(barmode="stack", title=tr(title), yaxis_title="MB", template="plotly_white",
+    fig.update_layout(barmode="stack", title=tr(title), yaxis_title="MB", template=TEMPLATE,
                       height=380, margin=dict(l=60, r=20, t=70, b=50))
     return fig
 
@@ -119,7 +120,7 @@ def comm_figure(rows: list[dict], baseline: str = "ddp") -> go.Figure:
                            text=[f"{r['vs_baseline']:.2f}x {baseline}" if r["vs_baseline"]
                                  else "" for r in rows], textposition="outside"))
     fig.update_layout(title=tr("Sent by each rank per step (measured, ring algorithms)"),
-                      yaxis_title=tr("MB per step"), template="plotly_white", height=360,
+                      yaxis_title=tr("MB per step"), template=TEMPLATE, height=360,
                       margin=dict(l=60, r=20, t=70, b=50))
     return fig
 
@@ -139,7 +140,7 @@ def variants_figure(summaries: dict[str, dict], rank: int = 0) -> go.Figure:
                     text=[tr("not measured") if y is None else f"{y / MB:.2f}" for y in ys],
                     textposition="outside", row=1, col=col)
         fig.update_yaxes(title_text="MB", row=1, col=col)
-    fig.update_layout(title=tr("FSDP variants, measured per rank"), template="plotly_white",
+    fig.update_layout(title=tr("FSDP variants, measured per rank"), template=TEMPLATE,
                       height=380, margin=dict(l=60, r=20, t=80, b=50))
     return fig
 
@@ -265,7 +266,7 @@ class ShardingBoard(Follower):
                         name=tr("params+grads+optimizer (formula)"),
                         marker=dict(symbol="line-ew-open", size=18, line=dict(width=3)),
                         row=1, col=2)
-        fig.update_layout(barmode="stack", height=400, template="plotly_white",
+        fig.update_layout(barmode="stack", height=400, template=TEMPLATE,
                           margin=dict(l=50, r=20, t=60, b=40), legend=dict(orientation="h",
                                                                            y=-0.25))
         fig.update_xaxes(title_text=tr("step"), row=1, col=1)

@@ -15,7 +15,7 @@ from gpututor.lessons.composing_parallelisms.exercises import (GROUP_GRIDS, QUES
                                                  check_pp_group, check_tp_extra, layouts_that_fit)
 from gpututor.parallel.mesh import RankGrid
 from gpututor.plan.layouts import HEADROOM, predict_layouts, transformer_of
-from test_checkers import published, rejected
+from exercise_solutions import published, rejected
 
 STEM = "09_composing_parallelisms"
 # lesson 09's spec (its cell 3, on CPU): the capacity of its exercises is measured from it

@@ -19,7 +19,7 @@ from gpututor.lessons.single_device.exercises import (FLOPS_CASES, check_activat
                                                       reference_flops_per_step)
 from gpututor.measure.flops import model_flops_per_token as imported_before
 from gpututor.models import count_parameters
-from test_checkers import published, rejected
+from exercise_solutions import published, rejected
 
 STEM = "01_single_device"
 SPEC = RunSpec(model="gpt", model_size="small", strategy="single", world_size=1, batch_size=32,

@@ -13,7 +13,7 @@ from gpututor.i18n import set_language
 from gpututor.lessons.start_here.exercises import (check_ideal_throughput, check_optimizer_state,
                                               check_rank_indices, check_rows_per_rank,
                                               reference_rank_indices)
-from test_checkers import published, rejected
+from exercise_solutions import published, rejected
 
 STEM = "00_start_here"
 SPEC = RunSpec(model="gpt", model_size="small", strategy="ddp", world_size=2, batch_size=32,
