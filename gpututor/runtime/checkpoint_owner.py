@@ -25,7 +25,7 @@ import uuid
 from contextlib import contextmanager
 from pathlib import Path
 
-from .checkpoint_files import CheckpointError
+from .checkpoint_files import CheckpointError, latest
 
 OWNER = ".gpututor-owner.json"
 
@@ -139,6 +139,14 @@ def run_of_rank(folder) -> str:
         run = new_run_id()
         write(_me(run))
         return run
+
+
+def resume_point(spec, run: str):
+    """Where a restart of run ``run`` resumes: its newest complete checkpoint (a save being
+    written when a rank died is still in its staging folder and passed over, and so are other
+    runs' checkpoints), else where the run began (``spec.resume``, or None: step 0)."""
+    folder = spec.checkpoint_dir
+    return (latest(folder, run=run) if folder and os.path.isdir(folder) else None) or spec.resume
 
 
 def staging_folder(folder: Path, run: str) -> Path:

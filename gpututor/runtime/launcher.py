@@ -28,15 +28,13 @@ from multiprocessing import connection
 import cloudpickle
 
 from . import warm as _warm
-from .. import checks
-from ..parallel import check_spec
-from .checkpoint_files import latest, next_step
-from .checkpoint_owner import claim_folder, new_run_id, release_folder, stops_restarts
+from .checkpoint_owner import claim_folder, new_run_id, release_folder
 from .failures import (RunFailed, died, killed_peers, rank_failed, silent_failure, silent_rank,
                        stack_of)
-from .guard import check_machine, check_main_guard, warn_if_oversubscribed
+from .launch_checks import check_launch
 from .processes import (close_all, cpu_seconds, exited_unfinished, receive, release_ranks,
                         start_ranks, terminate_ranks)
+from .restarts import restart
 from .scratch_dirs import new_scratch_dir
 from .summary import failure_note, summarize
 
@@ -77,27 +75,7 @@ def launch(spec, start_method: str = "forkserver", task=None,
     ``task.summarize(spec, records, status)`` if the task has that method, else the list of
     records. A task run uses only the spec's world size, device, threads, timeout and seed.
     """
-    if max_restarts is not None:   # validated as the spec's field: named, with what is allowed
-        spec = spec.replace(max_restarts=max_restarts)
-    spec.validate()
-    if task is not None and spec.max_restarts:
-        raise ValueError(f"max_restarts={spec.max_restarts} is invalid with a task: allowed is 0 "
-                         "(a restart resumes training from a checkpoint; a task writes none)")
-    if spec.ranks_per_node not in (None, spec.world_size):
-        raise ValueError(f"ranks_per_node={spec.ranks_per_node} is invalid with launch(): it "
-                         f"starts all world_size={spec.world_size} ranks on this machine (two of "
-                         f"them would share a GPU); allowed: None or {spec.world_size} "
-                         "(ranks_per_node describes a torchrun node)")
-    if task is None:
-        check_spec(spec)   # the strategy's own checks: before any process starts
-        if spec.resume:    # looked at here, not in RunSpec: a spec may name another machine's
-            from .checkpoint import check_resume   # then: complete, and of this model
-            checks.where("resume", spec.resume, os.path.isdir, "an existing checkpoint folder")
-            check_resume(spec)
-    check_machine(spec)    # what this machine can do: a GPU per rank, fp16
-    checks.choice("start_method", start_method, ("forkserver", "spawn"))  # fork: unsafe in a kernel
-    check_main_guard()          # a script without `if __name__ == "__main__":` would recurse
-    warn_if_oversubscribed(spec)
+    spec = check_launch(spec, start_method, task, max_restarts)
     return Run(spec, start_method, task)
 
 
@@ -309,39 +287,7 @@ class Run:
         return None
 
     def _restart(self, failure: RunFailed) -> "RunFailed | None":
-        """Note ``failure``; if restarts are left, stop every rank of this attempt and start
-        fresh ones from the last complete checkpoint this run wrote (else from where the run
-        began: ``spec.resume`` or step 0), without the injected fault. Returns the failure that
-        ends the run (none left, or the restart itself failed), or None."""
-        spec = self.spec
-        note = {"attempt": self.attempt, "rank": failure.failed_rank, "step": failure.step,
-                "error": failure.cause, "resumed_from": None}
-        with self._end_lock:
-            if self.done:        # stopped meanwhile: nothing to restart
-                return None
-            if self.attempt > spec.max_restarts or stops_restarts(failure):   # (a full disk)
-                with self._cond:
-                    self.failures.append(note)
-                return failure
-            self._release_attempt()   # every rank of the attempt is gone before new ones start
-            # A checkpoint being written when the rank died is still in its staging folder:
-            # latest() passes it over, and every other run's checkpoints too.
-            resume = (latest(spec.checkpoint_dir, run=self.run_id)
-                      if spec.checkpoint_dir and os.path.isdir(spec.checkpoint_dir) else None) \
-                or spec.resume
-            note["resumed_from"] = next_step(resume)
-            with self._cond:
-                self.failures.append(note)
-                self.attempt += 1
-                self.status = "restarting"
-                self._cond.notify_all()
-            try:
-                self._start_ranks(spec.replace(inject_fault=None, resume=resume))
-            except Exception as exc:  # noqa: BLE001 - the run must end, and say why
-                return RunFailed(f"restarting the ranks after this failure failed "
-                                 f"({type(exc).__name__}: {exc}): {note['error']}",
-                                 failure.rank, tb.format_exc())
-        return None
+        return restart(self, failure)
 
     def _add(self, record: dict) -> None:
         with self._cond:
