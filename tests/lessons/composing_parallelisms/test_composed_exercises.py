@@ -170,7 +170,7 @@ def test_layouts_checker_takes_an_empty_answer_where_nothing_fits(capsys):
 # ---- exercise 5 (code): every group of a grid ------------------------------------------------
 
 def test_groups_checker_runs_the_function_on_its_grids_and_against_device_mesh(capsys):
-    check_groups(published(STEM, "my_groups"))
+    check_groups(published(STEM, "my_groups", math=math))   # the notebook imported math
     out = capsys.readouterr().out
     assert "Correct: your groups are RankGrid's along every dim of 5 grids, and on dp=2 x pp=2 x " \
            "tp=2 the same as torch's DeviceMesh in 8 real ranks." in out
