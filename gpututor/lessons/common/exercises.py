@@ -1,8 +1,8 @@
 """What the lessons' exercise checkers share (each lesson's checkers are in its own
-``*_exercises.py``): :func:`as_number`, :func:`check_answer` for a number, and
-:func:`records_in_ranks` for a code exercise run in real ranks. Each checker accepts the
-published solution and rejects plausible wrong answers (``tests/lessons/``); ``...`` means "not
-answered yet".
+``exercises.py``): :func:`as_number`, :func:`check_answer` for a number, and
+:func:`records_in_ranks` for a code exercise run in real ranks (the learner's function itself
+runs in :func:`.code_exercise.call_refusing`). Each checker accepts the published solution and
+rejects plausible wrong answers (``tests/lessons/``); ``...`` means "not answered yet".
 """
 from __future__ import annotations
 

@@ -3,8 +3,11 @@ the learner's function runs, the package's own version refuses, however it is re
 
 :class:`RefusedWhileRunning` swaps the code of the given functions for one that raises, so a name
 imported before the check, an attribute of the module, or a reference held anywhere all reach
-the refusal; :class:`RefusedAttributes` replaces built-ins (C functions, torch ops) by name. :class:`OnlyPointToPoint` does the same for the built-in collectives of
-``torch.distributed``, while a learner builds one from point-to-point messages.
+the refusal; :class:`RefusedAttributes` replaces built-ins (C functions, torch ops) by name.
+:class:`OnlyPointToPoint` does the same for the built-in collectives of ``torch.distributed``,
+while a learner builds one from point-to-point messages. Checkers run the learner's function
+through :func:`.code_exercise.call_refusing`, the one place that asks
+:func:`called_the_reference`.
 """
 from __future__ import annotations
 
