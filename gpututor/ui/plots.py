@@ -16,8 +16,8 @@ from ..formulas import bus_factor
 from ..i18n import tr
 from ..precision.formats import smallest_subnormal
 from .style import LAYOUT
+from ..formulas import MB
 
-MB = 1e6
 CATEGORY_LABELS = {"params": "parameters", "grads": "gradients",
                    "optimizer": "optimizer state", "activations": "activations"}
 

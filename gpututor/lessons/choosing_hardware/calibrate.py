@@ -33,8 +33,8 @@ from ...plan.layouts import transformer_of
 from ...plan.memory import per_device_memory
 from ...runtime.launcher import RunFailed, launch
 from .machine import Machine, measure_machine, ranks_available
+from ...formulas import MB
 
-MB = 1e6
 
 
 # ---- predictions ---------------------------------------------------------------------------------

@@ -26,9 +26,9 @@ from ...plan.recommend import (DEFAULT_CAUSAL, DEFAULT_COMM_EFFICIENCY, DEFAULT_
                               DEFAULT_TOKENS_PER_STEP, Recommendation, planned_precision,
                               recommend)
 from ...ui.style import TEMPLATE
+from ...catalog import GB
+from ...formulas import MB
 
-GB = 1e9
-MB = 1e6
 COUNTS = [2 ** k for k in range(13)]          # 1 .. 4096 GPUs
 
 

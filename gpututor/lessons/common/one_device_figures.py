@@ -7,8 +7,8 @@ from plotly.subplots import make_subplots
 
 from ...i18n import tr
 from ...ui.style import TEMPLATE
+from ...formulas import MB
 
-MB = 1e6
 
 
 def attention_figure(rows: list[dict]) -> go.Figure:

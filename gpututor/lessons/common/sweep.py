@@ -18,8 +18,8 @@ from typing import Callable, Iterable, Optional
 from ...config import RunSpec
 from ...i18n import tr
 from ...runtime.launcher import launch
+from ...measure.profile import PHASES
 
-PHASES = ("forward", "backward", "optimizer")
 
 
 def sweep(base_spec: RunSpec, field: str, values: Iterable,

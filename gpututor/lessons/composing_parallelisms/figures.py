@@ -10,9 +10,9 @@ from ...measure.memory import CATEGORIES
 from ...parallel.mesh import RankGrid
 from ...plan.layouts import HEADROOM
 from ...ui.style import TEMPLATE
+from ...formulas import MB
 
-MB = 1e6
-LAYOUT = dict(template=TEMPLATE, margin=dict(l=60, r=20, t=70, b=50))
+GRID_LAYOUT = dict(template=TEMPLATE, margin=dict(l=60, r=20, t=70, b=50))   # no fixed height
 
 
 def grid_figure(grid: RankGrid, title: str = "") -> go.Figure:
@@ -34,7 +34,7 @@ def grid_figure(grid: RankGrid, title: str = "") -> go.Figure:
     shape = " x ".join(f"{d}={n}" for d, n in grid.shape)
     fig.update_layout(title=tr(title) if title else
                       tr("Rank grid {shape}: same colour = same group", shape=shape),
-                      height=160 + 60 * len(ranks), **LAYOUT)
+                      height=160 + 60 * len(ranks), **GRID_LAYOUT)
     return fig
 
 
@@ -56,7 +56,7 @@ def memory_per_rank_figure(summaries: dict[str, dict], capacity: float | None = 
         fig.add_hline(y=capacity / MB, line_dash="dash", line_color="#cf222e",
                       annotation_text=tr("capacity {mb:.1f} MB", mb=capacity / MB))
     fig.update_layout(barmode="stack", title=tr(title), yaxis_title=tr("MB per rank"), height=420,
-                      legend=dict(orientation="h", y=-0.25), **LAYOUT)
+                      legend=dict(orientation="h", y=-0.25), **GRID_LAYOUT)
     return fig
 
 
@@ -80,5 +80,5 @@ def prediction_figure(rows: list[dict], measured: dict[str, dict | None],
                                      share=HEADROOM), annotation_position="bottom right")
     fig.update_layout(barmode="group", yaxis_title=tr("MB per rank"), height=420,
                       title=tr("The planner's prediction per layout, and the measured peak"),
-                      legend=dict(orientation="h", y=-0.3), **LAYOUT)
+                      legend=dict(orientation="h", y=-0.3), **GRID_LAYOUT)
     return fig

@@ -8,9 +8,8 @@ from plotly.subplots import make_subplots
 from ...i18n import tr
 from ...plan.failures import job_mtbf_s, lost_gpu_hours_per_day, young_interval
 from ...ui.style import TEMPLATE
+from ...formulas import HOUR, MB
 
-MB = 1e6
-HOUR = 3600.0
 
 
 def checkpoint_figure(runs: dict[str, dict],

@@ -29,8 +29,8 @@ from ...ui.follow import Follower
 from ...ui.live_figure import LiveFigure
 from ...ui.series import global_loss, memory_by_rank
 from ...ui.style import TEMPLATE
+from ...formulas import MB
 
-MB = 1e6
 ORDER = ("ddp", "zero1", "zero2", "zero3", "fsdp")   # lesson 03's runs, replicas first
 
 
