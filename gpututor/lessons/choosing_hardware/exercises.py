@@ -27,8 +27,8 @@ from ...plan import published as published_runs
 from ...plan import time as plan_time
 from ...plan.memory import CONVENTIONS, model_state_bytes, per_device_memory
 from ...plan.recommend import USABLE_FRACTION, estimate
-from ..common.exercises import as_number, check_answer
-from ..common.guards import RefusedWhileRunning, called_the_reference
+from ..common.code_exercise import call_refusing, number_from
+from ..common.exercises import check_answer
 
 
 def check_bytes_per_param(answer, zero_stage: int = 2, dp: int = 8) -> None:
@@ -105,21 +105,15 @@ def check_state_bytes(candidate: Callable) -> None:
     for n_params, name, stage, dp in STATE_CASES:
         per_param = CONVENTIONS[name]
         expected = model_state_bytes(n_params, zero_stage=stage, dp=dp, convention=name)["total"]
-        try:
-            with RefusedWhileRunning(model_state_bytes, per_device_memory):
-                got = candidate(n_params, per_param, stage, dp)
-        except Exception as exc:   # noqa: BLE001 - said to the learner
-            if called_the_reference(exc):
-                raise AssertionError(tr("model-state bytes: your function called the planner's "
-                                        "model_state_bytes: write the formula yourself.")) from None
-            raise
+        got = call_refusing(candidate, (n_params, per_param, stage, dp),
+                            refused=(model_state_bytes, per_device_memory),
+                            called=tr("model-state bytes: your function called the planner's "
+                                      "model_state_bytes: write the formula yourself."))
         case = tr("ZeRO stage {stage} on {dp} GPUs, {n:g} parameters, {p:g}+{g:g}+{o:g} bytes per "
                   "parameter ({name})", stage=stage, dp=dp, n=n_params, p=per_param.params,
                   g=per_param.grads, o=per_param.optimizer, name=name)
-        number = as_number(got)
-        if number is None:
-            raise AssertionError(tr("model-state bytes [{case}]: your function returned {got}, "
-                                    "not a number of bytes.", case=case, got=repr(got)))
+        number = number_from(got, tr("model-state bytes [{case}]: your function returned {got}, "
+                                     "not a number of bytes.", case=case, got=repr(got)))
         if not math.isclose(number, expected, rel_tol=1e-6):
             raise AssertionError(tr("model-state bytes [{case}]: your bytes per GPU are not the "
                                     "formula's. Which of weights, gradients and optimizer state "
@@ -161,21 +155,16 @@ def check_implied_mfu(candidate: Callable) -> None:
         expected = formulas.flops_utilization(
             formulas.training_flops_per_token(n, layers, seq, width, causal=True) * tokens,
             seconds, peak)
-        try:
-            with RefusedWhileRunning(formulas.training_flops_per_token,
+        got = call_refusing(candidate, (n, layers, seq, width, tokens, seconds, peak),
+                            refused=(formulas.training_flops_per_token,
                                      formulas.attention_flops_per_token,
-                                     formulas.flops_utilization, plan_time.training_flops_per_token,
-                                     published_runs.implied_mfu):
-                got = candidate(n, layers, seq, width, tokens, seconds, peak)
-        except Exception as exc:   # noqa: BLE001 - said to the learner
-            if called_the_reference(exc):
-                raise AssertionError(tr("implied MFU: your function called the package's FLOPs "
-                                        "formula: write it yourself.")) from None
-            raise
-        number = as_number(got)
-        if number is None:
-            raise AssertionError(tr("implied MFU [{case}]: your function returned {got}, not a "
-                                    "number.", case=name, got=repr(got)))
+                                     formulas.flops_utilization,
+                                     plan_time.training_flops_per_token,
+                                     published_runs.implied_mfu),
+                            called=tr("implied MFU: your function called the package's FLOPs "
+                                      "formula: write it yourself."))
+        number = number_from(got, tr("implied MFU [{case}]: your function returned {got}, not a "
+                                     "number.", case=name, got=repr(got)))
         if math.isclose(number, 100 * expected, rel_tol=1e-6):
             number /= 100   # given as a percentage
         if not math.isclose(number, expected, rel_tol=1e-6):

@@ -26,8 +26,8 @@ from ...config import RunSpec
 from ...i18n import tr
 from ...parallel.mesh import RankGrid, build_groups, device_mesh
 from ...plan.layouts import HEADROOM, layouts, predict_layouts, transformer_of
+from ..common.code_exercise import call_refusing
 from ..common.exercises import check_answer, records_in_ranks
-from ..common.guards import RefusedWhileRunning, called_the_reference
 
 QUESTION_GRID = (("dp", 3), ("pp", 3), ("tp", 2))   # exercises 1 and 2: not printed anywhere
 QUESTION_RANK = 9
@@ -202,18 +202,13 @@ def check_groups(candidate: Callable) -> None:
         grid, world = _grid_name(shape), math.prod(d for _, d in shape)
         for dim, degree in shape:
             want = RankGrid(shape).groups(dim)
-            try:
-                with RefusedWhileRunning(*refused):
-                    got = _as_groups(candidate(shape, dim))
-            except Exception as exc:   # noqa: BLE001 - said to the learner
-                if called_the_reference(exc):
-                    raise AssertionError(tr("groups of a grid: your function used the package's "
-                                            "RankGrid: work the groups out yourself.")) from None
-                if isinstance(exc, (TypeError, ValueError)):
-                    raise AssertionError(tr("groups of a grid: for {grid} along {dim} your "
+            got = call_refusing(candidate, (shape, dim), refused=refused, read=_as_groups,
+                                called=tr("groups of a grid: your function used the package's "
+                                          "RankGrid: work the groups out yourself."),
+                                mistyped=tr("groups of a grid: for {grid} along {dim} your "
                                             "function did not return a list of groups of ranks: "
-                                            "{error}", grid=grid, dim=dim, error=exc)) from None
-                raise
+                                            "{error}"),
+                                grid=grid, dim=dim)
             members = sorted(r for g in got for r in g)
             if members != list(range(world)) or any(len(g) != degree for g in got):
                 raise AssertionError(tr(

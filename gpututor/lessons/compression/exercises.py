@@ -25,8 +25,8 @@ from ...compression import quantize
 from ...compression.prune import shrink_mlps
 from ...i18n import tr
 from ...models import count_parameters
+from ..common.code_exercise import call_refusing
 from ..common.exercises import check_answer
-from ..common.guards import RefusedAttributes, RefusedWhileRunning, called_the_reference
 
 
 # ---- exercises 1-3: numbers of the lesson's own models ----------------------------------------
@@ -89,31 +89,24 @@ def checker_weights() -> dict[str, torch.Tensor]:
             "an nn.Linear(16, 8) weight (a Parameter)": layer}
 
 
-def _references():
-    functions = RefusedWhileRunning(quantize.quantize_per_channel, quantize.symmetric_scale,
-                                    quantize.dequantize_per_channel, quantize.quantization_error,
-                                    quantize.quantize_linears,
-                                    quantize.Int8Linear.from_linear.__func__)
-    ops = RefusedAttributes(*[(owner, name) for owner in (torch, torch.ops.aten)
-                              for name in ("quantize_per_channel", "quantize_per_tensor",
-                                           "fake_quantize_per_channel_affine")])
-    return functions, ops
+# what the learner's quantizer must not call: the package's, and torch's quantize ops
+REFUSED = (quantize.quantize_per_channel, quantize.symmetric_scale,
+           quantize.dequantize_per_channel, quantize.quantization_error,
+           quantize.quantize_linears, quantize.Int8Linear.from_linear.__func__)
+REFUSED_OPS = tuple((owner, name) for owner in (torch, torch.ops.aten)
+                    for name in ("quantize_per_channel", "quantize_per_tensor",
+                                 "fake_quantize_per_channel_affine"))
 
 
 def _run(candidate: Callable, weight: torch.Tensor, case: str):
-    functions, ops = _references()
     # a copy, so that a function that changes its argument in place is compared with the original
     given = nn.Parameter(weight.detach().clone()) if isinstance(weight, nn.Parameter) \
         else weight.clone()
-    try:
-        with functions, ops:
-            got = candidate(given)
-    except Exception as exc:   # noqa: BLE001 - said to the learner
-        if called_the_reference(exc):
-            raise AssertionError(tr("quantize: your function called the package's quantizer or "
-                                    "one of torch's quantize ops: write it yourself.")) from None
-        raise AssertionError(tr("quantize: for {case} your function failed: {error}", case=case,
-                                error=f"{type(exc).__name__}: {exc}")) from None
+    got = call_refusing(candidate, (given,), refused=REFUSED, attributes=REFUSED_OPS,
+                        called=tr("quantize: your function called the package's quantizer or "
+                                  "one of torch's quantize ops: write it yourself."),
+                        failed=tr("quantize: for {case} your function failed: {error}"),
+                        case=case)
     if not (isinstance(got, (tuple, list)) and len(got) == 2
             and all(isinstance(t, torch.Tensor) for t in got)):
         raise AssertionError(tr("quantize: for {case} your function returned {got}, not two "

@@ -16,8 +16,8 @@ from ...i18n import tr
 from ...plan import failures
 from ...plan.failures import (failures_per_gpu_hour, job_mtbf_s, lost_gpu_hours_per_day,
                              young_interval)
-from ..common.exercises import as_number, check_answer
-from ..common.guards import RefusedWhileRunning, called_the_reference
+from ..common.code_exercise import call_refusing, number_from
+from ..common.exercises import check_answer
 
 YOUNG_GPUS, YOUNG_SAVE_S = 2048, 45.0   # exercise 1's job
 
@@ -46,23 +46,17 @@ def check_lost_gpu_hours(candidate: Callable) -> None:
         return
     for case in CASES:
         expected = lost_gpu_hours_per_day(*case)
-        try:
-            with RefusedWhileRunning(lost_gpu_hours_per_day, failures.lost_fraction):
-                got = candidate(*case)
-        except Exception as exc:   # noqa: BLE001 - said to the learner
-            if called_the_reference(exc):
-                raise AssertionError(tr("GPU-hours lost per day: your function called the "
-                                        "package's formula (gpututor.plan.failures): write it "
-                                        "yourself.")) from None
-            raise
-        number = as_number(got)
+        got = call_refusing(candidate, case,
+                            refused=(lost_gpu_hours_per_day, failures.lost_fraction),
+                            called=tr("GPU-hours lost per day: your function called the "
+                                      "package's formula (gpututor.plan.failures): write it "
+                                      "yourself."))
         interval, save, mtbf, n, restart = case
         where = tr("interval {interval:g} s, save {save:g} s, MTBF {mtbf:,.0f} s, {n:,} GPUs, "
                    "restart {restart:g} s", interval=interval, save=save, mtbf=mtbf, n=n,
                    restart=restart)
-        if number is None:
-            raise AssertionError(tr("GPU-hours lost per day: for {where} your function returned "
-                                    "{got!r}, not a number.", where=where, got=type(got)))
+        number = number_from(got, tr("GPU-hours lost per day: for {where} your function returned "
+                                     "{got!r}, not a number.", where=where, got=type(got)))
         if not math.isclose(number, expected, rel_tol=1e-6):
             raise AssertionError(tr(
                 "GPU-hours lost per day: for {where} yours gives {got:,.4g}, not the formula's "

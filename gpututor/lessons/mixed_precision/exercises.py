@@ -20,12 +20,11 @@ from typing import Callable, Iterable
 import torch
 
 from ...i18n import tr
-from ...models import build_model
 from ...precision.formats import format_table
 from ...precision.loss_scaling import DynamicLossScaler, replay_scalers
 from ...precision.master_weights import train_master_weights
+from ..common.code_exercise import call_refusing
 from ..common.exercises import as_number, check_answer
-from ..common.guards import RefusedAttributes, RefusedWhileRunning, called_the_reference
 
 # ---- exercise 1: the loss scaler's update rule -------------------------------------------------
 
@@ -37,18 +36,16 @@ STREAMS = ((2.0**16, 1, (1.0, 1.0, INF, 1.0, NAN, INF, 1.0, 1.0)),
            (3.0, 2, (INF, 1.0, 1.0, 1.0, INF, 1.0, 1.0, 1.0, 1.0, 1.0)))
 
 
-def _scaler_references():
+def _scaler_references() -> tuple[tuple, tuple]:
     """Every way to the reference rule: the package's scaler, GradScaler's update (and FSDP's
     ShardedGradScaler's), and the kernel GradScaler calls (``torch._amp_update_scale_``, also as
-    an aten op)."""
+    an aten op): the functions, and the ``(owner, name)`` attributes."""
     # FSDP's ShardedGradScaler has its own update, in Python on CPU (an examiner's reading)
     from torch.distributed.fsdp.sharded_grad_scaler import ShardedGradScaler
-    functions = RefusedWhileRunning(DynamicLossScaler.update, replay_scalers,
-                                    torch.amp.GradScaler.update, ShardedGradScaler.update,
-                                    ShardedGradScaler._amp_update_scale_cpu_)
-    kernels = RefusedAttributes((torch, "_amp_update_scale_"),
-                                (torch.ops.aten, "_amp_update_scale_"),
-                                (torch.ops.aten, "_amp_update_scale"))
+    functions = (DynamicLossScaler.update, replay_scalers, torch.amp.GradScaler.update,
+                 ShardedGradScaler.update, ShardedGradScaler._amp_update_scale_cpu_)
+    kernels = ((torch, "_amp_update_scale_"), (torch.ops.aten, "_amp_update_scale_"),
+               (torch.ops.aten, "_amp_update_scale"))
     return functions, kernels
 
 
@@ -61,6 +58,12 @@ def grad_scaler_scales(gradients: Iterable[float], init_scale: float,
     return [row["grad_scaler_scale"] for row in rows]
 
 
+def _pair(result) -> tuple:
+    """The rule's ``(scale, clean_steps)`` (TypeError or ValueError if it is not a pair)."""
+    scale, clean_steps = result
+    return scale, clean_steps
+
+
 def _first_difference(update_rule: Callable, gradients, init_scale: float,
                       growth_interval: int, where: str) -> tuple | None:
     """Run the rule over ``gradients`` with the references refused; the first step where its
@@ -69,21 +72,15 @@ def _first_difference(update_rule: Callable, gradients, init_scale: float,
     scale, clean_steps = init_scale, 0
     functions, kernels = _scaler_references()
     for step, g in enumerate(gradients, start=1):
-        try:
-            with functions, kernels:
-                scale, clean_steps = update_rule(scale, clean_steps, not math.isfinite(g),
-                                                 growth_interval)
-        except Exception as exc:   # noqa: BLE001 - said to the learner
-            if called_the_reference(exc):
-                raise AssertionError(tr("loss scaler: your rule ran the package's scaler or "
-                                        "GradScaler's own update: write the rule yourself.")
-                                     ) from None
-            if isinstance(exc, (TypeError, ValueError)):
-                raise AssertionError(tr("loss scaler: your rule did not return a pair (scale, "
-                                        "clean_steps): {error}", error=exc)) from None
-            raise AssertionError(tr("loss scaler: on {where}, your rule failed at step {step}: "
-                                    "{error}", where=where, step=step,
-                                    error=f"{type(exc).__name__}: {exc}")) from None
+        scale, clean_steps = call_refusing(
+            update_rule, (scale, clean_steps, not math.isfinite(g), growth_interval),
+            read=_pair, refused=functions, attributes=kernels,
+            called=tr("loss scaler: your rule ran the package's scaler or GradScaler's own "
+                      "update: write the rule yourself."),
+            mistyped=tr("loss scaler: your rule did not return a pair (scale, clean_steps): "
+                        "{error}"),
+            failed=tr("loss scaler: on {where}, your rule failed at step {step}: {error}"),
+            where=where, step=step)
         if as_number(scale) != expected[step]:
             return step, scale, expected[step]
     return None

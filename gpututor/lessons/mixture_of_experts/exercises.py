@@ -18,8 +18,8 @@ import torch
 
 from ...i18n import tr
 from ...moe import expert_capacity, load_balancing_loss, route
+from ..common.code_exercise import call_refusing
 from ..common.exercises import check_answer
-from ..common.guards import RefusedWhileRunning, called_the_reference
 
 
 def check_capacity(answer, spec) -> None:
@@ -69,15 +69,10 @@ def check_balancing_loss(candidate: Callable) -> None:
         expected = load_balancing_loss(probs, fraction)
         (want,) = torch.autograd.grad(expected, probs)
         mine = probs.detach().clone().requires_grad_()
-        try:
-            with RefusedWhileRunning(load_balancing_loss):
-                got = candidate(mine, experts)
-        except Exception as exc:   # noqa: BLE001 - said to the learner
-            if called_the_reference(exc):
-                raise AssertionError(tr("balancing loss: your function called "
-                                        "gpututor.moe.load_balancing_loss: write the loss "
-                                        "yourself.")) from None
-            raise
+        got = call_refusing(candidate, (mine, experts), refused=(load_balancing_loss,),
+                            called=tr("balancing loss: your function called "
+                                      "gpututor.moe.load_balancing_loss: write the loss "
+                                      "yourself."))
         shape = f"{tokens} tokens, {n_expert} experts, top-{top_k}"
         if not isinstance(got, torch.Tensor) or got.numel() != 1:
             raise AssertionError(tr("balancing loss: for {shape} your function returned {got!r}, "

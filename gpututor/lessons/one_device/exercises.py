@@ -24,8 +24,8 @@ import torch
 from ...attention import naive_attention, sdpa_attention, tiled_attention, tiled_backward, \
     tiled_forward
 from ...i18n import tr
+from ..common.code_exercise import call_refusing
 from ..common.exercises import check_answer
-from ..common.guards import RefusedWhileRunning, called_the_reference
 
 FP32_BYTES, HALF_BYTES = 4, 2
 
@@ -129,14 +129,9 @@ REFERENCES = (tiled_forward, tiled_backward, tiled_attention, naive_attention, s
 
 
 def _run(update, *args):
-    try:
-        with RefusedWhileRunning(*REFERENCES):
-            return update(*args)
-    except Exception as exc:   # noqa: BLE001 - said to the learner
-        if called_the_reference(exc):
-            raise AssertionError(tr("online softmax: your update called the package's attention "
-                                    "(gpututor.attention): write the update yourself.")) from None
-        raise
+    return call_refusing(update, args, refused=REFERENCES,
+                         called=tr("online softmax: your update called the package's attention "
+                                   "(gpututor.attention): write the update yourself."))
 
 
 def check_online_softmax(update: Callable) -> None:

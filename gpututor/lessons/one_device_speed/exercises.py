@@ -18,8 +18,8 @@ from ...formulas import bytes_per_value
 from ...i18n import tr
 from ...measure.roofline import catalog_roofs, matmul_elements, matmul_intensity
 from ...models import MLP, build_model
+from ..common.code_exercise import call_refusing
 from ..common.exercises import as_number, check_answer
-from ..common.guards import RefusedWhileRunning, called_the_reference
 
 # (m, k, n): the lesson's MLP up-projection, a square, a matrix-vector product, an output much
 # larger than the inputs, and an odd one
@@ -62,18 +62,14 @@ def check_matmul_intensity(function: Callable) -> None:
     shapes = SHAPES + ((draw.randint(2, 4096), draw.randint(2, 4096), draw.randint(2, 4096)),)
     for m, k, n in shapes:
         for size in BYTES:
-            try:
-                with RefusedWhileRunning(matmul_intensity, matmul_elements):
-                    got = function(m, k, n, size)
-            except Exception as error:   # noqa: BLE001 - said to the learner
-                if called_the_reference(error):
-                    raise AssertionError(tr(
-                        "matmul intensity: your function called the package's own count "
-                        "(gpututor.measure.roofline): write the count yourself.")) from None
-                raise AssertionError(tr("matmul intensity: your function failed for m, k, n = "
-                                        "{m}, {k}, {n} at {size} bytes: {kind}: {error}", m=m, k=k,
-                                        n=n, size=size, kind=type(error).__name__,
-                                        error=error)) from None
+            got = call_refusing(function, (m, k, n, size),
+                                refused=(matmul_intensity, matmul_elements),
+                                called=tr("matmul intensity: your function called the package's "
+                                          "own count (gpututor.measure.roofline): write the "
+                                          "count yourself."),
+                                failed=tr("matmul intensity: your function failed for m, k, n = "
+                                          "{m}, {k}, {n} at {size} bytes: {kind}: {error}"),
+                                m=m, k=k, n=n, size=size)
             number = as_number(got)
             if number is None or not math.isclose(number, matmul_intensity(m, k, n, size),
                                                   rel_tol=1e-6):

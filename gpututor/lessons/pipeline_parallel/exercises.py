@@ -16,8 +16,8 @@ from typing import Callable
 from ...formulas import theoretical_bubble_fraction
 from ...i18n import tr
 from ...parallel.pipeline.schedules import one_f_one_b
+from ..common.code_exercise import call_refusing
 from ..common.exercises import check_answer
-from ..common.guards import RefusedWhileRunning, called_the_reference
 
 
 def check_bubble(answer, stages: int = 2, microbatches: int = 8) -> None:
@@ -68,6 +68,11 @@ def reference_1f1b_order(stage: int, stages: int, microbatches: int) -> list[tup
     return worker.order
 
 
+def _as_order(ops) -> list[tuple]:
+    """The candidate's order as a list of ``(kind, micro-batch)`` tuples (TypeError if not)."""
+    return [tuple(op) for op in ops]
+
+
 def check_1f1b_order(candidate: Callable) -> None:
     """Run ``candidate(stage, stages, microbatches)`` (a list of ``("F", i)`` / ``("B", i)``)
     for every stage of four pipelines, fewer micro-batches than stages among them, against
@@ -80,19 +85,14 @@ def check_1f1b_order(candidate: Callable) -> None:
     expected = {case: reference_1f1b_order(case[2], case[0], case[1]) for case in cases}
     for stages, m, stage in cases:
         want = expected[stages, m, stage]
-        try:
-            with RefusedWhileRunning(one_f_one_b, reference_1f1b_order):
-                got = [tuple(op) for op in candidate(stage, stages, m)]
-        except Exception as exc:   # noqa: BLE001 - said to the learner
-            if called_the_reference(exc):
-                raise AssertionError(tr("1F1B order: your function ran the package's 1F1B "
-                                        "schedule: write the order yourself.")) from None
-            if isinstance(exc, (TypeError, ValueError)):
-                raise AssertionError(tr("1F1B order: for stage {stage} of {stages} with m={m} "
+        got = call_refusing(candidate, (stage, stages, m), read=_as_order,
+                            refused=(one_f_one_b, reference_1f1b_order),
+                            called=tr("1F1B order: your function ran the package's 1F1B "
+                                      "schedule: write the order yourself."),
+                            mistyped=tr("1F1B order: for stage {stage} of {stages} with m={m} "
                                         "your function did not return a list of (kind, "
-                                        "micro-batch) pairs: {error}", stage=stage,
-                                        stages=stages, m=m, error=exc)) from None
-            raise
+                                        "micro-batch) pairs: {error}"),
+                            stage=stage, stages=stages, m=m)
         if got == want:
             continue
         if sorted(map(repr, got)) != sorted(map(repr, want)):

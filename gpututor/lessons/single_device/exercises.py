@@ -23,8 +23,8 @@ from ...config import RunSpec
 from ...i18n import tr
 from ...measure import flops
 from ...models import GPT, build_model
-from ..common.exercises import as_number, check_answer
-from ..common.guards import RefusedWhileRunning, called_the_reference
+from ..common.code_exercise import call_refusing, number_from
+from ..common.exercises import check_answer
 
 
 def check_optimizer_bytes(answer, anatomy) -> None:
@@ -80,23 +80,17 @@ def check_flops_per_step(candidate: Callable) -> None:
                                     seq_len=seq_len), meta=True)
         want = reference_flops_per_step(model, batch_size, seq_len)
         case = dict(size=size, batch=batch_size, seq=seq_len)
-        try:
-            # counting is not deriving: the model's forward and torch's counter refuse too
-            with RefusedWhileRunning(*FLOP_FUNCTIONS, reference_flops_per_step, GPT.forward,
-                                     FlopCounterMode.__enter__):
-                got = candidate(model, batch_size, seq_len)
-        except Exception as exc:   # noqa: BLE001 - said to the learner
-            if called_the_reference(exc):
-                raise AssertionError(tr("FLOPs per step: your function called the package's "
-                                        "FLOPs formula (gpututor.measure.flops or "
-                                        "gpututor.formulas), ran the model or a FLOP counter: "
-                                        "write the formula yourself.")) from None
-            raise
-        number = as_number(got)
-        if number is None:
-            raise AssertionError(tr("FLOPs per step: for the {size} GPT, batch {batch}, "
-                                    "{seq} tokens per sequence, your function returned {got!r}, "
-                                    "not a number.", got=type(got), **case))
+        # counting is not deriving: the model's forward and torch's counter refuse too
+        got = call_refusing(candidate, (model, batch_size, seq_len),
+                            refused=(*FLOP_FUNCTIONS, reference_flops_per_step, GPT.forward,
+                                     FlopCounterMode.__enter__),
+                            called=tr("FLOPs per step: your function called the package's "
+                                      "FLOPs formula (gpututor.measure.flops or "
+                                      "gpututor.formulas), ran the model or a FLOP counter: "
+                                      "write the formula yourself."))
+        number = number_from(got, tr("FLOPs per step: for the {size} GPT, batch {batch}, "
+                                     "{seq} tokens per sequence, your function returned {got!r}, "
+                                     "not a number.", got=type(got), **case))
         if math.isclose(number, want, rel_tol=1e-3):
             continue
         wrong = ("FLOPs per step: for the {size} GPT, batch {batch}, {seq} tokens per sequence, "

@@ -19,8 +19,8 @@ from torch.utils.data import DistributedSampler
 
 from ...data import batches
 from ...i18n import tr
+from ..common.code_exercise import call_refusing
 from ..common.exercises import as_number, check_answer
-from ..common.guards import RefusedWhileRunning, called_the_reference
 
 
 def check_rows_per_rank(answer, spec, world_size: int = 4) -> None:
@@ -75,15 +75,11 @@ def check_rank_indices(candidate: Callable) -> None:
     expected = {case: reference_rank_indices(case[0], case[2], case[1]) for case in cases}
     for n, world, rank in cases:
         want = expected[n, world, rank]
-        try:
-            with RefusedWhileRunning(DistributedSampler.__init__, DistributedSampler.__iter__,
-                                     reference_rank_indices):
-                got = candidate(n, rank, world)
-        except Exception as exc:   # noqa: BLE001 - said to the learner
-            if called_the_reference(exc):
-                raise AssertionError(tr("rank indices: your function used DistributedSampler: "
-                                        "deal the indices out yourself.")) from None
-            raise
+        got = call_refusing(candidate, (n, rank, world),
+                            refused=(DistributedSampler.__init__, DistributedSampler.__iter__,
+                                     reference_rank_indices),
+                            called=tr("rank indices: your function used DistributedSampler: "
+                                      "deal the indices out yourself."))
         indices = _as_indices(got)
         where = dict(n=n, world=world, rank=rank)
         if indices is None:
