@@ -25,8 +25,9 @@ from ...config import RunSpec
 from ...formulas import bus_factor
 from ...i18n import tr
 from ...parallel.data_parallel import ring
+from ..common.code_exercise import CalledTheReference, call_refusing
 from ..common.exercises import check_answer, records_in_ranks
-from ..common.guards import OnlyPointToPoint, RefusedWhileRunning, called_the_reference
+from ..common.guards import OnlyPointToPoint
 
 
 @dataclass(frozen=True)
@@ -49,13 +50,13 @@ class AllReduceCheck:
             given = x.clone()
             with OnlyPointToPoint() as guard:
                 try:
-                    with RefusedWhileRunning(ring.ring_allreduce, ring._exchange):
-                        got = self.candidate(given, rank, world)
-                except RuntimeError as exc:
-                    if called_the_reference(exc):
-                        emit({"step": step, "numel": numel, "max_error": float("inf"),
-                              "reference": True})
-                        return   # the other ranks stop too: they would wait for this one
+                    got = call_refusing(self.candidate, (given, rank, world),
+                                        refused=(ring.ring_allreduce, ring._exchange))
+                except CalledTheReference:
+                    emit({"step": step, "numel": numel, "max_error": float("inf"),
+                          "reference": True})
+                    return   # the other ranks stop too: they would wait for this one
+                except RuntimeError:
                     if not guard.used:
                         raise
                     got = None

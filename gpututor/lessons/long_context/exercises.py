@@ -25,8 +25,9 @@ from ...config import RunSpec
 from ...i18n import tr
 from ...parallel.context_parallel import Ring, causal_work, split_positions
 from ...parallel.context_parallel.ring_attention import merge, ring_forward, visible_tile
+from ..common.code_exercise import CalledTheReference, call_refusing
 from ..common.exercises import check_answer, records_in_ranks
-from ..common.guards import RefusedWhileRunning, called_the_reference
+from ..common.guards import RefusedWhileRunning
 
 
 def check_visible_pairs(answer, seq_len: int = 64, ranks: int = 2, split: str = "contiguous",
@@ -157,13 +158,16 @@ class MergeInTheRing:
         failures = []
 
         def guarded(*partials):
-            # a merge that fails must not stop this rank: the others would wait for its blocks
+            # a merge that fails must not stop this rank: the others would wait for its blocks.
+            # The package's merge refuses for the whole ring (below), not only in this call.
             try:
-                return _as_merged(self.candidate(*partials), partials[2], partials[3])
+                return call_refusing(self.candidate, partials,
+                                     read=lambda got: _as_merged(got, partials[2], partials[3]))
+            except CalledTheReference:
+                failures.append("reference")
             except Exception as exc:   # noqa: BLE001 - reported to the checker
-                failures.append("reference" if called_the_reference(exc)
-                                else f"{type(exc).__name__}: {exc}")
-                return partials[2], partials[3]
+                failures.append(f"{type(exc).__name__}: {exc}")
+            return partials[2], partials[3]
 
         module.merge = guarded
         try:
@@ -191,15 +195,11 @@ def check_merge(candidate: Callable, world_size: int = 3) -> None:
     for name, hint, inputs in MERGE_CASES:
         parts, full_out, full_lse = _case(**inputs)
         case = tr(name)
-        try:
-            with RefusedWhileRunning(merge, ring_forward):
-                out, lse = _merged(candidate, parts)
-        except Exception as exc:   # noqa: BLE001 - said to the learner
-            if called_the_reference(exc):
-                raise AssertionError(tr("merge: your function called the package's merge (ring "
-                                        "attention's own): write the merge yourself.")) from None
-            raise AssertionError(tr("merge [{case}]: your function failed: {error}", case=case,
-                                    error=f"{type(exc).__name__}: {exc}")) from None
+        out, lse = call_refusing(_merged, (candidate, parts), refused=(merge, ring_forward),
+                                 called=tr("merge: your function called the package's merge "
+                                           "(ring attention's own): write the merge yourself."),
+                                 failed=tr("merge [{case}]: your function failed: {error}"),
+                                 case=case)
         out, lse = out.detach().to(torch.float64), lse.detach().to(torch.float64)
         if not (torch.isfinite(out).all() and torch.isfinite(lse).all()):
             raise AssertionError(tr("merge [{case}]: your merge gives inf or nan.", case=case)

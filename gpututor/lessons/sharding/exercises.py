@@ -26,8 +26,9 @@ from ...measure.timing import CommMeter
 from ...parallel.data_parallel.ring import ring_allreduce
 from ...parallel.sharding.flat import FlatShard, reduce_scatter_mean
 from ...plan.memory import model_state_bytes
+from ..common.code_exercise import CalledTheReference, call_refusing
 from ..common.exercises import check_answer, records_in_ranks
-from ..common.guards import OnlyPointToPoint, RefusedWhileRunning, called_the_reference
+from ..common.guards import OnlyPointToPoint
 
 STATE = ("params", "grads", "optimizer")
 
@@ -176,17 +177,17 @@ class ReduceScatterCheck:
             if step == 0:   # ZeRO's own reduce-scatter: this rank's slice of the average
                 mine = reduce_scatter_mean(flat.clone(), CommMeter(world_size=world))
                 assert torch.allclose(mine, average.tensor_split(world)[rank], atol=1e-6)
-            with OnlyPointToPoint() as guard, SentBytes() as sent, \
-                    RefusedWhileRunning(reduce_scatter_mean, ring_allreduce):
+            with OnlyPointToPoint() as guard, SentBytes() as sent:
                 try:
-                    got = self.candidate(flat.clone(), rank, world)
-                except RuntimeError as exc:
-                    if not guard.used and not called_the_reference(exc):
-                        raise
-                    got = None
-                    reference = called_the_reference(exc)
-                else:
+                    got = call_refusing(self.candidate, (flat.clone(), rank, world),
+                                        refused=(reduce_scatter_mean, ring_allreduce))
                     reference = False
+                except CalledTheReference:
+                    got, reference = None, True
+                except RuntimeError:
+                    if not guard.used:
+                        raise
+                    got, reference = None, False
             if guard.used or reference:
                 emit({"step": step, "numel": flat.numel(),
                       "built_in": guard.used[0] if guard.used else None, "reference": reference})

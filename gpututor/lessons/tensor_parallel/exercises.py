@@ -21,8 +21,8 @@ from ...config import RunSpec
 from ...i18n import tr
 from ...parallel.tensor_parallel.megatron import RowParallelLinear, TensorParallelGroup, owned_indices
 from ...runtime.launcher import launch
+from ..common.code_exercise import CalledTheReference, call_refusing
 from ..common.exercises import check_answer, records_in_ranks
-from ..common.guards import RefusedWhileRunning, called_the_reference
 
 DIFFERS = {   # what is compared -> what the learner is told when it differs
     "output": "row-parallel forward: on {world} ranks, rank {rank}: the output differs from the "
@@ -53,11 +53,9 @@ class RowParallelCheck:
         x_local = x.detach()[..., cols].clone().requires_grad_()
         weight = dense.weight.detach()[:, cols].clone().requires_grad_()
         try:
-            with RefusedWhileRunning(RowParallelLinear.forward):
-                out = self.candidate(x_local, weight, dense.bias.detach(), tp)
-        except RuntimeError as exc:
-            if not called_the_reference(exc):
-                raise
+            out = call_refusing(self.candidate, (x_local, weight, dense.bias.detach(), tp),
+                                refused=(RowParallelLinear.forward,))
+        except CalledTheReference:
             emit({"step": 0, "reference": True})
             return
         want = dense(x).detach()

@@ -2,10 +2,14 @@
 the reference refuses however it is reached, and each kind of failure becomes its sentence."""
 from __future__ import annotations
 
+import ast
+from pathlib import Path
+
 import numpy as np
 import pytest
 import torch
 
+import gpututor
 from gpututor.lessons.common.code_exercise import CalledTheReference, call_refusing, number_from
 
 
@@ -85,3 +89,16 @@ def test_number_from_takes_any_real_number_and_says_when_it_is_not_one():
         with pytest.raises(AssertionError, match="^not a number$"):
             number_from(value, "not a number")
 
+
+def test_only_the_shell_asks_whether_the_reference_was_called():
+    """Every code exercise runs the learner's function through ``call_refusing``: no checker
+    catches the refusal itself."""
+    root = Path(gpututor.__file__).parent
+
+    def names(path):
+        return {getattr(node, "id", getattr(node, "attr", None))
+                for node in ast.walk(ast.parse(path.read_text()))
+                if isinstance(node, (ast.Name, ast.Attribute))}
+    callers = sorted(str(path.relative_to(root)) for path in root.rglob("*.py")
+                     if "called_the_reference" in names(path))
+    assert callers == ["lessons/common/code_exercise.py"]
