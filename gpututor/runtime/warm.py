@@ -1,14 +1,13 @@
 """Start the ranks' forkserver as soon as ``import gpututor`` runs in a Jupyter kernel.
 
-The forkserver imports torch and the worker once (about 3 s of one core here: torch 1.3 s,
-``torch._dynamo`` 1.2 s, which torch itself imports the first time a model is built); every
-rank is then forked from it. Started here, before this package imports torch itself, the
-forkserver's imports run on another core while the kernel does its own, so the first
-``launch()`` in a fresh kernel waits much less; the lessons' kernel (runtime/kernel.py) starts
-it earlier still, at kernel start. Only in an IPython kernel (a script pays for it only when it
-launches), only in the kernel's own process (not in a rank or the forkserver, which import this
-package too), and not with ``GPUTUTOR_WARM_UP=0``. The kernel itself is never forked. Stdlib
-only: no torch here.
+The forkserver imports what every rank needs once (:data:`PRELOAD`, about 2 s of one core
+here: torch 1.0 s, ``torch._dynamo`` 0.9 s, the worker 0.15 s); every rank is then forked from
+it. Started here, before this package imports torch itself, the forkserver's imports run on
+another core while the kernel does its own, so the first ``launch()`` in a fresh kernel waits
+much less; the lessons' kernel (runtime/kernel.py) starts it earlier still, at kernel start.
+Only in an IPython kernel (a script pays for it only when it launches), only in the kernel's own
+process (not in a rank or the forkserver, which import this package too), and not with
+``GPUTUTOR_WARM_UP=0``. The kernel itself is never forked. Stdlib only: no torch here.
 
 Set ``GPUTUTOR_WARM_UP=0`` in a kernel that also starts processes with ``torch.multiprocessing``
 spawn right after importing gpututor: a spawn racing the forkserver's start from another thread
@@ -32,8 +31,14 @@ import sys
 import threading
 import warnings
 
-PRELOAD = ["torch", "torch.distributed", "torch.nn.parallel", "torch._dynamo",
-           "torch.utils.flop_counter", "gpututor.runtime.preload"]  # preload.py imports the worker
+# What every rank imports before its first record, whatever its strategy (measured with
+# benchmarks/first_record.py --imports): torch, gpututor's worker (preload.py imports it, and with
+# it torch.distributed, DDP and the FLOP counter), and torch._dynamo although nothing compiles:
+# torch imports it on the first call of a function it wraps in torch._disable_dynamo, such as
+# Optimizer.add_param_group (every optimizer's constructor) and an op run under a dispatch mode
+# (the worker's memory probe). torch._dynamo imports sympy, DTensor and FSDP too. Forked from
+# here, a rank imports only what is its strategy's own: pipelining for pp-torch (0.02 s).
+PRELOAD = ["torch", "torch._dynamo", "gpututor.runtime.preload"]
 lock = threading.Lock()
 _adopt_lock = threading.Lock()
 SOCKET_PATH_MAX = 104   # bytes in a Unix socket's path, with its NUL: macOS's (Linux: 108)
