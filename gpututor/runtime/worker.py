@@ -3,7 +3,7 @@
 ``train()`` builds data, model and optimizer, lets the strategy wrap them, runs the steps and
 calls ``emit(record)`` after each one: one flat dict of numbers per step per rank. Only ``emit``
 differs between the notebook launcher (a pipe per rank to the kernel) and torchrun (gathered at
-the end).
+the end). What a record says, field by field, is runtime/record_fields.py.
 """
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ import sys
 import threading
 import time
 from contextlib import ExitStack
+from dataclasses import dataclass
 from datetime import timedelta
 from typing import Callable
 
@@ -25,8 +26,8 @@ from ..data import batches, load_corpus
 from ..files import write_atomically
 from ..measure.capacity import (CapacityGuard, PhaseTracker, check_setup, cuda_capacity,
                                 from_cuda_oom)
-from ..measure.flops import device_peak_flops, model_flops_per_token, uncounted_attention_flops
-from ..measure.memory import LiveBytesProbe, optimizer_tensors, state_bytes
+from ..measure.flops import device_peak_flops, model_flops_per_token
+from ..measure.memory import LiveBytesProbe, optimizer_tensors
 from ..measure.timing import StepContext, synchronize
 from ..models import build_model, count_parameters
 from ..parallel import get_strategy
@@ -35,12 +36,12 @@ from ..parallel.mesh import RankGrid, build_groups
 from ..parallel.meta import materialize
 from .checkpoint import Checkpointer
 from .rank_output import RankOutput, RecordPipe, dump_stack_on_request
+from .record_fields import FlopFields, MemoryFields, step_record
 from .scratch_dirs import remove_when_owner_gone, scratch_dir_of
 
 load_corpus()  # read once here, so a forkserver that preloads this module has it in memory
 
 
-NOT_COUNTED = {"params": None, "grads": None, "optimizer": None}
 # a step's checkpoint figures: the save it started (its step, the seconds training waited for
 # it; None where it started none), and the saves that finished by its end, each with its step,
 # the whole save's seconds and the bytes this rank wrote (an asynchronous save finishes later)
@@ -91,109 +92,142 @@ def train(spec, rank: int, world_size: int, device: torch.device,
     start_time = start_time or time.time()
     torch.set_num_threads(rank_threads(spec, device))
     strategy = get_strategy(spec.strategy)
+    ctx = step_context(spec, strategy, rank, world_size, device)
+    capacity = rank_capacity(spec, device)
+    setup = set_up(spec, strategy, ctx, device)
+    model, optimizer = setup.model, setup.optimizer
+    saver = Checkpointer(spec, strategy, rank) if spec.checkpoint_every or spec.resume else None
+    # continue where a checkpoint left off, in any layout (runtime/checkpoint.py)
+    start_step = saver.load(model, optimizer, ctx) if spec.resume else 0
+    if spec.device_memory is not None:  # the model's state alone may not fit
+        check_setup(capacity, rank, start_step, model, optimizer, spec.device_memory)
+    dp_size, dp_rank = strategy.data_parallel_size(spec), strategy.data_parallel_rank(rank, spec)
+    # Step 0 creates the optimizer state and is what a learner waits for: measure after it.
+    flop_step, probe_step = (min(start_step + k, spec.steps - 1) for k in (1, 2))
+    flops = FlopFields(setup.flops_per_token, setup.model_cfg, spec, device, dp_size, world_size,
+                       spec.peak_flops or device_peak_flops(device, spec.precision))
+    memory = MemoryFields(setup.peak_bytes, device, probe_step, spec.steps - 1)
+
+    data = batches(spec, dp_rank, dp_size, start_step=start_step)
+    for step, (inputs, targets) in enumerate(data, start=start_step):
+        inject_fault(spec.fault, rank, step)
+        micro = list(zip(inputs.to(device).chunk(spec.grad_accum),
+                         targets.to(device).chunk(spec.grad_accum)))
+        loss, step_time, counted, probed = step_within_capacity(
+            lambda: strategy.train_step(model, optimizer, micro, ctx), ctx, capacity, step,
+            model, optimizer, count_flops=step == flop_step, probe_memory=step == probe_step)
+        saved = checkpoint_after(saver, ctx, step, model, optimizer)
+        emit({
+            "rank": rank, "step": step, "loss": loss, "time": time.time() - start_time,
+            **step_record(ctx, step_time, inputs.numel(), memory.state(step, model, optimizer)),
+            **memory.fields(probed), **flops.fields(counted, step_time, inputs.numel()),
+            "params": setup.params, "device": str(device), "world_size": world_size,
+            "probe": step in (flop_step, probe_step),  # slowed by measuring
+            **saved,
+        })
+    if saver is not None:
+        saver.wait()
+    if spec.save_state:  # for tests and by-hand comparison: the trained weights, by rank 0
+        save_weights(strategy, model, rank, spec.save_state)
+
+
+def step_context(spec, strategy, rank: int, world_size: int, device: torch.device) -> StepContext:
+    """What the strategy gets for this rank: its place in the rank grid, its groups, the
+    emulated link and the meters."""
     grid = RankGrid.of(spec, strategy.dims()[0])   # which ranks share which group
     ctx = StepContext(spec, rank, world_size, device, link=EmulatedLink.from_spec(spec),
                       grid=grid, groups=build_groups(grid, rank))
     ctx.comm.unmetered = not strategy.meters_comm   # torch's own collectives: not measured
-    # The rank's memory capacity (spec.device_memory): a CapacityGuard watches each step when
-    # a cap is asked, on CPU and on GPU alike (on a GPU the allocator is left uncapped: see
-    # cuda_capacity); without one, nothing more runs per step, and a GPU's wall is its own.
-    capacity = cuda_capacity(spec.device_memory, device) if device.type == "cuda" \
+    return ctx
+
+
+def rank_capacity(spec, device: torch.device):
+    """The rank's memory capacity in bytes (``spec.device_memory``; on a GPU at most its own
+    size, see ``cuda_capacity``), or None on a CPU without a cap. A ``CapacityGuard`` watches
+    each step when a cap is asked, on CPU and GPU alike; without one, nothing more runs per
+    step, and a GPU's wall is its own."""
+    return cuda_capacity(spec.device_memory, device) if device.type == "cuda" \
         else spec.device_memory
-    # A strategy that keeps only part of the model gets it on "meta" (shapes, no memory) and
-    # makes just its part: no rank ever holds the whole model (parallel/meta.py). The probe
-    # measures the largest number of bytes alive during this setup (the corpus is read before:
-    # it is data, not the model's memory).
-    load_corpus(spec.corpus)
-    with LiveBytesProbe() as setup:
+
+
+@dataclass
+class Setup:
+    """What a rank trains, and what its setup measured."""
+
+    model: torch.nn.Module
+    optimizer: object
+    params: int              # the whole model's parameters
+    flops_per_token: float   # the whole model's training FLOPs per token (6·N + attention)
+    model_cfg: object        # the model's config (None for a model without one)
+    peak_bytes: int          # the most bytes alive at once while it was set up
+
+
+def set_up(spec, strategy, ctx: StepContext, device: torch.device) -> Setup:
+    """Build the model, let the strategy wrap it, and make its optimizer, measuring the bytes.
+
+    A strategy that keeps only part of the model gets it on "meta" (shapes, no memory) and makes
+    just its part: no rank ever holds the whole model (parallel/meta.py)."""
+    load_corpus(spec.corpus)   # read before the probe: it is data, not the model's memory
+    with LiveBytesProbe() as probe:
         model = build_model(spec, meta=strategy.builds_on_meta)
         if not strategy.builds_on_meta:
             model = model.to(device)
-        n_params = count_parameters(model)
+        params, model_cfg = count_parameters(model), getattr(model, "cfg", None)
         flops_per_token = model_flops_per_token(model, spec.seq_len)
-        model_cfg = getattr(model, "cfg", None)
         model = materialize(strategy.wrap(model, ctx), device, spec.seed)
         optimizer = strategy.make_optimizer(model, spec)
-    setup_peak = setup.peak
-    start_step = 0
-    saver = Checkpointer(spec, strategy, rank) if spec.checkpoint_every or spec.resume else None
-    if spec.resume:  # continue where a checkpoint left off, in any layout (runtime/checkpoint.py)
-        start_step = saver.load(model, optimizer, ctx)
-    if spec.device_memory is not None:  # the model's state alone may not fit
-        check_setup(capacity, rank, start_step, model, optimizer, spec.device_memory)
-    dp_size, dp_rank = strategy.data_parallel_size(spec), strategy.data_parallel_rank(rank, spec)
-    peak_flops = spec.peak_flops or device_peak_flops(device, spec.precision)
-    # Step 0 creates the optimizer state and is what a learner waits for: measure after it.
-    flop_step, probe_step = (min(start_step + k, spec.steps - 1) for k in (1, 2))
-    fault = spec.fault
-    flops = activations = probe_peak = None
+    return Setup(model, optimizer, params, flops_per_token, model_cfg, probe.peak)
 
-    data = batches(spec, dp_rank, dp_size, start_step=start_step)
-    for step, (inputs, targets) in enumerate(data, start=start_step):
-        if fault is not None and fault.rank == rank and fault.step == step:
-            if fault.hang:
-                threading.Event().wait()  # hang forever: peers must notice and fail
-            raise InjectedFault(f"injected fault: rank {rank} raises at step {step}")
-        micro = list(zip(inputs.to(device).chunk(spec.grad_accum),
-                         targets.to(device).chunk(spec.grad_accum)))
-        run_step = lambda: strategy.train_step(model, optimizer, micro, ctx)
-        ctx.reset()
-        if device.type == "cuda":
-            torch.cuda.reset_peak_memory_stats(device)
 
-        guard = step_guard(spec, device, capacity, rank, step, model, optimizer)
-        try:
-            loss, step_time, counted, probed = measured_step(
-                run_step, ctx, model, optimizer, count_flops=step == flop_step,
-                probe_memory=step == probe_step, guard=guard)
-        except torch.cuda.OutOfMemoryError as exc:
-            if device.type != "cuda":
-                raise
-            raise from_cuda_oom(exc, rank, step, getattr(ctx.probe, "phase", "step"), capacity,
-                                device, model, optimizer, spec.device_memory) from exc
-        saved = dict(CHECKPOINT_FIELDS, checkpoint_written=[])
-        if spec.checkpoint_every and (step + 1) % spec.checkpoint_every == 0:
-            saved = saver.save(model, optimizer, step,   # sync: all of it; async: the copy
-                               getattr(ctx, "grad_scaler", None))
-        if saver is not None:   # an asynchronous save's figures, once it has finished
-            saved["checkpoint_written"] += saver.wait() if step == spec.steps - 1 \
-                else saver.finished()
-        if counted is not None:
-            flops = counted + uncounted_attention_flops(model_cfg,
-                                                        inputs.numel(), spec.seq_len, device)
-        if probed is not None:
-            activations, probe_peak = probed
-        # One meaning on every device: the probe's peak of live tensor bytes during its step.
-        # The CUDA allocator's own high-water mark (rounded blocks, workspaces) is another figure.
-        allocator_peak = torch.cuda.max_memory_allocated(device) if device.type == "cuda" else None
-        # MFU counts the model's FLOPs (6·N·tokens + attention), not recomputation (PaLM, App. B);
-        # model-parallel ranks (tp, pp) share one batch's work: each does dp/world of it
-        model_flops = flops_per_token * inputs.numel() * dp_size / world_size
-        emit({
-            "rank": rank, "step": step, "loss": loss, "time": time.time() - start_time,
-            # Model-state bytes are fixed once the optimizer state exists: counted (about 1 ms
-            # for every tensor) on the first steps and the last, None ("not counted") between.
-            **step_record(ctx, step_time, inputs.numel(),
-                          state_bytes(model, optimizer) if step <= probe_step or
-                          step == spec.steps - 1 else NOT_COUNTED),
-            "mem_activations": activations, "mem_peak": probe_peak, "mem_setup_peak": setup_peak,
-            "mem_allocator_peak": allocator_peak,
-            "flops": flops, "achieved_flops": flops / step_time if flops else None,
-            "model_flops": model_flops,
-            "mfu": model_flops / step_time / peak_flops if peak_flops else None,
-            "params": n_params, "device": str(device), "world_size": world_size,
-            "probe": step in (flop_step, probe_step),  # slowed by measuring
-            **{key: saved[key] for key in CHECKPOINT_FIELDS},
-        })
-    if saver is not None:
-        saver.wait()
+def inject_fault(fault, rank: int, step: int) -> None:
+    """``--inject-fault``: raise (or hang, for peers to notice) on the fault's rank and step."""
+    if fault is not None and fault.rank == rank and fault.step == step:
+        if fault.hang:
+            threading.Event().wait()  # hang forever: peers must notice and fail
+        raise InjectedFault(f"injected fault: rank {rank} raises at step {step}")
 
-    if spec.save_state:  # for tests and by-hand comparison: the trained weights, by rank 0
-        state = strategy.full_state_dict(model)
-        if rank == 0:
-            cpu = {k: v.detach().cpu() for k, v in state.items()}
-            # beside the target, then renamed: a reader never sees half a file (files.py)
-            write_atomically(spec.save_state, lambda f: torch.save(cpu, f), binary=True)
+
+def step_within_capacity(run_step, ctx: StepContext, capacity, step: int, model, optimizer,
+                         count_flops: bool, probe_memory: bool):
+    """:func:`measured_step` watched for the rank's memory capacity (:func:`step_guard`); a
+    CUDA out-of-memory becomes a ``DeviceOutOfMemory`` naming the rank, step and phase."""
+    spec, device = ctx.spec, ctx.device
+    ctx.reset()
+    if device.type == "cuda":
+        torch.cuda.reset_peak_memory_stats(device)
+    guard = step_guard(spec, device, capacity, ctx.rank, step, model, optimizer)
+    try:
+        return measured_step(run_step, ctx, model, optimizer, count_flops=count_flops,
+                             probe_memory=probe_memory, guard=guard)
+    except torch.cuda.OutOfMemoryError as exc:
+        if device.type != "cuda":
+            raise
+        raise from_cuda_oom(exc, ctx.rank, step, getattr(ctx.probe, "phase", "step"), capacity,
+                            device, model, optimizer, spec.device_memory) from exc
+
+
+def checkpoint_after(saver, ctx: StepContext, step: int, model, optimizer) -> dict:
+    """Save a checkpoint after ``step`` if one is due; return the record's checkpoint fields
+    (:data:`CHECKPOINT_FIELDS`), with the asynchronous saves that have finished meanwhile."""
+    spec = ctx.spec
+    saved = dict(CHECKPOINT_FIELDS, checkpoint_written=[])
+    if spec.checkpoint_every and (step + 1) % spec.checkpoint_every == 0:
+        saved = saver.save(model, optimizer, step,   # sync: all of it; async: the copy
+                           getattr(ctx, "grad_scaler", None))
+    if saver is not None:   # an asynchronous save's figures, once it has finished
+        saved["checkpoint_written"] += saver.wait() if step == spec.steps - 1 \
+            else saver.finished()
+    return {key: saved[key] for key in CHECKPOINT_FIELDS}
+
+
+def save_weights(strategy, model, rank: int, path: str) -> None:
+    """The trained weights, whole, written by rank 0 to ``path`` (every rank takes part in
+    gathering them)."""
+    state = strategy.full_state_dict(model)
+    if rank == 0:
+        cpu = {k: v.detach().cpu() for k, v in state.items()}
+        # beside the target, then renamed: a reader never sees half a file (files.py)
+        write_atomically(path, lambda f: torch.save(cpu, f), binary=True)
 
 
 def step_guard(spec, device: torch.device, capacity, rank: int, step: int, model, optimizer):
@@ -237,27 +271,6 @@ def measured_step(run_step, ctx, model, optimizer, count_flops: bool, probe_memo
         probed = (ctx.probe.forward_end, ctx.probe.peak)
     ctx.probe = None
     return loss, time.perf_counter() - start, flops, probed
-
-
-def step_record(ctx, step_time: float, tokens: int, mem: dict) -> dict:
-    """The step's times, communication and model-state bytes, as record fields. What the
-    communication meter could not measure (``CommMeter.unmetered``, ``exposed_unknown``) is
-    None, and compute time with it: not measured, not 0."""
-    measured = lambda value: None if ctx.comm.unmetered else value
-    waited = lambda value: None if ctx.comm.exposed_unknown else measured(value)
-    return {
-        "step_time_s": step_time,
-        "tokens_per_s": tokens / step_time,
-        "compute_s": waited(step_time - ctx.comm.exposed_s),
-        "comm_s": waited(ctx.comm.exposed_s),
-        "comm_busy_s": measured(ctx.comm.busy_s),
-        "comm_bytes": measured(ctx.comm.bytes),
-        "comm_wire_bytes": measured(ctx.comm.wire_bytes),
-        "emulated_comm_s": ctx.comm.emulated_s,
-        **{f"{name}_s": seconds for name, seconds in ctx.phases.items()},
-        **ctx.extra,
-        "mem_params": mem["params"], "mem_grads": mem["grads"], "mem_optimizer": mem["optimizer"],
-    }
 
 
 # ---- entry point for launch(): one process per rank, started by the launcher -----------------
