@@ -16,7 +16,8 @@ Three measures, each a fresh process per repetition, variants interleaved (A B A
 ``--baseline REV`` measures the code of git revision REV beside this checkout (its ``gpututor``
 and ``data`` folders, extracted with ``git archive`` into a temp folder; same venv), so before
 and after come from one run on the same machine state; REV may also be a folder that holds a
-``gpututor`` package (a patched copy, say).
+``gpututor`` package (a patched copy, say). ``--after REV`` measures REV in place of this
+checkout (whose files other work in progress may have changed).
 
     python benchmarks/first_record.py --baseline HEAD~3 [--repeats 3] [--strategies single,ddp]
     python benchmarks/first_record.py --imports
@@ -50,7 +51,8 @@ import statistics, sys, time
 from gpututor import RunSpec, launch, warm_up
 if __name__ == "__main__":
     warm_up(block=True)   # the panel's warm start: the forkserver has run its imports
-    spec = RunSpec(model="gpt", strategy="ddp", world_size=2, steps=1, batch_size=8,
+    # 3 steps: the first record is step 0's, which measures nothing more (steps 1-2 probe)
+    spec = RunSpec(model="gpt", strategy="ddp", world_size=2, steps=3, batch_size=8,
                    device="cpu")
     times = []
     for _ in range(4):
@@ -119,20 +121,23 @@ def later_launches(root: Path) -> tuple[float, float]:
 
 
 def compare(args) -> dict:
-    roots = {"now": ROOT}
+    after = (args.after, baseline_tree(args.after)) if args.after else ("now", ROOT)
+    roots = dict([after])
     if args.baseline:
-        roots = {f"baseline {args.baseline}": baseline_tree(args.baseline), "now": ROOT}
+        roots = {f"baseline {args.baseline}": baseline_tree(args.baseline), after[0]: after[1]}
     rows = {name: {} for name in roots}
     try:
         for rep in range(args.repeats):
+            # interleaved, each going first in turn: drift and warm caches hit both alike
+            order = list(roots.items())[::-1 if rep % 2 else 1]
             for strategy in args.strategies:
-                for name, root in roots.items():   # interleaved: drift hits both alike
+                for name, root in order:
                     first, total = cli_first_record(root, strategy, args.steps)
                     rows[name].setdefault(f"cli_first_record_s {strategy}", []).append(first)
                     rows[name].setdefault(f"cli_total_s {strategy}", []).append(total)
                     print(f"rep {rep} {name:>16} {strategy:>7}: first record {first:.2f} s, "
                           f"exit {total:.2f} s", flush=True)
-            for name, root in roots.items():
+            for name, root in order:
                 first, later = later_launches(root)
                 rows[name].setdefault("first_launch_s", []).append(first)
                 rows[name].setdefault("later_launch_s", []).append(later)
@@ -147,7 +152,7 @@ def compare(args) -> dict:
     result = {"repeats": args.repeats, "steps": args.steps, "runs": rows, "medians": medians}
     if len(roots) == 2:
         before, after = medians.values()
-        result["now_over_baseline"] = {k: after[k] / before[k] for k in after}
+        result["after_over_baseline"] = {k: after[k] / before[k] for k in after}
     table(medians)
     return result
 
@@ -237,6 +242,8 @@ def imports(args) -> dict:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--baseline", metavar="REV", help="git revision to measure beside this one")
+    parser.add_argument("--after", metavar="REV", help="git revision to measure instead of "
+                        "this checkout's files")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--steps", type=int, default=2)
     parser.add_argument("--strategies", default="single,ddp,fsdp,tp",
