@@ -72,36 +72,13 @@ CHOICES = {"recompute": formulas.RECOMPUTE, "op": formulas.COLLECTIVES,
 # formulas.bubble_to_compute_ratio.)
 RESTATED_ELSEWHERE: dict[tuple[str, str], str] = {}
 
-# Module-level names defined in more than one module, left for their owners: name -> the files
-# that define it. To fix in the lesson move (and by the owners of runtime/ and parallel/): import
-# the one definition, or give a different thing a different name.
-NAMES_DEFINED_TWICE = {
-    "MB": {"lessons/long_context/figures.py", "lessons/failures_at_scale/figures.py",
-           "lessons/common/one_device_figures.py", "lessons/composing_parallelisms/figures.py",
-           "lessons/sharding/figures.py", "lessons/choosing_hardware/calibrate.py",
-           "lessons/choosing_hardware/figures.py", "ui/plots.py", "formulas.py"},
-    "GB": {"catalog.py", "lessons/choosing_hardware/figures.py"},
-    "HOUR": {"formulas.py", "lessons/failures_at_scale/figures.py"},
-    "LAYOUT": {"lessons/composing_parallelisms/figures.py", "ui/plots.py", "ui/style.py"},
-    "PHASES": {"lessons/common/sweep.py", "parallel/pipeline/timeline.py", "measure/profile.py"},
-    "CATEGORIES": {"measure/memory.py", "measure/profile.py"},
-    "DEFAULT_SIZES": {"config.py", "measure/collectives.py"},
-    "SPLITS": {"lessons/sharding/exercises.py", "parallel/context_parallel/split.py"},
-}
+# Module-level names defined in more than one module, if one is ever left for its owner: name ->
+# the files that define it (import the one definition, or give a different thing another name).
+NAMES_DEFINED_TWICE: dict[str, set[str]] = {}
 
-# A tensor's own bytes are PyTorch's ``t.nbytes`` (numel x element size); the files that still
-# multiply it out, left for their owners (to fix in the lesson move, and in parallel/,
-# precision/, runtime/, compression/measure.py).
-TENSOR_BYTES_MULTIPLIED = {
-    "lessons/compression/exercises.py", "lessons/sharding/exercises.py", "runtime/checkpoint.py",
-    "precision/offload.py", "precision/adam8bit.py", "parallel/data_parallel/scratch.py",
-    "parallel/pipeline/stages.py", "parallel/pipeline/schedules.py",
-    "parallel/expert_parallel/scratch.py", "parallel/expert_parallel/all_to_all.py",
-    "parallel/context_parallel/context_parallel.py",
-    "parallel/context_parallel/cp_communications.py", "parallel/sharding/flat.py",
-    "parallel/sharding/fsdp.py", "parallel/tensor_parallel/megatron.py",
-    "compression/measure.py",
-}
+# A tensor's own bytes are PyTorch's ``t.nbytes`` (numel x element size); a file that still
+# multiplies it out, if one is ever left for its owner.
+TENSOR_BYTES_MULTIPLIED: set[str] = set()
 
 
 def sources() -> dict[str, str]:

@@ -34,10 +34,10 @@ def int8_size_bound(model: nn.Module) -> dict[str, float]:
     embedding's: the lookup table stays float), and ``bound``, the file's size relative to now
     if those weights took 1 byte instead of 4 and everything else stayed (scales not counted)."""
     embeddings = {m.weight.data_ptr() for m in model.modules() if isinstance(m, nn.Embedding)}
-    linear = {m.weight.data_ptr(): m.weight.numel() * m.weight.element_size()
+    linear = {m.weight.data_ptr(): m.weight.nbytes
               for m in model.modules() if isinstance(m, nn.Linear)
               and m.weight.data_ptr() not in embeddings}
-    total = sum(p.numel() * p.element_size() for p in model.parameters())   # tied ones once
+    total = sum(p.nbytes for p in model.parameters())   # tied ones once
     share = sum(linear.values()) / total
     return {"linear_share": share, "bound": 1 - share + share / 4}
 

@@ -23,7 +23,7 @@ all_gather_into_tensor = getattr(dist, "all_gather_single", None) or dist.all_ga
 reduce_scatter_tensor = getattr(dist, "reduce_scatter_single", None) or dist.reduce_scatter_tensor
 
 OPS = ("all_reduce", "all_gather", "reduce_scatter", "broadcast")
-DEFAULT_SIZES = tuple(2 ** k for k in range(10, 25, 2))   # 1 KiB .. 16 MiB
+MESSAGE_SIZES = tuple(2 ** k for k in range(10, 25, 2))   # 1 KiB .. 16 MiB
 
 
 def _collective(op: str, nbytes: int, world: int, device):
@@ -45,7 +45,7 @@ class CommBenchmark:
     """A task for ``launch(spec, task=CommBenchmark(...))``: in every rank, time each of ``ops``
     at each of ``sizes`` (bytes), ``iters`` times; emit one row per (op, size)."""
 
-    sizes: tuple = DEFAULT_SIZES
+    sizes: tuple = MESSAGE_SIZES
     ops: tuple = OPS
     iters: int = 5
 

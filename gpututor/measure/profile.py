@@ -44,7 +44,7 @@ from ..config import RunSpec
 
 PHASES = ("forward", "backward", "optimizer")
 STEP = "step#"                      # each profiled step's range is named step#0, step#1, ...
-CATEGORIES = ("compute", "copy", "other")
+OP_KINDS = ("compute", "copy", "other")
 
 # What an operator does, from its name (fnmatch patterns, ``aten::`` left off): the one place
 # categories are decided. compute: the matmul-like ops, where the arithmetic is. copy: ops that
@@ -103,19 +103,19 @@ class Profile:
         """Seconds of wall time that outermost operators of each category covered, and
         ``idle_s``, covered by none. Each instant counts once (if ops of two threads overlap, it
         goes to compute, then copy, then other), so the parts add up to ``wall_s``."""
-        parts = dict.fromkeys(CATEGORIES, 0.0)
-        running = dict.fromkeys(CATEGORIES, 0)
+        parts = dict.fromkeys(OP_KINDS, 0.0)
+        running = dict.fromkeys(OP_KINDS, 0)
         marks = sorted([(r["start_s"], 1, r["category"]) for r in self.op_events]
                        + [(r["end_s"], -1, r["category"]) for r in self.op_events])
         last = 0.0
         for t, change, kind in marks:
-            busy = next((c for c in CATEGORIES if running[c]), None)
+            busy = next((c for c in OP_KINDS if running[c]), None)
             if busy is not None:
                 parts[busy] += t - last
             running[kind] += change
             last = t
         covered = sum(parts.values())
-        return {**{f"{c}_s": parts[c] for c in CATEGORIES},
+        return {**{f"{c}_s": parts[c] for c in OP_KINDS},
                 "idle_s": self.wall_s - covered, "wall_s": self.wall_s}
 
 

@@ -102,6 +102,6 @@ class Adam8bit(torch.optim.Optimizer):
 def state_bytes_per_param(optimizer: torch.optim.Optimizer) -> float:
     """Bytes of optimizer state (every tensor in ``optimizer.state``) per parameter."""
     n_params = sum(p.numel() for g in optimizer.param_groups for p in g["params"])
-    held = sum(t.numel() * t.element_size() for s in optimizer.state.values()
+    held = sum(t.nbytes for s in optimizer.state.values()
                for t in s.values() if torch.is_tensor(t))
     return held / n_params if n_params else math.nan

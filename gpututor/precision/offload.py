@@ -113,7 +113,7 @@ class OffloadedAdam(torch.optim.Optimizer):
                 buffer = self._grad_buffers[p]
                 buffer.copy_(p.grad, non_blocking=_is_async(p, buffer))
                 master.grad = buffer
-                moved["to_host"] += p.grad.numel() * p.grad.element_size()
+                moved["to_host"] += p.grad.nbytes
                 updated.append(p)
         # The host must not read a gradient before its copy has landed. A device-wide sync also
         # waits for last step's uploads (any stream), which read the masters Adam now writes.
@@ -128,7 +128,7 @@ class OffloadedAdam(torch.optim.Optimizer):
         for p in updated:
             master = self.state[p]["master"]
             p.copy_(master, non_blocking=_is_async(p, master))
-            moved["to_device"] += p.numel() * p.element_size()
+            moved["to_device"] += p.nbytes
         self._count(moved, "to_device")
         self.last_step_bytes = moved
         return loss

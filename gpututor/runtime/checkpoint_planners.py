@@ -62,7 +62,7 @@ def _planners():
             obj = self.state_dict[index.fqn]
             if isinstance(obj, Boxes):   # write a compact CPU copy, not the view's storage
                 view = obj.__get_tensor_shard__(index).detach()
-                compact = view.untyped_storage().nbytes() == view.numel() * view.element_size()
+                compact = view.untyped_storage().nbytes() == view.nbytes
                 return view.cpu() if compact and view.is_contiguous() else \
                     view.to("cpu", copy=True).contiguous()
             return super().lookup_object(index)

@@ -260,17 +260,17 @@ def _run_torchrun(args) -> int:
 
 
 def _bench_comm(args) -> int:
-    from ..measure.collectives import DEFAULT_SIZES, OPS
+    from ..measure.collectives import MESSAGE_SIZES, OPS
     from .bench import run_comm_benchmark
 
     ops = tuple(args.ops.split(","))
     bad = [op for op in ops if op not in OPS]
-    sizes = tuple(s for s in DEFAULT_SIZES if s <= args.max_bytes)
+    sizes = tuple(s for s in MESSAGE_SIZES if s <= args.max_bytes)
     try:
         if bad:
             raise ValueError(f"ops={','.join(bad)!r} is invalid: allowed values are {', '.join(OPS)}")
         if not sizes:
-            raise ValueError(f"max_bytes={args.max_bytes} is invalid: allowed is >= {DEFAULT_SIZES[0]}")
+            raise ValueError(f"max_bytes={args.max_bytes} is invalid: allowed is >= {MESSAGE_SIZES[0]}")
         summary = run_comm_benchmark(args.world_size, args.device, sizes, ops, args.iters)
     except ValueError as exc:
         print(f"gpututor: error: {exc}", file=sys.stderr)

@@ -9,7 +9,7 @@ import torch
 
 from gpututor import RunSpec
 from gpututor.data import batches
-from gpututor.measure.profile import CATEGORIES, PHASES, category, profile_steps
+from gpututor.measure.profile import OP_KINDS, PHASES, category, profile_steps
 from gpututor.models import build_model
 from gpututor.lessons.one_device_speed.profile_figures import timeline_figure, top_ops_figure
 
@@ -64,7 +64,7 @@ def test_timeline_is_sorted_and_inside_the_profiled_steps(profiled):
     starts = [r["start_s"] for r in rows]
     assert starts == sorted(starts)
     assert all(0 <= r["start_s"] <= r["end_s"] <= profiled.wall_s for r in rows)
-    assert {r["category"] for r in rows} <= set(CATEGORIES)
+    assert {r["category"] for r in rows} <= set(OP_KINDS)
     assert {r["phase"] for r in rows} >= set(PHASES)
     assert {r["step"] for r in rows} == set(range(STEPS))
     assert all(r["name"].startswith("aten::") for r in rows)
@@ -109,12 +109,12 @@ def test_figures_have_their_traces_and_the_shares_in_the_title(profiled):
     assert len(top.data) == 1 and len(top.data[0].y) == 8
     assert top.data[0].y[-1] == profiled.top_ops(1)[0]["name"]       # the largest on top
     line = timeline_figure(profiled)
-    assert [t.name for t in line.data] == [*PHASES, *CATEGORIES]
+    assert [t.name for t in line.data] == [*PHASES, *OP_KINDS]
     parts = profiled.breakdown()
     title = line.layout.title.text
-    for name in (*CATEGORIES, "idle"):
+    for name in (*OP_KINDS, "idle"):
         assert f"{name} {parts[name + '_s'] / parts['wall_s']:.0%}" in title
-    ops = [t for t in line.data if t.name in CATEGORIES]
+    ops = [t for t in line.data if t.name in OP_KINDS]
     assert sum(len(t.x) for t in ops) == len(profiled.timeline())
 
 

@@ -66,7 +66,7 @@ def check_int8_bytes(answer, quantized: dict, variant: str = "int8 from scratch"
     if answer is ...:
         return check_answer(answer, None, "bytes of int8 weights and scales")
     layers = [m for m in quantized[variant].modules() if isinstance(m, quantize.Int8Linear)]
-    held = sum(t.numel() * t.element_size() for m in layers for t in (m.q, m.scale))
+    held = sum(t.nbytes for m in layers for t in (m.q, m.scale))
     check_answer(answer, held, "bytes of int8 weights and scales", rel_tol=0, source="counted")
 
 
@@ -90,7 +90,7 @@ def checker_weights() -> dict[str, torch.Tensor]:
 
 
 # what the learner's quantizer must not call: the package's, and torch's quantize ops
-REFUSED = (quantize.quantize_per_channel, quantize.symmetric_scale,
+QUANTIZERS = (quantize.quantize_per_channel, quantize.symmetric_scale,
            quantize.dequantize_per_channel, quantize.quantization_error,
            quantize.quantize_linears, quantize.Int8Linear.from_linear.__func__)
 REFUSED_OPS = tuple((owner, name) for owner in (torch, torch.ops.aten)
@@ -102,7 +102,7 @@ def _run(candidate: Callable, weight: torch.Tensor, case: str):
     # a copy, so that a function that changes its argument in place is compared with the original
     given = nn.Parameter(weight.detach().clone()) if isinstance(weight, nn.Parameter) \
         else weight.clone()
-    got = call_refusing(candidate, (given,), refused=REFUSED, attributes=REFUSED_OPS,
+    got = call_refusing(candidate, (given,), refused=QUANTIZERS, attributes=REFUSED_OPS,
                         called=tr("quantize: your function called the package's quantizer or "
                                   "one of torch's quantize ops: write it yourself."),
                         failed=tr("quantize: for {case} your function failed: {error}"),

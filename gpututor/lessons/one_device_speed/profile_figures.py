@@ -7,7 +7,7 @@ from __future__ import annotations
 import plotly.graph_objects as go
 
 from ...i18n import tr
-from ...measure.profile import CATEGORIES, PHASES, Profile
+from ...measure.profile import OP_KINDS, PHASES, Profile
 from ...ui.style import TEMPLATE
 
 MS = 1e3
@@ -38,7 +38,7 @@ def top_ops_figure(rows: list[dict]) -> go.Figure:
 def breakdown_shares(profile: Profile) -> dict[str, float]:
     """Shares of the wall time: compute, copy, other and idle (they add up to 1)."""
     parts = profile.breakdown()
-    return {name: parts[f"{name}_s"] / parts["wall_s"] for name in (*CATEGORIES, "idle")}
+    return {name: parts[f"{name}_s"] / parts["wall_s"] for name in (*OP_KINDS, "idle")}
 
 
 def timeline_figure(profile: Profile) -> go.Figure:
@@ -56,7 +56,7 @@ def timeline_figure(profile: Profile) -> go.Figure:
             hovertemplate=tr("{phase}, step %{{customdata}}: %{{x:.2f}} ms from %{{base:.2f}} ms"
                              "<extra></extra>", phase=tr(phase)))
     ops = profile.timeline()
-    for kind in CATEGORIES:
+    for kind in OP_KINDS:
         mine = [r for r in ops if r["category"] == kind]
         fig.add_bar(
             orientation="h", name=tr(kind), y=[tr("operators")] * len(mine),

@@ -103,7 +103,7 @@ def check_zero3_sent(answer, run: dict) -> None:
 
 # ---- exercise 4: ZeRO-2's gradient partition, a reduce-scatter by hand (real ranks) ----------
 
-SPLITS = {"tensor_split": torch.tensor_split, "chunk": torch.chunk}
+SPLITTERS = {"tensor_split": torch.tensor_split, "chunk": torch.chunk}
 
 
 class SentBytes:
@@ -124,7 +124,7 @@ class SentBytes:
 
     def _counting(self, send):
         def counted(obj, tensors, *args, **kwargs):
-            self.bytes += sum(t.numel() * t.element_size() for t in tensors)
+            self.bytes += sum(t.nbytes for t in tensors)
             return send(obj, tensors, *args, **kwargs)
         return counted
 
@@ -196,7 +196,7 @@ class ReduceScatterCheck:
                       "needed": {}, "summed": False, "piece_of": None,
                       "shape": list(got.shape) if isinstance(got, torch.Tensor) else None,
                       "type": type(got).__name__}
-            for how, split in SPLITS.items():
+            for how, split in SPLITTERS.items():
                 pieces = split(average, world)
                 record["errors"][how] = _error(got, pieces[rank])
                 record["needed"][how] = (flat.numel() - pieces[rank].numel()) * flat.element_size()
@@ -237,7 +237,7 @@ def check_reduce_scatter(candidate, world_sizes: tuple = (3, 4)) -> None:
 def _judge(records: list[dict], world: int) -> None:
     """One flat vector on every rank: the pieces of one split, right on every rank, then the bytes."""
     numel = records[0]["numel"]
-    right = [how for how in SPLITS if all(r["errors"][how] <= 1e-5 for r in records)]
+    right = [how for how in SPLITTERS if all(r["errors"][how] <= 1e-5 for r in records)]
     if not right:
         worst = max(records, key=lambda r: min(r["errors"].values()))
         where = dict(world=world, numel=numel, rank=worst["rank"])

@@ -120,7 +120,7 @@ def average_gradients(model: nn.Module, cp: ContextParallelGroup) -> None:
     if cp.timer is None:
         collective()
     else:
-        cp.timer.run("all_reduce", flat.numel() * flat.element_size(), collective,
+        cp.timer.run("all_reduce", flat.nbytes, collective,
                      group_size=cp.ring.size)
     flat /= cp.ring.size
     offset = 0

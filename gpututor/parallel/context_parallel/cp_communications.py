@@ -76,7 +76,7 @@ class Ring:
         received = torch.empty_like(block)
         ops = [dist.P2POp(dist.isend, block, group=self.group, group_peer=self.next, tag=tag),
                dist.P2POp(dist.irecv, received, group=self.group, group_peer=self.prev, tag=tag)]
-        nbytes = block.numel() * block.element_size()
+        nbytes = block.nbytes
         start = DeviceMark(self.device) if self.meter is not None else None
         return Transfer(received, dist.batch_isend_irecv(ops), self, nbytes, start)
 

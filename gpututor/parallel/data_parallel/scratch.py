@@ -53,12 +53,12 @@ def allreduce_gradients(model: nn.Module, meter, link=None, dp: DimGroup | None 
         start = time.perf_counter()
         dist.all_reduce(p.grad, group=group)
         if link is not None:
-            link.delay_allreduce(p.grad.numel() * p.grad.element_size(), world, meter,
+            link.delay_allreduce(p.grad.nbytes, world, meter,
                                  p.grad.device)
         p.grad /= world
         synchronize(p.grad.device)
         seconds = time.perf_counter() - start
-        meter.add(p.grad.numel() * p.grad.element_size(), seconds, group_size=world)
+        meter.add(p.grad.nbytes, seconds, group_size=world)
         meter.exposed_s += seconds  # nothing overlaps: every second of it is waited for
 
 
@@ -70,7 +70,7 @@ BUCKET_CAP_MB_ALLOWED = "a number of MiB in (0, 1024]"
 def bucketed_all_reduces(model, bucket_cap_mb: float) -> list:
     """A step's all-reduces when the gradients go in buckets of at most ``bucket_cap_mb`` MiB:
     ``ceil(S / cap)`` of them, each of ``S / count`` bytes (``S`` all gradients' bytes)."""
-    total = sum(p.numel() * p.element_size() for p in model.parameters())
+    total = sum(p.nbytes for p in model.parameters())
     count = max(1, math.ceil(total / (bucket_cap_mb * 2 ** 20)))
     return [("all_reduce", total / count)] * count
 
@@ -84,7 +84,7 @@ class NaiveDataParallel(Strategy):
     def step_collectives(self, spec, model):
         if spec.world_size == 1:
             return []
-        return [("all_reduce", p.numel() * p.element_size()) for p in model.parameters()]
+        return [("all_reduce", p.nbytes) for p in model.parameters()]
 
     def wrap(self, model, ctx):
         broadcast_parameters(model, dim_group(ctx, "dp"))
@@ -116,7 +116,7 @@ class GradientBuckets(nn.Module):
         buckets, current, size = [], [], 0
         for p in reversed([p for p in self.module.parameters() if p.requires_grad]):
             current.append(p)
-            size += p.numel() * p.element_size()
+            size += p.nbytes
             if size >= cap_bytes:
                 buckets.append(current)
                 current, size = [], 0
@@ -147,7 +147,7 @@ class GradientBuckets(nn.Module):
             start = DeviceMark(flat.device)
             future = dist.all_reduce(flat, group=self.group, async_op=True).get_future()
             if self.link is not None:  # emulated slow link: completes later, by the model's time
-                future = self.link.then_delay(future, flat.numel() * flat.element_size(),
+                future = self.link.then_delay(future, flat.nbytes,
                                               self.world, self.meter, flat.device)
             done = []    # the bucket's end on the device's timeline (a mark made in `then`)
             future = future.then(lambda fut, done=done: done.append(DeviceMark(flat.device))
@@ -167,7 +167,7 @@ class GradientBuckets(nn.Module):
         wait_start = DeviceMark(self.in_flight[0][1].device)
         for future, flat, params, start, done in self.in_flight:
             future.wait()
-            self.meter.add(flat.numel() * flat.element_size(), done[0].seconds_since(start),
+            self.meter.add(flat.nbytes, done[0].seconds_since(start),
                            group_size=self.world)
             flat /= self.world
             offset = 0

@@ -79,7 +79,7 @@ class ExpertExchange:
         """``(earlier, total, tokens)`` over the whole run: slots per expert routed by the ranks
         before this one, by all ranks, and the global batch's tokens (one all-gather)."""
         every = routed.new_zeros(self.world_size * routed.numel())
-        self.timer.run("all_gather", every.numel() * every.element_size(),
+        self.timer.run("all_gather", every.nbytes,
                        lambda: all_gather_into_tensor(every, routed), group_size=self.world_size)
         every = every.view(self.world_size, -1)
         return every[:self.rank].sum(dim=0), every.sum(dim=0), tokens * self.world_size

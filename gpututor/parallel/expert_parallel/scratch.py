@@ -86,7 +86,7 @@ def average_gradients(model: torch.nn.Module, ep: DimGroup, timer: CollectiveTim
     replicated = [p for p in model.parameters() if id(p) not in experts and p.grad is not None]
     if ep.size > 1 and replicated:
         flat = torch.cat([p.grad.reshape(-1) for p in replicated])
-        timer.run("all_reduce", flat.numel() * flat.element_size(),
+        timer.run("all_reduce", flat.nbytes,
                   lambda: dist.all_reduce(flat, group=ep.group), group_size=ep.size)
         offset = 0
         for p in replicated:

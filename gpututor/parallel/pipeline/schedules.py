@@ -72,7 +72,7 @@ class PointToPoint:
         """Queue ``tensor`` for ``dst``; it goes out with the next exchange."""
         tensor = tensor.contiguous()
         self.queued.append(dist.P2POp(dist.isend, tensor, dst))
-        self.ctx.comm.add(tensor.numel() * tensor.element_size(), 0.0, op="send")
+        self.ctx.comm.add(tensor.nbytes, 0.0, op="send")
 
     def recv(self, shape, src: int, dtype=torch.float32) -> torch.Tensor:
         """The tensor ``src`` sends (the queued sends go out with it)."""

@@ -170,7 +170,7 @@ def tied_weight_sync(stage: GPTStage, group, ctx) -> None:
     synchronize(grad.device)        # NCCL returns when queued: stop when it is done
     seconds = time.perf_counter() - start
     # an all-reduce of two ranks: each sends its copy's gradient once ("send" bus factor 1)
-    ctx.comm.add(grad.numel() * grad.element_size(), seconds, op="send")
+    ctx.comm.add(grad.nbytes, seconds, op="send")
     ctx.comm.exposed_s += seconds
 
 

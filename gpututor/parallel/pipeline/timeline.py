@@ -30,7 +30,7 @@ from ...measure.timing import synchronize
 from ..exchange import all_gather_bytes
 from ..mesh import dim_group
 
-PHASES = {"F": "forward", "B": "backward", "W": "backward"}
+PHASE_OF_ACTION = {"F": "forward", "B": "backward", "W": "backward"}
 
 
 def measured_bubble_fraction(spans: list[tuple[float, float, float]]) -> float:
@@ -63,7 +63,7 @@ class StageTimeline:
     def interval(self, kind: str, micro: int, stage: int = 0):
         """Time one forward ("F"), backward ("B") or weight-gradient pass ("W") of micro-batch
         ``micro`` on (virtual) stage ``stage``, device work included."""
-        with self.ctx.phase(PHASES[kind]):
+        with self.ctx.phase(PHASE_OF_ACTION[kind]):
             # a message received before (its wait only queued on a GPU) lands before the start
             synchronize(self.ctx.device)
             start = time.perf_counter() - self.t0

@@ -99,5 +99,5 @@ def reduce_scatter_mean(full: torch.Tensor, meter) -> torch.Tensor:
 
 
 def _count(meter, op: str, full: torch.Tensor, seconds: float) -> None:
-    meter.add(full.numel() * full.element_size(), seconds, op=op)
+    meter.add(full.nbytes, seconds, op=op)
     meter.exposed_s += seconds  # blocking: compute waits for every second of it

@@ -153,13 +153,13 @@ def meter_collectives(model: torch.nn.Module, timer: CollectiveTimer) -> None:
 
     class MeteredAllGather(DefaultAllGather):
         def __call__(self, output_tensor, input_tensor, group, async_op=False):
-            nbytes = output_tensor.numel() * output_tensor.element_size()
+            nbytes = output_tensor.nbytes
             return timer.run("all_gather", nbytes, lambda: super(MeteredAllGather, self).__call__(
                 output_tensor, input_tensor, group, async_op=async_op))
 
     class MeteredReduceScatter(DefaultReduceScatter):
         def __call__(self, output_tensor, input_tensor, group, op, async_op=False):
-            nbytes = input_tensor.numel() * input_tensor.element_size()
+            nbytes = input_tensor.nbytes
             return timer.run("reduce_scatter", nbytes,
                              lambda: super(MeteredReduceScatter, self).__call__(
                                  output_tensor, input_tensor, group, op, async_op=async_op))

@@ -67,7 +67,7 @@ class TensorParallelGroup:
         if self.timer is None:
             dist.all_reduce(tensor, group=self.group)
             return tensor
-        nbytes = tensor.numel() * tensor.element_size()
+        nbytes = tensor.nbytes
 
         def collective():
             dist.all_reduce(tensor, group=self.group)
@@ -102,7 +102,7 @@ class TensorParallelGroup:
         if self.timer is None:
             collective()
         else:
-            self.timer.run(op, full.numel() * full.element_size(), collective,
+            self.timer.run(op, full.nbytes, collective,
                            group_size=self.size)
 
 
