@@ -6,7 +6,7 @@
 - ``time``: FLOPs over peak x MFU, ring collectives, pipeline bubble, total time and cost.
 - ``recommend``: one configuration's estimate with reasons, or a ranking of many.
 - ``command``: ``python -m gpututor plan``, the command line.
-- ``failures``: failure rates, a job's mean time between failures, and the checkpoint interval
+- ``interruptions``: failure rates, a job's mean time between failures, and the checkpoint interval
   that loses the least work (Young 1974, Daly 2006).
 
 Every function here is a formula or a table: nothing launches a run. The planner checked

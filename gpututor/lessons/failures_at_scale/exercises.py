@@ -1,11 +1,11 @@
 """Lesson 12's exercise checkers: each takes the learner's answer and derives what it expects
-from the formulas of :mod:`gpututor.plan.failures`, so the notebook shows only the call. ``...``
+from the formulas of :mod:`gpututor.plan.interruptions`, so the notebook shows only the call. ``...``
 means "not answered yet".
 
 - :func:`check_young_interval`: Young's checkpoint interval for a job the exercise describes
   (2,048 GPUs at Llama 3's failure rate per GPU, a save that blocks training 45 s).
 - :func:`check_lost_gpu_hours`: the learner's GPU-hours lost per day, run against
-  :func:`gpututor.plan.failures.lost_gpu_hours_per_day` on inputs the learner does not choose.
+  :func:`gpututor.plan.interruptions.lost_gpu_hours_per_day` on inputs the learner does not choose.
 """
 from __future__ import annotations
 
@@ -13,8 +13,8 @@ import math
 from typing import Callable
 
 from ...i18n import tr
-from ...plan import failures
-from ...plan.failures import (failures_per_gpu_hour, job_mtbf_s, lost_gpu_hours_per_day,
+from ...plan import interruptions
+from ...plan.interruptions import (failures_per_gpu_hour, job_mtbf_s, lost_gpu_hours_per_day,
                              young_interval)
 from ..common.code_exercise import call_refusing, number_from
 from ..common.exercises import check_answer
@@ -39,7 +39,7 @@ def check_young_interval(answer) -> None:
 
 def check_lost_gpu_hours(candidate: Callable) -> None:
     """Run ``candidate(interval_s, save_s, mtbf_s, n_gpus, restart_s)`` on :data:`CASES`
-    against :func:`~gpututor.plan.failures.lost_gpu_hours_per_day`, which refuses while the
+    against :func:`~gpututor.plan.interruptions.lost_gpu_hours_per_day`, which refuses while the
     learner's function runs."""
     if candidate is ...:
         print(tr("GPU-hours lost per day: not answered yet. Define your function and pass it in."))
@@ -47,9 +47,9 @@ def check_lost_gpu_hours(candidate: Callable) -> None:
     for case in CASES:
         expected = lost_gpu_hours_per_day(*case)
         got = call_refusing(candidate, case,
-                            refused=(lost_gpu_hours_per_day, failures.lost_fraction),
+                            refused=(lost_gpu_hours_per_day, interruptions.lost_fraction),
                             called=tr("GPU-hours lost per day: your function called the "
-                                      "package's formula (gpututor.plan.failures): write it "
+                                      "package's formula (gpututor.plan.interruptions): write it "
                                       "yourself."))
         interval, save, mtbf, n, restart = case
         where = tr("interval {interval:g} s, save {save:g} s, MTBF {mtbf:,.0f} s, {n:,} GPUs, "

@@ -6,7 +6,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from ...i18n import tr
-from ...plan.failures import job_mtbf_s, lost_gpu_hours_per_day, young_interval
+from ...plan.interruptions import job_mtbf_s, lost_gpu_hours_per_day, young_interval
 from ...ui.style import TEMPLATE
 from ...formulas import HOUR, MB
 

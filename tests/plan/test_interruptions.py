@@ -1,10 +1,10 @@
-"""The checkpoint-interval formulas (gpututor/plan/failures.py) against values computed by hand
+"""The checkpoint-interval formulas (gpututor/plan/interruptions.py) against values computed by hand
 and against Daly 2006's own worked examples."""
 import math
 
 import pytest
 
-from gpututor.plan.failures import (LLAMA3, daly_interval, failures_per_gpu_hour, job_mtbf_s,
+from gpututor.plan.interruptions import (LLAMA3, daly_interval, failures_per_gpu_hour, job_mtbf_s,
                                     lost_fraction, lost_gpu_hours_per_day, young_interval)
 
 MINUTE, HOUR = 60.0, 3600.0

@@ -6,7 +6,7 @@ import math
 import pytest
 
 from gpututor.lessons.failures_at_scale.exercises import check_lost_gpu_hours, check_young_interval
-from gpututor.plan.failures import daly_interval, failures_per_gpu_hour, job_mtbf_s
+from gpututor.plan.interruptions import daly_interval, failures_per_gpu_hour, job_mtbf_s
 from exercise_solutions import published as _published, rejected
 
 
@@ -62,7 +62,7 @@ def test_lost_gpu_hours_code_exercise(capsys):
         rejected(check_lost_gpu_hours, candidate, match="not the formula's value")
     rejected(check_lost_gpu_hours, lambda *args: "12", match="not a number")
 
-    from gpututor.plan.failures import lost_gpu_hours_per_day
+    from gpututor.plan.interruptions import lost_gpu_hours_per_day
 
     def the_packages(*args):
         return lost_gpu_hours_per_day(*args)
