@@ -4,7 +4,8 @@
   scratch that is :func:`magnitude_mask`; the production API is
   ``torch.nn.utils.prune.l1_unstructured`` (:func:`prune_magnitude`), which keeps the mask as a
   hook so that a fine-tune cannot bring pruned weights back; ``prune.remove`` then makes the
-  zeros permanent (:func:`make_permanent`). The matrices keep their shape: a dense kernel
+  zeros permanent (:func:`make_permanent`); :func:`compare_pruning` counts where the two
+  disagree (lesson 07 shows it). The matrices keep their shape: a dense kernel
   multiplies the zeros just the same, so the model is neither smaller nor faster.
 - **Structured pruning** removes whole hidden neurons of each MLP block: row ``j`` of ``fc`` (and
   its bias) and column ``j`` of ``proj``. The neurons to drop are those whose ``proj`` column has
@@ -66,6 +67,21 @@ def prune_magnitude(model: nn.Module, sparsity: float) -> nn.Module:
     for _, linear in prunable_linears(model):
         prune.l1_unstructured(linear, "weight", amount=sparsity)
     return model
+
+
+def compare_pruning(model: nn.Module, sparsity: float) -> dict:
+    """Prune ``model`` both ways at ``sparsity`` and count what each zeroed: ``zeroed_scratch``
+    (:func:`prune_magnitude_scratch`), ``zeroed_torch`` (:func:`prune_magnitude`), and
+    ``differ``, the prunable weights zero in one and not in the other."""
+    ours = prune_magnitude_scratch(model, sparsity)
+    theirs = make_permanent(prune_magnitude(model, sparsity))
+    counts = {"zeroed_scratch": 0, "zeroed_torch": 0, "differ": 0}
+    for (_, a), (_, b) in zip(prunable_linears(ours), prunable_linears(theirs)):
+        zero_a, zero_b = a.weight == 0, b.weight == 0
+        counts["zeroed_scratch"] += int(zero_a.sum())
+        counts["zeroed_torch"] += int(zero_b.sum())
+        counts["differ"] += int((zero_a != zero_b).sum())
+    return counts
 
 
 def make_permanent(model: nn.Module) -> nn.Module:

@@ -35,3 +35,21 @@ def test_ties_are_broken_the_same_way():
     prune.l1_unstructured(linear, "weight", amount=0.25)
     assert torch.equal(mask, linear.weight_mask.bool())
     assert int((~mask).sum()) == 8
+
+
+def test_compare_pruning_counts_what_each_way_zeroed_and_finds_a_planted_difference(monkeypatch):
+    model = build_model(tiny_spec(strategy="single", world_size=1)).eval()
+    counts = pruning.compare_pruning(model, 0.5)
+    total = sum(m.weight.numel() for _, m in pruning.prunable_linears(model))
+    assert counts["differ"] == 0
+    assert counts["zeroed_scratch"] == counts["zeroed_torch"] == pytest.approx(total / 2, abs=4)
+    # a scratch pruning that keeps one more weight than it should is seen
+    real = pruning.magnitude_mask
+
+    def one_kept(weight, sparsity):
+        mask = real(weight, sparsity).clone()
+        mask.view(-1)[int((~mask).view(-1).nonzero()[0])] = True
+        return mask
+
+    monkeypatch.setattr(pruning, "magnitude_mask", one_kept)
+    assert pruning.compare_pruning(model, 0.5)["differ"] == len(pruning.prunable_linears(model))
