@@ -18,7 +18,7 @@ this rank's tokens: their gradients are summed over the tensor-parallel group af
 (:func:`sync_sequence_parallel_gradients`). The embeddings run on the whole sequence, then each
 rank keeps its slice; the final norm's output is gathered again for the head and the loss.
 
-``tp`` below is the layer's ``megatron.TensorParallelGroup``: it does the collectives.
+``tp`` below is the layer's ``tp_communications.TensorParallelGroup``: it does the collectives.
 """
 from __future__ import annotations
 
