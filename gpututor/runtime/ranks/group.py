@@ -21,26 +21,26 @@ What can go wrong in a cell, and what the group does:
 
 ``stop()``, the group being garbage-collected and the kernel's exit (``weakref.finalize`` runs at
 exit) end every rank and remove the temp folder; a rank also exits by itself when the kernel's end
-of its ``alive`` pipe closes, so a killed kernel leaves no rank behind.
+of its ``alive`` pipe closes, so a killed kernel leaves no rank behind. Starting and ending the
+processes: ``processes.py``; reading where a rank waits: ``stacks.py``.
 """
 from __future__ import annotations
 
 import itertools
 import os
 import pickle
-import shutil
 import signal
 import time
 import weakref
 
 from ...i18n import tr
 from .. import warm
-from ..rank_output import STACK_SIGNAL, main_thread_stack
 from .checks import check_group, check_timeout
-from .replies import is_death, receive, replies
+from .processes import joined_pid, start_rank, teardown
+from .replies import is_death, replies
+from .stacks import waiting_stack
 from .view import CellResult, RankOutcome
 
-START_TIMEOUT_S = 120.0   # joining the group (the forkserver's first imports may take a while)
 INTERRUPT_GRACE_S = 2.0   # how long ranks have to stop after SIGINT before the group restarts
 
 
@@ -81,26 +81,14 @@ class RankGroup:
         from ..scratch_dirs import new_scratch_dir   # sweeps the folders of killed kernels first
         self._tmp = new_scratch_dir("gpututor-ranks-")
         self._procs, self._conns, self._alive, self.pids = [], [], [], []
-        self._finalizer = weakref.finalize(self, _teardown, self._procs, self._conns,
+        self._finalizer = weakref.finalize(self, teardown, self._procs, self._conns,
                                            self._alive, self._tmp)
-        from .rank import rank_main
-        try:
+        try:   # each rank goes into the lists as soon as it starts: teardown ends it on any error
             for rank in range(self.world_size):
-                ours, theirs = ctx.Pipe(duplex=True)
-                alive_reader, alive_writer = ctx.Pipe(duplex=False)
-                proc = ctx.Process(target=rank_main, name=f"gpututor-ranks-{rank}", daemon=True,
-                                   args=(rank, self.world_size, self.spec, self._tmp, theirs,
-                                         alive_reader))
-                proc.start()
-                theirs.close(), alive_reader.close()
-                self._procs.append(proc), self._conns.append(ours)
-                self._alive.append(alive_writer)
+                proc, conn, alive = start_rank(ctx, rank, self.world_size, self.spec, self._tmp)
+                self._procs.append(proc), self._conns.append(conn), self._alive.append(alive)
             for rank in range(self.world_size):
-                reply = receive(self._conns[rank], self._procs[rank], START_TIMEOUT_S)
-                if reply[0] != "ready":
-                    raise RuntimeError(f"rank {rank} could not join the group: {reply[2]}\n"
-                                       + (reply[3] if len(reply) > 3 else ""))
-                self.pids.append(reply[2][0])
+                self.pids.append(joined_pid(rank, self._conns[rank], self._procs[rank]))
         except BaseException:
             self._finalizer()
             raise
@@ -198,39 +186,13 @@ class RankGroup:
     def _timed_out(self, waiting: list[int], result: CellResult, code: str,
                    timeout: float) -> None:
         finished = [o.rank for o in result.outcomes if o.state != "waiting"]
-        stacks = "".join(self._stack_text(rank, code) for rank in waiting)
+        stacks = "".join(waiting_stack(self._tmp, rank, self._procs[rank].pid, code, self.cells)
+                         for rank in waiting)
         message = tr("The cell did not end within timeout={timeout:g} s: ranks {waiting} were "
                      "still waiting (a collective that not every rank called waits forever); "
                      "ranks that finished: {finished}.", timeout=timeout,
                      waiting=_listed(waiting), finished=_listed(finished) or "-") + stacks
         self._restart_after(result, message)
-
-    def _stack_text(self, rank: int, code: str) -> str:
-        """Where ``rank`` waits: its main thread's stack, innermost first, with the cell's line."""
-        path = os.path.join(self._tmp, f"stack-rank{rank}.txt")
-        try:
-            before = os.path.getsize(path)
-            os.kill(self._procs[rank].pid, STACK_SIGNAL)
-        except (OSError, TypeError):
-            return ""
-        frames, deadline = [], time.monotonic() + 1.0
-        while not frames and time.monotonic() < deadline:
-            time.sleep(0.02)
-            with open(path) as f:
-                f.seek(before)
-                frames = main_thread_stack(f.read())
-        lines = code.splitlines()
-        shown = []
-        for frame in frames:
-            if "runtime/ranks/rank.py" in frame:   # the rank's own machinery: not the learner's
-                break
-            shown.append("    " + frame)
-            if f'"{_cell_file(self.cells)}"' in frame and ", line " in frame:
-                number = int(frame.split(", line ")[1].split()[0])
-                if 0 < number <= len(lines):
-                    shown.append("        " + lines[number - 1].strip())
-        return ("\n\n" + tr("rank {rank} is waiting here (innermost first):", rank=rank) + "\n"
-                + "\n".join(shown)) if shown else ""
 
     def _interrupt(self, outcomes: dict, request: int, result: CellResult) -> None:
         pending = [r for r, o in outcomes.items() if o.state == "waiting"]
@@ -351,36 +313,8 @@ class RankGroup:
                 f"{'running' if self.running else 'stopped'}>")
 
 
-def _cell_file(cell: int) -> str:
-    from .rank import cell_name
-    return cell_name(cell)
-
-
 def _listed(ranks) -> str:
     return ", ".join(str(r) for r in ranks)
-
-
-def _teardown(procs: list, conns: list, alive: list, tmp: str) -> None:
-    """Ask each rank to stop, then make sure: terminate, kill; close the pipes; remove ``tmp``."""
-    for conn in conns:
-        try:
-            conn.send_bytes(pickle.dumps(("stop",)))
-        except OSError:
-            pass
-    deadline = time.monotonic() + 2.0
-    for proc in procs:
-        proc.join(max(0.0, deadline - time.monotonic()))
-    for proc in procs:
-        if proc.is_alive():
-            proc.terminate()
-            proc.join(2.0)
-        if proc.is_alive():
-            proc.kill()
-            proc.join(2.0)
-    for pipe in conns + alive:
-        pipe.close()
-    procs.clear(), conns.clear(), alive.clear()
-    shutil.rmtree(tmp, ignore_errors=True)
 
 
 def ranks(world_size: int = 4, device: str = "auto", timeout: float = 30.0,
