@@ -70,17 +70,18 @@ def prune_magnitude(model: nn.Module, sparsity: float) -> nn.Module:
 
 
 def compare_pruning(model: nn.Module, sparsity: float) -> dict:
-    """Prune ``model`` both ways at ``sparsity`` and count what each zeroed: ``zeroed_scratch``
-    (:func:`prune_magnitude_scratch`), ``zeroed_torch`` (:func:`prune_magnitude`), and
-    ``differ``, the prunable weights zero in one and not in the other."""
-    ours = prune_magnitude_scratch(model, sparsity)
-    theirs = make_permanent(prune_magnitude(model, sparsity))
-    counts = {"zeroed_scratch": 0, "zeroed_torch": 0, "differ": 0}
-    for (_, a), (_, b) in zip(prunable_linears(ours), prunable_linears(theirs)):
-        zero_a, zero_b = a.weight == 0, b.weight == 0
-        counts["zeroed_scratch"] += int(zero_a.sum())
-        counts["zeroed_torch"] += int(zero_b.sum())
-        counts["differ"] += int((zero_a != zero_b).sum())
+    """Choose the weights to prune both ways at ``sparsity`` and compare the choices:
+    ``pruned_scratch`` (:func:`magnitude_mask`, what :func:`prune_magnitude_scratch` zeroes),
+    ``pruned_torch`` (the ``weight_mask`` ``l1_unstructured`` leaves, :func:`prune_magnitude`),
+    and ``differ``, the prunable weights one chose and the other did not."""
+    theirs = prune_magnitude(model, sparsity)
+    counts = {"pruned_scratch": 0, "pruned_torch": 0, "differ": 0}
+    for (_, original), (_, pruned) in zip(prunable_linears(model), prunable_linears(theirs)):
+        ours = ~magnitude_mask(original.weight, sparsity)
+        torchs = pruned.weight_mask == 0
+        counts["pruned_scratch"] += int(ours.sum())
+        counts["pruned_torch"] += int(torchs.sum())
+        counts["differ"] += int((ours != torchs).sum())
     return counts
 
 

@@ -42,7 +42,7 @@ def test_compare_pruning_counts_what_each_way_zeroed_and_finds_a_planted_differe
     counts = pruning.compare_pruning(model, 0.5)
     total = sum(m.weight.numel() for _, m in pruning.prunable_linears(model))
     assert counts["differ"] == 0
-    assert counts["zeroed_scratch"] == counts["zeroed_torch"] == pytest.approx(total / 2, abs=4)
+    assert counts["pruned_scratch"] == counts["pruned_torch"] == pytest.approx(total / 2, abs=4)
     # a scratch pruning that keeps one more weight than it should is seen
     real = pruning.magnitude_mask
 

@@ -36,7 +36,7 @@ import weakref
 from ...i18n import tr
 from .. import warm
 from .checks import check_group, check_timeout
-from .processes import joined_pid, start_rank, teardown
+from .lifecycle import joined_pid, start_rank, teardown
 from .replies import is_death, replies
 from .stacks import waiting_stack
 from .view import CellResult, RankOutcome
