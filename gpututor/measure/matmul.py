@@ -12,7 +12,7 @@ from typing import Iterable
 
 import torch
 
-from ..config import torch_dtype
+from ..config import PRECISIONS, torch_dtype
 from ..models import build_model
 from .timing import seconds_per_call
 
@@ -56,7 +56,7 @@ def measure_matmul_flops(spec, data_parallel_size: int = 1, min_time_s: float = 
                         spec.threads_per_rank, min_time_s)
 
 
-def matmul_flops_by_dtype(size: int = 256, dtypes: Iterable[str] = ("fp32", "bf16", "fp16"),
+def matmul_flops_by_dtype(size: int = 256, dtypes: Iterable[str] = PRECISIONS,
                           device: str = "cpu", threads: int = 1, min_time_s: float = 0.1
                           ) -> dict[str, float]:
     """FLOP/s of a ``size``×``size`` matmul in each format here.
