@@ -23,6 +23,8 @@ import math
 import torch
 import torch.nn.functional as F
 
+from .checks import InvalidValue
+
 
 def naive_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
     """Causal attention with the full ``T × T`` score matrix."""
@@ -127,7 +129,7 @@ def tiled_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
                     block: int = 64) -> torch.Tensor:
     """Causal attention, FlashAttention's way: tiles of ``block`` queries × ``block`` keys."""
     if not isinstance(block, int) or block < 1:
-        raise ValueError(f"block={block!r} is invalid: allowed is a positive integer")
+        raise InvalidValue("block", block, "a positive integer")
     return TiledAttention.apply(q, k, v, block)
 
 

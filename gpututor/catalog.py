@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Optional
 
 from . import checks
+from .checks import InvalidValue
 
 GB = 1e9     # the planner's unit, as in the ZeRO paper and datasheets: 10^9 bytes
 TFLOPS = 1e12
@@ -44,8 +45,8 @@ class GPU:
         value = self.peak_flops[precision]
         if value is None:
             supported = [p for p, v in self.peak_flops.items() if v]
-            raise ValueError(f"precision={precision!r} is invalid on gpu={self.name!r}: it has "
-                             f"no {precision} units; allowed: {', '.join(supported)}")
+            raise InvalidValue("precision", precision, supported,
+                               f"on gpu={self.name!r}: it has no {precision} units")
         return value
 
 
@@ -245,12 +246,11 @@ def add_gpu(name: str, memory_gb: float, peak_tflops: dict, memory_bandwidth_gbs
             ) -> GPU:
     """Add (or replace) a device in :data:`GPUS`; ``peak_tflops``: precision -> dense TFLOP/s."""
     if not isinstance(name, str) or not name:
-        raise ValueError(f"name={name!r} is invalid: allowed is a non-empty string")
+        raise InvalidValue("name", name, "a non-empty string")
     checks.positive("memory_gb", memory_gb)
     checks.positive("memory_bandwidth_gbs", memory_bandwidth_gbs)
     if not isinstance(peak_tflops, dict) or not peak_tflops:
-        raise ValueError(f"peak_tflops={peak_tflops!r} is invalid: allowed is a dict like "
-                         "{'bf16': 312, 'fp32': 19.5}")
+        raise InvalidValue("peak_tflops", peak_tflops, "a dict like {'bf16': 312, 'fp32': 19.5}")
     peaks = {"fp32": None, "bf16": None, "fp16": None}
     for precision, value in peak_tflops.items():
         checks.choice("peak_tflops key", precision, tuple(peaks))
@@ -271,7 +271,7 @@ def add_link(name: str, bandwidth_gbs: float, latency_us: float = 10.0, source: 
              ) -> Link:
     """Add (or replace) an interconnect: GB/s per GPU per direction, latency per message in µs."""
     if not isinstance(name, str) or not name:
-        raise ValueError(f"name={name!r} is invalid: allowed is a non-empty string")
+        raise InvalidValue("name", name, "a non-empty string")
     checks.positive("bandwidth_gbs", bandwidth_gbs)
     checks.positive("latency_us", latency_us, allow_zero=True)
     link = Link(name, bandwidth_gbs * GB, latency_us * 1e-6, source)

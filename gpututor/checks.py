@@ -1,7 +1,10 @@
 """The package's validators: one home for "this value is wrong, here is what is allowed".
 
-Every check raises ``ValueError`` worded the same way: the field, the value as given, and what
-is allowed, e.g. ``precision='fp8' is invalid: allowed values are 'fp32', 'bf16', 'fp16'``.
+Every check raises :class:`InvalidValue`, a ``ValueError`` that carries the field, the value as
+given, what is allowed and, where it helps, why, and is worded from them the same way, e.g.
+``precision='fp8' is invalid: allowed values are 'fp32', 'bf16', 'fp16'``; the rest of the package
+raises it too. A Chinese notebook shows its frame in Chinese from those fields
+(``gpututor.i18n.error_text``).
 A bool is never a number here: Python counts ``True`` as the int 1, so ``bucket_cap_mb=True``
 would otherwise pass as 1 MiB. Ground floor: imports nothing of gpututor, so the run's spec,
 the planner's formulas, the strategies and the lessons all say it alike.
@@ -12,8 +15,9 @@ Three layers, smallest first:
   :func:`is_one_of`;
 - predicate makers build one for a range or a list, for tables of checks such as a strategy's
   ``options``: :func:`number_in`, :func:`int_in`, :func:`one_of`;
-- checks raise the error for one named value: :func:`where` (any predicate), :func:`choice`,
-  :func:`integer`, :func:`positive`, :func:`fraction`, :func:`number_where`.
+- checks raise the error (:class:`InvalidValue`) for one named value: :func:`where` (any
+  predicate), :func:`choice`, :func:`integer`, :func:`positive`, :func:`fraction`,
+  :func:`number_where`.
 
 The text forms some fields accept (``"48MB"``, ``"dp=2,tp=2"``) are parsed here too
 (:func:`parse_bytes`, :func:`parse_mesh`): ``RunSpec`` turns them into its normal forms, and
@@ -25,6 +29,33 @@ import math
 from typing import Callable, Optional
 
 Predicate = Callable[[object], bool]
+
+# ---- the error every check raises ---------------------------------------------------------------
+
+
+class InvalidValue(ValueError):
+    """A bad input, as facts: ``field``, ``value`` (as given), ``allowed`` (what is allowed, in
+    words) and, optionally, ``why`` (a condition or reason: ``"with a task"``).
+
+    ``allowed`` may instead be the allowed values themselves (a tuple, or a dict's keys): then
+    ``choices`` holds them and the message lists them. The message is built from the facts:
+    ``max_restarts=1 is invalid with a task: allowed is 0``, ``zero_stage=4 is invalid: allowed
+    values are 0, 1, 2, 3``.
+    """
+
+    def __init__(self, field: str, value, allowed, why: Optional[str] = None):
+        self.field, self.value, self.why = field, value, why
+        self.choices = None if isinstance(allowed, str) else tuple(allowed)
+        self.allowed = allowed if self.choices is None else \
+            ", ".join(repr(a) for a in self.choices)
+        frame = "allowed is" if self.choices is None else "allowed values are"
+        super().__init__(f"{field}={value!r} is invalid{' ' + why if why else ''}: "
+                         f"{frame} {self.allowed}")
+
+    def __reduce__(self):   # pickled (a rank's error) from its facts, not from its message
+        return type(self), (self.field, self.value,
+                            self.allowed if self.choices is None else self.choices, self.why)
+
 
 # ---- predicates ---------------------------------------------------------------------------------
 
@@ -77,15 +108,14 @@ def one_of(allowed) -> Predicate:
 def where(name: str, value, ok: Predicate, allowed: str) -> None:
     """``ok(value)`` must hold (any type); ``allowed`` says what is allowed in words."""
     if not ok(value):
-        raise ValueError(f"{name}={value!r} is invalid: allowed is {allowed}")
+        raise InvalidValue(name, value, allowed)
 
 
 def choice(name: str, value, allowed) -> None:
     """``value`` must be one of ``allowed`` (a tuple, or a dict's keys)."""
     allowed = tuple(allowed)
     if not is_one_of(value, allowed):
-        raise ValueError(f"{name}={value!r} is invalid: allowed values are "
-                         + ", ".join(repr(a) for a in allowed))
+        raise InvalidValue(name, value, allowed)
 
 
 def integer(name: str, value, low: int = 1, high: int | None = None) -> None:
@@ -144,8 +174,8 @@ def parse_bytes(value, name: str = "device_memory") -> Optional[int]:
         except ValueError:
             pass
     if not (math.isfinite(size) and abs(size) <= MAX_DEVICE_MEMORY):   # "1e300GB" is inf bytes
-        raise ValueError(f"{name}={value!r} is invalid: allowed is a number of bytes up to "
-                         f"2**50 ({MAX_DEVICE_MEMORY}) or a string like '48MB', '1.5GB' or '512MiB'")
+        raise InvalidValue(name, value, f"a number of bytes up to 2**50 ({MAX_DEVICE_MEMORY}) "
+                           "or a string like '48MB', '1.5GB' or '512MiB'")
     return int(size)
 
 
@@ -154,7 +184,7 @@ def parse_mesh(mesh) -> Optional[tuple]:
     order (:data:`MESH_DIMS`), or None."""
     if mesh is None:
         return None
-    allowed = (f"allowed is a grid such as {{'dp': 2, 'tp': 2}} or 'dp=2,tp=2' with dims in "
+    allowed = (f"a grid such as {{'dp': 2, 'tp': 2}} or 'dp=2,tp=2' with dims in "
                f"{', '.join(MESH_DIMS)}, each a positive integer, each at most once")
     try:
         if isinstance(mesh, str):
@@ -163,9 +193,9 @@ def parse_mesh(mesh) -> Optional[tuple]:
         else:
             pairs = list(mesh.items()) if isinstance(mesh, dict) else [tuple(p) for p in mesh]
     except (ValueError, TypeError, AttributeError):
-        raise ValueError(f"mesh={mesh!r} is invalid: {allowed}") from None
+        raise InvalidValue("mesh", mesh, allowed) from None
     ok = bool(pairs) and all(len(p) == 2 and is_one_of(p[0], MESH_DIMS) and int_in(1, 4096)(p[1])
                              for p in pairs)
     if not ok or len({name for name, _ in pairs}) != len(pairs):   # each dim at most once
-        raise ValueError(f"mesh={mesh!r} is invalid: {allowed}")
+        raise InvalidValue("mesh", mesh, allowed)
     return tuple(sorted(pairs, key=lambda p: MESH_DIMS.index(p[0])))

@@ -16,6 +16,7 @@ from typing import Optional
 
 from . import checks
 from .checks import MAX_DEVICE_MEMORY, parse_bytes, parse_mesh   # RunSpec's normal forms
+from .checks import InvalidValue
 
 PRECISIONS = ("fp32", "bf16", "fp16")
 OPTIMIZERS = ("adamw", "sgd")   # what a run trains with (the planner prices more: plan/memory.py)
@@ -101,8 +102,8 @@ class Fault:
         ok = len(parts) in (2, 3) and all(p.isascii() and p.isdigit() for p in parts[:2]) and \
             (len(parts) == 2 or parts[2] in ("raise", "hang"))
         if not ok:
-            raise ValueError(f"inject_fault={text!r} is invalid: allowed is 'RANK:STEP' or "
-                             "'RANK:STEP:hang' with non-negative integers, e.g. '1:3'")
+            raise InvalidValue("inject_fault", text, "'RANK:STEP' or 'RANK:STEP:hang' with "
+                               "non-negative integers, e.g. '1:3'")
         return cls(int(parts[0]), int(parts[1]), len(parts) == 3 and parts[2] == "hang")
 
     def __str__(self) -> str:
@@ -260,8 +261,8 @@ class RunSpec:
         if self.model_size is not None:
             checks.choice("model_size", self.model_size, tuple(MODEL_SIZES[self.model]))
         if not isinstance(self.strategy, str) or not self.strategy:
-            raise ValueError(f"strategy={self.strategy!r} is invalid: allowed is the name of a "
-                             "strategy (see gpututor.parallel.STRATEGIES)")
+            raise InvalidValue("strategy", self.strategy, "the name of a strategy (see "
+                               "gpututor.parallel.STRATEGIES)")
         checks.integer("world_size", self.world_size, 1, 256)
         checks.choice("precision", self.precision, PRECISIONS)
         checks.integer("batch_size", self.batch_size, 1, 1 << 20)
@@ -285,56 +286,59 @@ class RunSpec:
             checks.integer("ranks_per_node", self.ranks_per_node, 1, self.world_size)
         if not isinstance(self.options, tuple) or not all(
                 isinstance(p, tuple) and len(p) == 2 and isinstance(p[0], str) for p in self.options):
-            raise ValueError(f"options={self.options!r} is invalid: allowed is a tuple of "
-                             "(name, value) pairs, e.g. (('schedule', 'gpipe'),)")
+            raise InvalidValue("options", self.options, "a tuple of (name, value) pairs, e.g. "
+                               "(('schedule', 'gpipe'),)")
         if self.save_state is not None and not (isinstance(self.save_state, str) and self.save_state):
-            raise ValueError(f"save_state={self.save_state!r} is invalid: allowed is None or "
-                             "the path of a file to write")
+            raise InvalidValue("save_state", self.save_state, "None or the path of a file to "
+                               "write")
         self._validate_checkpointing()
         self._validate_moe()
         if self.mesh is not None:
             product = math.prod(degree for _, degree in self.mesh)
             if product != self.world_size:
-                raise ValueError(f"mesh={self.mesh_shape!r} is invalid with world_size="
-                                 f"{self.world_size}: allowed is a grid whose degrees multiply "
-                                 f"to the world size (these multiply to {product})")
+                raise InvalidValue("mesh", self.mesh_shape, "a grid whose degrees multiply to "
+                                   f"the world size (these multiply to {product})",
+                                   f"with world_size={self.world_size}")
         if self.device_memory is not None and not 1 <= self.device_memory <= MAX_DEVICE_MEMORY:
-            raise ValueError(f"device_memory={self.device_memory!r} is invalid: allowed is a "
-                             f"positive number of bytes up to 2**50 ({MAX_DEVICE_MEMORY}), "
-                             "e.g. 48000000, '48MB' or '2GB'")
+            raise InvalidValue("device_memory", self.device_memory, "a positive number of bytes "
+                               f"up to 2**50 ({MAX_DEVICE_MEMORY}), e.g. 48000000, '48MB' or "
+                               "'2GB'")
         if self.peak_flops is not None:
             checks.number_where("peak_flops", self.peak_flops, lambda v: 1e6 <= v <= 1e18,
                                 "None or the device's peak FLOP/s in [1e6, 1e18], e.g. 362e12")
         fault = self.fault
         if fault is not None and fault.rank >= self.world_size:
-            raise ValueError(f"inject_fault={self.inject_fault!r} is invalid: rank {fault.rank} "
-                             f"does not exist with world_size={self.world_size} "
-                             f"(allowed ranks 0..{self.world_size - 1})")
+            raise InvalidValue("inject_fault", self.inject_fault,
+                               f"a fault of a rank in 0..{self.world_size - 1}",
+                               f"with world_size={self.world_size}: rank {fault.rank} does not "
+                               "exist")
         # what the machine can do (a GPU per rank, fp16) is not a value of the spec: checked
         # where the ranks start (gpututor.runtime.guard.check_machine)
 
     def _validate_moe(self) -> None:
         if self.capacity_factor is not None:
             if self.model != "moe":
-                raise ValueError(f"capacity_factor={self.capacity_factor!r} is invalid with model="
-                                 f"{self.model!r}: allowed only with model='moe' (else None)")
+                raise InvalidValue("capacity_factor", self.capacity_factor,
+                                   "None (a capacity factor is for model='moe' only)",
+                                   f"with model={self.model!r}")
             checks.number_where("capacity_factor", self.capacity_factor, lambda v: 0 < v <= 64,
                                 "None or a number in (0, 64]")
         if self.model == "moe" and self.activation_checkpointing:
-            raise ValueError("activation_checkpointing=True is invalid with model='moe': allowed "
-                             "is False (recomputing a MoE block would count its tokens twice)")
+            raise InvalidValue("activation_checkpointing", self.activation_checkpointing,
+                               "False (recomputing a MoE block would count its tokens twice)",
+                               "with model='moe'")
 
     def _validate_checkpointing(self) -> None:
         checks.integer("checkpoint_every", self.checkpoint_every, 0, 1_000_000)
         if self.checkpoint_every and not self.checkpoint_dir:
-            raise ValueError(f"checkpoint_dir={self.checkpoint_dir!r} is invalid with "
-                             f"checkpoint_every={self.checkpoint_every}: allowed is a folder path")
+            raise InvalidValue("checkpoint_dir", self.checkpoint_dir, "a folder path",
+                               f"with checkpoint_every={self.checkpoint_every}")
         checks.where("checkpoint_async", self.checkpoint_async, checks.is_bool, "True or False")
         checks.integer("max_restarts", self.max_restarts, 0, MAX_RESTARTS)
         if self.max_restarts and not self.checkpoint_every:
-            raise ValueError(f"max_restarts={self.max_restarts!r} is invalid with "
-                             "checkpoint_every=0: allowed is 0, or restarts with checkpoint_every "
-                             "> 0 (a restart resumes from the last complete checkpoint)")
+            raise InvalidValue("max_restarts", self.max_restarts, "0, or restarts with "
+                               "checkpoint_every > 0 (a restart resumes from the last complete "
+                               "checkpoint)", "with checkpoint_every=0")
         # resume: a path only; the folder may be on another machine, so it is looked at where
         # the run starts (launch() and the command line: runtime/launcher.py, runtime/cli.py)
         if self.resume is not None:

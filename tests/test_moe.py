@@ -192,7 +192,7 @@ def test_four_ranks_equal_one_process(tmp_path, strategy, mesh):
     (dict(world_size=3, batch_size=6), "world_size=3"),
     (dict(batch_size=7), "batch_size=7"),
     (dict(grad_accum=2), "grad_accum=2"),
-    (dict(options=(("bucket_cap_mb", 1),)), "option 'bucket_cap_mb'"),
+    (dict(options=(("bucket_cap_mb", 1),)), "option='bucket_cap_mb'"),
     (dict(strategy="tp"), "model='moe'"),
     (dict(strategy="ddp+ep", world_size=4, mesh={"dp": 2, "ep": 2}, model_size="small",
           batch_size=6), "batch_size=6"),

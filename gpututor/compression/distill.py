@@ -24,6 +24,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from .. import checks
+from ..checks import InvalidValue
 from ..files import write_atomically
 
 SHAPE_FIELDS = ("n_layer", "n_head", "d_model")
@@ -49,9 +50,9 @@ def check_student_shape(student_shape) -> None:
     if ok and shape.get("d_model", 1) % shape.get("n_head", 1):
         ok = False
     if not ok:
-        raise ValueError(f"student_shape={student_shape!r} is invalid: allowed is None or "
-                         f"(name, value) pairs with names in {', '.join(SHAPE_FIELDS)}, integers "
-                         "in [1, 1024], d_model a multiple of n_head")
+        raise InvalidValue("student_shape", student_shape, "None or (name, value) pairs with "
+                           f"names in {', '.join(SHAPE_FIELDS)}, integers in [1, 1024], d_model "
+                           "a multiple of n_head")
 
 
 def build_student(spec, student_shape=None) -> nn.Module:
@@ -64,11 +65,12 @@ def build_student(spec, student_shape=None) -> nn.Module:
     if student_shape is None:
         return build_model(spec)
     if spec.model != "gpt":
-        raise ValueError(f"model={spec.model!r} is invalid with a student_shape: allowed is 'gpt'")
+        raise InvalidValue("model", spec.model, "'gpt'", "with a student_shape")
     cfg = dataclasses.replace(config_of(spec), **dict(student_shape))
     if cfg.d_model % cfg.n_head:
-        raise ValueError(f"student_shape={student_shape!r} is invalid: d_model={cfg.d_model} is "
-                         f"not a multiple of n_head={cfg.n_head}")
+        raise InvalidValue("student_shape", student_shape, "a shape whose d_model is a multiple "
+                           "of n_head", f"here: d_model={cfg.d_model} is not a multiple of "
+                           f"n_head={cfg.n_head}")
     return GPT(cfg, seed=spec.seed)
 
 

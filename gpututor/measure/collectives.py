@@ -16,6 +16,7 @@ from dataclasses import dataclass
 import torch
 import torch.distributed as dist
 
+from ..checks import InvalidValue
 from ..formulas import bus_factor
 
 # torch >= 2.12 renamed the tensor forms; keep working on the older releases users have.
@@ -52,12 +53,11 @@ class CommBenchmark:
     def __post_init__(self):
         bad = [op for op in self.ops if op not in OPS]
         if bad:
-            raise ValueError(f"ops={','.join(bad)!r} is invalid: allowed values are {', '.join(OPS)}")
+            raise InvalidValue("ops", ",".join(bad), OPS)
         if not self.sizes or not all(isinstance(n, int) and n > 0 for n in self.sizes):
-            raise ValueError(f"sizes={self.sizes!r} is invalid: allowed is a non-empty tuple of "
-                             "positive byte counts")
+            raise InvalidValue("sizes", self.sizes, "a non-empty tuple of positive byte counts")
         if not isinstance(self.iters, int) or self.iters < 1:
-            raise ValueError(f"iters={self.iters!r} is invalid: allowed is an integer >= 1")
+            raise InvalidValue("iters", self.iters, "an integer >= 1")
 
     def __call__(self, spec, rank: int, world: int, device, emit) -> None:
         row = 0

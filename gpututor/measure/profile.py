@@ -40,6 +40,7 @@ import torch
 import torch.nn.functional as F
 from torch.profiler import ProfilerActivity, profile, record_function
 
+from ..checks import InvalidValue
 from ..config import RunSpec
 
 PHASES = ("forward", "backward", "optimizer")
@@ -146,9 +147,9 @@ def profile_steps(model: torch.nn.Module, batches, optimizer=None, steps: int = 
     """Train ``warmup`` steps unprofiled, then ``steps`` steps under the profiler (default
     optimizer: AdamW at ``RunSpec``'s learning rate); export the trace to ``trace_path`` if given."""
     if steps < 1:
-        raise ValueError(f"steps={steps} is invalid: at least 1 step is profiled")
+        raise InvalidValue("steps", steps, "1 or more (at least 1 step is profiled)")
     if warmup < 0:
-        raise ValueError(f"warmup={warmup} is invalid: it counts steps, 0 or more")
+        raise InvalidValue("warmup", warmup, "0 or more (it counts steps)")
     # drawn before profiling, so making the data is not part of what is measured
     taken = list(itertools.islice(batches, warmup + steps))
     if len(taken) < warmup + steps:

@@ -31,6 +31,7 @@ import torch.nn.functional as F
 
 from .. import checks
 from ..catalog import get_gpu
+from ..checks import InvalidValue
 from ..config import torch_dtype
 from ..formulas import bytes_per_value
 from ..models import MLP, build_model
@@ -101,8 +102,8 @@ def peak_matmul_flops(device="cpu", threads: int = 1, size: int = 512,
     checks.integer("threads", threads, 1)
     checks.integer("size", size, 1)
     if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
-        raise ValueError(f"dtype={dtype!r} is invalid: allowed is a floating torch.dtype, "
-                         "e.g. torch.float32 or torch.bfloat16")
+        raise InvalidValue("dtype", dtype, "a floating torch.dtype, e.g. torch.float32 or "
+                           "torch.bfloat16")
     checks.positive("min_time_s", min_time_s)
     return matmul_flops([(size, size, size)], dtype, device, threads, min_time_s)
 
@@ -253,6 +254,6 @@ def _check_device(device) -> torch.device:
         parsed = None
     if parsed is None or parsed.type not in ("cpu", "cuda") or (
             parsed.type == "cuda" and not torch.cuda.is_available()):
-        raise ValueError(f"device={device!r} is invalid: allowed is 'cpu'"
-                         + (" or 'cuda'" if torch.cuda.is_available() else " (no GPU here)"))
+        raise InvalidValue("device", device, "'cpu' or 'cuda'" if torch.cuda.is_available()
+                           else "'cpu' (no GPU here)")
     return parsed

@@ -20,6 +20,7 @@ from __future__ import annotations
 import math
 
 from .. import checks
+from ..checks import InvalidValue
 
 from .base import Strategy
 from .composed import Composed
@@ -94,32 +95,33 @@ def check_spec(spec):
     """
     strategy = get_strategy(spec.strategy)
     if spec.mesh is not None and set(spec.mesh_shape) != set(strategy.dims()):
-        raise ValueError(f"mesh={spec.mesh_shape!r} is invalid for strategy={strategy.name!r}: "
-                         f"allowed is a grid with exactly the dims {', '.join(strategy.dims())}")
+        raise InvalidValue("mesh", spec.mesh_shape, "a grid with exactly the dims "
+                           f"{', '.join(strategy.dims())}", f"for strategy={strategy.name!r}")
     for name, _ in spec.options:
         if name not in strategy.options:
             allowed = "; ".join(f"{o} ({strategy.allowed[o]})" if o in strategy.allowed else o
                                 for o in strategy.options) or "none"
-            raise ValueError(f"option {name!r} is invalid for strategy={strategy.name!r}: "
-                             f"allowed options are {allowed}")
+            raise InvalidValue("option", name, f"one of its options: {allowed}",
+                               f"for strategy={strategy.name!r}")
     if spec.attention != "naive" and set(strategy.dims()) & {"tp", "pp"}:
-        raise ValueError(f"attention={spec.attention!r} is invalid for strategy={strategy.name!r}: "
-                         "allowed with data-parallel and sharded strategies; tensor and pipeline "
-                         "parallel split attention or its layers themselves (use 'naive')")
+        raise InvalidValue("attention", spec.attention, "'naive' (tensor and pipeline parallel "
+                           "split attention or its layers themselves; the others run with "
+                           "data-parallel and sharded strategies)",
+                           f"for strategy={strategy.name!r}")
     if spec.model == "moe" and set(strategy.dims()) & {"tp", "pp"}:
-        raise ValueError(f"model='moe' is invalid for strategy={strategy.name!r}: allowed with "
-                         "single, data-parallel, sharded and expert-parallel strategies (tensor "
-                         "and pipeline parallel split the GPT's own MLPs and blocks)")
+        raise InvalidValue("model", spec.model, "a model without experts (tensor and pipeline "
+                           "parallel split the GPT's own MLPs and blocks; 'moe' runs with single, "
+                           "data-parallel, sharded and expert-parallel strategies)",
+                           f"for strategy={strategy.name!r}")
     if (spec.checkpoint_every or spec.resume) and not strategy.supports_checkpoint:
-        raise ValueError(f"strategy={strategy.name!r} is invalid with checkpointing: allowed "
-                         "strategies are those that save full state (e.g. 'single', 'ddp')")
+        raise InvalidValue("strategy", strategy.name, "a strategy that saves full state (e.g. "
+                           "'single', 'ddp')", "with checkpointing")
     strategy.validate(spec)
     dp = strategy.data_parallel_size(spec)
     if spec.batch_size % (dp * spec.grad_accum):
-        raise ValueError(
-            f"batch_size={spec.batch_size} is invalid: it must split evenly into "
-            f"{dp} data-parallel rank(s) x grad_accum={spec.grad_accum} micro-batches "
-            f"(allowed: a multiple of {dp * spec.grad_accum})")
+        raise InvalidValue("batch_size", spec.batch_size, f"a multiple of {dp * spec.grad_accum} "
+                           f"(it must split evenly into {dp} data-parallel rank(s) x "
+                           f"grad_accum={spec.grad_accum} micro-batches)")
     return spec
 
 

@@ -22,6 +22,7 @@ import torch.distributed as dist
 import torch.nn.functional as F
 
 from .. import checks
+from ..checks import InvalidValue
 from ..config import PRECISIONS, torch_dtype
 from ..moe import auxiliary_loss, expert_load
 from .mesh import RankGrid
@@ -98,9 +99,8 @@ class Strategy:
             if name in self.options:
                 check_option(name, value, self.options[name], self.allowed.get(name, "?"))
         if spec.precision not in self.precisions:
-            raise ValueError(f"precision={spec.precision!r} is invalid for strategy="
-                             f"{self.name!r}: allowed values are "
-                             + ", ".join(repr(p) for p in self.precisions))
+            raise InvalidValue("precision", spec.precision, self.precisions,
+                               f"for strategy={self.name!r}")
 
     def dims(self) -> tuple:
         """The grid dims this strategy uses (a composed layout: those of all its parts)."""

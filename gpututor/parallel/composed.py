@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from contextlib import nullcontext
 
+from ..checks import InvalidValue
 from .base import Strategy
 from .meta import materialize
 from .pipeline.stages import embedding_group, gather_stages
@@ -36,8 +37,8 @@ class Composed(Strategy):
         self.builds_on_meta = any(p.builds_on_meta for p in parts if p.dim != "dp")
         dims = [p.dim for p in parts]
         if len(set(dims)) != len(dims):
-            raise ValueError(f"parts={[p.name for p in parts]} is invalid: allowed is at most "
-                             "one strategy per dim of the grid")
+            raise InvalidValue("parts", [p.name for p in parts], "at most one strategy per dim "
+                               "of the grid")
         self.parts = parts
         self.name = name or "+".join(p.name for p in parts)
         self.description = description
@@ -65,9 +66,9 @@ class Composed(Strategy):
 
     def validate(self, spec) -> None:
         if spec.mesh is None:
-            raise ValueError(f"mesh=None is invalid for strategy={self.name!r}: allowed is a grid "
-                             f"with the dims {', '.join(self.dims())}, e.g. "
-                             + ", ".join(f"{d}=2" for d in self.dims()))
+            raise InvalidValue("mesh", spec.mesh, f"a grid with the dims {', '.join(self.dims())}"
+                               ", e.g. " + ", ".join(f"{d}=2" for d in self.dims()),
+                               f"for strategy={self.name!r}")
         for part in self.parts:
             part.validate(spec)
 

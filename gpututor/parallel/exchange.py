@@ -22,6 +22,8 @@ import json
 import torch
 import torch.distributed as dist
 
+from ..checks import InvalidValue
+
 
 def _device(group) -> torch.device:
     """Where the group's collectives take tensors: the current GPU under NCCL alone, else CPU."""
@@ -69,7 +71,7 @@ def _unpack(header: list, data: torch.Tensor) -> dict[str, torch.Tensor]:
     for name, dtype_name, shape in header:
         dtype = getattr(torch, dtype_name, None)
         if not isinstance(dtype, torch.dtype):
-            raise ValueError(f"dtype={dtype_name!r} is invalid: allowed is a torch dtype name")
+            raise InvalidValue("dtype", dtype_name, "a torch dtype name")
         size = torch.Size(shape).numel() * dtype.itemsize
         out[name] = data[offset:offset + size].clone().view(dtype).reshape(shape)
         offset += size

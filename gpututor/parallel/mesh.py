@@ -95,10 +95,14 @@ class RankGrid:
 def degree_of(spec, dim: str) -> tuple[int, str]:
     """``dim``'s degree in ``spec`` and how to name it in an error: ``"mesh tp=2"`` for a grid,
     ``"world_size=2"`` for a one-dim run."""
-    if spec.mesh is not None:
-        degree = spec.mesh_shape.get(dim, 1)
-        return degree, f"mesh {dim}={degree}"
-    return spec.world_size, f"world_size={spec.world_size}"
+    degree = spec.mesh_shape.get(dim, 1) if spec.mesh is not None else spec.world_size
+    return degree, f"{degree_field(spec, dim)}={degree}"
+
+
+def degree_field(spec, dim: str) -> str:
+    """The field that sets ``dim``'s degree in ``spec``: ``"mesh tp"`` on a grid, else
+    ``"world_size"`` (the field of a :class:`~gpututor.checks.InvalidValue`)."""
+    return f"mesh {dim}" if spec.mesh is not None else "world_size"
 
 
 @dataclass

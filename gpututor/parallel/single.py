@@ -1,6 +1,7 @@
 """One process, one device: the training loop every other strategy is compared with."""
 from __future__ import annotations
 
+from ..checks import InvalidValue
 from .base import MemoryLayout, Strategy
 
 
@@ -11,5 +12,5 @@ class Single(Strategy):
 
     def validate(self, spec) -> None:
         if spec.world_size != 1:
-            raise ValueError(f"world_size={spec.world_size} is invalid for strategy='single': "
-                             "allowed is 1 (use 'ddp' for more ranks)")
+            raise InvalidValue("world_size", spec.world_size, "1 (use 'ddp' for more ranks)",
+                               "for strategy='single'")

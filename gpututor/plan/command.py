@@ -19,6 +19,7 @@ import json
 import sys
 
 from .. import catalog, checks
+from ..checks import InvalidValue
 from ..config import MODEL_SIZES, RunSpec, parse_bytes
 from ..files import write_text_atomically
 from ..catalog import GB
@@ -115,8 +116,8 @@ def model_from_args(args) -> Transformer:
                                                      model.name, model.source)
     if args.layers is not None:
         if args.d_model is None or args.heads is None:
-            raise ValueError("--layers is invalid without --d-model and --heads: allowed is "
-                             "all three together")
+            raise InvalidValue("--layers", args.layers, "--layers, --d-model and --heads all "
+                               "three together", "without --d-model and --heads")
         return Transformer(args.layers, args.d_model, args.heads, args.vocab, seq or 2048,
                            args.params)
     return transformer_for_params(args.params, seq or 2048, args.vocab)

@@ -15,6 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .. import checks
+from ..checks import InvalidValue
 from ..config import PRECISIONS
 from ..formulas import (OPTIMIZER_STATE_BYTES, activation_bytes_per_layer, block_params,
                         bytes_per_value, gpt_params)
@@ -106,12 +107,12 @@ def model_state_bytes(n_params: float, precision: str = "bf16", optimizer: str =
     for name, value in (("dp", dp), ("tp", tp), ("pp", pp), ("ep", ep)):
         checks.integer(name, value)
     if not 0 <= expert_params < n_params:
-        raise ValueError(f"expert_params={expert_params!r} is invalid: allowed is 0 <= "
-                         f"expert_params < n_params={n_params:g}")
+        raise InvalidValue("expert_params", expert_params,
+                           f"0 <= expert_params < n_params={n_params:g}")
     if dp % ep:
-        raise ValueError(f"ep={ep} is invalid with dp={dp}: expert-parallel ranks are taken from "
-                         f"the data-parallel ones, allowed is a divisor of dp "
-                         f"({', '.join(str(d) for d in _divisors(dp))})")
+        raise InvalidValue("ep", ep, f"a divisor of dp ({', '.join(map(str, _divisors(dp)))})",
+                           f"with dp={dp}: expert-parallel ranks are taken from the "
+                           "data-parallel ones")
     b = bytes_per_param(precision, optimizer, convention)
     out = dict.fromkeys(("params", "grads", "optimizer"), 0.0)
     for count, replicas in ((n_params - expert_params, dp), (expert_params / ep, dp // ep)):
@@ -146,8 +147,8 @@ class Transformer:
         for field in ("n_layer", "d_model", "n_head", "vocab_size", "seq_len"):
             checks.integer(field, getattr(self, field))
         if self.d_model % self.n_head:
-            raise ValueError(f"n_head={self.n_head} is invalid with d_model={self.d_model}: "
-                             "allowed is a divisor of d_model")
+            raise InvalidValue("n_head", self.n_head, "a divisor of d_model",
+                               f"with d_model={self.d_model}")
         if self.params is not None:
             checks.positive("params", self.params)
 
@@ -213,8 +214,9 @@ def activation_bytes(model: Transformer, micro_batch: int = 1, tp: int = 1, pp: 
     checks.choice("precision", precision, PRECISIONS)
     checks.integer("pp", pp)
     if model.n_layer % pp:
-        raise ValueError(f"pp={pp} is invalid for {model.n_layer} layers: allowed is a divisor of "
-                         f"n_layer ({', '.join(str(d) for d in _divisors(model.n_layer))})")
+        raise InvalidValue("pp", pp, "a divisor of n_layer "
+                           f"({', '.join(map(str, _divisors(model.n_layer)))})",
+                           f"for {model.n_layer} layers")
     e = bytes_per_value(precision)
     m = microbatches if microbatches is not None else pp
     checks.integer("microbatches", m)
@@ -245,8 +247,9 @@ def per_device_memory(model: Transformer, micro_batch: int = 1, zero_stage: int 
     buffers, temporary buffers of single operations: keep headroom (``recommend`` uses 90 %).
     """
     if model.n_head % tp or model.d_model % tp:
-        raise ValueError(f"tp={tp} is invalid for n_head={model.n_head}: allowed is a divisor of "
-                         f"the heads ({', '.join(str(d) for d in _divisors(model.n_head))})")
+        raise InvalidValue("tp", tp, "a divisor of the heads "
+                           f"({', '.join(map(str, _divisors(model.n_head)))})",
+                           f"for n_head={model.n_head}")
     out = model_state_bytes(model.n_params, precision, optimizer, zero_stage, dp * cp, tp, pp,
                             convention, expert_params, ep)
     if zero_stage == 3 and dp * cp > 1:   # sharded over dp·cp ranks: two layers gathered

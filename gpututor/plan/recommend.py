@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 
 from .. import catalog, checks
 from ..catalog import currency
+from ..checks import InvalidValue
 from ..formulas import DAY, RECOMPUTE, bytes_per_value
 from ..i18n import tr
 from .memory import PRECISIONS, ZERO_STAGES, Transformer, bytes_per_param, per_device_memory
@@ -67,14 +68,13 @@ class Config:
         checks.choice("zero_stage", self.zero_stage, ZERO_STAGES)
         checks.choice("recompute", self.recompute, RECOMPUTE)
         if self.count % (self.tp * self.pp):
-            raise ValueError(f"count={self.count} is invalid with tp={self.tp} and pp={self.pp}: "
-                             f"the GPUs must split into data-parallel groups of tp x pp = "
-                             f"{self.tp * self.pp} (allowed counts: multiples of "
-                             f"{self.tp * self.pp})")
+            raise InvalidValue("count", self.count, f"a multiple of {self.tp * self.pp}",
+                               f"with tp={self.tp} and pp={self.pp}: the GPUs must split into "
+                               f"data-parallel groups of tp x pp = {self.tp * self.pp}")
         if self.tp > min(self.count, self.gpus_per_node):
-            raise ValueError(f"tp={self.tp} is invalid with gpus_per_node={self.gpus_per_node}: "
-                             "tensor parallel talks at every layer and must stay inside a node "
-                             f"(allowed: 1 to {min(self.count, self.gpus_per_node)})")
+            raise InvalidValue("tp", self.tp, f"1 to {min(self.count, self.gpus_per_node)}",
+                               f"with gpus_per_node={self.gpus_per_node}: tensor parallel talks "
+                               "at every layer and must stay inside a node")
 
     @property
     def dp(self) -> int:
@@ -196,8 +196,8 @@ def estimate(model: Transformer, tokens: float, config: Config, precision: str =
     fallback, precision = planned != precision, planned
     peak = gpu.peak(precision)
     if model.n_layer % config.pp:
-        raise ValueError(f"pp={config.pp} is invalid for a model of {model.n_layer} layers: "
-                         "allowed is a divisor of the layer count")
+        raise InvalidValue("pp", config.pp, "a divisor of the layer count",
+                           f"for a model of {model.n_layer} layers")
     memory = per_device_memory(model, config.micro_batch, config.zero_stage, config.dp,
                                config.tp, config.pp, precision, optimizer, config.recompute,
                                sequence_parallel=sequence_parallel and config.tp > 1,

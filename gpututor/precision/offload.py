@@ -35,6 +35,7 @@ from typing import Callable, Optional
 import torch
 
 from .. import checks
+from ..checks import InvalidValue
 from ..measure.memory import tensor_bytes
 from ..measure.timing import synchronize
 
@@ -58,9 +59,9 @@ class OffloadedAdam(torch.optim.Optimizer):
                  on_transfer: Optional[Callable[[int, str], None]] = None):
         checks.choice("pin_memory", pin_memory, (None, True, False))   # 1 is not True here
         if pin_memory and not torch.cuda.is_available():
-            raise ValueError("pin_memory=True is invalid here: pinned host memory is for fast, "
-                             "asynchronous copies to and from a CUDA device, and "
-                             "torch.cuda.is_available() is False (use None or False)")
+            raise InvalidValue("pin_memory", pin_memory, "None or False",
+                               "here: pinned host memory is for fast, asynchronous copies to and "
+                               "from a CUDA device, and torch.cuda.is_available() is False")
         self.pin_memory, self.on_transfer = pin_memory, on_transfer
         self.bytes_moved = dict.fromkeys(DIRECTIONS, 0)        # every step so far
         self.last_step_bytes = dict.fromkeys(DIRECTIONS, 0)    # the latest step

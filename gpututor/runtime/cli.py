@@ -20,7 +20,7 @@ import os
 import sys
 import time
 
-from ..checks import parse_mesh
+from ..checks import InvalidValue, parse_mesh
 from ..config import PRECISIONS, RunSpec
 from ..files import write_text_atomically
 from ..parallel import STRATEGIES, check_spec
@@ -110,11 +110,11 @@ def check_writable(path: str | None) -> None:
         return
     folder = os.path.dirname(os.path.abspath(path))
     if os.path.isdir(path):
-        raise ValueError(f"json={path!r} is invalid: it is a folder; allowed is a file path or '-'")
+        raise InvalidValue("json", path, "a file path or '-'", "(it is a folder)")
     if not os.path.isdir(folder) or not os.access(folder, os.W_OK) or (
             os.path.exists(path) and not os.access(path, os.W_OK)):
-        raise ValueError(f"json={path!r} is invalid: {folder} is not a folder this user can "
-                         "write to; allowed is a writable file path, or '-' for stdout")
+        raise InvalidValue("json", path, "a writable file path, or '-' for stdout",
+                           f"({folder} is not a folder this user can write to)")
 
 
 def mesh_world_size(mesh: str | None) -> int | None:
@@ -129,7 +129,7 @@ def parse_options(pairs: list[str]) -> tuple:
     for pair in pairs:
         name, sep, text = pair.partition("=")
         if not sep or not name:
-            raise ValueError(f"option={pair!r} is invalid: allowed is NAME=VALUE")
+            raise InvalidValue("option", pair, "NAME=VALUE")
         try:
             value = ast.literal_eval(text)   # numbers, True/False, quoted strings
         except (ValueError, SyntaxError):
@@ -217,14 +217,14 @@ def _run_torchrun(args) -> int:
     rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
     local_rank = int(os.environ.get("LOCAL_RANK", rank))
     if args.world_size not in (None, world):
-        raise ValueError(f"world_size={args.world_size} is invalid under torchrun: "
-                         f"torchrun started WORLD_SIZE={world} ranks (omit --world-size)")
+        raise InvalidValue("world_size", args.world_size, f"{world}, or no --world-size",
+                           f"under torchrun: torchrun started WORLD_SIZE={world} ranks")
     spec = spec_from_args(args, world).replace(
         ranks_per_node=int(os.environ.get("LOCAL_WORLD_SIZE", world)))
     if spec.max_restarts:
-        raise ValueError(f"max_restarts={spec.max_restarts} is invalid under torchrun: allowed is "
-                         "0; torchrun restarts the ranks itself: pass `torchrun --max-restarts "
-                         f"{spec.max_restarts} ...` (and --checkpoint-every here)")
+        raise InvalidValue("max_restarts", spec.max_restarts, "0; torchrun restarts the ranks "
+                           f"itself: pass `torchrun --max-restarts {spec.max_restarts} ...` (and "
+                           "--checkpoint-every here)", "under torchrun")
     asked = spec
     spec, failures, attempt = torchrun_attempt(spec, world)
     check_machine(spec)   # this node: a GPU for each of its LOCAL_WORLD_SIZE ranks, fp16
@@ -268,9 +268,9 @@ def _bench_comm(args) -> int:
     sizes = tuple(s for s in MESSAGE_SIZES if s <= args.max_bytes)
     try:
         if bad:
-            raise ValueError(f"ops={','.join(bad)!r} is invalid: allowed values are {', '.join(OPS)}")
+            raise InvalidValue("ops", ",".join(bad), OPS)
         if not sizes:
-            raise ValueError(f"max_bytes={args.max_bytes} is invalid: allowed is >= {MESSAGE_SIZES[0]}")
+            raise InvalidValue("max_bytes", args.max_bytes, f">= {MESSAGE_SIZES[0]}")
         summary = run_comm_benchmark(args.world_size, args.device, sizes, ops, args.iters)
     except ValueError as exc:
         print(f"gpututor: error: {exc}", file=sys.stderr)

@@ -20,6 +20,7 @@ import os
 import sys
 import warnings
 
+from ..checks import InvalidValue
 from ..hardware import usable_cpu_cores
 
 
@@ -33,26 +34,26 @@ def check_machine(spec, gpus: int | None = None) -> str:
         gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
     if spec.device == "cuda":
         if gpus == 0:
-            raise ValueError("device='cuda' is invalid here: no CUDA device is visible; "
-                             "allowed on this machine: 'auto' or 'cpu'")
+            raise InvalidValue("device", spec.device, "'auto' or 'cpu' on this machine",
+                               "here: no CUDA device is visible")
         if spec.first_gpu >= gpus:
-            raise ValueError(f"first_gpu={spec.first_gpu} is invalid here: this machine has "
-                             f"{gpus} GPU(s); allowed: 0 to {gpus - 1}")
+            raise InvalidValue("first_gpu", spec.first_gpu, f"0 to {gpus - 1}",
+                               f"here: this machine has {gpus} GPU(s)")
         if gpus - spec.first_gpu < spec.local_ranks:
             free = gpus - spec.first_gpu
             after = f" from GPU {spec.first_gpu} on" if spec.first_gpu else ""
-            raise ValueError(f"world_size={spec.world_size} is invalid with device='cuda': "
-                             f"this machine has {free} GPU(s){after} and "
-                             f"NCCL needs one per rank ({spec.local_ranks} here); allowed: at "
-                             f"most {free} ranks per machine, or device='auto'/'cpu'")
+            raise InvalidValue("world_size", spec.world_size,
+                               f"at most {free} ranks per machine, or device='auto'/'cpu'",
+                               f"with device='cuda': this machine has {free} GPU(s){after} and "
+                               f"NCCL needs one per rank ({spec.local_ranks} here)")
     device = spec.resolved_device()
     if spec.precision == "fp16" and device != "cuda":
         # not a format question (torch computes fp16 on CPU, and lesson 06 trains in it with
         # GradScaler("cpu")): most CPUs have no fp16 arithmetic, so a run would time emulation
-        raise ValueError("precision='fp16' is invalid on CPU: most CPUs have no fp16 "
-                         "arithmetic, so PyTorch emulates it, many times slower than fp32, and a "
-                         "run would measure the emulation (lesson 06 measures this CPU's rate); "
-                         "allowed here: 'fp32' or 'bf16'")
+        raise InvalidValue("precision", spec.precision, "'fp32' or 'bf16' here",
+                           "on CPU: most CPUs have no fp16 arithmetic, so PyTorch emulates it, "
+                           "many times slower than fp32, and a run would measure the emulation "
+                           "(lesson 06 measures this CPU's rate)")
     strategy = STRATEGIES.get(spec.strategy)   # (a task run may name none of them)
     if strategy is not None:
         strategy.check_device(spec, device)

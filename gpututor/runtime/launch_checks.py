@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 
 from .. import checks
+from ..checks import InvalidValue
 from ..parallel import check_spec
 from .guard import check_machine, check_main_guard, warn_if_oversubscribed
 
@@ -16,13 +17,13 @@ def check_launch(spec, start_method: str, task, max_restarts: int | None):
         spec = spec.replace(max_restarts=max_restarts)
     spec.validate()
     if task is not None and spec.max_restarts:
-        raise ValueError(f"max_restarts={spec.max_restarts} is invalid with a task: allowed is 0 "
-                         "(a restart resumes training from a checkpoint; a task writes none)")
+        raise InvalidValue("max_restarts", spec.max_restarts, "0 (a restart resumes training "
+                           "from a checkpoint; a task writes none)", "with a task")
     if spec.ranks_per_node not in (None, spec.world_size):
-        raise ValueError(f"ranks_per_node={spec.ranks_per_node} is invalid with launch(): it "
-                         f"starts all world_size={spec.world_size} ranks on this machine (two of "
-                         f"them would share a GPU); allowed: None or {spec.world_size} "
-                         "(ranks_per_node describes a torchrun node)")
+        raise InvalidValue("ranks_per_node", spec.ranks_per_node,
+                           f"None or {spec.world_size} (ranks_per_node describes a torchrun node)",
+                           f"with launch(): it starts all world_size={spec.world_size} ranks on "
+                           "this machine (two of them would share a GPU)")
     if task is None:
         check_spec(spec)   # the strategy's own checks: before any process starts
         if spec.resume:    # looked at here, not in RunSpec: a spec may name another machine's

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 from datetime import timedelta
 
+from ..checks import InvalidValue
 from ..config import RunSpec
 
 
@@ -24,11 +25,12 @@ def torchrun_attempt(spec: RunSpec, world: int) -> tuple[RunSpec, list[dict], in
     allowed = int(os.environ.get("TORCHELASTIC_MAX_RESTARTS", "0"))
     local = int(os.environ.get("LOCAL_WORLD_SIZE", world))
     if allowed and local != world and os.environ.get("TORCHELASTIC_USE_AGENT_STORE") == "True":
-        raise ValueError(
-            f"torchrun --max-restarts {allowed} on several nodes is invalid with torchrun's shared "
-            "store: a restarted rank reads the previous attempt's addresses there (torch issue "
-            "#135712), and the per-node restart count cannot keep the attempts apart; allowed is "
-            "TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1 in torchrun's environment")
+        raise InvalidValue(
+            "torchrun --max-restarts", allowed,
+            "TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1 in torchrun's environment",
+            "on several nodes with torchrun's shared store: a restarted rank reads the previous "
+            "attempt's addresses there (torch issue #135712), and the per-node restart count "
+            "cannot keep the attempts apart")
     if not allowed:
         return spec, [], 1
     import psutil

@@ -242,7 +242,7 @@ def test_distillation_needs_one_rank_and_the_same_data():
     student = tiny_spec(strategy="single", world_size=1)
     with pytest.raises(ValueError, match="world_size=2 is invalid for distillation: allowed is 1"):
         launch_distillation(tiny_spec(), student, "teacher.pt")
-    with pytest.raises(ValueError, match=r"teacher_spec.seq_len=16 is invalid: .* \(allowed: 32\)"):
+    with pytest.raises(ValueError, match=r"teacher_spec.seq_len=16 is invalid: allowed is 32\b"):
         launch_distillation(student, student.replace(seq_len=16), "teacher.pt")
 
 

@@ -55,7 +55,7 @@ def test_bucketed_with_accumulation_equals_big_batch(tmp_path):
 
 
 def test_unknown_or_bad_option_is_a_clear_error():
-    with pytest.raises(ValueError, match="option 'bucket_size' is invalid for strategy='ddp'"):
+    with pytest.raises(ValueError, match="option='bucket_size' is invalid for strategy='ddp'"):
         tiny_spec(options=(("bucket_size", 1),))
     with pytest.raises(ValueError, match="comm_hook='zip' is invalid: allowed is one of none"):
         tiny_spec(options=(("comm_hook", "zip"),))

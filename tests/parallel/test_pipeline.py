@@ -136,7 +136,7 @@ def test_three_stages_with_a_middle_stage_equal_one_process(tmp_path):
 
 @pytest.mark.parametrize("changes,message", [
     (dict(world_size=3), r"world_size=3 is invalid for strategy='pp' with model_size='tiny': "
-                         r"each stage needs at least one of its 2 blocks \(allowed: 1 to 2\)"),
+                         r"each stage needs at least one of its 2 blocks: allowed is 1 to 2"),
     (dict(model="mlp", model_size="small"), r"model='mlp' is invalid for strategy='pp'"),
     (dict(options=(("schedule", "naive"), ("microbatches", 2))),
      r"microbatches=2 is invalid with schedule='naive'"),

@@ -191,25 +191,25 @@ def test_handoff_follows_virtual_stages():
 @pytest.mark.parametrize("changes,message", [
     (dict(options=(("schedule", "interleaved-1f1b"), ("virtual_stages", 3))),
      r"option virtual_stages=3 is invalid with world_size=2 and model_size='small': its 4 "
-     r"blocks must split evenly into 2 x 3 chunks \(allowed: virtual_stages 2\)"),
+     r"blocks must split evenly into 2 x 3 chunks: allowed is 2$"),
     (dict(options=(("schedule", "interleaved-1f1b"), ("microbatches", 3)), batch_size=6),
      r"option microbatches=3 is invalid with schedule='interleaved-1f1b' on 2 pipeline ranks: "
      r"allowed is a multiple of 2"),
     (dict(options=(("schedule", "1f1b"), ("virtual_stages", 2))),
      r"option virtual_stages=2 is invalid with schedule='1f1b' \(one stage per rank\): allowed "
-     r"only with schedule 'interleaved-1f1b'"),
+     r"is None or 1 \(more only with schedule 'interleaved-1f1b'"),
     (dict(options=(("schedule", "interleaved-1f1b"), ("virtual_stages", 1))),
      r"virtual_stages=1 is invalid with schedule='interleaved-1f1b': allowed is 2 or more"),
     (dict(strategy="pp-torch", options=(("schedule", "zbv"), ("virtual_stages", 4)),
           model_size="large"), r"virtual_stages=4 is invalid with schedule='zbv': allowed is 2"),
     (dict(model_size="tiny", options=(("schedule", "interleaved-1f1b"),)),
-     r"its 2 blocks must split evenly into 2 x 2 chunks \(allowed: virtual_stages none"),
+     r"its 2 blocks must split evenly into 2 x 2 chunks: allowed is none"),
     (dict(world_size=1, options=(("schedule", "interleaved-1f1b"),)),
      r"world_size=1 is invalid with schedule='interleaved-1f1b': allowed is 2 or more"),
     (dict(strategy="ddp+pp", world_size=4, mesh=(("dp", 2), ("pp", 2)),
           options=(("schedule", "interleaved-1f1b"),)),
-     r"schedule='interleaved-1f1b' is invalid for strategy='ddp\+pp': allowed with a pipeline "
-     r"alone"),
+     r"schedule='interleaved-1f1b' is invalid for strategy='ddp\+pp': allowed is .* with a "
+     r"pipeline alone"),
 ])
 def test_bad_chunked_specs_are_clear_errors(changes, message):
     with pytest.raises(ValueError, match=message):

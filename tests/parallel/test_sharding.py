@@ -107,7 +107,7 @@ def test_invalid_choices_are_clear_errors(tmp_path):
         tiny_spec(strategy="fsdp", options=(("reshard_after_forward", "yes"),))
     with pytest.raises(ValueError, match="mixed_precision='fp16' is invalid on CPU"):
         tiny_spec(strategy="fsdp", device="cpu", options=(("mixed_precision", "fp16"),))
-    with pytest.raises(ValueError, match="option 'bucket_cap_mb' is invalid for "
+    with pytest.raises(ValueError, match="option='bucket_cap_mb' is invalid for "
                                          "strategy='zero2'"):
         tiny_spec(strategy="zero2", options=(("bucket_cap_mb", 1),))
     with pytest.raises(ValueError, match="activation_checkpointing=True is invalid with "

@@ -167,7 +167,7 @@ def test_first_gpu_moves_a_runs_ranks_and_is_checked_against_the_gpus_here(gpus)
                                          r"machine has 1 GPU\(s\) from GPU 3 on"):
         check_machine(spec.replace(first_gpu=3))
     with pytest.raises(ValueError, match=r"first_gpu=4 is invalid here: this machine has 4 "
-                                         r"GPU\(s\); allowed: 0 to 3"):
+                                         r"GPU\(s\): allowed is 0 to 3"):
         check_machine(spec.replace(first_gpu=4))
     # "auto" counts the GPUs from first_gpu on
     assert spec.replace(device="auto", first_gpu=3).device_choice()[0] == "cpu"

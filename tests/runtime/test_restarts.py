@@ -241,7 +241,7 @@ def test_under_torchrun_restarts_are_torchruns(monkeypatch, tmp_path, capsys):
     monkeypatch.setenv("TORCHELASTIC_MAX_RESTARTS", "2")
     monkeypatch.setenv("TORCHELASTIC_USE_AGENT_STORE", "True")
     monkeypatch.setenv("LOCAL_WORLD_SIZE", "1")
-    with pytest.raises(ValueError, match="torchrun --max-restarts 2 on several nodes is invalid "
+    with pytest.raises(ValueError, match="torchrun --max-restarts=2 is invalid on several nodes "
                                          ".*allowed is TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1"):
         cli.torchrun_attempt(tiny_spec(steps=4), 2)
 

@@ -24,6 +24,7 @@ import statistics
 import unicodedata
 from dataclasses import dataclass
 
+from ...checks import InvalidValue
 from ...formulas import block_params, bubble_to_compute_ratio, training_flops_per_token
 from ...i18n import tr
 from ...models import build_model, config_of
@@ -70,9 +71,9 @@ def _described(spec):
     ``ValueError`` naming the strategies that do, else."""
     known = as_built()
     if spec.strategy not in known:
-        raise ValueError(f"strategy={spec.strategy!r} is invalid for a prediction: allowed are "
-                         "registered strategies that describe how they hold the model "
-                         "(Strategy.memory_layout): " + ", ".join(known))
+        raise InvalidValue("strategy", spec.strategy, "a registered strategy that describes how "
+                           "it holds the model (Strategy.memory_layout): " + ", ".join(known),
+                           "for a prediction")
     return known[spec.strategy]
 
 
@@ -81,19 +82,20 @@ def collectives(spec) -> list[tuple[str, float]]:
     what its strategy says (``Strategy.step_collectives``)."""
     ops = get_strategy(spec.strategy).step_collectives(spec, build_model(spec))
     if ops is None:
-        raise ValueError(f"strategy={spec.strategy!r} is invalid for a prediction: it does not "
-                         "say which collectives a step runs (Strategy.step_collectives)")
+        raise InvalidValue("strategy", spec.strategy, "a strategy that says which collectives a "
+                           "step runs (Strategy.step_collectives)",
+                           "for a prediction: this one does not say")
     return ops
 
 
 def predict_run(spec, machine: Machine) -> dict:
     """Predicted peak memory, activations and step time of ``spec`` (rank 0), before it runs."""
     strategy = _described(spec)
-    if spec.model != "gpt" or spec.precision != "fp32" or spec.grad_accum != 1:
-        raise ValueError("spec is invalid for a prediction: allowed is model='gpt', "
-                         "precision='fp32', grad_accum=1 (the tiny GPT as built, in fp32); got "
-                         f"model={spec.model!r}, precision={spec.precision!r}, "
-                         f"grad_accum={spec.grad_accum}")
+    for name, built in (("model", "gpt"), ("precision", "fp32"), ("grad_accum", 1)):
+        if getattr(spec, name) != built:
+            raise InvalidValue(name, getattr(spec, name), f"{built!r} (a prediction is for "
+                               "model='gpt', precision='fp32', grad_accum=1: the tiny GPT as "
+                               "built, in fp32)", "for a prediction")
     cfg, layout = config_of(spec), strategy.memory_layout
     m = strategy.option(spec, "microbatches") or 1    # micro-batches of a pipeline (else 1)
     memory = tiny_gpt_memory(cfg, spec.batch_size, spec.seq_len, spec.strategy, spec.world_size,

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 import torch
 import torch.distributed as dist
 
+from ...checks import InvalidValue
 from ...formulas import collective_seconds, ring_steps
 from ...measure.matmul import measure_matmul_flops
 from ...runtime.bench import run_comm_benchmark
@@ -53,8 +54,8 @@ def fit_alpha_beta(rows: list[dict], op: str, world_size: int) -> tuple[float, f
     """
     pts = [(r["bytes"], r["time_s"]) for r in rows if r["op"] == op and "time_s" in r]
     if len(pts) < 2:
-        raise ValueError(f"op={op!r} is invalid for a fit: it needs at least 2 measured sizes, "
-                         f"got {len(pts)}")
+        raise InvalidValue("op", op, "an op measured at 2 sizes or more",
+                           f"for a fit: it needs at least 2 measured sizes, got {len(pts)}")
     n = world_size
     k, per = (1, 1) if op == "broadcast" else (ring_steps(op, n), n)
     # t/k = α + x·(1/β) with x = S/per; weighted least squares with weights 1/t²

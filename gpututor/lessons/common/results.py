@@ -18,6 +18,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from ...checks import InvalidValue
 from ...files import write_text_atomically
 
 
@@ -37,7 +38,7 @@ def remember(key: str, **values: float) -> None:
     """Keep ``values`` (numbers) as this machine's finding ``key``, e.g.
     ``remember("06.bf16", time_ratio=0.8, memory_ratio=0.9)``; the newest run wins."""
     if key not in FINDINGS:
-        raise ValueError(f"key={key!r} is invalid: allowed are " + ", ".join(map(repr, FINDINGS)))
+        raise InvalidValue("key", key, FINDINGS)
     missing = set(FINDINGS[key]) - set(values)
     if missing:
         raise ValueError(f"remember({key!r}) needs the values {sorted(FINDINGS[key])}; "

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from typing import Optional
 
+from ...checks import InvalidValue
 from ...compression.distill import DistillTask, check_distillation_options, check_student_shape
 from ...i18n import tr
 from ...runtime.launcher import launch
@@ -28,11 +29,12 @@ def launch_distillation(student_spec, teacher_spec, teacher_state: str, temperat
     check_distillation_options(temperature, alpha)
     check_student_shape(student_shape)
     if student_spec.world_size != 1:
-        raise ValueError(f"world_size={student_spec.world_size!r} is invalid for distillation: "
-                         "allowed is 1 (the student trains on one rank)")
+        raise InvalidValue("world_size", student_spec.world_size, "1 (the student trains on one "
+                           "rank)", "for distillation")
     if student_spec.seq_len != teacher_spec.seq_len:
-        raise ValueError(f"teacher_spec.seq_len={teacher_spec.seq_len!r} is invalid: teacher and "
-                         f"student read the same batches (allowed: {student_spec.seq_len})")
+        raise InvalidValue("teacher_spec.seq_len", teacher_spec.seq_len,
+                           f"{student_spec.seq_len}, the student's (teacher and student read the "
+                           "same batches)")
     shape = None if student_shape is None else tuple(dict(student_shape).items())
     task = DistillRun(teacher_spec, str(teacher_state), temperature, alpha, save_state, shape)
     return launch(student_spec, task=task)

@@ -23,6 +23,7 @@ import time
 import torch
 import torch.nn.functional as F
 
+from ...checks import InvalidValue
 from ...data import batches
 from ...models import build_model
 
@@ -127,7 +128,7 @@ def compile_costs(spec, steps: int = 8) -> dict:
     ``tokens_per_s`` per mode, ``kernels`` (see :func:`kernels_in`), ``loss`` per mode and
     ``max_grad_diff`` (largest gradient difference, eager against compiled, first step)."""
     if steps < 1:
-        raise ValueError(f"steps={steps!r} is invalid: at least 1 steady step is needed")
+        raise InvalidValue("steps", steps, "1 or more (at least 1 steady step is needed)")
     device = torch.device(spec.resolved_device())
     require_compiler(device)
     x, y = (t.to(device) for t in next(iter(batches(spec))))

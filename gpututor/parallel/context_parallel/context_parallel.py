@@ -38,6 +38,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from ... import checks
+from ...checks import InvalidValue
 from ...measure.timing import CollectiveTimer
 from ...models import GPT, CausalSelfAttention
 from ..base import Strategy
@@ -141,19 +142,21 @@ class ContextParallel(Strategy):
         n, named = degree_of(spec, "cp")
         split = spec.option("cp_split", "zigzag")
         if spec.model != "gpt":
-            raise ValueError(f"model={spec.model!r} is invalid for strategy={self.name!r}: allowed "
-                             "is 'gpt' (cp replaces its attention and position embedding)")
+            raise InvalidValue("model", spec.model, "'gpt' (cp replaces its attention and "
+                               "position embedding)", f"for strategy={self.name!r}")
         if spec.attention != "naive":
-            raise ValueError(f"attention={spec.attention!r} is invalid for strategy={self.name!r}: "
-                             "ring attention replaces the model's attention; allowed is 'naive'")
+            raise InvalidValue("attention", spec.attention, "'naive'",
+                               f"for strategy={self.name!r}: ring attention replaces the model's "
+                               "attention")
         try:
             check_split(spec.seq_len, n, split)
         except ValueError:
             pieces = 2 * n if split == "zigzag" else n
-            raise ValueError(
-                f"seq_len={spec.seq_len} is invalid for strategy={self.name!r} with {named} and "
-                f"cp_split={split!r}: allowed is a multiple of {pieces} (the sequence is cut into "
-                f"{'2 x cp' if split == 'zigzag' else 'cp'} equal chunks)") from None
+            raise InvalidValue("seq_len", spec.seq_len, f"a multiple of {pieces} (the sequence "
+                               f"is cut into {'2 x cp' if split == 'zigzag' else 'cp'} equal "
+                               "chunks)",
+                               f"for strategy={self.name!r} with {named} and cp_split={split!r}"
+                               ) from None
 
     # every cp rank sees its data-parallel slice of the batch whole: the ranks split the
     # sequence, not the batch (Strategy.data_parallel_size reads the grid's dp degree: 1 here)

@@ -22,6 +22,7 @@ from __future__ import annotations
 import torch
 
 from ... import checks
+from ...checks import InvalidValue
 
 SPLITS = ("zigzag", "contiguous")
 
@@ -31,8 +32,8 @@ def check_split(seq_len: int, n: int, split: str) -> None:
     checks.choice("split", split, SPLITS)
     pieces = 2 * n if split == "zigzag" else n
     if seq_len % pieces:
-        raise ValueError(f"seq_len={seq_len} is invalid for a {split} split over {n} ranks: "
-                         f"allowed is a multiple of {pieces}")
+        raise InvalidValue("seq_len", seq_len, f"a multiple of {pieces}",
+                           f"for a {split} split over {n} ranks")
 
 
 def split_positions(seq_len: int, n: int, split: str = "zigzag") -> torch.Tensor:

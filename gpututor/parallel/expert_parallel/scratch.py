@@ -35,13 +35,14 @@ from __future__ import annotations
 import torch
 import torch.distributed as dist
 
+from ...checks import InvalidValue
 from ...measure.timing import CollectiveTimer
 from ...moe import moe_layers
 from ..base import Strategy
 from ..composed import Composed, _unwrap
 from ..data_parallel.ddp import DataParallelDDP
 from ..exchange import all_gather_tensors
-from ..mesh import DimGroup, degree_of, dim_group
+from ..mesh import DimGroup, degree_field, degree_of, dim_group
 from ..meta import materialize
 from .all_to_all import ExpertExchange
 
@@ -49,19 +50,20 @@ from .all_to_all import ExpertExchange
 def check_expert_parallel(spec, strategy: str) -> None:
     """Raise ``ValueError`` unless ``spec`` is a MoE whose experts split over the ep ranks."""
     if spec.model != "moe":
-        raise ValueError(f"model={spec.model!r} is invalid for strategy={strategy!r}: allowed "
-                         "is 'moe' (a model with experts to split over the ranks)")
+        raise InvalidValue("model", spec.model, "'moe' (a model with experts to split over the "
+                           "ranks)", f"for strategy={strategy!r}")
     n_expert = spec.model_config.n_expert
-    ep, named = degree_of(spec, "ep")
+    ep, _ = degree_of(spec, "ep")
     if n_expert % ep:
-        allowed = ", ".join(str(d) for d in range(1, n_expert + 1) if n_expert % d == 0)
-        raise ValueError(f"{named} is invalid for strategy={strategy!r} with model_size="
-                         f"{spec.resolved_model_size!r}: its {n_expert} experts (n_expert) must "
-                         f"split evenly over the ep ranks (allowed ep degrees: {allowed})")
+        raise InvalidValue(degree_field(spec, "ep"), ep,
+                           [d for d in range(1, n_expert + 1) if n_expert % d == 0],
+                           f"for strategy={strategy!r} with model_size="
+                           f"{spec.resolved_model_size!r}: its {n_expert} experts (n_expert) "
+                           "must split evenly over the ep ranks")
     if spec.grad_accum != 1:
-        raise ValueError(f"grad_accum={spec.grad_accum} is invalid for strategy={strategy!r}: "
-                         "allowed is 1 (capacity and the balancing loss are counted per "
-                         "micro-batch; the ranks' micro-batches are not one process's)")
+        raise InvalidValue("grad_accum", spec.grad_accum, "1 (capacity and the balancing loss "
+                           "are counted per micro-batch; the ranks' micro-batches are not one "
+                           "process's)", f"for strategy={strategy!r}")
 
 
 def keep_local_experts(model: torch.nn.Module, ctx) -> DimGroup:

@@ -21,10 +21,11 @@ import torch.nn as nn
 from torch.utils.checkpoint import checkpoint
 
 from ... import checks
+from ...checks import InvalidValue
 from ...models import GPT
 from ..base import MemoryLayout, Strategy
 from ..exchange import all_gather_tensors
-from ..mesh import DimGroup, RankGrid, degree_of, dim_group
+from ..mesh import DimGroup, RankGrid, degree_field, degree_of, dim_group
 from ..meta import is_meta
 from ...measure.timing import synchronize
 
@@ -189,35 +190,35 @@ def check_chunks(spec, strategy: str, n_layer: int) -> None:
     schedule, v = spec.option("schedule", DEFAULT_SCHEDULE), spec.option("virtual_stages")
     if schedule not in CHUNKED:
         if v not in (None, 1):
-            raise ValueError(f"option virtual_stages={v!r} is invalid with schedule={schedule!r} "
-                             "(one stage per rank): allowed only with schedule "
-                             + " or ".join(repr(s) for s in CHUNKED))
+            raise InvalidValue("option virtual_stages", v, "None or 1 (more only with schedule "
+                               + " or ".join(repr(s) for s in CHUNKED) + ")",
+                               f"with schedule={schedule!r} (one stage per rank)")
         return
     v, (stages, named) = virtual_stages(spec), degree_of(spec, "pp")
     if CHUNKED[schedule] == "v" and v != 2:
-        raise ValueError(f"option virtual_stages={v!r} is invalid with schedule={schedule!r}: "
-                         "allowed is 2 (ZB-V holds two chunks per rank, in a V)")
+        raise InvalidValue("option virtual_stages", v, "2 (ZB-V holds two chunks per rank, in a "
+                           "V)", f"with schedule={schedule!r}")
     if v < 2:
-        raise ValueError(f"option virtual_stages={v!r} is invalid with schedule={schedule!r}: "
-                         "allowed is 2 or more (one chunk per rank is schedule '1f1b')")
+        raise InvalidValue("option virtual_stages", v, "2 or more (one chunk per rank is "
+                           "schedule '1f1b')", f"with schedule={schedule!r}")
     if RankGrid.of(spec, "pp").dims != ("pp",):
-        raise ValueError(f"schedule={schedule!r} is invalid for strategy={spec.strategy!r}: "
-                         f"allowed with a pipeline alone (strategy {strategy!r} without a grid)")
+        raise InvalidValue("schedule", schedule, "a schedule of one stage per rank (this one "
+                           f"runs with a pipeline alone: strategy {strategy!r} without a grid)",
+                           f"for strategy={spec.strategy!r}")
     if stages < 2:
-        raise ValueError(f"{named} is invalid with schedule={schedule!r}: allowed is 2 or "
-                         "more pipeline ranks")
+        raise InvalidValue(degree_field(spec, "pp"), stages, "2 or more pipeline ranks",
+                           f"with schedule={schedule!r}")
     if n_layer % (stages * v):
         fits = [d for d in range(2, n_layer // stages + 1) if n_layer % (stages * d) == 0]
-        raise ValueError(
-            f"option virtual_stages={v} is invalid with {named} and model_size="
-            f"{spec.resolved_model_size!r}: its {n_layer} blocks must split evenly into "
-            f"{stages} x {v} chunks (allowed: virtual_stages "
-            f"{' or '.join(map(str, fits)) if fits else 'none; use a larger model_size'})")
+        raise InvalidValue("option virtual_stages", v,
+                           " or ".join(map(str, fits)) or "none (use a larger model_size)",
+                           f"with {named} and model_size={spec.resolved_model_size!r}: its "
+                           f"{n_layer} blocks must split evenly into {stages} x {v} chunks")
     m = microbatches(spec)
     if m % stages:
-        raise ValueError(f"option microbatches={m} is invalid with schedule={schedule!r} on "
-                         f"{stages} pipeline ranks: allowed is a multiple of {stages} "
-                         "(micro-batches go through the chunks in groups of p, as in Megatron)")
+        raise InvalidValue("option microbatches", m, f"a multiple of {stages} (micro-batches go "
+                           "through the chunks in groups of p, as in Megatron)",
+                           f"with schedule={schedule!r} on {stages} pipeline ranks")
 
 
 def microbatches(spec) -> int:
@@ -228,24 +229,25 @@ def microbatches(spec) -> int:
 def check_pipeline(spec, strategy: str) -> None:
     """Raise ``ValueError`` unless ``spec`` can be cut into its ``pp`` degree of stages."""
     if spec.model != "gpt":
-        raise ValueError(f"model={spec.model!r} is invalid for strategy={strategy!r}: allowed "
-                         "is 'gpt' (a stack of blocks to cut into stages)")
+        raise InvalidValue("model", spec.model, "'gpt' (a stack of blocks to cut into stages)",
+                           f"for strategy={strategy!r}")
     n_layer = spec.model_config.n_layer
-    stages, named = degree_of(spec, "pp")
+    stages, _ = degree_of(spec, "pp")
     if stages > n_layer:
-        raise ValueError(f"{named} is invalid for strategy={strategy!r} "
-                         f"with model_size={spec.resolved_model_size!r}: each stage needs at "
-                         f"least one of its {n_layer} blocks (allowed: 1 to {n_layer})")
+        raise InvalidValue(degree_field(spec, "pp"), stages, f"1 to {n_layer}",
+                           f"for strategy={strategy!r} with model_size="
+                           f"{spec.resolved_model_size!r}: each stage needs at least one of its "
+                           f"{n_layer} blocks")
     if spec.option("schedule") == "naive" and spec.option("microbatches", 1) != 1:
-        raise ValueError(f"option microbatches={spec.option('microbatches')!r} is invalid with "
-                         "schedule='naive' (it runs the whole batch at once): allowed is 1; "
-                         "use schedule 'gpipe' or '1f1b' for micro-batches")
+        raise InvalidValue("option microbatches", spec.option("microbatches"),
+                           "1; use schedule 'gpipe' or '1f1b' for micro-batches",
+                           "with schedule='naive' (it runs the whole batch at once)")
     m, dp = microbatches(spec), RankGrid.of(spec, "pp").degree("dp")
     if spec.batch_size % (m * dp):
-        raise ValueError(f"batch_size={spec.batch_size} is invalid with microbatches={m}"
-                         f"{' (the default)' if spec.option('microbatches') is None else ''}"
-                         f"{f' on {dp} data-parallel ranks' if dp > 1 else ''}: "
-                         f"allowed is a multiple of {m * dp}")
+        raise InvalidValue("batch_size", spec.batch_size, f"a multiple of {m * dp}",
+                           f"with microbatches={m}"
+                           f"{' (the default)' if spec.option('microbatches') is None else ''}"
+                           f"{f' on {dp} data-parallel ranks' if dp > 1 else ''}")
     check_chunks(spec, strategy, n_layer)
 
 

@@ -44,6 +44,7 @@ import warnings
 import torch
 
 from ... import checks
+from ...checks import InvalidValue
 from ...config import torch_dtype
 from ...measure.timing import CollectiveTimer
 from ..base import MemoryLayout, Strategy
@@ -85,9 +86,9 @@ class FullyShardedFSDP2(Strategy):
 
     def check_device(self, spec, device: str) -> None:
         if spec.option("mixed_precision") == "fp16" and device != "cuda":
-            raise ValueError("option mixed_precision='fp16' is invalid on CPU: most CPUs have no "
-                             "fp16 arithmetic, so PyTorch emulates it, many times slower than "
-                             "fp32 (lesson 06); allowed here: 'none' or 'bf16'")
+            raise InvalidValue("option mixed_precision", "fp16", "'none' or 'bf16' here",
+                               "on CPU: most CPUs have no fp16 arithmetic, so PyTorch emulates "
+                               "it, many times slower than fp32 (lesson 06)")
 
     def validate(self, spec) -> None:
         super().validate(spec)
@@ -95,9 +96,10 @@ class FullyShardedFSDP2(Strategy):
         if replicas > 1:
             dp, named = degree_of(spec, "dp")
             if dp % replicas or set(spec.mesh_shape) - {"dp"}:
-                raise ValueError(f"option hsdp_replicas={replicas} is invalid with {named}"
-                                 f"{' and mesh ' + str(spec.mesh_shape) if spec.mesh else ''}: "
-                                 "allowed is a divisor of the dp degree, on a grid of dp only")
+                raise InvalidValue("option hsdp_replicas", replicas,
+                                   "a divisor of the dp degree, on a grid of dp only",
+                                   f"with {named}"
+                                   f"{' and mesh ' + str(spec.mesh_shape) if spec.mesh else ''}")
 
     def wrap(self, model, ctx):
         from torch.distributed.device_mesh import init_device_mesh

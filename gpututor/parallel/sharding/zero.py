@@ -33,6 +33,7 @@ from functools import partial
 import torch
 import torch.nn as nn
 
+from ...checks import InvalidValue
 from ..base import MemoryLayout, Strategy
 from ..data_parallel.scratch import broadcast_parameters
 from ..pieces import canonical, flat_shard_pieces
@@ -160,8 +161,8 @@ class _ZeRO(Strategy):
     def validate(self, spec) -> None:
         super().validate(spec)
         if spec.activation_checkpointing and self.zero_stage == 3:
-            raise ValueError(f"activation_checkpointing=True is invalid with strategy="
-                             f"{self.name!r}: allowed is False (use strategy='fsdp')")
+            raise InvalidValue("activation_checkpointing", spec.activation_checkpointing,
+                               "False (use strategy='fsdp')", f"with strategy={self.name!r}")
 
     def wrap(self, model, ctx):
         if self.zero_stage < 3:   # (zero3 gets the model on meta: nothing to broadcast yet)
