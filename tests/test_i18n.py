@@ -28,7 +28,7 @@ def test_english_is_the_default_and_templates_format():
     assert language() == "en"
     assert tr("Run") == "Run"
     assert tr("rank {rank}", rank=3) == "rank 3"
-    with pytest.raises(ValueError, match="language='fr' is invalid: allowed are 'en', 'zh'"):
+    with pytest.raises(ValueError, match="language='fr' is invalid: allowed values are 'en', 'zh'"):
         set_language("fr")
 
 
@@ -406,20 +406,92 @@ def test_the_labels_the_lessons_pass_to_figures_are_drawn_in_chinese(chinese):
 
 
 def test_a_bad_input_error_shows_its_frame_in_chinese_and_its_facts_as_written(chinese):
+    """The frame is built from the error's fields (gpututor.checks.InvalidValue); the field, the
+    value, what is allowed and why stay as the package wrote them."""
+    from gpututor.checks import InvalidValue
     from gpututor.i18n import error_text
-    with pytest.raises(ValueError) as err:
+    with pytest.raises(InvalidValue) as err:
         RunSpec(batch_size=0)
-    assert error_text(str(err.value)) == "batch_size=0 无效：允许的值：an integer in [1, 1048576]"
-    assert error_text("something else went wrong") == "something else went wrong"
+    assert (err.value.field, err.value.value, err.value.why) == ("batch_size", 0, None)
+    assert error_text(err.value) == "batch_size=0 无效：允许的值：an integer in [1, 1048576]"
+    with pytest.raises(InvalidValue) as err:   # with a reason: its own frame
+        RunSpec(max_restarts=2)
+    assert error_text(err.value) == ("max_restarts=2 无效（with checkpoint_every=0）：允许的值："
+                                     "0, or restarts with checkpoint_every > 0 (a restart resumes "
+                                     "from the last complete checkpoint)")
+    with pytest.raises(InvalidValue) as err:   # a list of values: listed as written
+        RunSpec(precision="fp8")
+    assert error_text(err.value) == "precision='fp8' 无效：允许的值：'fp32', 'bf16', 'fp16'"
+    assert error_text(ValueError("something else went wrong")) == "something else went wrong"
     set_language("en")
-    assert error_text("batch_size=0 is invalid: allowed is an integer >= 1") == \
-        "batch_size=0 is invalid: allowed is an integer >= 1"
+    assert error_text(err.value) == str(err.value) == \
+        "precision='fp8' is invalid: allowed values are 'fp32', 'bf16', 'fp16'"
+
+
+def test_an_error_that_only_reads_like_a_bad_input_keeps_its_english(chinese):
+    """Nothing parses English: a ValueError (or a message) that merely has the words of a bad
+    input is shown as it is; only an InvalidValue's fields make a Chinese frame."""
+    from gpututor.checks import InvalidValue
+    from gpututor.i18n import error_text
+    lookalike = "x=1 is invalid: allowed is 2"
+    assert error_text(ValueError(lookalike)) == lookalike
+    assert error_text(lookalike) == lookalike
+    assert str(InvalidValue("x", 1, "2")) == lookalike                  # the same English...
+    assert error_text(InvalidValue("x", 1, "2")) == "x=1 无效：允许的值：2"   # ...from fields
+
+
+def test_an_invalid_value_keeps_its_fields_through_a_pickle():
+    """A rank's error reaches the kernel pickled: its fields, not only its message, come back."""
+    import pickle
+    from gpututor.checks import InvalidValue
+    for error in (InvalidValue("x", [1], "a tuple", "with y=2"),
+                  InvalidValue("z", "a", ("b", "c"))):
+        back = pickle.loads(pickle.dumps(error))
+        assert (type(back), str(back), back.field, back.value, back.allowed, back.why,
+                back.choices) == (InvalidValue, str(error), error.field, error.value,
+                                  error.allowed, error.why, error.choices)
+
+
+# the modules that still raise a bad-input error as an English ValueError (or a subclass):
+# others are editing them; each is to raise checks.InvalidValue, and then leaves this list
+NOT_YET_INVALID_VALUE = {
+    "runtime/ranks/checks.py", "runtime/ranks/group.py", "runtime/ranks/magic.py",
+    "parallel/tensor_parallel/megatron.py", "parallel/tensor_parallel/sequence.py",
+    # CheckpointError("resume=... is invalid: ..."): a ValueError subclass with its own callers
+    "runtime/checkpoint.py", "runtime/checkpoint_files.py",
+}
+
+
+def test_no_module_words_a_bad_input_error_itself():
+    """Every "FIELD=VALUE is invalid" message is built by checks.InvalidValue from its fields,
+    so a Chinese kernel can frame it: no other string of the package says "is invalid"
+    (docstrings aside), except in the modules listed above."""
+    package = Path(__file__).resolve().parent.parent / "gpututor"
+    homes = {"checks.py", "i18n/__init__.py"}   # the English frame, and the Chinese templates
+    found, listed = {}, set()
+    for path in sorted(package.rglob("*.py")):
+        name = path.relative_to(package).as_posix()
+        tree = ast.parse(path.read_text())
+        docstrings = {id(node.body[0].value) for node in ast.walk(tree)
+                      if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef,
+                                           ast.AsyncFunctionDef))
+                      and node.body and isinstance(node.body[0], ast.Expr)}
+        lines = [node.lineno for node in ast.walk(tree)
+                 if isinstance(node, ast.Constant) and isinstance(node.value, str)
+                 and "is invalid" in node.value and id(node) not in docstrings]
+        if lines and name in NOT_YET_INVALID_VALUE:
+            listed.add(name)
+        elif lines and name not in homes:
+            found[name] = lines
+    assert not found, f"raise checks.InvalidValue(field, value, allowed, why) instead: {found}"
+    assert listed == NOT_YET_INVALID_VALUE, "converted: take it off NOT_YET_INVALID_VALUE"
 
 
 def test_a_bad_spec_in_a_chinese_code_cell_gets_its_frame_in_chinese(capsys):
-    """In IPython, after ``ui.set_language("zh")``, a bad-input ValueError raised by gpututor is
-    shown as usual (English, searchable) and followed by its frame in Chinese; an error raised
-    by the learner's own code is shown untouched; back in English the handler is gone."""
+    """In IPython, after ``ui.set_language("zh")``, a bad-input error (``InvalidValue``) is
+    shown as usual (English, searchable) and followed by its frame in Chinese, built from its
+    fields; a ValueError of the learner's own code that reads the same is shown untouched; back
+    in English the handler is gone."""
     from IPython.core.interactiveshell import InteractiveShell
     from gpututor.ui import set_language
     shell = InteractiveShell.instance()
@@ -430,7 +502,7 @@ def test_a_bad_spec_in_a_chinese_code_cell_gets_its_frame_in_chinese(capsys):
         assert "batch_size=0 is invalid" in out                  # the traceback, as raised
         assert "ValueError: batch_size=0 无效：" in out, out      # and the Chinese line under it
         shell.run_cell("raise ValueError('x=1 is invalid: allowed is 2')")
-        assert "无效" not in capsys.readouterr().out               # not gpututor's: untouched
+        assert "无效" not in capsys.readouterr().out               # not an InvalidValue: untouched
         set_language("en")
         assert shell.custom_exceptions == ()
         shell.run_cell("RunSpec(batch_size=0)")

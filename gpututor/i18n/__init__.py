@@ -6,8 +6,8 @@ ones leave the default. From then on the kernel shows in that language what it d
 the learner: the run panel's labels and status lines, plot titles and axis labels, and the
 exercise checkers' messages. Error messages of the package stay in English (they name fields and
 values, and are searched for as they are); a widget shows a bad-input error's frame in Chinese
-(:func:`error_text`), and so does a code cell, on a line under the traceback
-(``gpututor.ui.errors``).
+(:func:`error_text`, built from the fields of ``gpututor.checks.InvalidValue``), and so does a
+code cell, on a line under the traceback (``gpututor.ui.errors``).
 
 Lessons print their sentences with :func:`say` (``print`` through :func:`tr`).
 
@@ -23,7 +23,7 @@ where text is shown; ranks never read it.
 """
 from __future__ import annotations
 
-import re
+from ..checks import InvalidValue, choice
 
 LANGUAGES = ("en", "zh")
 _current = ["en"]
@@ -32,9 +32,7 @@ _tables: dict = {}
 
 def set_language(language: str) -> None:
     """Speak ``language`` ("en" or "zh") in this kernel's widgets, figures and checkers."""
-    if language not in LANGUAGES:
-        raise ValueError(f"language={language!r} is invalid: allowed are "
-                         + ", ".join(repr(k) for k in LANGUAGES))
+    choice("language", language, LANGUAGES)
     _current[0] = language
 
 
@@ -85,20 +83,16 @@ def say(template: str, **values) -> None:
     print(tr(template, **values))
 
 
-# the shape of the package's bad-input errors: "batch_size=33 is invalid: allowed is ..."
-_INVALID = re.compile(r"^(?P<field>[\w.]+)=(?P<value>.+?) is invalid: (?P<rest>.*)$", re.S)
-
-
-def error_text(message: str) -> str:
-    """A bad-input error's message as a learner sees it in a widget: in Chinese the frame
-    ("... is invalid:", "allowed is") is translated, the field, the value and what is allowed stay
-    as the package wrote them (they are searched for as they are). Other messages pass through."""
-    found = _INVALID.match(message)
-    if not found or table(_current[0]) is None:
-        return message
-    rest = found["rest"]
-    for prefix in ("allowed is ", "allowed are ", "allowed values are "):
-        if rest.startswith(prefix):
-            rest = tr("allowed: {what}", what=rest[len(prefix):])
-    return tr("{field}={value} is invalid: {rest}", field=found["field"], value=found["value"],
-              rest=rest)
+def error_text(error: BaseException | str) -> str:
+    """A bad-input error as a learner sees it in a widget. In Chinese, an
+    :class:`~gpututor.checks.InvalidValue`'s frame ("... is invalid:", "allowed is") is built in
+    Chinese from its fields; the field, the value, what is allowed and why stay as the package
+    wrote them (they are searched for as they are). Any other error, or a message given as
+    text, passes through as its English text: nothing here reads the English back."""
+    if not isinstance(error, InvalidValue) or table(_current[0]) is None:
+        return str(error)
+    facts = dict(field=error.field, value=repr(error.value),
+                 rest=tr("allowed: {what}", what=error.allowed))
+    if error.why:
+        return tr("{field}={value} is invalid {why}: {rest}", why=error.why, **facts)
+    return tr("{field}={value} is invalid: {rest}", **facts)

@@ -1,32 +1,24 @@
 """A bad-input error raised in a Chinese lesson's code cell, with its frame also in Chinese.
 
 The package's errors stay English (``gpututor.i18n``: they name the field, the value and what is
-allowed, and are searched for as they are). In a notebook that asked for Chinese, a ``ValueError``
-of that shape ("batch_size=0 is invalid: allowed is ...") raised by gpututor is shown as usual,
-and one line follows it with the frame in Chinese ("batch_size=0 无效：允许的值：..."). Other
-errors are shown untouched. IPython's ``set_custom_exc`` is the hook (IPython's documentation,
+allowed, and are searched for as they are). In a notebook that asked for Chinese, a bad-input
+error (``gpututor.checks.InvalidValue``: "batch_size=0 is invalid: allowed is ...") is shown as
+usual, and one line follows it with the frame in Chinese ("batch_size=0 无效：允许的值：..."),
+built from the error's fields. Other errors, a learner's own ``ValueError`` among them, are shown
+untouched. IPython's ``set_custom_exc`` is the hook (IPython's documentation,
 "InteractiveShell.set_custom_exc"); it is set while the language is not English.
 """
 from __future__ import annotations
 
+from ..checks import InvalidValue
 from ..i18n import error_text, language
-
-
-def _raised_by_gpututor(tb) -> bool:
-    while tb is not None:
-        if tb.tb_next is None:
-            return "gpututor" in tb.tb_frame.f_globals.get("__name__", "")
-        tb = tb.tb_next
-    return False
 
 
 def translated_line(value: BaseException, tb) -> str | None:
     """The Chinese line shown under ``value``'s traceback, or None where none is shown."""
-    if language() == "en" or not isinstance(value, ValueError) or not _raised_by_gpututor(tb):
+    if language() == "en" or not isinstance(value, InvalidValue):
         return None
-    message = str(value)
-    text = error_text(message)
-    return None if text == message else f"ValueError: {text}"
+    return f"ValueError: {error_text(value)}"
 
 
 def _show(shell, etype, value, tb, tb_offset=None):
@@ -42,7 +34,8 @@ def follow_language(shell) -> None:
     if shell is None:
         return
     if language() == "en":
-        if getattr(shell, "CustomTB", None) is not None and shell.custom_exceptions == (ValueError,):
+        if getattr(shell, "CustomTB", None) is not None and \
+                shell.custom_exceptions == (InvalidValue,):
             shell.set_custom_exc((), None)
         return
-    shell.set_custom_exc((ValueError,), _show)
+    shell.set_custom_exc((InvalidValue,), _show)

@@ -25,6 +25,7 @@ import ipywidgets as W
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from ..checks import InvalidValue
 from ..config import DEVICES, MODEL_SIZES, OPTIMIZERS, PRECISIONS, RunSpec
 from ..i18n import error_text, ntr, tr
 from ..measure.memory import CATEGORIES as MEMORY_CATEGORIES
@@ -114,7 +115,7 @@ class RunPanel(Follower):
         self._lock = threading.Lock()
         self._stop_requested = False
         if set(fields) - {f.name for f in dataclasses.fields(RunSpec)}:
-            raise ValueError(f"fields={fields!r} is invalid: allowed are RunSpec field names")
+            raise InvalidValue("fields", fields, "a tuple of RunSpec field names")
         self.controls = {name: _control(name, self.spec) for name in fields}
         if "model" in self.controls and "model_size" in self.controls:
             self.controls["model"].observe(self._model_changed, names="value")
@@ -161,7 +162,7 @@ class RunPanel(Follower):
             if self.comparison is not None:
                 spec = self.comparison.pin(spec)
         except ValueError as exc:
-            self._set_status("invalid", html.escape(f"ValueError: {error_text(str(exc))}"))
+            self._set_status("invalid", html.escape(f"ValueError: {error_text(exc)}"))
             if wait:
                 raise
             return None
