@@ -138,6 +138,11 @@ def killed_peers(procs, rank: int, body: dict, finished: set, grace_s: float) ->
     text = str(body.get("message", "")) + str(body.get("traceback", ""))
     if not killed() and "connection" in text.lower():
         deadline = time.monotonic() + grace_s
-        while running() and not killed() and time.monotonic() < deadline:
-            connection.wait(running(), timeout=max(deadline - time.monotonic(), 0))
+        while not killed() and time.monotonic() < deadline:
+            waiting = running()   # read once: a rank reaped meanwhile must not leave wait([])
+            if not waiting:       # to sleep out the whole grace
+                break
+            if connection.wait(waiting, timeout=max(deadline - time.monotonic(), 0)):
+                # a sentinel ends as the process exits, a moment before it can be reaped
+                time.sleep(0.001)
     return killed()

@@ -28,7 +28,7 @@ from multiprocessing import connection
 import cloudpickle
 
 from . import warm as _warm
-from .checkpoint_owner import claim_folder, new_run_id, release_folder
+from .checkpoint_owner import claim_folder, clear_staging, new_run_id, release_folder
 from .failures import (RunFailed, died, killed_peers, rank_failed, silent_failure, silent_rank,
                        stack_of)
 from .launch_checks import check_launch
@@ -318,6 +318,8 @@ class Run:
                         f"run failed: {type(exc).__name__}: {exc}", None, tb.format_exc())
             finally:
                 shutil.rmtree(self._tmp, ignore_errors=True)
+                if self.spec.checkpoint_dir:   # every rank is gone: a save it left half-written
+                    clear_staging(self.spec.checkpoint_dir, self.run_id)
                 release_folder(self.spec.checkpoint_dir, self.run_id)
             with self._cond:
                 self.summary, self.status = summary, status
