@@ -1,6 +1,7 @@
-"""What a run is: :class:`RunSpec` and the model sizes it names, checked field by field.
+"""What a run is: :class:`RunSpec`, checked field by field.
 
-This module is near the bottom of the package: it imports only :mod:`gpututor.checks`. It checks every
+This module is near the bottom of the package: it imports only :mod:`gpututor.checks` and
+:mod:`gpututor.model_sizes`. It checks every
 field on its own (type, range, choice, combinations of fields), and looks at nothing outside the
 spec: no file, no device. What depends on the strategy (its name, its options, how the batch
 splits over its ranks) is checked by :func:`gpututor.parallel.check_spec`, and what is on this
@@ -17,6 +18,7 @@ from typing import Optional
 from . import checks
 from .checks import MAX_DEVICE_MEMORY, parse_bytes, parse_mesh   # RunSpec's normal forms
 from .checks import InvalidValue
+from .model_sizes import DEFAULT_SIZES, MODEL_SIZES   # the sizes a spec may name
 
 PRECISIONS = ("fp32", "bf16", "fp16")
 OPTIMIZERS = ("adamw", "sgd")   # what a run trains with (the planner prices more: plan/memory.py)
@@ -26,9 +28,6 @@ CORPORA = {"en": "corpus.txt",      # the text trained on, a file of data/ (data
 DEVICES = ("auto", "cpu", "cuda")
 MAX_SEQ_LEN = 256
 MAX_RESTARTS = 100   # restarts of one run (a run that fails this often has a bug, not bad luck)
-# the vocabulary the size tables carry: a placeholder (the English corpus has 96 characters).
-# A run's model gets its own corpus's from models.config_of (data.vocab_size is its home).
-PLACEHOLDER_VOCAB = 96
 
 
 def torch_dtype(precision: str):
@@ -36,55 +35,6 @@ def torch_dtype(precision: str):
     import torch
     checks.choice("precision", precision, PRECISIONS)
     return {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}[precision]
-
-
-# ---- the models' sizes (the modules themselves are in models.py) --------------------------------
-
-@dataclass(frozen=True)
-class GPTConfig:
-    vocab_size: int = PLACEHOLDER_VOCAB
-    block_size: int = 256     # longest sequence the position table holds
-    n_layer: int = 4
-    n_head: int = 4
-    d_model: int = 128
-    dropout: float = 0.0      # 0 keeps runs deterministic, so parallel runs can be compared
-    attention: str = "naive"  # "naive" (scores materialised) or "sdpa" (torch's fused kernel)
-
-
-@dataclass(frozen=True)
-class MoEConfig(GPTConfig):
-    """The GPT with a mixture of experts in place of each block's MLP (``gpututor/moe.py``)."""
-
-    n_expert: int = 4             # expert MLPs per block (each as big as the GPT's MLP)
-    top_k: int = 2                # experts each token goes to
-    capacity_factor: float = 1.25  # slots per expert: ceil(factor · tokens · top_k / n_expert)
-    aux_loss_coef: float = 0.01   # weight of the load-balancing loss (Switch Transformer's)
-
-
-@dataclass(frozen=True)
-class MLPConfig:
-    vocab_size: int = PLACEHOLDER_VOCAB
-    d_model: int = 64
-    d_hidden: int = 256
-
-
-MODEL_SIZES = {
-    "gpt": {
-        "tiny": GPTConfig(n_layer=2, n_head=2, d_model=96),      # ~0.25 M parameters
-        "small": GPTConfig(n_layer=4, n_head=4, d_model=128),    # ~0.84 M
-        "medium": GPTConfig(n_layer=6, n_head=6, d_model=192),   # ~2.7 M
-        "large": GPTConfig(n_layer=8, n_head=8, d_model=256),    # ~6.4 M
-    },
-    "moe": {   # the GPT's sizes, 4 experts per block, each token to 2 of them
-        "tiny": MoEConfig(n_layer=2, n_head=2, d_model=96),      # ~0.7 M parameters
-        "small": MoEConfig(n_layer=4, n_head=4, d_model=128),    # ~2.4 M
-    },
-    "mlp": {
-        "small": MLPConfig(d_model=64, d_hidden=256),
-        "large": MLPConfig(d_model=256, d_hidden=1024),
-    },
-}
-DEFAULT_SIZES = {"gpt": "small", "moe": "small", "mlp": "small"}
 
 
 @dataclass(frozen=True)

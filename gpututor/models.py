@@ -22,7 +22,7 @@ from functools import partial
 from torch.utils.checkpoint import CheckpointPolicy, checkpoint, create_selective_checkpoint_contexts
 
 from . import checks
-from .config import GPTConfig, MLPConfig
+from .model_sizes import GPTConfig, MLPConfig
 from .data import vocab_size
 from .formulas import RECOMPUTE
 from .moe import MoELayer

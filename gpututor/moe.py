@@ -35,7 +35,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from .config import MoEConfig
+from .model_sizes import MoEConfig
 
 
 # ---- the router's pieces, each a small function a test can call on hand-made inputs ----------

@@ -96,7 +96,7 @@ def test_every_field_is_in_exactly_one_section():
 def test_the_size_tables_vocabulary_is_a_placeholder_of_one_home():
     """GPTConfig and MLPConfig carry one placeholder vocabulary (the English corpus's); a run's
     model gets its own corpus's from models.config_of."""
-    from gpututor.config import PLACEHOLDER_VOCAB, GPTConfig, MLPConfig, MoEConfig
+    from gpututor.model_sizes import PLACEHOLDER_VOCAB, GPTConfig, MLPConfig, MoEConfig
     from gpututor.data import vocab_size
     from gpututor.models import config_of
     assert GPTConfig().vocab_size == MoEConfig().vocab_size == MLPConfig().vocab_size == \

@@ -11,7 +11,7 @@ from gpututor import RunSpec, batches, build_model
 from gpututor.data import corpus_path, load_corpus
 
 CORPUS_PATH = corpus_path("en")
-from gpututor.config import MODEL_SIZES
+from gpututor.model_sizes import MODEL_SIZES
 from gpututor.measure.flops import model_flops_per_token
 from gpututor.models import count_parameters
 

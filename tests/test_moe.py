@@ -8,7 +8,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from gpututor import RunSpec, batches, build_model, launch
-from gpututor.config import MoEConfig
+from gpututor.model_sizes import MoEConfig
 from gpututor.measure.timing import StepContext
 from gpututor.models import MLP
 from gpututor.moe import (MoELayer, auxiliary_loss, expert_capacity, expert_load,

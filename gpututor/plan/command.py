@@ -19,11 +19,12 @@ import json
 import sys
 
 from .. import catalog, checks
-from ..checks import InvalidValue
-from ..config import MODEL_SIZES, RunSpec, parse_bytes
-from ..files import write_text_atomically
 from ..catalog import GB
+from ..checks import InvalidValue, parse_bytes
+from ..config import RunSpec
+from ..files import write_text_atomically
 from ..formulas import MB, RECOMPUTE
+from ..model_sizes import MODEL_SIZES
 from .layouts import HEADROOM, pick_layout, predict_layouts, transformer_of
 from .memory import CONVENTIONS, PRECISIONS, PRESETS, Transformer, transformer_for_params
 from .recommend import (DEFAULT_CAUSAL, DEFAULT_COMM_EFFICIENCY, DEFAULT_HFU, DEFAULT_OVERLAP,

@@ -26,7 +26,8 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from ..checks import InvalidValue
-from ..config import DEVICES, MODEL_SIZES, OPTIMIZERS, PRECISIONS, RunSpec
+from ..config import DEVICES, OPTIMIZERS, PRECISIONS, RunSpec
+from ..model_sizes import MODEL_SIZES
 from ..i18n import error_text, ntr, tr
 from ..measure.memory import CATEGORIES as MEMORY_CATEGORIES
 from ..parallel import STRATEGIES, check_spec

@@ -9,7 +9,7 @@ import torch
 import torch.nn as nn
 
 from gpututor import launch
-from gpututor.config import GPTConfig
+from gpututor.model_sizes import GPTConfig
 from gpututor.models import MLP, CausalSelfAttention
 from gpututor.parallel.tensor_parallel import megatron as tpm
 from conftest import assert_equals_one_process, tiny_spec

@@ -12,7 +12,7 @@ import torch
 from gpututor import RunSpec, build_model, launch
 from gpututor.runtime.cli import main as cli_main
 from gpututor.data import batches, load_corpus
-from gpututor.config import MODEL_SIZES
+from gpututor.model_sizes import MODEL_SIZES
 from gpututor.measure.memory import LiveBytesProbe, optimizer_tensors
 from gpututor.measure.timing import StepContext
 from gpututor.parallel import STRATEGIES, get_strategy

@@ -14,7 +14,7 @@ import torch
 import torch.nn.functional as F
 
 from ... import checks
-from ...config import MODEL_SIZES
+from ...model_sizes import MODEL_SIZES
 from ...data import batches
 from ...formulas import RECOMPUTE
 from ...measure.capacity import CapacityGuard, DeviceOutOfMemory
