@@ -455,8 +455,6 @@ def test_an_invalid_value_keeps_its_fields_through_a_pickle():
 # the modules that still raise a bad-input error as an English ValueError (or a subclass):
 # others are editing them; each is to raise checks.InvalidValue, and then leaves this list
 NOT_YET_INVALID_VALUE = {
-    "runtime/ranks/checks.py", "runtime/ranks/group.py", "runtime/ranks/magic.py",
-    "parallel/tensor_parallel/megatron.py", "parallel/tensor_parallel/sequence.py",
     # CheckpointError("resume=... is invalid: ..."): a ValueError subclass with its own callers
     "runtime/checkpoint.py", "runtime/checkpoint_files.py",
 }

@@ -120,7 +120,7 @@ def test_bad_input_is_refused_naming_the_field_the_value_and_what_is_allowed(gro
         RankGroup(2, timeout=0)
     with pytest.raises(ValueError, match=r"device='tpu' is invalid"):
         RankGroup(2, device="tpu")
-    with pytest.raises(ValueError, match=r"ranks=\[7\] is invalid: allowed: ranks 0 to 3"):
+    with pytest.raises(ValueError, match=r"ranks=\[7\] is invalid: allowed is ranks 0 to 3"):
         group.run("pass", ranks=[7])
     with pytest.raises(ValueError, match=r"timeout=-1 is invalid"):
         group.run("pass", timeout=-1)
@@ -147,7 +147,7 @@ def test_the_magics_start_run_some_ranks_and_stop(capsys):
         assert "x is 100" in out and "x is 101" in out and "rank 0" in out
         assert out.splitlines()[-1].strip() == "101"   # the second cell ran on rank 1 alone
         assert shell.run_line_magic("ranks", "gather x") == [100, 101]
-        with pytest.raises(ValueError, match=r"ranks='7' is invalid: allowed: ranks 0 to 1 "
+        with pytest.raises(ValueError, match=r"ranks='7' is invalid: allowed is ranks 0 to 1 "
                                              r"\(this group has 2\)"):
             shell.run_cell_magic("ranks", "7", "pass")
         with pytest.raises(ValueError, match=r"option='--bogus' is invalid for %%ranks"):
@@ -176,7 +176,7 @@ def test_a_typo_in_ranks_start_keeps_the_live_group_and_its_names(monkeypatch):
         monkeypatch.setattr(ranks_checks, "usable_cpu_cores", lambda: 1)
         typos = [("start 2 --device tpu", r"device='tpu' is invalid"),
                  ("start 999", r"world_size=999 is invalid"),
-                 ("start 5 --device cpu", r"world_size=5 is invalid on CPU here: .* 1 to 4$"),
+                 ("start 5 --device cpu", r"world_size=5 is invalid on CPU here .*: allowed is 1 to 4$"),
                  ("start two", r"world_size='two' is invalid: allowed is a whole number of "
                                r"ranks \(at most 4 on this machine's CPU\)"),
                  ("start 2 --timeout 0", r"timeout=0.0 is invalid: allowed is seconds"),

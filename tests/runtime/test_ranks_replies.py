@@ -137,12 +137,12 @@ def test_an_interrupt_during_gather_restarts_the_group(interruptible):
 def test_the_ceiling_on_cpu_ranks_is_four_per_usable_core(monkeypatch):
     assert checks.cpu_ceiling() == 4 * gpututor.hardware.usable_cpu_cores()
     monkeypatch.setattr(checks, "usable_cpu_cores", lambda: 1)
-    with pytest.raises(ValueError, match=r"world_size=5 is invalid on CPU here: this process may "
-                                         r"use 1 core\(s\) .* allowed: 1 to 4$"):
+    with pytest.raises(ValueError, match=r"world_size=5 is invalid on CPU here \(this process may "
+                                         r"use 1 core\(s\), .*\): allowed is 1 to 4$"):
         gpututor.ranks(5, device="cpu")
     assert checks.check_group(4, device="cpu")[1] == "cpu"   # 4 on one core: allowed
     monkeypatch.setattr(checks, "usable_cpu_cores", lambda: 2)
-    with pytest.raises(ValueError, match=r"world_size=9 is invalid on CPU here: .* allowed: 1 "
+    with pytest.raises(ValueError, match=r"world_size=9 is invalid on CPU here .*: allowed is 1 "
                                          r"to 8$"):
         gpututor.ranks(9, device="cpu")
 

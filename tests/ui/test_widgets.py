@@ -241,7 +241,7 @@ def test_a_typed_world_size_above_the_cpu_ceiling_starts_nothing(monkeypatch):
     panel.run_button.click()
     assert panel.state == "invalid" and panel.current is None
     assert "world_size=256 is invalid on CPU here" in panel.status.value
-    assert "allowed: 1 to 4" in panel.status.value
+    assert "allowed is 1 to 4" in panel.status.value
     panel.controls["world_size"].value = 4   # at the ceiling: accepted
     panel.controls["batch_size"].value = 8
     assert panel.spec_from_controls().world_size == 4

@@ -40,7 +40,7 @@ from ...measure.timing import CollectiveTimer
 from ...models import MLP, CausalSelfAttention, causal_attention
 from ..base import MemoryLayout, Strategy
 from ..link import LINK_ALLOWED, LINK_OPTIONS
-from ..mesh import degree_of, dim_group
+from ..mesh import degree_field, degree_of, dim_group
 from ..pieces import Piece, default_pieces, run_boxes
 from .sequence import sequence_parallelize, sync_sequence_parallel_gradients
 # f and g's classes are used through the functions; lesson 04 reads them from here as before
@@ -221,10 +221,11 @@ def check_degree(spec, strategy: str) -> None:
         if count % n:
             allowed = [d for d in range(1, min(256, *sizes.values()) + 1)
                        if all(c % d == 0 for c in sizes.values())]
-            raise ValueError(
-                f"{named} is invalid for strategy={strategy!r} with model={spec.model!r} "
-                f"model_size={spec.resolved_model_size!r}: its {count} {what} must split evenly "
-                f"over the ranks (allowed tp degrees: {', '.join(map(str, allowed))})")
+            raise checks.InvalidValue(
+                degree_field(spec, "tp"), n, "tp degrees " + ", ".join(map(str, allowed)),
+                why=f"for strategy={strategy!r} with model={spec.model!r} model_size="
+                    f"{spec.resolved_model_size!r} (its {count} {what} must split evenly over "
+                    "the ranks)")
 
 
 def tensor_parallel_collectives(strategy, spec, model) -> list:
@@ -262,12 +263,13 @@ class TensorParallel(Strategy):
         if spec.option("sequence_parallel"):
             tp, named = degree_of(spec, "tp")
             if spec.model != "gpt" or spec.seq_len % tp:
-                raise ValueError(f"option sequence_parallel=True is invalid with model="
-                                 f"{spec.model!r}, seq_len={spec.seq_len} and {named}: allowed "
-                                 "is the GPT with a seq_len the tp degree divides")
+                raise checks.InvalidValue("option sequence_parallel", True, "the GPT with a "
+                                          "seq_len the tp degree divides",
+                                          why=f"with model={spec.model!r}, seq_len="
+                                              f"{spec.seq_len} and {named}")
             if spec.mesh_shape.get("pp", 1) > 1:
-                raise ValueError("option sequence_parallel=True is invalid with a pp dim: "
-                                 "stages pass whole sequences here; allowed: layouts without pp")
+                raise checks.InvalidValue("option sequence_parallel", True, "layouts without pp",
+                                          why="with a pp dim (stages pass whole sequences here)")
 
     # every TP rank sees its data-parallel slice of the batch whole: the ranks split the
     # layers, not the data (Strategy.data_parallel_size reads the grid's dp degree: 1 here)

@@ -26,6 +26,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from ...checks import InvalidValue
 from ...models import GPT, causal_attention
 
 
@@ -125,7 +126,7 @@ class GatheredLayerNorm(nn.LayerNorm):
 def sequence_parallelize(model: nn.Module, tp) -> nn.Module:
     """Turn a tensor-parallel GPT (``megatron.parallelize`` done) sequence parallel, in place."""
     if not isinstance(model, GPT):
-        raise ValueError("sequence_parallel=True is invalid for this model: allowed is the GPT")
+        raise InvalidValue("sequence_parallel", True, "the GPT", why="for this model")
     for i, block in enumerate(model.blocks):
         model.blocks[i] = SequenceParallelBlock(block, tp, first=i == 0)
     model.ln_f = GatheredLayerNorm(model.ln_f, tp)

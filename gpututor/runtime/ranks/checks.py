@@ -16,7 +16,7 @@ How many ranks (the ceiling):
 """
 from __future__ import annotations
 
-from ...checks import number_where
+from ...checks import InvalidValue, number_where
 from ...hardware import usable_cpu_cores
 from ..guard import check_machine, check_main_guard
 
@@ -41,9 +41,10 @@ def check_cpu_world_size(world_size: int, floor: int = 0) -> None:
     cores = usable_cpu_cores()
     ceiling = max(RANKS_PER_CORE * cores, floor)
     if world_size > ceiling:
-        raise ValueError(f"world_size={world_size} is invalid on CPU here: this process may "
-                         f"use {cores} core(s) (affinity and cgroup quota) and at most "
-                         f"{RANKS_PER_CORE} ranks per core start here; allowed: 1 to {ceiling}")
+        raise InvalidValue("world_size", world_size, f"1 to {ceiling}",
+                           why=f"on CPU here (this process may use {cores} core(s), affinity and "
+                               f"cgroup quota, and at most {RANKS_PER_CORE} ranks per core start "
+                               "here)")
 
 
 def check_group(world_size: int, device: str = "auto", timeout: float = 30.0,
@@ -57,8 +58,8 @@ def check_group(world_size: int, device: str = "auto", timeout: float = 30.0,
                    threads_per_rank=threads_per_rank)
     timeout = check_timeout(timeout)
     if start_method not in START_METHODS:
-        raise ValueError(f"start_method={start_method!r} is invalid: allowed values are "
-                         "'forkserver', 'spawn' (plain fork is unsafe in a kernel)")
+        raise InvalidValue("start_method", start_method, START_METHODS,
+                           why="(plain fork is unsafe in a kernel)")
     resolved = check_machine(spec)   # on CUDA: a GPU per rank
     if resolved == "cpu":
         check_cpu_world_size(world_size)

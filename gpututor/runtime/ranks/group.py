@@ -33,6 +33,7 @@ import signal
 import time
 import weakref
 
+from ...checks import InvalidValue
 from ...i18n import tr
 from .. import warm
 from .checks import check_group, check_timeout
@@ -119,7 +120,7 @@ class RankGroup:
     # ---- cells -----------------------------------------------------------------------------
     def check_ranks(self, ranks) -> list[int]:
         """``ranks`` as a sorted list: None (every rank), an int, or a list of ints."""
-        allowed = (f"allowed: ranks 0 to {self.world_size - 1} of this group of "
+        allowed = (f"ranks 0 to {self.world_size - 1} of this group of "
                    f"{self.world_size}, as one rank, a list such as [0, 2], or None for all")
         if ranks is None:
             return list(range(self.world_size))
@@ -127,7 +128,7 @@ class RankGroup:
         if not isinstance(chosen, (list, tuple, range)) or not chosen or any(
                 not isinstance(r, int) or isinstance(r, bool) or not 0 <= r < self.world_size
                 for r in chosen):
-            raise ValueError(f"ranks={ranks!r} is invalid: {allowed}")
+            raise InvalidValue("ranks", ranks, allowed)
         return sorted(set(chosen))
 
     def run(self, code: str, ranks=None, timeout: float | None = None,
@@ -136,7 +137,7 @@ class RankGroup:
         With ``no_collectives`` every built-in collective refuses while the cell runs
         (``runtime/refuse.OnlyPointToPoint``); ``dist.send``/``recv`` still work."""
         if not isinstance(code, str):
-            raise ValueError(f"code={type(code).__name__} is invalid: allowed is a str of Python")
+            raise InvalidValue("code", type(code).__name__, "a str of Python")
         chosen = self.check_ranks(ranks)
         timeout = self.timeout if timeout is None else check_timeout(timeout)
         if not self.running:
@@ -240,8 +241,7 @@ class RankGroup:
         answer within ``timeout`` (default: the group's) or an interrupt restarts the group, as
         ``run()`` does, and the message says which names were lost."""
         if not isinstance(name, str) or not name.isidentifier():
-            raise ValueError(f"name={name!r} is invalid: allowed is a Python name defined in "
-                             "the ranks' cells")
+            raise InvalidValue("name", name, "a Python name defined in the ranks' cells")
         chosen = self.check_ranks(ranks)
         timeout = self.timeout if timeout is None else check_timeout(timeout)
         if not self.running:

@@ -17,6 +17,7 @@ from __future__ import annotations
 from IPython.core.magic import Magics, line_cell_magic, magics_class
 from IPython.display import display
 
+from ...checks import InvalidValue
 from ...i18n import tr
 from .checks import check_group, check_timeout, cpu_ceiling
 from .group import CellInterrupted, RankGroup
@@ -39,8 +40,7 @@ def _options(words: list[str], flags: set[str], valued: set[str], what: str) -> 
                 raise ValueError(f"{word} needs a value: {USAGE}")
             found[word], i = words[i + 1], i + 1
         elif word.startswith("--"):
-            raise ValueError(f"option={word!r} is invalid for {what}: allowed: "
-                             + ", ".join(sorted(flags | valued)))
+            raise InvalidValue("option", word, tuple(sorted(flags | valued)), why=f"for {what}")
         else:
             args.append(word)
         i += 1
@@ -51,22 +51,22 @@ def _seconds(text: str) -> float:
     try:
         value = float(text)
     except ValueError:
-        raise ValueError(f"timeout={text!r} is invalid: allowed is seconds in [1, 3600]") from None
+        raise InvalidValue("timeout", text, "seconds in [1, 3600]") from None
     return check_timeout(value)
 
 
 def parse_ranks(text: str, world_size: int) -> list[int] | None:
     """``"all"`` -> None; ``"0,2"`` -> [0, 2]; anything else: ``ValueError`` saying what is allowed."""
-    allowed = (f"allowed: ranks 0 to {world_size - 1} (this group has {world_size}), one or "
+    allowed = (f"ranks 0 to {world_size - 1} (this group has {world_size}), one or "
                "several separated by commas (such as 0,2), or all")
     if text == "all":
         return None
     try:
         chosen = [int(part) for part in text.split(",")]
     except ValueError:
-        raise ValueError(f"ranks={text!r} is invalid: {allowed}") from None
+        raise InvalidValue("ranks", text, allowed) from None
     if not all(0 <= r < world_size for r in chosen):
-        raise ValueError(f"ranks={text!r} is invalid: {allowed}")
+        raise InvalidValue("ranks", text, allowed)
     return chosen
 
 
@@ -104,8 +104,7 @@ class RanksMagics(Magics):
             print(tr("The group was restarted ({n} fresh ranks, in {seconds:.1f} s); every "
                      "rank's names are gone.", n=group.world_size, seconds=group.started_s))
             return None
-        raise ValueError(f"command={command!r} is invalid: allowed: start, status, restart, "
-                         f"stop, gather ({USAGE})")
+        raise InvalidValue("command", command, f"start, status, restart, stop, gather ({USAGE})")
 
     def _start(self, words: list[str]) -> None:
         options = _options(words, set(), {"--device", "--timeout"}, "%ranks start")
@@ -116,8 +115,8 @@ class RanksMagics(Magics):
         try:
             world_size = int(text)
         except ValueError:
-            raise ValueError(f"world_size={text!r} is invalid: allowed is a whole number of "
-                             f"ranks (at most {cpu_ceiling()} on this machine's CPU)") from None
+            raise InvalidValue("world_size", text, "a whole number of ranks (at most "
+                               f"{cpu_ceiling()} on this machine's CPU)") from None
         timeout = _seconds(options["--timeout"]) if "--timeout" in options else 30.0
         device = options.get("--device", "auto")
         check_group(world_size, device=device, timeout=timeout)   # a typo keeps the live group
@@ -132,8 +131,7 @@ class RanksMagics(Magics):
         group = self._running()
         args = options["args"]
         if len(args) > 1:
-            raise ValueError(f"ranks={' '.join(args)!r} is invalid: allowed is one list "
-                             "without spaces, such as 0,2")
+            raise InvalidValue("ranks", " ".join(args), "one list without spaces, such as 0,2")
         chosen = parse_ranks(args[0], group.world_size) if args else None
         timeout = _seconds(options["--timeout"]) if "--timeout" in options else None
         try:
