@@ -50,6 +50,9 @@ def test_wheel_carries_the_corpora_and_the_kernelspec(installed):
         assert f"{data}share/gpututor/data/{name}" in names, name
     assert f"{data}share/jupyter/kernels/gpututor/kernel.json" in names
     assert {"gpututor/ui/live_figure.js", "gpututor/runtime/kernelspec/kernel.json"} <= names
+    # the translations: every catalog of the checkout (an installed kernel would speak English)
+    catalogs = {p.relative_to(ROOT).as_posix() for p in (ROOT / "gpututor").rglob("zh.po")}
+    assert len(catalogs) > 20 and catalogs <= names, sorted(catalogs - names)
     for name in DATA_FILES:   # and the install put them where gpututor.data looks
         assert (venv / "share" / "gpututor" / "data" / name).read_bytes() == \
             (ROOT / "data" / name).read_bytes()
