@@ -142,6 +142,7 @@ class Run:
         start = time.time() if self.attempt == 1 else self.started_wall
         self._procs, self._controls, self._readers = start_ranks(
             self._ctx, spec, cloudpickle.dumps((spec, self._task)), self._folder + "/store", start)
+        self.pids = [p.pid for p in self._procs]   # this attempt's ranks, also once released
 
     # ---- what a notebook calls ---------------------------------------------------------------
     @property
@@ -336,13 +337,14 @@ class Run:
         return silent_failure(self.spec, rank, last_step, self._stack_of)
 
     def _stack_of(self, rank: int) -> tuple[str, str]:
-        return stack_of(self._procs[rank].pid, self._folder, rank)
+        return stack_of(self.pids[rank], self._folder, rank)
 
     def _release_attempt(self) -> None:
         """End this attempt's ranks and let go of them: pipes closed, process handles released."""
-        terminate_ranks(self._procs, self._controls)
-        close_all(self._readers)
-        release_ranks(self._procs)
-        self._procs, self._controls, self._readers = [], [], []
+        procs, controls, readers = self._procs, self._controls, self._readers
+        self._procs, self._controls, self._readers = [], [], []   # no one sees a closed handle
+        terminate_ranks(procs, controls)
+        close_all(readers)
+        release_ranks(procs)
 
 

@@ -80,3 +80,24 @@ def test_a_rank_killed_while_writing_a_long_message_fails_the_run_naming_it():
     assert err.value.rank == 1 and run.status == "failed"
     assert not any(r.get("blob") for r in run.records)   # nothing half-read was taken as a record
     assert not wait_no_ranks()
+
+
+def test_a_run_lets_go_of_its_handles_only_after_no_one_can_reach_them(monkeypatch):
+    # CI once read a rank's pid from run._procs the moment the collector closed its handle
+    # ("ValueError: process object is closed"): the run hands its lists over first, then closes
+    # them, and its pids stay readable after the ranks are released.
+    import gpututor.runtime.launcher as launcher_module
+    seen, real_release = [], launcher_module.release_ranks
+
+    def release(procs):
+        seen.append((list(run._procs), list(run._readers), list(run._controls), len(procs)))
+        real_release(procs)
+
+    monkeypatch.setattr(launcher_module, "release_ranks", release)
+    run = launch(tiny_spec(strategy="ddp", world_size=2, steps=1))
+    run.wait()
+    run._collector.join(30)
+    assert seen == [([], [], [], 2)]
+    assert len(run.pids) == 2 and all(isinstance(p, int) for p in run.pids)
+    assert not any(psutil.pid_exists(p) and psutil.Process(p).status() != psutil.STATUS_ZOMBIE
+                   for p in run.pids)

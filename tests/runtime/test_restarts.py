@@ -28,10 +28,10 @@ def alive(pids) -> list[int]:
 def follow(run) -> list[set]:
     """Iterate ``run`` to its end; the pids of each attempt's ranks (the first attempt's are
     there when launch() returns; a later one's once its first record arrived)."""
-    pids = [{p.pid for p in run._procs}]
+    pids = [set(run.pids)]
     for record in run:
         if record["attempt"] > len(pids):
-            pids.append({p.pid for p in run._procs})
+            pids.append(set(run.pids))
     return pids
 
 
@@ -71,7 +71,7 @@ def test_a_killed_rank_is_restarted(tmp_path):
     run = launch(spec.replace(checkpoint_dir=str(tmp_path / "killed")), max_restarts=1)
     for record in run:
         if record["step"] >= 2 and run.attempt == 1:
-            os.kill(run._procs[1].pid, signal.SIGKILL)
+            os.kill(run.pids[1], signal.SIGKILL)
             break
     summary = run.wait(timeout=120)
     failure, = summary["failures"]

@@ -30,7 +30,7 @@ KERNEL = textwrap.dedent("""
         run = launch(RunSpec(model="gpt", model_size="tiny", strategy="ddp", world_size=2,
                              batch_size=8, seq_len=32, steps=100_000, timeout=20.0))
         next(iter(run))                       # the ranks are training
-        print(multiprocessing.util.get_temp_dir(), run._tmp, *(p.pid for p in run._procs),
+        print(multiprocessing.util.get_temp_dir(), run._tmp, *run.pids,
               flush=True)
         time.sleep(600)                       # until the test kills this "kernel"
     """)

@@ -181,8 +181,8 @@ def wait_until(condition, timeout=RUN_TIMEOUT_S):
 
 
 def all_ranks_gone(run) -> bool:
-    return all(not psutil.pid_exists(p.pid) or psutil.Process(p.pid).status() ==
-               psutil.STATUS_ZOMBIE for p in run._procs)
+    return all(not psutil.pid_exists(pid) or psutil.Process(pid).status() ==
+               psutil.STATUS_ZOMBIE for pid in run.pids)
 
 
 def test_run_click_returns_at_once_and_fills_the_live_plots(monkeypatch):
