@@ -25,6 +25,7 @@ PACKAGE = Path(__file__).resolve().parent.parent / "gpututor"
 
 # room -> level; a module may import rooms of a lower level, or its own room
 ROOMS = {
+    "references": -1,   # every source cited, once (data only)
     "checks": -1,   # the validators everything below config uses
     "files": -1,    # writing a file whole or not at all (os.replace)
     "i18n": -0.5,   # the tables of words, below everything that speaks to the learner

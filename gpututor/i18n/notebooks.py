@@ -209,10 +209,11 @@ def _po_text(catalog) -> str:
     return buffer.getvalue().decode()
 
 
-def untranslated(language: str) -> list[str]:
-    """Every lesson catalog entry of ``language`` that is fuzzy or empty, as ``file: English``."""
+def untranslated(language: str, notebooks=None) -> list[str]:
+    """Every lesson catalog entry of ``language`` that is fuzzy or empty, as ``file: English``
+    (of ``notebooks``' lessons, or of every lesson)."""
     out = []
-    for english in sorted(NOTEBOOKS.glob("*.ipynb")):
+    for english in notebooks if notebooks is not None else sorted(NOTEBOOKS.glob("*.ipynb")):
         path = lesson_catalog(english, language)
         for m in catalogs.read(path) if path.exists() else []:
             if m.id and not catalogs.usable(m):
@@ -226,13 +227,24 @@ def main(argv=None) -> int:
                                      description=__doc__.split("\n\n")[0])
     parser.add_argument("--check", action="store_true",
                         help="change nothing; exit 1 if a catalog or a built notebook is out of date")
+    parser.add_argument("notebooks", nargs="*", metavar="NOTEBOOK",
+                        help="only these English notebooks (a name such as 02_data_parallel); "
+                             "all when none is named")
     args = parser.parse_args(argv)
+    chosen = sorted(NOTEBOOKS.glob("*.ipynb"))
+    if args.notebooks:
+        names = {Path(n).stem for n in args.notebooks}
+        unknown = names - {e.stem for e in chosen}
+        if unknown:
+            parser.error(f"no English notebook named {', '.join(sorted(unknown))}; "
+                         f"allowed: {', '.join(e.stem for e in chosen)}")
+        chosen = [e for e in chosen if e.stem in names]
     stale = []
     for language in TRANSLATED:
-        for english in sorted(NOTEBOOKS.glob("*.ipynb")):
+        for english in chosen:
             stale += refresh(english, language, write=not args.check)
     print("\n".join(stale) or "the catalogs and the translated notebooks are up to date")
-    for line in untranslated("zh"):
+    for line in untranslated("zh", chosen):
         print("to translate:", line)
     return 1 if args.check and stale else 0
 
