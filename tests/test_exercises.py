@@ -37,7 +37,24 @@ ZH_00 = ROOT / "notebooks" / "zh" / "00_start_here.ipynb"
 ZH_08 = ROOT / "notebooks" / "zh" / "08_choosing_hardware.ipynb"
 IN_BROWSER = ([NOTEBOOKS[0]] if browser_can_run() else []) + \
     ([ZH_00] if browser_can_run() and cjk_font() else [])
+# The CUDA-shaped runs (issue 42): a lesson's Chinese twin runs in a kernel where gpututor sees
+# GPUs and a core count this machine does not have, and every run's records are shaped as a CUDA
+# run's (None where CUDA leaves a figure unmeasured) while the ranks still train on this CPU
+# (tests/cuda_shape.py). Its English lesson runs as it is: the CPU path. (GPUs, usable cores) by
+# lesson: the lessons that start ranks get 8 GPUs (every pin_device and %ranks here resolves to
+# CUDA) and more cores than a GPU machine's CPU ranks would need; in CI only these run shaped
+# (each adds one execution of the lesson). CUDA_SHAPE_ALL=1 shapes every lesson's twin, the
+# one-device lessons with one GPU and one core.
+MANY_GPUS, ONE_GPU = (8, 32), (1, 1)
+SHAPES = {"02_data_parallel": MANY_GPUS, "03_sharding": MANY_GPUS, "04_tensor_parallel": MANY_GPUS,
+          "05_pipeline_parallel": MANY_GPUS, "08_choosing_hardware": MANY_GPUS,
+          "09_composing_parallelisms": MANY_GPUS, "10_long_context": MANY_GPUS,
+          "11_mixture_of_experts": MANY_GPUS, "12_failures_at_scale": MANY_GPUS}
+if os.environ.get("CUDA_SHAPE_ALL") == "1":
+    SHAPES = {nb.stem: SHAPES.get(nb.stem, ONE_GPU) for nb in NOTEBOOKS}
+SHAPED = [ROOT / "notebooks" / "zh" / f"{stem}.ipynb" for stem in sorted(SHAPES)]
 EXECUTED = [nb for nb in NOTEBOOKS + [ZH_00] if nb not in IN_BROWSER] + [ZH_08]
+EXECUTED += [nb for nb in SHAPED if nb not in EXECUTED]
 NOTEBOOK_TIMEOUT_S = 600
 SOLUTIONS = re.compile(r"<summary>(?:Solutions|参考答案)</summary>")   # English, Chinese lessons
 CHECK_CALL = re.compile(r"^\s*(check_\w+)\(\s*([A-Za-z_]\w*)", re.M)
@@ -87,8 +104,8 @@ WRONG = {
             def my_allreduce(tensor, rank, world):     # the package's ring, not one's own
                 from gpututor.parallel.data_parallel.ring import ring_allreduce
                 return ring_allreduce(tensor, rank, world)'''),
-        "my_bytes_per_step": 'my_bytes_per_step = 2 * 4 * runs["single"]["params"]   # grads counted twice',
-        "my_sent_on_8": 'my_sent_on_8 = 2 * (2 - 1) / 2 * 4 * runs["single"]["params"]   # 2 ranks, not 8',
+        "my_bytes_per_step": 'my_bytes_per_step = runs["ddp"]["comm_bytes_per_step"]   # the small GPT\'s, recorded',
+        "my_sent_on_64": 'my_sent_on_64 = runs["ddp"]["comm_wire_bytes_per_step"]   # 2 ranks\' recorded, not 64\'s',
     },
     "03_sharding": {
         "my_saving": "my_saving = (4 + 8) * n_params            # forgot the (N-1)/N factor",
@@ -318,6 +335,47 @@ def test_english_lines_tells_a_sentence_from_names_and_numbers():
     assert english_lines(nb) == ["cost: not priced (no price known)", "run  predicted error"]
 
 
+def cuda_shaped(nb: nbformat.NotebookNode, shape: tuple[int, int]) -> nbformat.NotebookNode:
+    """``nb`` (augmented) with the hidden cell that shapes its kernel first; every cell keeps
+    its index in the lesson in ``metadata.lesson_cell`` (the cells the test added have none)."""
+    from cuda_shape import setup_cell
+    out = nbformat.from_dict(nb)
+    out.cells.insert(0, nbformat.v4.new_code_cell(setup_cell(*shape)))
+    return out
+
+
+def failing_cells(output: str, executed: nbformat.NotebookNode) -> list[str]:
+    """Each cell nbval's ``output`` reports failing, as "cell N" of the lesson (N: its index among
+    all the lesson's cells, as the lesson's readers count), with its error's last line."""
+    code = [c for c in executed.cells if c.cell_type == "code"]
+    found = []
+    for number, body in re.findall(r"_{3,} \S+::Cell (\d+) _{3,}\n(.*?)(?=\n_{3,} |\n={3,} |\Z)",
+                                   output, re.S):
+        cell = code[int(number)]
+        where = cell.metadata.get("lesson_cell")
+        before = [c.metadata.get("lesson_cell") for c in executed.cells[:next(i for i, c in enumerate(executed.cells) if c is cell)]
+                  if c.metadata.get("lesson_cell") is not None]
+        added = "the published solution" if "the published solution" in cell.source[:80] else \
+            "the wrong answer"
+        errors = [line.strip() for line in re.sub(r"\x1b\[[0-9;]*m", "", body).splitlines()
+                  if re.match(r"\s*[A-Za-z_.]*(Error|Exception|NeedsCuda|Refused)\b.*:", line)]
+        name = (f"cell {where}" if where is not None else
+                f"{added} the test runs after cell {before[-1]}" if before
+                else "the test's setup cell")
+        found.append(f"{name}: {errors[-1] if errors else body.strip().splitlines()[-1][:300]}")
+    return found
+
+
+def failing_cell_of_nbconvert(output: str, executed: nbformat.NotebookNode) -> str:
+    """The lesson's cell an nbconvert error (which stops at the first failing cell) names."""
+    match = re.search(r"An error occurred while executing the following cell:\n-+\n(.*?)\n-+\n", output, re.S)
+    for cell in executed.cells if match else []:
+        if cell.cell_type == "code" and cell.source.strip() == match.group(1).strip():
+            where = cell.metadata.get("lesson_cell")
+            return f"cell {where}" if where is not None else "a cell the test added"
+    return "an unknown cell"
+
+
 @pytest.fixture(scope="module")
 def results_file(tmp_path_factory) -> Path:
     return tmp_path_factory.mktemp("results") / "results.json"
@@ -330,7 +388,14 @@ def test_notebook_runs_and_its_checkers_accept_solutions_and_reject_wrong_answer
         notebook: Path, tmp_path: Path, results_file: Path):
     nb = nbformat.read(notebook, as_version=4)
     path = tmp_path / notebook.name
-    nbformat.write(augmented(nb, WRONG[notebook.stem]), path)
+    shape = SHAPES.get(notebook.stem) if notebook in SHAPED else None
+    if shape is None:
+        written = augmented(nb, WRONG[notebook.stem])
+    else:   # the CUDA-shaped run of a Chinese twin
+        for index, cell in enumerate(nb.cells):
+            cell.metadata["lesson_cell"] = index
+        written = cuda_shaped(augmented(nb, WRONG[notebook.stem]), shape)
+    nbformat.write(written, path)
     command = [sys.executable, "-m", "pytest", "--nbval-lax", "--nbval-current-env",
                "--nbval-cell-timeout=300", "-p", "no:cacheprovider", "-q",
                "-o", f"cache_dir={tmp_path}", str(path)]
@@ -342,6 +407,13 @@ def test_notebook_runs_and_its_checkers_accept_solutions_and_reject_wrong_answer
                    str(path), "--output", str(executed), "--ExecutePreprocessor.timeout=300"]
     result = subprocess.run(command, cwd=ROOT, capture_output=True, text=True,
                             timeout=NOTEBOOK_TIMEOUT_S, env=env)
+    if shape is not None and result.returncode != 0:
+        cells = (failing_cells(result.stdout, written) if notebook != ZH_08 else
+                 [failing_cell_of_nbconvert(result.stdout + result.stderr, written)])
+        pytest.fail(f"zh/{notebook.stem}, run CUDA-shaped ({shape[0]} GPU(s), {shape[1]} usable "
+                    f"core(s), records as a CUDA run's; tests/cuda_shape.py) fails in "
+                    f"{len(cells)} cell(s):\n  " + "\n  ".join(cells) +
+                    f"\n\n{result.stdout[-6000:]}\n{result.stderr[-2000:]}", pytrace=False)
     assert result.returncode == 0, (
         f"{notebook.name} failed:\n{result.stdout[-6000:]}\n{result.stderr[-2000:]}")
     if notebook == ZH_08:
