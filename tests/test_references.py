@@ -25,46 +25,7 @@ BY_HAND = re.compile(r"[A-Z][\w\-]+ et al\.?,? \(?(?:19|20)\d\d|" + "|".join(
 
 # files whose citations are still written by hand: issue 42 converts them one lesson at a time;
 # this list only shrinks (a file here with no citation by hand fails, to be taken off it)
-NOT_YET = {
-    "notebooks/01_single_device.ipynb",
-    "notebooks/01b_one_device.ipynb", "notebooks/01c_one_device_speed.ipynb",
-    "notebooks/02_data_parallel.ipynb", "notebooks/03_sharding.ipynb",
-    "notebooks/04_tensor_parallel.ipynb", "notebooks/05_pipeline_parallel.ipynb",
-    "notebooks/06_mixed_precision.ipynb", "notebooks/07_compression.ipynb",
-    "notebooks/08_choosing_hardware.ipynb", "notebooks/09_composing_parallelisms.ipynb",
-    "notebooks/10_long_context.ipynb", "notebooks/11_mixture_of_experts.ipynb",
-    "notebooks/12_failures_at_scale.ipynb",
-    "gpututor/attention.py",
-    "gpututor/formulas.py",
-    "gpututor/lessons/one_device_speed/compiled.py",
-    "gpututor/lessons/pipeline_parallel/bubble.py",
-    "gpututor/measure/flops.py",
-    "gpututor/models.py",
-    "gpututor/moe.py",
-    "gpututor/parallel/context_parallel/__init__.py",
-    "gpututor/parallel/context_parallel/cp_communications.py",
-    "gpututor/parallel/data_parallel/ddp.py",
-    "gpututor/parallel/expert_parallel/all_to_all.py",
-    "gpututor/parallel/expert_parallel/scratch.py",
-    "gpututor/parallel/link.py",
-    "gpututor/parallel/pipeline/interleaved.py",
-    "gpututor/parallel/pipeline/schedules.py",
-    "gpututor/parallel/pipeline/torch_pipelining.py",
-    "gpututor/parallel/sharding/zero.py",
-    "gpututor/parallel/sharding/zero3.py",
-    "gpututor/parallel/tensor_parallel/megatron.py",
-    "gpututor/parallel/tensor_parallel/sequence.py",
-    "gpututor/parallel/tensor_parallel/tp_communications.py",
-    "gpututor/plan/interruptions.py",
-    "gpututor/plan/memory.py",
-    "gpututor/plan/published.py",
-    "gpututor/plan/recommend.py",
-    "gpututor/plan/time.py",
-    "gpututor/precision/__init__.py",
-    "gpututor/precision/adam8bit.py",
-    "gpututor/precision/loss_scaling.py",
-    "gpututor/precision/offload.py",
-}
+NOT_YET: set[str] = set()
 
 
 def texts() -> dict[str, str]:

@@ -2,7 +2,8 @@
 
 The published formulas, for any GPT-shaped transformer on real hardware:
 :func:`model_state_bytes` (ZeRO paper's bytes per parameter, divided by ZeRO stage, tensor and
-pipeline degree) and :func:`activation_bytes_per_layer` (Korthikanti et al. 2022; written once
+pipeline degree) and :func:`activation_bytes_per_layer` (Korthikanti et al. 2022, §4.1
+[ref: korthikanti2022-activations]; written once
 in ``gpututor.formulas``, which ``as_built.py`` reads too).
 :func:`per_device_memory` adds them up for one configuration. (The tiny GPT as built here,
 held as each strategy holds it, is counted in ``as_built.py``;
@@ -45,6 +46,7 @@ class BytesPerParam:
         return self.params + self.grads + self.optimizer
 
 
+# [ref: rajbhandari2020-model-states]
 MIXED_ADAM = BytesPerParam(2, 2, 12, "ZeRO paper (Rajbhandari et al. 2020, section 3.1): fp16 "
                                      "weights and gradients; fp32 master weights, Adam momentum "
                                      "and variance (K = 12)")
@@ -68,7 +70,8 @@ def bytes_per_param(precision: str = "bf16", optimizer: str = "adam",
                     convention: str | None = None) -> BytesPerParam:
     """The bytes-per-parameter convention for ``precision`` and ``optimizer``.
 
-    bf16/fp16 with Adam is the ZeRO paper's 2 + 2 + 12 = 16 bytes (section 3.1); fp32 with Adam
+    bf16/fp16 with Adam is the ZeRO paper's 2 + 2 + 12 = 16 bytes (section 3.1,
+    [ref: rajbhandari2020-model-states]); fp32 with Adam
     is 4 + 4 + 8 = 16 too (no master copy needed); SGD with momentum keeps one fp32 buffer
     instead of two. ``convention`` picks any entry of :data:`CONVENTIONS` by name instead.
     """
@@ -94,7 +97,8 @@ def model_state_bytes(n_params: float, precision: str = "bf16", optimizer: str =
     Tensor and pipeline parallel give each device ``1/(tp·pp)`` of the model (an even split;
     replicated layer norms and embeddings are ignored). Over the ``dp`` data-parallel replicas,
     ZeRO stage 1 divides the optimizer state, stage 2 the gradients too, stage 3 (= FSDP) the
-    parameters too: Rajbhandari et al. 2020, Figure 1 and Table 1, e.g. Ψ = 7.5B, Nd = 64,
+    parameters too: Rajbhandari et al. 2020, Figure 1 and Table 1 [ref: rajbhandari2020-stages],
+    e.g. Ψ = 7.5B, Nd = 64,
     K = 12: 120 GB, 31.4 GB (P_os), 16.6 GB (P_os+g), 1.88 GB (P_os+g+p).
 
     Mixture of experts: ``expert_params`` of the ``n_params`` are experts, split over the ``ep``
@@ -130,7 +134,8 @@ def model_state_bytes(n_params: float, precision: str = "bf16", optimizer: str =
 class Transformer:
     """A GPT-shaped decoder: ``n_layer`` blocks of width ``d_model`` with ``n_head`` heads.
 
-    ``n_params`` defaults to ``12·L·h² + V·h`` (Kaplan et al. 2020, Table 1: 12·L·h² in the
+    ``n_params`` defaults to ``12·L·h² + V·h`` (Kaplan et al. 2020, Table 1 [ref: kaplan2020-params]:
+    12·L·h² in the
     blocks, plus a tied embedding); a preset may give the real count instead.
     """
 
@@ -166,15 +171,18 @@ class Transformer:
 
 PRESETS = {t.name: t for t in (
     Transformer(48, 1600, 25, 50257, 1024, 1.5e9, "gpt2-1.5b",
+                # [ref: radford2019-sizes] (25 heads of 64: the released configuration)
                 "GPT-2 XL (Radford et al. 2019): 48 layers, d 1600, 25 heads, context 1024"),
     Transformer(32, 4096, 32, 32000, 4096, 6.74e9, "7b",
-                "the depth and width of Llama 2 7B (Touvron et al. 2023, Table 1/§2.2; its "
-                "SwiGLU MLP and our 12·L·h² count differ a little)"),
+                # [ref: touvron2023-models] (the paper gives sizes, not shapes)
+                "the depth and width of Llama 2 7B as released (size: Touvron et al. 2023, "
+                "Table 1; its SwiGLU MLP and our 12·L·h² count differ a little)"),
     Transformer(80, 8192, 64, 32000, 4096, 70e9, "70b",
+                # [ref: touvron2023-models]
                 "the depth and width of Llama 2 70B (Touvron et al. 2023); modelled here with "
                 "full multi-head attention, not its grouped-query attention"),
     Transformer(96, 12288, 96, 50257, 2048, 175e9, "gpt3-175b",
-                "GPT-3 175B (Brown et al. 2020, Table 2.1)"),
+                "GPT-3 175B (Brown et al. 2020, Table 2.1)"),   # [ref: brown2020-sizes]
 )}
 
 
@@ -182,7 +190,8 @@ def transformer_for_params(n_params: float, seq_len: int = 2048, vocab_size: int
                            ) -> Transformer:
     """A GPT-shaped model of about ``n_params`` parameters, with ``d_model = 128·n_layer``.
 
-    That aspect ratio is GPT-3 6.7B's and 175B's (Brown et al. 2020, Table 2.1) and Llama 2 7B's:
+    That aspect ratio is GPT-3 6.7B's and 175B's (Brown et al. 2020, Table 2.1
+    [ref: brown2020-sizes]) and Llama 2 7B's:
     ``N ≈ 12·L·(128·L)²``. Heads of 128 dimensions. Use a preset or :class:`Transformer` to
     give the real shape instead.
     """
@@ -206,6 +215,8 @@ def activation_bytes(model: Transformer, micro_batch: int = 1, tp: int = 1, pp: 
                      precision: str = "bf16", dropout: bool = True,
                      microbatches: int | None = None, cp: int = 1) -> float:
     """Activations on the busiest device, the first pipeline stage (Korthikanti et al. 2022, 4.2.3).
+
+    [ref: korthikanti2022-pipeline]
 
     With the 1F1B schedule, stage 1 of ``pp`` keeps ``min(pp, m)`` micro-batches in flight, each
     with ``L/pp`` layers: ``L`` layers' worth when m >= pp. Without pipelining the output layer

@@ -9,12 +9,15 @@ model's FLOPs (no recomputation, ``formulas.training_flops_per_token``) over the
 the catalogue's dense peak.
 
 - Llama 2 (Touvron et al. 2023): Table 2 gives the GPU-hours of pretraining on A100-80GB
-  (7B 184,320; 13B 368,640; 70B 1,720,320) on 2.0T tokens (Table 1) with a global batch of 4M
-  tokens and a context of 4,096 (section 2.2); the shapes are Table 1's sizes with the released
+  (7B 184,320; 13B 368,640; 70B 1,720,320) [ref: touvron2023-gpu-hours] on 2.0T tokens with a
+  global batch of 4M tokens and a context of 4,096 (Table 1 [ref: touvron2023-models]); the
+  shapes are Table 1's sizes with the released
   models' depth and width. The paper does not give the layout, so the prediction is the
   planner's own best layout on a count of GPUs chosen here (``gpus``), over 200 Gb/s
-  InfiniBand between nodes (section 2.2.1: both of Meta's clusters ran 200 Gbps interconnects).
+  InfiniBand between nodes (section 2.2.1: both of Meta's clusters ran 200 Gbps interconnects;
+  [ref: touvron2023-hardware]).
 - torchtitan's Llama 3.1 8B on 8 H100s (``benchmarks/llama3_h100_202412_torchtitan.md``,
+  [ref: torchtitan2024-llama3-8b]
   Table 1): 5,762 tokens/s/GPU with FSDP in bf16, local batch 2, global batch 16, selective
   activation checkpointing, sequence length 8,192 (``train_configs/llama3_8b.toml`` of the
   same time). Its H100s had 96 GB and a 500 W power limit: the catalogue's H100-80GB (its peak
@@ -59,6 +62,7 @@ def _llama2(size: str, layers: int, width: int, heads: int, params: float, hours
             gpus: int) -> PublishedRun:
     model = Transformer(layers, width, heads, 32000, 4096, params, f"Llama 2 {size}",
                         "Touvron et al. 2023, Table 1 (sizes), released models (shapes)")
+    # [ref: touvron2023-models] [ref: touvron2023-gpu-hours]
     return PublishedRun(f"Llama 2 {size}", model, "A100-80GB", "GPU-hours", hours, 4e6,
                         "Touvron et al. 2023, Table 2 (GPU-hours), Table 1 (2.0T tokens)",
                         tokens=2e12, gpus=gpus)

@@ -30,12 +30,15 @@ PER_DEVICE_BYTES = ("params", "grads", "optimizer", "activations", "total")   # 
 # the widget); an estimate lists the ones it used (Estimate.assumptions).
 DEFAULT_HFU = 0.4              # share of peak reached on all a step computes, recomputation
 #                                included (HFU); PaLM 540B: 57.8 % HFU, 46.2 % MFU (Chowdhery
-#                                et al. 2022, §4.1); a small model or batch may reach less: measure
-DEFAULT_TOKENS_PER_STEP = 2 ** 20  # global batch in tokens (GPT-3 6.7B: 2M, Brown et al. 2020)
+#                                et al. 2022, §4.1 [ref: chowdhery2022-mfu]); a small model or
+#                                batch may reach less: measure
+DEFAULT_TOKENS_PER_STEP = 2 ** 20  # global batch in tokens (GPT-3 6.7B: 2M, Brown et al. 2020,
+#                                    Table 2.1 [ref: brown2020-sizes])
 DEFAULT_COMM_EFFICIENCY = 0.8  # fraction of a link's datasheet rate a ring reaches
 DEFAULT_OVERLAP = 1.0          # share of the backward pass that hides data-parallel traffic
 DEFAULT_SEQUENCE_PARALLEL = True   # tensor parallel shards the layer norms' and dropouts'
-#                                    activations too (Korthikanti et al. 2022, §4.2.2)
+#                                    activations too (Korthikanti et al. 2022, §4.2.2
+#                                    [ref: korthikanti2022-sequence-parallel])
 DEFAULT_CAUSAL = True          # attention computes half its s×s square (a causal kernel)
 USABLE_FRACTION = 0.9          # headroom for CUDA context, fragmentation, buffers
 ASSUMPTIONS = ("tokens_per_step", "hfu", "comm_efficiency", "overlap", "sequence_parallel",
@@ -181,7 +184,8 @@ def estimate(model: Transformer, tokens: float, config: Config, precision: str =
     estimate has ``fits=False`` and its ``reasons`` say what is too big and what would help.
 
     A GPU without bf16 (V100, T4: no bf16 units, see the catalogue's sources) asked for bf16 is
-    planned in fp16 instead, which needs loss scaling (Micikevicius et al. 2018) and keeps the
+    planned in fp16 instead, which needs loss scaling (Micikevicius et al. 2018, §3.2
+    [ref: micikevicius2018-loss-scaling]) and keeps the
     same bytes per value; the first reason says so.
 
     The assumptions (module constants above, each with its reason) are parameters: ``hfu`` the

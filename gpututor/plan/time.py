@@ -1,11 +1,13 @@
 """How long a training step and a whole run take, and what they cost: FLOPs, links, bubbles.
 
 - **Compute**: training FLOPs per token ``6·N + 12·L·s·h`` (PaLM, Chowdhery et al. 2022,
-  Appendix B: 6N for the weights, forward + backward, and attention's Q·Kᵀ and scores·V),
+  Appendix B [ref: chowdhery2022-flops]: 6N for the weights, forward + backward, and
+  attention's Q·Kᵀ and scores·V),
   divided by what a device achieves on the FLOPs it runs: peak x *hardware* FLOPs utilisation
   (HFU, recomputation included). What a step then reaches on the model's FLOPs alone, over the
   whole step (waits included), is its MFU; both are returned (Korthikanti et al. 2022, §6.3,
-  define the two; PaLM 540B reached 46.2 % MFU and 57.8 % HFU, Chowdhery et al. 2022, §4.1).
+  report the two [ref: korthikanti2022-mfu-hfu]; PaLM 540B reached 46.2 % MFU and 57.8 % HFU,
+  Chowdhery et al. 2022, §4.1 [ref: chowdhery2022-mfu]).
 - **Communication**: ring algorithms in the α-β model (``gpututor.formulas.collective_seconds``:
   an all-reduce of S bytes over n ranks takes ``2(n-1)·(α + S/(n·β))``; all-gather and
   reduce-scatter half of that). What compute cannot hide is *exposed*.
@@ -13,7 +15,8 @@
   ideal compute time (``gpututor.formulas.bubble_to_compute_ratio``, derived there from the
   *bubble fraction* ``(p-1)/(m+p-1)`` that a pipeline run measures).
 - **Totals**: steps = tokens / tokens per step; cost = hours x GPUs x price per GPU-hour
-  (``recommend.estimate``). Narayanan et al. 2021 (section 5.1) write the end-to-end time as
+  (``recommend.estimate``). Narayanan et al. 2021 (section 5.1 [ref: narayanan2021-end-to-end])
+  write the end-to-end time as
   ``8·T·P/(n·X)``: the same count, with attention's term left out.
 
 Every function here is a formula: no measurement. ``calibrate.py`` checks them against runs.
@@ -36,10 +39,13 @@ def training_flops_per_token(model: Transformer, recompute: str = "none", causal
                              ) -> float:
     """FLOPs per trained token: ``6·N + 12·L·s·h`` (PaLM, Chowdhery et al. 2022, Appendix B).
 
+    [ref: chowdhery2022-flops]
+
     Recomputation adds work that is executed but is not the model's: full recomputation runs
     the forward again (``8·N + 16·L·s·h``, the 4-passes count of Narayanan et al. 2021, whose
-    end-to-end estimate is ``8·T·P / (n·X)``); selective recomputation re-runs only attention's
-    scores (``+ 4·L·s·h``, Korthikanti et al. 2022). ``causal``: attention computes half its
+    end-to-end estimate is ``8·T·P / (n·X)`` [ref: narayanan2021-end-to-end]); selective
+    recomputation re-runs only attention's scores (``+ 4·L·s·h``, Korthikanti et al. 2022, §5
+    [ref: korthikanti2022-selective]). ``causal``: attention computes half its
     ``s×s`` square (a kernel that skips what the causal mask zeroes).
     """
     return _formula(model.n_params, model.n_layer, model.seq_len, model.d_model, recompute,
@@ -56,7 +62,8 @@ def compute_seconds(flops: float, peak_flops: float, hfu: float) -> float:
 
 def all_to_all_seconds(nbytes: float, n: int, bandwidth: float, latency: float = 0.0) -> float:
     """All-to-all of ``nbytes`` per rank over ``n`` ranks, pairwise exchange: ``n-1`` rounds,
-    each sending ``1/n`` of the buffer to one peer: ``(n-1)·(α + S/(n·β))`` (Thakur et al. 2005)."""
+    each sending ``1/n`` of the buffer to one peer: ``(n-1)·(α + S/(n·β))`` (Thakur et al. 2005
+    [ref: thakur2005-alltoall])."""
     return collective_seconds("all_to_all", nbytes, n, bandwidth, latency)
 
 
@@ -64,6 +71,8 @@ def ring_attention_seconds(micro_batch: int, seq_len: int, d_model: int, cp: int
                            bandwidth: float, latency: float = 0.0, value_bytes: float = 2
                            ) -> float:
     """One layer's ring-attention traffic, forward and backward, per rank (Liu et al. 2023):
+
+    [ref: liu2023-ring]
     :func:`gpututor.formulas.ring_attention_shifts` messages of a K+V block (``2·b·(s/cp)·h``
     values), one after another: the count the implementation sends (its test meters it)."""
     if cp <= 1:
@@ -97,15 +106,18 @@ def step_time(model: Transformer, tokens_per_step: float, n_gpus: int, peak_flop
       ``causal``: attention computes half its ``s×s`` square.
 
     - Tensor parallel: 4 all-reduces of the activations (``b·s·h``) per layer and micro-batch,
-      two in forward and two in backward (Shoeybi et al. 2019, Figure 4); 2 more with full
+      two in forward and two in backward (Shoeybi et al. 2019, Figure 4
+      [ref: shoeybi2019-allreduces]); 2 more with full
       recomputation. On the critical path: not overlapped. With sequence parallel each
       all-reduce becomes a reduce-scatter and an all-gather of the same bytes (Korthikanti et al.
-      2022, §4.2.2): the same time here; it changes activation memory, not traffic.
+      2022, §4.2.2 [ref: korthikanti2022-sequence-parallel]): the same time here; it changes
+      activation memory, not traffic.
     - Pipeline: the bubble ``(p-1)/m`` of compute, and per micro-batch a send of activations
       forward and of their gradient backward between neighbouring stages.
     - Data parallel: the gradients (``N/(tp·pp)`` x ``grad_bytes``) are all-reduced; ZeRO-1/2
       reduce-scatter them and all-gather the parameters (the same bytes); ZeRO-3 all-gathers the
-      parameters twice and reduce-scatters once: 1.5x (Rajbhandari et al. 2020, section 7). It
+      parameters twice and reduce-scatters once: 1.5x (Rajbhandari et al. 2020, section 7
+      [ref: rajbhandari2020-volume]). It
       overlaps the backward pass (2/3 of compute; all of it for ZeRO-3, which prefetches in
       forward too) by the fraction ``overlap``.
     - Context parallel (``cp``): its ranks hold the same parameters, so the gradients are
@@ -114,7 +126,8 @@ def step_time(model: Transformer, tokens_per_step: float, n_gpus: int, peak_flop
       own compute (its ``12·L·s·h`` FLOPs per token) cannot hide is exposed.
     - Expert parallel (``ep``, ranks taken from ``dp``; every layer a MoE layer): 4 all-to-alls
       of the routed tokens (``top_k·b·s·h`` values) per layer and micro-batch, dispatch and
-      combine in forward and in backward (Lepikhin et al. 2021, GShard); not overlapped.
+      combine in forward and in backward (Lepikhin et al. 2021, GShard
+      [ref: lepikhin2021-alltoall]); not overlapped.
 
     Links are :class:`~gpututor.catalog.Link`; ``comm_efficiency`` is the fraction of their
     bandwidth a collective reaches (an assumption: measure yours with ``gpututor bench comm``).

@@ -1,7 +1,8 @@
 """Lesson 05: where a pipeline's measured bubble parts from the theory, read from the run's own
 timelines, and what posting the sends without waiting changed.
 
-The theory, (p-1)/(m+p-1) (GPipe, Huang et al. 2019; 1F1B, Narayanan et al. 2021 §2.2) or
+The theory, (p-1)/(m+p-1) (GPipe, Huang et al. 2019 [ref: huang2019-bubble]; 1F1B, Narayanan
+et al. 2021, §2.2.1 [ref: narayanan2021-1f1b]) or
 (p-1)/(v·m+p-1) interleaved, assumes equal stages and free hand-offs. Replaying each rank's
 measured events with their measured durations but free hand-offs
 (:func:`~gpututor.parallel.pipeline.timeline.free_handoff_bubble`) splits what was measured:

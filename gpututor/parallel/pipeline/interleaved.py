@@ -1,4 +1,6 @@
-"""Interleaved 1F1B from scratch (Narayanan et al. 2021, Megatron-LM, §2.2).
+"""Interleaved 1F1B from scratch (Narayanan et al. 2021, Megatron-LM, §2.2.2).
+
+[ref: narayanan2021-interleaved]
 
 Each of the p ranks holds v *model chunks* (virtual stages) instead of one stage: with p=2 and
 v=2 the model is cut into 4 pieces, rank 0 holds pieces 0 and 2, rank 1 pieces 1 and 3 (rank r

@@ -10,12 +10,15 @@ While stage 1 computes, stage 0 waits: the *bubble*. Schedules, for p stages and
 - ``naive``: the whole batch in one piece. Stage 0 forward, stage 1 forward, ..., then
   backward in reverse: at any moment one stage works and the others wait.
 - ``gpipe`` (Huang et al. 2019, GPipe): split the batch into m micro-batches; run all m
-  forwards, then all m backwards. Stages overlap; each is idle (p-1)/(m+p-1) of the time. Every
+  forwards, then all m backwards. Stages overlap; each is idle (p-1)/(m+p-1) of the time
+  [ref: huang2019-bubble]. Every
   micro-batch's activations are alive at the end of the forwards: memory grows with m.
-- ``1f1b`` (Narayanan et al. 2021, PipeDream-Flush): warm-up with p-s-1 forwards, then
+- ``1f1b`` (Narayanan et al. 2021, §2.2.1, PipeDream-Flush [ref: narayanan2021-1f1b]): warm-up
+  with p-s-1 forwards, then
   alternate one forward and one backward, then cool down with the remaining backwards. Same
   bubble as GPipe, but stage s never holds more than p-s micro-batches' activations.
-- ``interleaved-1f1b`` (Narayanan et al. 2021, §2.2): each rank holds ``virtual_stages`` = v
+- ``interleaved-1f1b`` (Narayanan et al. 2021, §2.2.2 [ref: narayanan2021-interleaved]): each
+  rank holds ``virtual_stages`` = v
   model chunks; the bubble shrinks to (p-1)/(v·m) of the ideal time (``interleaved.py``).
 
 The gradients of all micro-batches add up in ``.grad``, and each micro-batch's loss is divided by

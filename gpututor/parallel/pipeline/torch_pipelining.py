@@ -17,7 +17,8 @@ PyTorch:
     loss / m on the last stage                  loss_fn per micro-batch; gradients divided by
                                                   n_microbatches afterwards (scale_grads=True)
 
-Zero bubble (Qi et al. 2023, "Zero Bubble Pipeline Parallelism") splits each backward in two:
+Zero bubble (Qi et al. 2024, "Zero Bubble Pipeline Parallelism", §2 [ref: qi2024-split-backward])
+splits each backward in two:
 the gradient of the stage's input ("B", which the previous stage waits for) and of its weights
 ("W", which nobody waits for), and schedules the W passes into what would be the bubble.
 ``interleaved-zero-bubble`` is torch's ZB1P on Megatron's loop of chunks; ``zbv`` is ZB-V: two
