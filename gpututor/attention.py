@@ -2,13 +2,16 @@
 
 - :func:`naive_attention`: the textbook ``softmax(Q·Kᵀ/√d + mask)·V``. It materialises the
   ``T × T`` scores of every head: memory grows with the square of the sequence.
-- :func:`tiled_attention`: FlashAttention's algorithm (Dao et al. 2022; the forward and backward
-  of FlashAttention-2, Dao 2023), written in PyTorch. Queries and keys go in blocks; each query
-  block keeps a running maximum ``m``, a running sum ``l`` of ``exp(s − m)`` and an unnormalised
-  output, rescaled whenever a later key block raises the maximum (the *online softmax*,
-  Milakov & Gimelshein 2018). Only a ``block × block`` tile of scores exists at a time. Forward
-  saves the output and each row's log-sum-exp ``L = m + log l``; backward recomputes each tile's
-  probabilities from ``L`` instead of storing them.
+- :func:`tiled_attention`: FlashAttention's algorithm [ref: dao2022-io], arranged as
+  FlashAttention-2's forward and backward [ref: dao2023-loop-order], written in PyTorch. Queries
+  and keys go in blocks; each query block keeps a running maximum ``m``, a running sum ``l`` of
+  ``exp(s − m)`` and an unnormalised output, rescaled whenever a later key block raises the
+  maximum (the *online softmax* [ref: milakov2018-online]). Only a ``block × block`` tile of
+  scores exists at a time, and a tile the causal mask hides whole is never computed
+  [ref: dao2023-causal]. Forward saves the output and each row's log-sum-exp ``L = m + log l``;
+  backward recomputes each tile's probabilities from ``L`` instead of storing them (5 matmuls a
+  tile against the naive backward's 4 [ref: dao2023-matmuls]): lesson 01b counts the FLOPs of
+  both ways (``lessons.one_device.measures.attention_flops``).
 - ``torch.nn.functional.scaled_dot_product_attention`` (``is_causal=True``): PyTorch's fused
   kernels (a FlashAttention or memory-efficient kernel where one applies).
 

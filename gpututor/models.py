@@ -40,8 +40,9 @@ class CausalSelfAttention(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         q, k, v = self.qkv(x).split(x.shape[-1], dim=2)
         if self.recompute_core and self.training:
-            # selective recomputation (Korthikanti et al. 2022, section 4.2): keep q, k, v and
-            # the output, recompute the attention core (QKᵀ, mask, softmax, ·V) in backward
+            # selective recomputation (Korthikanti et al. 2022, §5): keep q, k, v and the output,
+            # recompute the attention core (QKᵀ, mask, softmax, ·V) in backward
+            # [ref: korthikanti2022-selective]
             return self.proj(checkpoint(self.core, q, k, v, use_reentrant=False))
         return self.proj(self.core(q, k, v))
 
@@ -139,8 +140,9 @@ def save_matmul_outputs(ctx, op, *args, **kwargs):
     output (``mm``, ``addmm``, ``bmm``) is saved for backward, the cheap elementwise ops
     (softmax, GELU, layer norms) are recomputed there. Matmuls hold most of a block's FLOPs, so
     recomputing the rest costs little time; but saving ``bmm`` keeps the ``T x T`` scores
-    ``QKᵀ``, the very term that ``"selective"`` (Korthikanti et al. 2022, section 4.2, which
-    recomputes the attention core: ``QKᵀ``, softmax, dropout, ``·V``) exists to drop."""
+    ``QKᵀ``, the very term that ``"selective"`` (Korthikanti et al. 2022, §5, which recomputes
+    the attention core: ``QKᵀ``, softmax, dropout, ``·V``) exists to drop.
+    [ref: korthikanti2022-selective]"""
     return CheckpointPolicy.MUST_SAVE if op in MATMULS else CheckpointPolicy.PREFER_RECOMPUTE
 
 
