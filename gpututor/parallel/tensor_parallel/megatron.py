@@ -1,8 +1,8 @@
 """Tensor parallel from scratch: Megatron-LM's column- and row-parallel layers.
 
-Shoeybi et al. 2019, "Megatron-LM: Training Multi-Billion Parameter Language Models Using Model
-Parallelism". Every rank of the tensor-parallel group sees the *same* batch and holds a slice of
-each big weight matrix. With ``Y = X A`` then ``Z = Y B`` (an MLP, or attention's qkv then proj):
+Megatron-LM's layout [ref: shoeybi2019-mlp-split]. Every rank of the tensor-parallel group sees the
+*same* batch and holds a slice of each big weight matrix. With ``Y = X A`` then ``Z = Y B`` (an
+MLP, or attention's qkv then proj):
 
     A split by columns, A = [A_0 | A_1]:  rank r computes Y_r = X A_r        ColumnParallelLinear
     B split by rows,    B = [B_0 ; B_1]:  rank r computes Y_r B_r, and
@@ -10,7 +10,7 @@ each big weight matrix. With ``Y = X A`` then ``Z = Y B`` (an MLP, or attention'
 
 The activation between them (``Y_r``, e.g. after the GELU, or the heads of attention) never
 leaves its rank. Two small operators put the communication where it belongs
-(``tp_communications.py``, beside this module):
+(``tp_communications.py``, beside this module) [ref: shoeybi2019-f-g]:
 
     f  forward: identity      backward: all-reduce    (in front of a column-parallel layer)
     g  forward: all-reduce    backward: identity      (behind a row-parallel layer)
@@ -23,10 +23,11 @@ Attention is split by heads: rank r of n holds heads ``r*h/n .. (r+1)*h/n`` of q
 rows of the fused ``qkv`` weight that belong to them) and the matching input columns of
 ``proj``. Heads never look at each other, so each rank runs ordinary attention on its heads.
 
-Everything that is not a big matrix (embeddings, layer norms, the head) is replicated: every
-rank computes it on the same data, so its gradient comes out the same on every rank and no
-gradient sync is needed. Below the layers: the tiny GPT's blocks made tensor parallel, and the
-strategy ``tp`` that does it to every rank's model. The production version is ``dtensor.py``.
+Everything that is not a big matrix (embeddings, layer norms, the head) is replicated: every rank
+computes it on the same data [ref: shoeybi2019-replicated], so its gradient comes out the same on
+every rank and no gradient sync is needed. Below the layers: the tiny GPT's blocks made tensor
+parallel, and the strategy ``tp`` that does it to every rank's model. The production version is
+``dtensor.py``.
 """
 from __future__ import annotations
 
@@ -43,7 +44,7 @@ from ..link import LINK_ALLOWED, LINK_OPTIONS
 from ..mesh import degree_field, degree_of, dim_group
 from ..pieces import Piece, default_pieces, run_boxes
 from .sequence import sequence_parallelize, sync_sequence_parallel_gradients
-# f and g's classes are used through the functions; lesson 04 reads them from here as before
+# f and g live in tp_communications.py (lesson 04 prints them from there); re-exported here
 from .tp_communications import (CopyToTensorParallelRegion,  # noqa: F401
                                 ReduceFromTensorParallelRegion, TensorParallelGroup,
                                 copy_to_tensor_parallel_region, reduce_from_tensor_parallel_region)
@@ -230,7 +231,7 @@ def check_degree(spec, strategy: str) -> None:
 
 def tensor_parallel_collectives(strategy, spec, model) -> list:
     """Four all-reduces of the activations per block and step: two in forward (after attention
-    and after the MLP), two in backward (Shoeybi et al. 2019, section 3, Figure 4); each of a
+    and after the MLP), two in backward [ref: shoeybi2019-allreduces]; each of a
     rank's ``b·s·h`` values, ``b`` its data-parallel share of the batch."""
     if spec.world_size == 1:
         return []

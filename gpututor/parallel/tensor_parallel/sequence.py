@@ -1,5 +1,6 @@
-"""Sequence parallel from scratch (Korthikanti et al. 2022, "Reducing Activation Recomputation
-in Large Transformer Models", section 4.2.2), on top of Megatron's tensor parallel.
+"""Sequence parallel from scratch, on top of Megatron's tensor parallel.
+
+The method of Megatron-LM's sequence parallelism [ref: korthikanti2022-tp-sp].
 
 Tensor parallel splits the big matrices, but the layer norms (and dropout) between them run on
 the whole activation ``B x T x d`` on every rank of the group: the same numbers ``tp`` times.

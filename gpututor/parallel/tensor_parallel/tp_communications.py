@@ -1,7 +1,8 @@
 """Tensor parallel's communication: the ranks a layer is split over, and Megatron's f and g.
 
-Shoeybi et al. 2019 put all of tensor parallel's communication into two small operators, written
-here as autograd Functions (the layers that use them are in ``megatron.py``):
+Megatron-LM puts all of tensor parallel's communication into two small operators
+[ref: shoeybi2019-f-g], written here as autograd Functions (the layers that use them are in
+``megatron.py``):
 
     f  forward: identity      backward: all-reduce    (in front of a column-parallel layer)
     g  forward: all-reduce    backward: identity      (behind a row-parallel layer)
