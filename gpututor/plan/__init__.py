@@ -6,8 +6,9 @@
 - ``time``: FLOPs over peak x MFU, ring collectives, pipeline bubble, total time and cost.
 - ``recommend``: one configuration's estimate with reasons, or a ranking of many.
 - ``command``: ``python -m gpututor plan``, the command line.
-- ``interruptions``: failure rates, a job's mean time between failures, and the checkpoint interval
-  that loses the least work (Young 1974, Daly 2006).
+- ``interruptions``: interruption rates, a job's mean time between interruptions, and the
+  checkpoint interval that loses the least work (Young 1974, Daly 2006) [ref: young1974-interval]
+  [ref: daly2006-interval].
 
 Every function here is a formula or a table: nothing launches a run. The planner checked
 against measured runs is ``gpututor.lessons.choosing_hardware.calibrate``; its notebook widget is

@@ -4,22 +4,25 @@ import math
 
 import pytest
 
-from gpututor.plan.interruptions import (LLAMA3, daly_interval, failures_per_gpu_hour, job_mtbf_s,
+from gpututor.plan.interruptions import (LLAMA3, daly_interval, interruptions_per_gpu_hour, job_mtbf_s,
                                     lost_fraction, lost_gpu_hours_per_day, young_interval)
 
 MINUTE, HOUR = 60.0, 3600.0
 
 
 def test_llama3s_rate_per_gpu_hour():
-    # 419 unexpected interruptions / (54 days x 24 h x 16,384 GPUs) = 419 / 21,233,664
-    assert failures_per_gpu_hour() == pytest.approx(1.97328e-5, rel=1e-5)
-    assert failures_per_gpu_hour(planned=True) == pytest.approx(466 / 21_233_664)
+    # 419 unexpected interruptions, of every cause / (54 days x 24 h x 16,384 GPUs) = 419 / 21,233,664
+    assert interruptions_per_gpu_hour() == pytest.approx(1.97328e-5, rel=1e-5)
+    assert interruptions_per_gpu_hour(planned=True) == pytest.approx(466 / 21_233_664)
     assert (LLAMA3.days, LLAMA3.gpus, LLAMA3.interruptions, LLAMA3.unexpected) == \
         (54, 16_384, 466, 419)
+    # one interruption per 5.8 GPU-years; the GPUs caused 58.7 % of them: one per 9.9 GPU-years
+    assert 1 / interruptions_per_gpu_hour() / 24 / 365 == pytest.approx(5.785, abs=1e-3)
+    assert LLAMA3.gpu_share == 0.587 and LLAMA3.source == "dubey2024-interruptions"
 
 
 def test_job_mtbf_scales_down_with_the_gpus():
-    rate = failures_per_gpu_hour()
+    rate = interruptions_per_gpu_hour()
     # on all 16,384 GPUs: 54 x 24 / 419 = 3.093 hours between failures
     assert job_mtbf_s(16_384, rate) / HOUR == pytest.approx(54 * 24 / 419)
     assert job_mtbf_s(512, rate) == pytest.approx(32 * job_mtbf_s(16_384, rate))
@@ -62,3 +65,17 @@ def test_the_young_interval_is_the_minimum_of_the_lost_share():
     # at the optimum, saving and lost work cost the same: δ/τ = τ/(2M)
     assert save / best == pytest.approx(best / (2 * mtbf))
     assert math.isclose(here, 2 * save / best + restart / mtbf)
+
+
+def test_an_asynchronous_write_adds_w_over_m_per_failure_and_must_fit_the_interval():
+    # τ = 1000 s, δ = 50 s, W = 200 s, M = 10,000 s, R = 600 s: 0.16 + 200/10,000
+    assert lost_fraction(1000, 50, 10_000, 600, write_s=200) == pytest.approx(0.18)
+    assert lost_gpu_hours_per_day(1000, 50, 10_000, 8, 600, write_s=200) == \
+        pytest.approx(0.18 * 8 * 24)
+    # the optimum does not move: W/M is the same at every interval
+    best = young_interval(50, 10_000)
+    for factor in (0.8, 1.25):
+        assert lost_fraction(best * factor, 50, 10_000, 600, write_s=200) > \
+            lost_fraction(best, 50, 10_000, 600, write_s=200)
+    with pytest.raises(ValueError, match="write_s=1200 is invalid for interval_s=1000 .saves would queue"):
+        lost_fraction(1000, 50, 10_000, 600, write_s=1200)

@@ -3,7 +3,7 @@ from the formulas of :mod:`gpututor.plan.interruptions`, so the notebook shows o
 means "not answered yet".
 
 - :func:`check_young_interval`: Young's checkpoint interval for a job the exercise describes
-  (2,048 GPUs at Llama 3's failure rate per GPU, a save that blocks training 45 s).
+  (2,048 GPUs at Llama 3's interruption rate per GPU, a save that blocks training 45 s).
 - :func:`check_lost_gpu_hours`: the learner's GPU-hours lost per day, run against
   :func:`gpututor.plan.interruptions.lost_gpu_hours_per_day` on inputs the learner does not choose.
 """
@@ -14,8 +14,8 @@ from typing import Callable
 
 from ...i18n import tr
 from ...plan import interruptions
-from ...plan.interruptions import (failures_per_gpu_hour, job_mtbf_s, lost_gpu_hours_per_day,
-                             young_interval)
+from ...plan.interruptions import (interruptions_per_gpu_hour, job_mtbf_s,
+                                  lost_gpu_hours_per_day, young_interval)
 from ..common.code_exercise import call_refusing, number_from
 from ..common.exercises import check_answer
 
@@ -28,10 +28,10 @@ CASES = ((1800.0, 60.0, 11_131.0, 16_384, 600.0), (3600.0, 10.0, 360_000.0, 512,
 
 
 def check_young_interval(answer) -> None:
-    """Young's interval, in seconds, for :data:`YOUNG_GPUS` GPUs failing at Llama 3's rate per
-    GPU-hour (its unexpected interruptions) with saves that block training
+    """Young's interval, in seconds, for :data:`YOUNG_GPUS` GPUs interrupted at Llama 3's rate
+    per GPU-hour (its unexpected interruptions, of every cause) with saves that block training
     :data:`YOUNG_SAVE_S` seconds; within 2 % (Daly's interval is within that here too)."""
-    mtbf = job_mtbf_s(YOUNG_GPUS, failures_per_gpu_hour())
+    mtbf = job_mtbf_s(YOUNG_GPUS, interruptions_per_gpu_hour())
     check_answer(answer, young_interval(YOUNG_SAVE_S, mtbf),
                  "Young's interval for 2,048 GPUs and saves that block 45 s, in seconds", rel_tol=0.02,
                  source="formula")
@@ -56,7 +56,8 @@ def check_lost_gpu_hours(candidate: Callable) -> None:
                    "restart {restart:g} s", interval=interval, save=save, mtbf=mtbf, n=n,
                    restart=restart)
         number = number_from(got, tr("GPU-hours lost per day: for {where} your function returned "
-                                     "{got!r}, not a number.", where=where, got=type(got)))
+                                     "{got!r} (a {kind}), not a number.", where=where,
+                                     got=got, kind=type(got).__name__))
         if not math.isclose(number, expected, rel_tol=1e-6):
             raise AssertionError(tr(
                 "GPU-hours lost per day: for {where} yours gives {got:,.4g}, not the formula's "

@@ -6,7 +6,7 @@ import math
 import pytest
 
 from gpututor.lessons.failures_at_scale.exercises import check_lost_gpu_hours, check_young_interval
-from gpututor.plan.interruptions import daly_interval, failures_per_gpu_hour, job_mtbf_s
+from gpututor.plan.interruptions import daly_interval, interruptions_per_gpu_hour, job_mtbf_s
 from exercise_solutions import published as _published, rejected
 
 
@@ -14,7 +14,7 @@ def published(variable: str, **names):
     return _published("12_failures_at_scale", variable, math=math, **names)
 
 
-RATE = failures_per_gpu_hour()
+RATE = interruptions_per_gpu_hour()
 
 
 def test_young_interval_for_the_exercises_job(capsys):
@@ -24,7 +24,7 @@ def test_young_interval_for_the_exercises_job(capsys):
     check_young_interval(daly_interval(45, job_mtbf_s(2048, RATE)))   # Daly's is within 2 %
     wrong = {"forgot the 2": math.sqrt(45 * 3600 / (2048 * RATE)),
              "all 466 interruptions, planned ones too": math.sqrt(
-                 2 * 45 * 3600 / (2048 * failures_per_gpu_hour(planned=True))),
+                 2 * 45 * 3600 / (2048 * interruptions_per_gpu_hour(planned=True))),
              "the 16,384-GPU job's MTBF": math.sqrt(2 * 45 * job_mtbf_s(16_384, RATE)),
              "the MTBF in hours": math.sqrt(2 * 45 / (2048 * RATE)),
              "in minutes": math.sqrt(2 * 45 * 3600 / (2048 * RATE)) / 60,
@@ -60,7 +60,8 @@ def test_lost_gpu_hours_code_exercise(capsys):
     }
     for mistake, candidate in wrong.items():
         rejected(check_lost_gpu_hours, candidate, match="not the formula's value")
-    rejected(check_lost_gpu_hours, lambda *args: "12", match="not a number")
+    # the message shows what the function returned, and its type: not the type as the value
+    rejected(check_lost_gpu_hours, lambda *args: "12", match=r"returned '12' \(a str\), not a number")
 
     from gpututor.plan.interruptions import lost_gpu_hours_per_day
 
