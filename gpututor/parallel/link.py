@@ -4,10 +4,17 @@ On a laptop the "devices" are processes sharing memory, so communication is near
 data parallel looks better than it would on real hardware. With ``RunSpec.options``
 ``link_gbps`` (bandwidth, GB/s per direction) and ``link_latency_us``, every collective that a
 data-parallel strategy starts is delayed, after it really completes, by the time the ring
-algorithm needs on such a link (the α-β model, e.g. Thakur et al. 2005, "Optimization of
-collective communication operations in MPICH"):
+algorithm needs on such a link (the α-β cost model of Thakur et al. 2005, "Optimization of
+collective communication operations in MPICH" [ref: thakur2005-cost-model]; the ring's 2(n-1)
+steps of S/n bytes [ref: patarasuk2009-ring]):
 
     all-reduce of S bytes on n ranks:  2(n-1) · (α + S / (n·β))
+
+A rank's link is **one channel**: transfers take turns on it. DDP's comm hooks and the bucketed
+version's futures run their callbacks on gloo's worker threads (two of them), so two buckets can
+finish at the same moment; each transfer is queued behind the one still on the link (a "busy
+until" time, :meth:`EmulatedLink.occupy`), so two buckets take the sum of their times, not the
+longer one.
 
 Measured numbers stay measured: the record's ``comm_busy_s`` is the real time plus exactly this
 delay, and ``emulated_comm_s`` says how much of it was added. Plots label such runs "emulated".
@@ -23,8 +30,9 @@ their real weight against compute.
 """
 from __future__ import annotations
 
+import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 
@@ -34,15 +42,25 @@ from ..formulas import collective_seconds, ring_allreduce_seconds
 
 # The real system an emulated link stands for: an A100 at 40 % of its bf16 peak (datasheet
 # peak: gpututor.catalog). 40 % is this project's assumption of a well-tuned large training run:
-# PaLM reports 46.2 % MFU (Chowdhery et al. 2022, Table 3) and Megatron-LM 52 % of the A100's
-# peak on 3072 GPUs (Narayanan et al. 2021, abstract and §5.1).
+# PaLM reports 46.2 % MFU (Chowdhery et al. 2022, §4.1) [ref: chowdhery2022-mfu] and
+# Megatron-LM 52 % of the A100's peak on 3072 GPUs (Narayanan et al. 2021, abstract)
+# [ref: narayanan2021-throughput].
 REFERENCE = {"gpu": "A100-80GB", "precision": "bf16", "fraction_of_peak": 0.4}
+
+
+class _LinkClock:
+    """When the link is free again (``time.monotonic()``), guarded by a lock: the callbacks that
+    delay transfers run on several threads."""
+
+    def __init__(self):
+        self.lock, self.busy_until = threading.Lock(), 0.0
 
 
 @dataclass(frozen=True)
 class EmulatedLink:
     bandwidth: float   # bytes per second, per direction
     latency: float     # seconds per message (α)
+    clock: _LinkClock = field(default_factory=_LinkClock, compare=False, repr=False)
 
     @classmethod
     def from_spec(cls, spec) -> "EmulatedLink | None":
@@ -64,9 +82,18 @@ class EmulatedLink:
         """The ``RunSpec.options`` that make a run's collectives wait for this link."""
         return (("link_gbps", self.bandwidth / 1e9), ("link_latency_us", self.latency * 1e6))
 
+    def occupy(self, seconds: float) -> float:
+        """Put a transfer of ``seconds`` on the link, after the ones already on it, and return
+        when it ends (``time.monotonic()``): transfers serialize on one channel."""
+        with self.clock.lock:
+            start = max(time.monotonic(), self.clock.busy_until)
+            self.clock.busy_until = start + seconds
+            return self.clock.busy_until
+
     def delay_allreduce(self, nbytes: int, world: int, meter, device=None) -> None:
-        """Once the all-reduce just issued on ``device`` has really completed, sleep as long as
-        the emulated link needs for it; record the addition.
+        """Once the all-reduce just issued on ``device`` has really completed, wait until the
+        emulated link has carried it (after any transfer already on the link: :meth:`occupy`);
+        record the link time it added (``allreduce_seconds``, not the time spent queueing).
 
         On CUDA, NCCL's collectives (and their futures' callbacks) return when the work is
         queued, not done: the current stream, which waits for the collective, is synchronised
@@ -75,14 +102,17 @@ class EmulatedLink:
         if device is not None and torch.device(device).type == "cuda":
             torch.cuda.current_stream(device).synchronize()
         seconds = self.allreduce_seconds(nbytes, world)
-        time.sleep(seconds)
-        meter.emulated_s += seconds
+        ends = self.occupy(seconds)
+        with self.clock.lock:       # two callbacks may add at once
+            meter.emulated_s += seconds
+        time.sleep(max(0.0, ends - time.monotonic()))
 
     def then_delay(self, future: torch.futures.Future, nbytes: int, world: int, meter,
                    device=None):
-        """A future that completes ``allreduce_seconds`` after ``future``'s work on ``device``
-        does (inside a ``then`` callback the current stream waits for that work: torch.futures
-        docs)."""
+        """A future that completes once the link has carried ``future``'s work on ``device``:
+        ``allreduce_seconds`` after that work is done, or after the transfer ahead of it on the
+        link, whichever is later (inside a ``then`` callback the current stream waits for that
+        work: torch.futures docs)."""
         def wait(fut):
             self.delay_allreduce(nbytes, world, meter, device)
             return fut.value()

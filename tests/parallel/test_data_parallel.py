@@ -256,3 +256,44 @@ def test_the_from_scratch_syncs_time_the_transfer_not_its_launch(one_rank_group,
     buckets.finish_gradient_sync()                 # wait marks 2 and 3
     assert len(Mark.made) == 4
     assert meter.busy_s == 1.0 and meter.exposed_s == 1.0
+
+
+def test_ddp_records_its_buckets_one_on_the_first_step_then_1_mib_first():
+    """DDP's buckets as torch 2.13 makes them with bucket_cap_mb unset: one bucket of every
+    gradient on the first iteration, then rebuilt in ready order with a first bucket of at least
+    1 MiB (_DEFAULT_FIRST_BUCKET_BYTES) and the rest in 25 MiB ones; for the small GPT
+    1,056,768 + 2,296,832 bytes. The first is launched before backward's last gradient; the
+    last, which holds that gradient, is not (no overlap). default_bucket_bytes predicts them."""
+    from gpututor import RunSpec
+    from gpututor.lessons.data_parallel.buckets import bucket_steps, late_share
+    from gpututor.parallel.data_parallel.ddp import default_bucket_bytes
+    spec = RunSpec(model="gpt", model_size="small", strategy="ddp", world_size=2, steps=3,
+                   batch_size=4, seq_len=32, device="cpu", **SGD)
+    run = launch(spec)
+    summary = run.wait()
+    steps = bucket_steps(run.records)
+    total = summary["params"] * 4
+    assert [b["bytes"] for b in steps[0]] == [total]
+    for step in (1, 2):
+        sizes = [b["bytes"] for b in steps[step]]
+        assert sizes == default_bucket_bytes(build_model(spec)) == [1_056_768, 2_296_832]
+        assert steps[step][-1]["before_last_grad_s"] == 0.0
+        assert late_share(steps[step]) == pytest.approx(2_296_832 / total)
+    # with bucket_cap_mb set, every bucket is capped at it, the first included
+    capped = launch(spec.replace(options=(("bucket_cap_mb", 25),)))
+    capped.wait()
+    assert [len(b) for b in bucket_steps(capped.records).values()] == [1, 1, 1]
+
+
+def test_powersgd_with_several_buckets_on_a_slow_link_ends():
+    """PowerSGD chains three all-reduces per bucket through callbacks; on gloo two buckets'
+    chains could start their collectives in a different order on each rank (a hang until the
+    timeout). The hook starts each bucket's chain after the last one: several buckets, a delay
+    in every callback, and the run ends with the bytes PowerSGD sends."""
+    spec = tiny_spec(strategy="ddp", world_size=2, steps=4, timeout=60,
+                     options=(("comm_hook", "powersgd"), ("bucket_cap_mb", 0.25),
+                              ("link_gbps", 0.05), ("link_latency_us", 2000.0)), **SGD)
+    run = launch(spec)
+    summary = run.wait()
+    assert max(len(r.get("ddp_buckets") or []) for r in run.records) >= 3
+    assert summary["comm_bytes_per_step"] < summary["params"] * 4

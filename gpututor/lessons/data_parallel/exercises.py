@@ -5,9 +5,11 @@ means "not answered yet".
 - :func:`check_allreduce`: the learner's ring all-reduce, run in real ranks (3 and 4) against
   ``dist.all_reduce``; every built-in collective and the package's own ``ring_allreduce``
   refuse while it runs.
-- :func:`check_bytes_per_step`: the bytes DDP all-reduced per step, as the run counted them.
-- :func:`check_sent_per_rank`: the bytes each rank sends in a ring all-reduce of those gradients
-  on more ranks than the run had (the formula ``2(N-1)/N · S``).
+- :func:`check_bytes_per_step`: the bytes DDP would all-reduce per step for a GPT no run here
+  trained (the medium one): the bytes per parameter the DDP run measured, times that model's
+  parameters (counted here), so no recorded field is the answer.
+- :func:`check_sent_per_rank`: the bytes each rank sends in a ring all-reduce of the DDP run's
+  gradients on more ranks than any run here had (64; the formula ``2(N-1)/N · S``).
 
 The ranks run on CPU (gloo) whatever the machine has: the checker's tensors are CPU tensors. The
 learner's function travels to them inside a small task object, by value (cloudpickle), so a
@@ -15,6 +17,7 @@ function defined in a notebook cell works.
 """
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from typing import Callable
 
@@ -24,6 +27,7 @@ import torch.distributed as dist
 from ...config import RunSpec
 from ...formulas import bus_factor
 from ...i18n import tr
+from ...models import build_model, count_parameters
 from ...parallel.data_parallel import ring
 from ..common.code_exercise import CalledTheReference, call_refusing
 from ..common.exercises import check_answer, records_in_ranks
@@ -114,15 +118,27 @@ def _ddp_bytes(runs: dict) -> float | None:
     return run.get("comm_bytes_per_step") or None
 
 
-def check_bytes_per_step(answer, runs: dict) -> None:
-    """The bytes DDP all-reduced per step in ``runs["ddp"]`` (measured: the run counts them)."""
-    check_answer(answer, _ddp_bytes(runs), "bytes all-reduced per step", rel_tol=0.001)
+@functools.lru_cache(maxsize=None)
+def gpt_parameters(model_size: str) -> int:
+    """The parameters of the lesson's GPT at ``model_size``, counted on a model built here."""
+    return count_parameters(build_model(RunSpec(model="gpt", model_size=model_size)))
 
 
-def check_sent_per_rank(answer, runs: dict, world_size: int = 8) -> None:
+def check_bytes_per_step(answer, runs: dict, model_size: str = "medium") -> None:
+    """The bytes DDP would all-reduce per step for the ``model_size`` GPT: the bytes per
+    parameter the DDP run measured (its ``comm_bytes_per_step`` over its parameters: one fp32
+    gradient each) times that model's parameter count. No run of the lesson trains it."""
+    measured = _ddp_bytes(runs)
+    params = (runs.get("ddp") or {}).get("params") or (runs.get("single") or {}).get("params")
+    expected = measured / params * gpt_parameters(model_size) if measured and params else None
+    check_answer(answer, expected, f"bytes all-reduced per step, {model_size} GPT",
+                 rel_tol=0.001, source="derived")
+
+
+def check_sent_per_rank(answer, runs: dict, world_size: int = 64) -> None:
     """The bytes each of ``world_size`` ranks sends in one ring all-reduce of the gradients the
     DDP run all-reduced: ``2(N-1)/N`` times their size (reduce-scatter, then all-gather;
-    ``gpututor.formulas.bus_factor``)."""
+    ``gpututor.formulas.bus_factor``). No run of the lesson has 64 ranks."""
     size = _ddp_bytes(runs)
     expected = bus_factor("all_reduce", world_size) * size if size is not None else None
     check_answer(answer, expected, f"bytes sent per rank on {world_size} ranks", rel_tol=0.001,

@@ -1,14 +1,22 @@
 """Data parallel with PyTorch's ``DistributedDataParallel`` (the production API).
 
 Every rank holds a full copy of the model and trains on its shard of the global batch. During
-backward, DDP all-reduces gradients in buckets (``bucket_cap_mb``) as soon as a bucket's
-gradients are ready, so communication overlaps the rest of backward; after it, every rank holds
-the average gradient and takes the same optimizer step. ``scratch.py`` builds the same
-thing from scratch (``GradientBuckets``), and a test shows both match one process.
+backward, DDP all-reduces gradients in buckets as soon as a bucket's gradients are ready, so
+communication can overlap the rest of backward; after it, every rank holds the average gradient
+and takes the same optimizer step. ``scratch.py`` builds the same thing from scratch
+(``GradientBuckets``), and a test shows both match one process.
 
-Options (``RunSpec.options``): ``bucket_cap_mb`` (DDP's default is 25), ``comm_hook`` — "none",
-"fp16" or "bf16" (gradients sent in 16 bits: half the bytes) or "powersgd" (low-rank
-compression, Vogels et al. 2019) with ``powersgd_rank`` — and gradient accumulation via the
+Buckets (torch 2.13, ``torch/nn/parallel/distributed.py``): on the first iteration every
+gradient is in one bucket; after it DDP rebuilds the buckets in the order the gradients became
+ready, the first one capped at ``dist._DEFAULT_FIRST_BUCKET_BYTES`` (1 MiB) and the others at
+25 MiB, when ``bucket_cap_mb`` is left unset (our default). Set ``bucket_cap_mb`` and every
+bucket, the first included, is capped at it. The hook records each step's buckets (bytes, and
+how long before the last gradient each was launched: its chance to overlap backward) in the
+step's record, ``ddp_buckets``.
+
+Options (``RunSpec.options``): ``bucket_cap_mb``, ``comm_hook`` — "none", "fp16" or "bf16"
+(gradients sent in 16 bits: half the bytes) or "powersgd" (low-rank compression, Vogels et al.
+2019 [ref: vogels2019-powersgd]) with ``powersgd_rank`` — and gradient accumulation via the
 spec's ``grad_accum`` (DDP's ``no_sync`` on all but the last micro-batch).
 
 Buffers: DDP broadcasts every buffer from rank 0 at each forward by default (for state such as
@@ -38,6 +46,9 @@ from ...measure.timing import DeviceMark
 from ..mesh import dim_group
 
 COMM_HOOKS = ("none", "fp16", "bf16", "powersgd")
+# PowerSGD all-reduces whole gradients for its first steps (torch's start_powerSGD_iter): steps
+# 0 and 1 here, so a run's losses can differ from plain DDP's only from step 3 on
+POWERSGD_START_ITER = 2
 
 
 class DataParallelDDP(Strategy):
@@ -52,7 +63,8 @@ class DataParallelDDP(Strategy):
     allowed = {"bucket_cap_mb": BUCKET_CAP_MB_ALLOWED,
                "comm_hook": "one of " + ", ".join(COMM_HOOKS),
                "powersgd_rank": "an integer in [1, 64]", **LINK_ALLOWED}
-    defaults = {"bucket_cap_mb": 25, "comm_hook": "none", "powersgd_rank": 1}   # DDP's 25 MiB
+    # bucket_cap_mb unset: DDP's own default (a first bucket of 1 MiB, then 25 MiB)
+    defaults = {"comm_hook": "none", "powersgd_rank": 1}
     memory_layout = MemoryLayout(bucket_copy=True,
                                  note="DDP's buckets are a second copy of the gradients "
                                       "(gradient_as_bucket_view=False, PyTorch's default)")
@@ -61,14 +73,17 @@ class DataParallelDDP(Strategy):
     def step_collectives(self, spec, model):
         if spec.world_size == 1:
             return []
-        return bucketed_all_reduces(model, self.option(spec, "bucket_cap_mb"))
+        cap = self.option(spec, "bucket_cap_mb")
+        if cap is not None:
+            return bucketed_all_reduces(model, cap)
+        return [("all_reduce", nbytes) for nbytes in default_bucket_bytes(model)]
 
     def wrap(self, model, ctx):
         spec = ctx.spec
         device_ids = [ctx.device.index] if ctx.device.type == "cuda" else None
         dp = dim_group(ctx, "dp")
         ddp = DDP(model, device_ids=device_ids, bucket_cap_mb=self.option(spec, "bucket_cap_mb"),
-                  process_group=dp.group, **sync_buffers_kwargs(model))
+                  process_group=dp.group, **sync_buffers_kwargs(model))   # None: DDP's default
         hook_state = _HookState(ctx.comm, spec, ctx.link, dp)
         ddp.register_comm_hook(hook_state, _timed_hook)
         _watch_last_gradient(ddp, ctx, hook_state)
@@ -76,6 +91,24 @@ class DataParallelDDP(Strategy):
 
     def no_sync(self, model):
         return model.no_sync()
+
+
+FIRST_BUCKET_BYTES = getattr(dist, "_DEFAULT_FIRST_BUCKET_BYTES", 2**20)   # 1 MiB in torch 2.13
+BUCKET_BYTES = 25 * 2**20                                                  # bucket_cap_mb's 25
+
+
+def default_bucket_bytes(model: torch.nn.Module) -> list[int]:
+    """The buckets DDP rebuilds after its first iteration when ``bucket_cap_mb`` is unset, in
+    the order they are sent: gradients taken in about the order backward makes them (the
+    reverse of ``model.parameters()``), a bucket closed once it holds at least its cap (1 MiB
+    for the first, 25 MiB after). An estimate for planning: the run records the real ones."""
+    sizes, current = [], 0
+    for p in reversed([p for p in model.parameters() if p.requires_grad]):
+        current += p.nbytes
+        if current >= (FIRST_BUCKET_BYTES if not sizes else BUCKET_BYTES):
+            sizes.append(current)
+            current = 0
+    return sizes + [current] if current else sizes
 
 
 def sync_buffers_kwargs(model: torch.nn.Module) -> dict:
@@ -96,14 +129,16 @@ class _HookState:
     def __init__(self, meter, spec, link=None, dp=None):
         self.meter, self.link = meter, link
         self.pending = []   # (bytes, start mark, end mark) of this step's buckets
+        self.launched = []  # (bucket index, its gradients' bytes, launch mark), in launch order
         self.group = dp.group if dp is not None else None
         self.size = dp.size if dp is not None else dist.get_world_size()
         self.kind = spec.option("comm_hook", "none")
+        self.previous = None   # PowerSGD: the last bucket's future (see launch)
         self.rank = spec.option("powersgd_rank", 1)
         if self.kind == "powersgd":
             self.powersgd = powerSGD_hook.PowerSGDState(
                 process_group=self.group, matrix_approximation_rank=self.rank,
-                start_powerSGD_iter=2)
+                start_powerSGD_iter=POWERSGD_START_ITER)
 
     def launch(self, bucket) -> torch.futures.Future:
         if self.kind == "fp16":
@@ -111,7 +146,14 @@ class _HookState:
         if self.kind == "bf16":
             return default_hooks.bf16_compress_hook(self.group, bucket)
         if self.kind == "powersgd":
-            return powerSGD_hook.powerSGD_hook(self.powersgd, bucket)
+            # PowerSGD starts its P and Q all-reduces from callbacks; on gloo a callback runs
+            # when the all-reduce before it has finished, so two buckets' chains could start
+            # their collectives in a different order on each rank, and the ranks would wait
+            # for each other forever: each bucket's chain starts after the last one has ended
+            if self.previous is not None:
+                self.previous.wait()
+            self.previous = powerSGD_hook.powerSGD_hook(self.powersgd, bucket)
+            return self.previous
         return default_hooks.allreduce_hook(self.group, bucket)
 
     def bytes_sent(self, bucket) -> int:
@@ -138,6 +180,7 @@ def _timed_hook(state: _HookState, bucket: dist.GradBucket) -> torch.futures.Fut
     ``DeviceMark``: on CUDA, events read after backward), and count its bytes."""
     nbytes = state.bytes_sent(bucket)
     start = DeviceMark(bucket.buffer().device)
+    state.launched.append((bucket.index(), bucket.buffer().nbytes, start))
 
     def done(fut):
         state.pending.append((nbytes, start, DeviceMark(start.device)))
@@ -168,7 +211,13 @@ def _watch_last_gradient(ddp: DDP, ctx, hook_state: _HookState) -> None:
         end = DeviceMark(ctx.device)
         if state["last_grad"] is not None:
             ctx.comm.exposed_s += max(0.0, end.seconds_since(state["last_grad"]))
+            if hook_state.launched:   # this step's buckets, as DDP made them (see the top)
+                ctx.extra["ddp_buckets"] = [
+                    {"index": index, "bytes": nbytes,
+                     "before_last_grad_s": max(0.0, state["last_grad"].seconds_since(start))}
+                    for index, nbytes, start in hook_state.launched]
             state["last_grad"] = None
+        hook_state.launched.clear()
         for nbytes, start, finish in hook_state.pending:   # the buckets' own durations
             hook_state.meter.add(nbytes, finish.seconds_since(start), group_size=hook_state.size)
         hook_state.pending.clear()

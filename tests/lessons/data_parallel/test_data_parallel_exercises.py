@@ -21,47 +21,62 @@ from gpututor.parallel.data_parallel.ring import ring_allreduce as imported_befo
 from exercise_solutions import published as _published, rejected
 
 PARAMS = count_parameters(build_model(RunSpec(model="gpt", model_size="small")))   # the small GPT's
-RUNS = {"single": {"params": PARAMS}, "ddp": {"comm_bytes_per_step": 4 * PARAMS}}
+RUNS = {"single": {"params": PARAMS}, "ddp": {"comm_bytes_per_step": 4 * PARAMS}}   # as measured
 
 
 def published(variable: str, **names):
     return _published("02_data_parallel", variable, torch=torch, **names)
 
 
-# ---- exercise 2: the bytes DDP all-reduces ----------------------------------------------------
+# ---- exercise 2: the bytes DDP would all-reduce for a model no run trained -------------------
 
-def test_bytes_per_step_reads_the_run_and_rejects_the_classic_mistakes(capsys):
-    check_bytes_per_step(published("my_bytes_per_step", runs=RUNS), RUNS)
-    assert "Correct. bytes all-reduced per step: 3.354e+06 (measured: 3.354e+06)" in \
-        capsys.readouterr().out
-    wrong = {"counted the gradients twice": 2 * 4 * PARAMS, "bf16, not fp32": 2 * PARAMS,
-             "the parameter count, not bytes": PARAMS,
-             "what each rank sends on 8 ranks": 2 * (8 - 1) / 8 * 4 * PARAMS}
+MEDIUM = count_parameters(build_model(RunSpec(model="gpt", model_size="medium")))
+
+
+def test_bytes_per_step_asks_for_a_model_no_run_trained(capsys):
+    names = dict(runs=RUNS, base=RunSpec(model="gpt", model_size="small"),
+                 build_model=build_model, count_parameters=count_parameters)
+    check_bytes_per_step(published("my_bytes_per_step", **names), RUNS)
+    assert "Correct. bytes all-reduced per step, medium GPT: 1.095e+07 (from this run's " \
+        "measurements: 1.095e+07)" in capsys.readouterr().out
+    wrong = {"the field the run recorded (the small GPT's)": RUNS["ddp"]["comm_bytes_per_step"],
+             "counted the gradients twice": 2 * 4 * MEDIUM, "bf16, not fp32": 2 * MEDIUM,
+             "the parameter count, not bytes": MEDIUM,
+             "what each rank sends on 8 ranks": 2 * (8 - 1) / 8 * 4 * MEDIUM}
     for mistake, answer in wrong.items():
         rejected(check_bytes_per_step, answer, RUNS,
-                 match=re.escape(f"{answer!r} is not what this notebook measured"))
-    for shape in (np.int64(4 * PARAMS), torch.tensor(4.0 * PARAMS)):
+                 match=re.escape(f"{answer!r} is not what this run's measurements give"))
+    for shape in (np.int64(4 * MEDIUM), torch.tensor(4.0 * MEDIUM)):
         check_bytes_per_step(shape, RUNS)
-    rejected(check_bytes_per_step, 4 * PARAMS, {"single": {"params": PARAMS}},
+    rejected(check_bytes_per_step, 4 * MEDIUM, {"single": {"params": PARAMS}},
              match="has not measured it yet")
 
 
-# ---- exercise 3: what each rank sends on 8 ranks ---------------------------------------------
+def test_bytes_per_step_follows_the_runs_measured_bytes_per_parameter():
+    """The expected value comes from the run: were gradients sent in 16 bits (2 bytes per
+    parameter measured), the answer would be 2 x the medium GPT's parameters."""
+    half = {"single": {"params": PARAMS}, "ddp": {"comm_bytes_per_step": 2 * PARAMS}}
+    check_bytes_per_step(2 * MEDIUM, half)
+    rejected(check_bytes_per_step, 4 * MEDIUM, half, match="is not what this run's")
 
-def test_sent_per_rank_derives_the_ring_factor_and_rejects_the_classic_mistakes(capsys):
-    check_sent_per_rank(published("my_sent_on_8", runs=RUNS), RUNS)
-    assert "Correct. bytes sent per rank on 8 ranks: 5.869e+06 (the formula gives 5.869e+06)" \
+
+# ---- exercise 3: what each rank sends on 64 ranks --------------------------------------------
+
+def test_sent_per_rank_asks_for_a_world_no_run_had(capsys):
+    check_sent_per_rank(published("my_sent_on_64", runs=RUNS), RUNS)
+    assert "Correct. bytes sent per rank on 64 ranks: 6.602e+06 (the formula gives 6.602e+06)" \
         in capsys.readouterr().out
     wrong = {
         "forgot the (N-1)/N factor": 2 * 4 * PARAMS,
-        "2 ranks instead of 8 (the run's own)": 2 * (2 - 1) / 2 * 4 * PARAMS,
-        "one phase only: the reduce-scatter without the all-gather": (8 - 1) / 8 * 4 * PARAMS,
-        "counted the gradients twice": 2 * (8 - 1) / 8 * 8 * PARAMS,
-        "(N-1)/N of the whole world's bytes": 2 * (8 - 1) / 8 * 4 * PARAMS * 8,
+        "the 2-rank run's recorded wire bytes": 2 * (2 - 1) / 2 * 4 * PARAMS,
+        "8 ranks, not 64": 2 * (8 - 1) / 8 * 4 * PARAMS,
+        "one phase only: the reduce-scatter without the all-gather": (64 - 1) / 64 * 4 * PARAMS,
+        "counted the gradients twice": 2 * (64 - 1) / 64 * 8 * PARAMS,
+        "(N-1)/N of the whole world's bytes": 2 * (64 - 1) / 64 * 4 * PARAMS * 64,
     }
     for mistake, answer in wrong.items():
         rejected(check_sent_per_rank, answer, RUNS,
-                 match=re.escape(f"bytes sent per rank on 8 ranks: {answer!r} is not what the "
+                 match=re.escape(f"bytes sent per rank on 64 ranks: {answer!r} is not what the "
                                  "formula gives"))
 
 
@@ -111,15 +126,15 @@ def test_every_message_of_the_checkers_has_its_chinese_line(capsys):
             index = 0 if node.func.id == "tr" else 2
             if len(node.args) > index and isinstance(node.args[index], ast.Constant):
                 found.add(node.args[index].value)
-    found |= {"bytes sent per rank on 8 ranks"}
+    found |= {"bytes sent per rank on 64 ranks", "bytes all-reduced per step, medium GPT"}
     assert len(found) >= 8 and sorted(t for t in found if t not in ZH) == []
     set_language("zh")
     try:
-        check_bytes_per_step(4 * PARAMS, RUNS)
-        check_sent_per_rank(2 * 7 / 8 * 4 * PARAMS, RUNS)
+        check_bytes_per_step(4 * MEDIUM, RUNS)
+        check_sent_per_rank(2 * 63 / 64 * 4 * PARAMS, RUNS)
         check_allreduce(...)
         out = capsys.readouterr().out
-        assert "每步全归约的字节数" in out and "8 个进程时每个进程发送的字节数" in out
+        assert "中型 GPT 每步全归约的字节数" in out and "64 个进程时每个进程发送的字节数" in out
         assert "环形全归约：尚未作答" in out
     finally:
         set_language("en")

@@ -1,0 +1,37 @@
+"""What lesson 02's ranks run on, in words and numbers chosen from the run's device: how two
+ranks talk (gloo over loopback TCP between CPU processes, NCCL between GPUs), and how many ranks
+this machine can give a run of that device (GPUs, or CPU cores for one-thread CPU ranks)."""
+from __future__ import annotations
+
+from ...hardware import usable_cpu_cores
+from ...i18n import tr
+
+
+def rank_slots(device: str) -> tuple[int, str]:
+    """How many ranks of ``device`` ("cpu" or "cuda") this machine runs side by side, and what
+    they are in words: one GPU per rank (NCCL cannot share one between two ranks of a job), or
+    one usable CPU core per one-thread CPU rank."""
+    if device == "cuda":
+        import torch
+        count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+        return count, tr("{n} GPU(s) here, one per rank", n=count)
+    count = usable_cpu_cores()
+    return count, tr("{n} usable CPU cores here, one per rank", n=count)
+
+
+def strong_scaling_worlds(device: str, batch_size: int, candidates=(4, 8, 16)) -> list[int]:
+    """The world sizes beyond 2 a strong-scaling sweep of ``batch_size`` sequences can run on
+    ``device`` here: each has a GPU or core per rank and splits the batch evenly."""
+    slots, _ = rank_slots(device)
+    return [w for w in candidates if w <= slots and batch_size % w == 0]
+
+
+def how_ranks_talk(device: str) -> str:
+    """One sentence on what carries a run's messages, chosen from its device."""
+    if device == "cuda":
+        return tr("Here each rank drives its own GPU, and NCCL (NVIDIA's collective library, "
+                  "PyTorch's backend for GPUs) carries the messages from GPU to GPU over "
+                  "whatever connects them in this machine (NVLink or PCIe).")
+    return tr("Here the ranks are CPU processes on one machine, and gloo (PyTorch's backend for "
+              "CPUs) sends each message over loopback TCP inside this machine, not over a link "
+              "between devices.")
