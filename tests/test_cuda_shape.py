@@ -29,7 +29,7 @@ def test_a_failure_names_the_lessons_cell():
     nb = cuda_shaped(nbformat.v4.new_notebook(cells=cells + [added]), (8, 32))
     output = ("_____ /tmp/x/03.ipynb::Cell 2 _____\nTraceback:\n\x1b[31mTypeError\x1b[39m: "
               "unsupported operand type(s) for *: 'NoneType' and 'float'\n"
-              "_____ /tmp/x/03.ipynb::Cell 3 _____\nAssertionError: 1 is not 2\n"
+              "_ /tmp/pytest-of-root/popen-gw0/x/03.ipynb::Cell 3 _\nAssertionError: 1 is not 2\n"
               "===== short test summary info =====\n")
     assert failing_cells(output, nb) == [
         "cell 2: TypeError: unsupported operand type(s) for *: 'NoneType' and 'float'",

@@ -349,8 +349,8 @@ def failing_cells(output: str, executed: nbformat.NotebookNode) -> list[str]:
     all the lesson's cells, as the lesson's readers count), with its error's last line."""
     code = [c for c in executed.cells if c.cell_type == "code"]
     found = []
-    for number, body in re.findall(r"_{3,} \S+::Cell (\d+) _{3,}\n(.*?)(?=\n_{3,} |\n={3,} |\Z)",
-                                   output, re.S):
+    for number, body in re.findall(r"^_+ \S+::Cell (\d+) _+\n(.*?)(?=\n_+ \S+::Cell |\n={3,} |\Z)",
+                                   output, re.S | re.M):
         cell = code[int(number)]
         where = cell.metadata.get("lesson_cell")
         before = [c.metadata.get("lesson_cell") for c in executed.cells[:next(i for i, c in enumerate(executed.cells) if c is cell)]
