@@ -64,6 +64,19 @@ def test_zero3_moves_one_and_a_half_times_ddps_bytes(runs):
     assert all(runs[name]["comm_s"] > 0 for name in ("zero1", "zero2", "zero3"))
 
 
+@pytest.mark.skipif(not FSDP_METERED, reason="FSDP2's collectives are metered from torch 2.9")
+@pytest.mark.parametrize("options", [(), (("reshard_after_forward", False),)])
+def test_fsdp_describes_the_collectives_its_ranks_meter(options):
+    """fsdp's step_collectives equals what its ranks count: with reshard_after_forward=True
+    (passed explicitly, so FSDP2 reshards the root too) every unit is gathered twice; with
+    False, once."""
+    from gpututor import build_model
+    from gpututor.parallel import get_strategy
+    spec = tiny_spec(strategy="fsdp", world_size=2, steps=3, options=options)
+    described = sum(n for _, n in get_strategy("fsdp").step_collectives(spec, build_model(spec)))
+    assert launch(spec).wait()["comm_bytes_per_step"] == pytest.approx(described, rel=1e-6)
+
+
 @pytest.mark.parametrize("name", SHARDED)
 def test_accumulation_equals_big_batch(tmp_path, name):
     spec = tiny_spec(strategy=name, world_size=2, steps=3, grad_accum=2,

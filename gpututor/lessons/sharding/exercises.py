@@ -6,13 +6,15 @@ the call. ``...`` means "not answered yet".
   parallel, as the runs measured them (between steps: parameters, gradients, optimizer state).
 - :func:`check_first_fit`: the per-rank model state of the first stage that fits a device, by the
   formula (``plan.memory.model_state_bytes``); ``None`` when no stage fits.
-- :func:`check_zero3_sent`: the bytes each rank of a ZeRO-3 run sent per step, as it counted them.
+- :func:`check_zero3_sent`: the bytes each rank would send per step under ZeRO-3 on more ranks
+  than any run here used (8), counted on the run's model (:func:`zero3_sent_per_rank`).
 - :func:`check_reduce_scatter`: the learner's reduce-scatter (ZeRO-2's gradient partition) from
   point-to-point messages, run in real ranks on 3 and 4 ranks against the package's own
   (``parallel.sharding.flat.reduce_scatter_mean``) with every built-in collective refused.
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Callable
 
@@ -21,13 +23,14 @@ import torch.distributed as dist
 import torch.nn as nn
 
 from ...config import RunSpec
+from ...formulas import bus_factor
 from ...i18n import tr
 from ...measure.timing import CommMeter
 from ...parallel.data_parallel.ring import ring_allreduce
 from ...parallel.sharding.flat import FlatShard, reduce_scatter_mean
 from ...plan.memory import model_state_bytes
 from ..common.code_exercise import CalledTheReference, call_refusing
-from ..common.exercises import check_answer, records_in_ranks
+from ..common.exercises import as_number, check_answer, records_in_ranks
 from ..common.guards import OnlyPointToPoint
 
 STATE = ("params", "grads", "optimizer")
@@ -88,17 +91,38 @@ def check_first_fit(answer, n_params: float = 7.5e9, world_size: int = 64,
     print(tr("That is stage {stage}.", stage=stage))
 
 
-# ---- exercise 3: what ZeRO-3 sends, measured ---------------------------------------------------
+# ---- exercise 3: what ZeRO-3 would send on more ranks, counted ------------------------------
 
-def check_zero3_sent(answer, run: dict) -> None:
-    """The bytes each rank of ``run`` (a ``zero3`` summary) sent per step with the ring
-    algorithms, as the run counted them."""
+def zero3_sent_per_rank(spec, world_size: int) -> float:
+    """Bytes each rank of ``spec``'s model would send per step under ``zero3`` on ``world_size``
+    ranks, with the ring algorithms: the strategy's own list of collectives (each unit's flat
+    vector, padded to ``world_size`` slices) times each one's bus factor. Counted on the model,
+    not run."""
+    from ...models import build_model
+    from ...parallel import get_strategy
+    wide = spec.replace(strategy="zero3", world_size=world_size, mesh=None)
+    collectives = get_strategy("zero3").step_collectives(wide, build_model(wide))
+    return sum(nbytes * bus_factor(op, world_size) for op, nbytes in collectives)
+
+
+def check_zero3_sent(answer, run: dict, world_size: int = 8) -> None:
+    """The bytes each rank would send per step if ``run`` (the lesson's ``zero3`` run) ran on
+    ``world_size`` ranks: a case no run recorded, counted on the run's model (within 1 %)."""
     if run.get("strategy") != "zero3":
         raise AssertionError(tr("pass the zero3 run of section 8 (four), not a {strategy} run.",
                                 strategy=run.get("strategy")))
-    world = run["world_size"]
-    check_answer(answer, run.get("comm_wire_bytes_per_step"),
-                 f"bytes each rank sends per step under zero3 on {world} ranks", rel_tol=0.01)
+    what = tr("bytes each rank sends per step under zero3 on {world} ranks", world=world_size)
+    recorded = run.get("comm_wire_bytes_per_step")
+    number = as_number(answer) if answer is not ... else None
+    if number is not None and recorded and math.isclose(number, recorded, rel_tol=0.01) \
+            and run["world_size"] != world_size:
+        raise AssertionError(tr("{answer} is what the run on {world} ranks recorded; on "
+                                "{target} ranks each rank sends a different share of each "
+                                "collective.", answer=repr(answer), world=run["world_size"],
+                                target=world_size))
+    expected = zero3_sent_per_rank(RunSpec(**run["spec"]), world_size) if answer is not ... \
+        else None
+    check_answer(answer, expected, what, rel_tol=0.01, source="counted")
 
 
 # ---- exercise 4: ZeRO-2's gradient partition, a reduce-scatter by hand (real ranks) ----------
@@ -268,7 +292,8 @@ def _judge(records: list[dict], world: int) -> None:
     if over["sent"] > over["needed"][how]:
         raise AssertionError(tr("reduce-scatter: on {world} ranks, a flat vector of {numel} "
                                 "elements: rank {rank} sent {sent:,} bytes, more than a "
-                                "reduce-scatter must: each rank needs to send only what the "
-                                "others keep, (N-1)/N of the vector. Did you send whole vectors, "
-                                "or all-reduce and then slice?", world=world, numel=numel,
+                                "reduce-scatter must: each rank needs to send only the pieces "
+                                "the others keep, the vector less its own piece ((N-1)/N of it "
+                                "when the pieces are equal). Did you send whole vectors, or "
+                                "all-reduce and then slice?", world=world, numel=numel,
                                 rank=over["rank"], sent=over["sent"]))

@@ -17,6 +17,7 @@ import html
 import threading
 
 import ipywidgets as W
+from IPython.display import HTML
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
@@ -60,22 +61,24 @@ def memory_rows(summaries: dict[str, dict], rank: int = 0,
     return rows
 
 
-def memory_table(rows: list[dict]) -> str:
-    """The rows as plain text, in MB: measured state vs formula, then activations and peak.
-    (The column heads stay short English names: a table in a fixed-width font keeps aligned.)"""
-    lines = [f"{'run':<18}{'params':>8}{'grads':>8}{'optim':>8}{'state':>8}{'formula':>9}"
-             f"{'gap (B)':>9}{'activ.':>8}{'peak':>8}   "
-             + tr("(MB per rank, measured; the formula counts model state only; gap in bytes)")]
-    if any(r["peak"] is None for r in rows):
-        lines.append(tr("n/m: not measured"))
-    for r in rows:
-        lines.append(
-            f"{r['label']:<18}{r['measured_params'] / MB:8.2f}{r['measured_grads'] / MB:8.2f}"
-            f"{r['measured_optimizer'] / MB:8.2f}{r['measured_state'] / MB:8.2f}"
-            f"{r['formula_total'] / MB:9.2f}{r['state_gap']:9,.0f}"
-            f"{r['measured_activations'] / MB:8.2f}"
-            + (f"{r['peak'] / MB:8.2f}" if r["peak"] is not None else f"{'n/m':>8}"))
-    return "\n".join(lines)
+def memory_table(rows: list[dict]) -> HTML:
+    """The rows as an HTML table, in MB: measured state against the formula, the gap in bytes,
+    then activations and the peak ("not measured" where a run has no figure)."""
+    def mb(v):
+        return tr("not measured") if v is None else f"{v / MB:.2f}"
+    heads = [tr("run"), tr("params"), tr("grads"), tr("optimizer"), tr("state (measured)"),
+             tr("state (formula)"), tr("gap (bytes)"), tr("activations"), tr("peak")]
+    body = "".join(
+        "<tr>" + "".join(f"<td>{html.escape(str(v))}</td>" for v in (
+            r["label"], mb(r["measured_params"]), mb(r["measured_grads"]),
+            mb(r["measured_optimizer"]), mb(r["measured_state"]), mb(r["formula_total"]),
+            f"{r['state_gap']:,.0f}", mb(r["measured_activations"]), mb(r["peak"]))) + "</tr>"
+        for r in rows)
+    caption = tr("MB per rank, measured on rank 0; the formula counts model state only; the gap "
+                 "is in bytes")
+    return HTML(f"<table><caption>{html.escape(caption)}</caption><thead><tr>"
+                + "".join(f"<th>{html.escape(h)}</th>" for h in heads)
+                + f"</tr></thead><tbody>{body}</tbody></table>")
 
 
 def memory_figure(rows: list[dict], title: str = "Per-rank memory: measured bars, formula "
@@ -111,6 +114,25 @@ def comm_rows(summaries: dict[str, dict], baseline: str = "ddp") -> list[dict]:
     return rows
 
 
+def comm_lines(rows: list[dict], baseline: str = "ddp") -> list[str]:
+    """One line per run: bytes sent per rank per step against ``baseline``'s, and how long
+    compute waited for communication in the median step. A figure the run did not measure
+    (CUDA leaves the wait of FSDP2's overlapped collectives unmeasured: None) reads "not
+    measured", never a number."""
+    def ms(seconds):
+        return tr("not measured") if seconds is None else f"{seconds * 1e3:.1f} ms"
+    lines = []
+    for r in rows:
+        sent = tr("not measured") if r["wire_bytes"] is None else \
+            tr("{mb:.2f} MB", mb=r["wire_bytes"] / MB)
+        ratio = "" if r["vs_baseline"] is None else \
+            tr(" = {ratio:.2f}x {baseline}", ratio=r["vs_baseline"], baseline=baseline)
+        lines.append(tr("{label:>6}: sent per rank per step {sent}{ratio}; compute waited "
+                        "{wait} of a {step} step", label=r["label"], sent=sent, ratio=ratio,
+                        wait=ms(r["comm_s"]), step=ms(r["step_time_s"])))
+    return lines
+
+
 def comm_figure(rows: list[dict], baseline: str = "ddp") -> go.Figure:
     """Bars of the bytes each rank sends per step, labelled with the ratio to ``baseline``.
     (For the step time split into compute and waiting, see ``plots.step_breakdown``.)"""
@@ -121,6 +143,29 @@ def comm_figure(rows: list[dict], baseline: str = "ddp") -> go.Figure:
                                  else "" for r in rows], textposition="outside"))
     fig.update_layout(title=tr("Sent by each rank per step (measured, ring algorithms)"),
                       yaxis_title=tr("MB per step"), template=TEMPLATE, height=360,
+                      margin=dict(l=60, r=20, t=70, b=50))
+    return fig
+
+
+def fit_figure(rows: list[dict], capacity: float, peaks: dict[str, float]) -> go.Figure:
+    """Which stage first fits a capacity: per strategy the plan (formula's model state plus
+    measured activations, bars), the peak the uncapped run measured (``peaks``, diamonds), the
+    capacity (a line), and over each bar what the capped run did (``rows``: fits or out of
+    memory)."""
+    labels = [r["strategy"] for r in rows]
+    fig = go.Figure()
+    fig.add_bar(x=labels, y=[r["planned"] / MB for r in rows],
+                name=tr("plan: model state (formula) + activations (measured)"),
+                text=[tr("fits") if r["fits"] else tr("out of memory") for r in rows],
+                textposition="outside")
+    fig.add_scatter(x=labels, y=[None if peaks.get(n) is None else peaks[n] / MB
+                                 for n in labels], mode="markers",
+                    name=tr("peak during a step, uncapped run (measured)"),
+                    marker=dict(symbol="diamond", size=10))
+    fig.add_hline(y=capacity / MB, line_dash="dash",
+                  annotation_text=tr("capacity {mb:.0f} MB", mb=capacity / MB))
+    fig.update_layout(title=tr("Under a capacity per rank: the plan, and what the capped runs "
+                               "did"), yaxis_title="MB", template=TEMPLATE, height=380,
                       margin=dict(l=60, r=20, t=70, b=50))
     return fig
 

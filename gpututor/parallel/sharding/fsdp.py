@@ -1,7 +1,8 @@
 """Sharding with PyTorch's FSDP2, ``torch.distributed.fsdp.fully_shard`` (the production API).
 
 ``fully_shard(module)`` is ZeRO-3 (``zero3.py``, :class:`~gpututor.parallel.sharding.zero3.ZeRO3`) done for
-real. We call it on each transformer block, then on the root (bottom-up, as its docs ask); each
+real. We call it on each transformer block, then on the root (bottom-up, as its docs ask
+[ref: pytorch-fsdp2-contract]); each
 call makes one *unit* whose parameters FSDP2 all-gathers and reduce-scatters together:
 
     from scratch (zero.py)                        FSDP2 (fully_shard)
@@ -66,19 +67,22 @@ class FullyShardedFSDP2(Strategy):
     builds_on_meta = True        # sharded on meta, then each rank makes only its shards
     zero_stage = 3
     memory_layout = MemoryLayout(gathered_blocks=2, gathered_root=True,
-                                 note="FSDP2 keeps the root unsharded and prefetches the next "
-                                      "block")
+                                 note="the root gathered through forward and backward, and "
+                                      "FSDP2 prefetches the next block")
     planned = True
 
     def step_collectives(self, spec, model):
-        """Each block gathered for forward and again for backward, its gradients
-        reduce-scattered; the root gathered once (FSDP2 keeps the root unsharded after forward)."""
+        """Each unit (every block, then the root) gathered for forward and again for backward,
+        its gradients reduce-scattered. FSDP2 keeps the root unsharded after forward only when
+        ``reshard_after_forward`` is left unset (None); ``wrap`` always passes it, so with True
+        the root is gathered twice as well (torch 2.13, ``_fully_shard.py``: the root's special
+        case is ``auto_reshard_after_forward = reshard_after_forward is None``)."""
         if spec.world_size == 1:
             return []
-        *blocks, root = padded_unit_bytes(model, self.data_parallel_size(spec))
-        return [op for u in blocks for op in
-                (("all_gather", u), ("all_gather", u), ("reduce_scatter", u))] + \
-            [("all_gather", root), ("reduce_scatter", root)]
+        units = padded_unit_bytes(model, self.data_parallel_size(spec))
+        gathers = 2 if spec.option("reshard_after_forward", True) else 1
+        return [op for u in units for op in
+                [("all_gather", u)] * gathers + [("reduce_scatter", u)]]
 
     @property
     def meters_comm(self) -> bool:

@@ -1,7 +1,7 @@
 """ZeRO from scratch: shard the optimizer state, then the gradients, then the parameters.
 
 Rajbhandari et al. 2020, "ZeRO: Memory Optimizations Toward Training Trillion Parameter
-Models" (SC'20). Data parallel keeps on each of N ranks a full copy of the *model states*:
+Models" (SC'20) [ref: rajbhandari2020-stages]. Data parallel keeps on each of N ranks a full copy of the *model states*:
 parameters, gradients and optimizer state. ZeRO (Zero Redundancy Optimizer) keeps a single copy
 in all, cut into N shards, one per rank. The paper's three stages, and our strategies:
 
@@ -15,8 +15,9 @@ is left at the root) are laid end to end in one flat vector, padded to a multipl
 owns the r-th of N equal slices. A reduce-scatter of the unit's flat gradient gives rank r the
 average gradient of its slice; an all-gather puts all slices back together.
 
-Communication per step, per rank, in units of Ψ (the parameter count; ring algorithms, the
-paper's section 7): DDP all-reduces the gradients: 2Ψ. Stages 1 and 2 reduce-scatter the
+Communication per step, per rank, in units of Ψ (the parameter count), counted as the paper
+counts it [ref: rajbhandari2020-volume]: what each rank sends with the ring algorithms, before
+their (N-1)/N factor. DDP all-reduces the gradients: 2Ψ (a reduce-scatter and an all-gather). Stages 1 and 2 reduce-scatter the
 gradients (Ψ) and all-gather the updated parameters (Ψ): 2Ψ, the same as DDP. Stage 3
 all-gathers each unit's parameters before its forward (Ψ) and again before its backward (Ψ,
 because forward freed them), and reduce-scatters its gradients (Ψ): 3Ψ, 1.5x DDP. The meter
@@ -148,8 +149,8 @@ class _ZeRO(Strategy):
     def step_collectives(self, spec, model):
         """Stages 1 and 2: each unit's gradients reduce-scattered, its parameters all-gathered
         after the step. Stage 3: each block gathered for forward and again for backward and
-        its gradients reduce-scattered; the root gathered twice too (Rajbhandari et al. 2020,
-        section 7: 1.5x data parallel's volume)."""
+        its gradients reduce-scattered; the root gathered twice too: 3Ψ against data parallel's
+        2Ψ, 1.5x [ref: rajbhandari2020-volume]."""
         if spec.world_size == 1:
             return []
         units = padded_unit_bytes(model, self.data_parallel_size(spec))

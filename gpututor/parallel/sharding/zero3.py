@@ -1,4 +1,5 @@
-"""ZeRO stage 3 from scratch (Rajbhandari et al. 2020, P_os+g+p): the parameters sharded too.
+"""ZeRO stage 3 from scratch (the ZeRO paper's P_os+g+p): the parameters sharded too.
+[ref: rajbhandari2020-stages]
 
 Each transformer block (and the root, for the rest) becomes a :class:`ShardedUnit` that holds
 only this rank's slice of its flat parameter vector (``flat.py``'s :class:`FlatShard`), and

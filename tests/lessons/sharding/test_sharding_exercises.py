@@ -14,10 +14,11 @@ import torch
 import torch.distributed as dist
 from torch.distributed import reduce_scatter_tensor as imported_before   # bound before any check
 
+from gpututor import RunSpec
 from gpututor.i18n import set_language
 from gpututor.lessons.sharding.exercises import (check_first_fit, check_reduce_scatter,
                                                  check_state_saving, check_zero3_sent,
-                                                 first_stage_that_fits)
+                                                 first_stage_that_fits, zero3_sent_per_rank)
 from gpututor.plan.memory import model_state_bytes
 from exercise_solutions import published as _published, rejected
 
@@ -99,25 +100,44 @@ def test_first_fit_takes_none_where_nothing_fits_and_no_number(capsys):
     rejected(check_first_fit, None, **roomy, match="is not what the formula gives")
 
 
-# ---- exercise 3: what ZeRO-3 sends, measured ---------------------------------------------------
+# ---- exercise 3: what ZeRO-3 would send on 8 ranks, counted ------------------------------------
 
-FOUR = {"strategy": "zero3", "world_size": 4, "comm_wire_bytes_per_step": 9 * PSI + 54.0}
+SPEC = RunSpec(model="gpt", model_size="medium", strategy="zero3", world_size=4, batch_size=8,
+               seq_len=32, steps=8)
+ON_4 = zero3_sent_per_rank(SPEC, 4)          # what the 4-rank run records (test_sharding checks it)
+FOUR = {"strategy": "zero3", "world_size": 4, "spec": vars(SPEC), "comm_wire_bytes_per_step": ON_4}
+
+
+def test_zero3_sent_counts_the_strategys_own_collectives():
+    assert zero3_sent_per_rank(SPEC, 8) == pytest.approx(3 * 7 / 8 * 4 * PSI, rel=1e-4)
+    assert ON_4 == pytest.approx(3 * 3 / 4 * 4 * PSI, rel=1e-4)
 
 
 def test_zero3_sent_accepts_the_published_answer(capsys):
-    check_zero3_sent(published("my_zero3_bytes", n_params=PSI), FOUR)
-    assert "Correct. bytes each rank sends per step under zero3 on 4 ranks" \
+    answer = published("my_zero3_bytes", n_params=PSI)
+    for shape in (answer, int(answer), np.float64(answer), torch.tensor(answer)):
+        check_zero3_sent(shape, FOUR)
+    assert "Correct. bytes each rank sends per step under zero3 on 8 ranks" \
         in capsys.readouterr().out
 
 
 @pytest.mark.parametrize("mistake, answer", [
-    ("ZeRO-2's two collectives", 2 * (4 - 1) / 4 * 4 * PSI),
+    ("ZeRO-2's two collectives", 2 * (8 - 1) / 8 * 4 * PSI),
     ("forgot the (N-1)/N factor: the data size", 3 * 4 * PSI),
-    ("the 2-rank run's factor", 3 * (2 - 1) / 2 * 4 * PSI),
-    ("counted numbers, not bytes", 3 * (4 - 1) / 4 * PSI),
+    ("counted numbers, not bytes", 3 * (8 - 1) / 8 * PSI),
 ])
 def test_zero3_sent_rejects_the_classic_mistakes(mistake, answer):
-    rejected(check_zero3_sent, answer, FOUR, match="is not what this notebook measured")
+    rejected(check_zero3_sent, answer, FOUR, match="is not what counting on the model gives")
+
+
+@pytest.mark.parametrize("mistake, answer", [
+    ("the recorded field, pasted", ON_4),
+    ("the 4-rank run's factor, by formula", 3 * (4 - 1) / 4 * 4 * PSI),
+])
+def test_zero3_sent_is_not_passed_by_the_recorded_field(mistake, answer):
+    """The 4-rank run recorded its own figure: pasted, or worked out for 4 ranks, it is named
+    as the recorded one."""
+    rejected(check_zero3_sent, answer, FOUR, match="is what the run on 4 ranks recorded")
 
 
 def test_zero3_sent_wants_the_zero3_run():
@@ -293,7 +313,7 @@ def test_the_checkers_speak_chinese(capsys):
         check_reduce_scatter(...)
         out = capsys.readouterr().out
         for chinese in ("与 ddp 相比，zero2 在进程 0 上省下的模型状态字节数", "也就是阶段 2。",
-                        "4 个进程上 zero3 每个进程每步发送的字节数", "归约分散：尚未作答"):
+                        "8 个进程上 zero3 每个进程每步发送的字节数", "归约分散：尚未作答"):
             assert chinese in out, (chinese, out)
         with pytest.raises(AssertionError, match="不是公式给出的值"):
             check_first_fit(1.875e9)

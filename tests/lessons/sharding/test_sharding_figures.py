@@ -54,5 +54,21 @@ def test_variants_figure_and_memory_table_never_show_an_unmeasured_figure_as_zer
     row = {"label": "zero3", "measured_params": 1e6, "measured_grads": 1e6, "measured_optimizer": 2e6,
            "measured_state": 4e6, "formula_total": 4e6, "state_gap": 0, "measured_activations": 1e6,
            "peak": None}
-    table = memory_table([row])
-    assert "n/m" in table.splitlines()[1] and "not measured" in table
+    table = memory_table([row]).data          # an HTML table, no wide text table
+    assert table.startswith("<table>") and table.count("<tr>") == 2
+    assert "<td>not measured</td>" in table and "<td>4.00</td>" in table
+
+
+def test_comm_lines_print_not_measured_for_what_cuda_leaves_unmeasured():
+    """On CUDA, FSDP2's collectives overlap compute on their own streams: ``comm_s`` is None.
+    The line says "not measured" instead of multiplying None (cell 26 of lesson 03)."""
+    from gpututor.lessons.sharding.figures import comm_lines, comm_rows
+    base = {"comm_wire_bytes_per_step": 2e6, "comm_bytes_per_step": 2e6, "step_time_s": 0.1,
+            "comm_s": 0.02, "compute_s": 0.08, "params": 10}
+    rows = comm_rows({"ddp": base, "fsdp": {**base, "comm_s": None, "compute_s": None,
+                                            "comm_wire_bytes_per_step": 3e6},
+                      "other": {**base, "comm_wire_bytes_per_step": None, "comm_s": None}})
+    ddp, fsdp, other = comm_lines(rows)
+    assert "2.00 MB = 1.00x ddp" in ddp and "waited 20.0 ms of a 100.0 ms step" in ddp
+    assert "3.00 MB = 1.50x ddp" in fsdp and "waited not measured of a 100.0 ms step" in fsdp
+    assert "sent per rank per step not measured;" in other
