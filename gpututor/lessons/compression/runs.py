@@ -1,13 +1,43 @@
-"""Lesson 07: launch a student distilled from a trained teacher (one rank, live records)."""
+"""Lesson 07: launch a student distilled from a trained teacher (one rank, live records), and
+measure what the distillation temperature does to the teacher's distributions."""
 from __future__ import annotations
 
+import inspect
+import math
 from typing import Optional
 
+import torch
+import torch.nn.functional as F
+
 from ...checks import InvalidValue
-from ...compression.distill import DistillTask, check_distillation_options, check_student_shape
+from ...compression.distill import (DistillTask, check_distillation_options, check_student_shape,
+                                    distillation_loss)
 from ...i18n import tr
 from ...runtime.launcher import launch
 from ...runtime.summary import summarize
+
+
+# the package's default temperature (distillation_loss, DistillTask): the lesson distils at it
+TEMPERATURE = inspect.signature(distillation_loss).parameters["temperature"].default
+
+
+@torch.inference_mode()
+def softened(model: torch.nn.Module, data: list, temperature: float, top: int = 5) -> dict:
+    """``model``'s next-character distributions ``softmax(logits / temperature)`` over ``data``
+    (``(inputs, targets)`` batches), averaged over every position: the likeliest character's
+    probability (``top1``), that of the next ``top - 1`` (``next``), and the entropy in bits."""
+    model.eval()
+    top1 = following = entropy = 0.0
+    count = 0
+    for x, _ in data:
+        p = F.softmax(model(x).flatten(0, 1).float() / temperature, dim=-1)
+        ranked = p.sort(dim=-1, descending=True).values
+        top1 += ranked[:, 0].sum().item()
+        following += ranked[:, 1:top].sum().item()
+        entropy += -(p * p.clamp_min(1e-30).log()).sum().item() / math.log(2)
+        count += p.shape[0]
+    return {"temperature": temperature, "top1": top1 / count, "next": following / count,
+            "entropy_bits": entropy / count}
 
 
 class DistillRun(DistillTask):
@@ -17,7 +47,8 @@ class DistillRun(DistillTask):
         return summarize(spec, records, status)
 
 
-def launch_distillation(student_spec, teacher_spec, teacher_state: str, temperature: float = 2.0,
+def launch_distillation(student_spec, teacher_spec, teacher_state: str,
+                        temperature: float = TEMPERATURE,
                         alpha: float = 0.5, save_state: Optional[str] = None,
                         student_shape: Optional[tuple] = None):
     """Start training a student distilled from a trained teacher; return the :class:`Run`.

@@ -1,5 +1,5 @@
-"""Figures of lesson 10: causal attention's work per rank by split, activations against the
-sequence length with and without context parallel."""
+"""Figures of lesson 10: which rank keeps each position and causal attention's work per rank, by
+split; activations against the sequence length with and without context parallel."""
 from __future__ import annotations
 
 import plotly.graph_objects as go
@@ -9,6 +9,26 @@ from ...i18n import tr
 from ...ui.style import TEMPLATE
 from ...formulas import MB
 
+
+
+def positions_figure(positions: dict) -> go.Figure:
+    """``positions``: ``{split: n × T/n positions}`` (``split_positions``); one row per split,
+    one cell per position of the sequence, coloured and labelled by the rank that keeps it."""
+    splits = list(positions)
+    seq_len = max(int(p.max()) for p in positions.values()) + 1
+    owner = {split: [0] * seq_len for split in splits}
+    for split, rows in positions.items():
+        for rank, row in enumerate(rows.tolist()):
+            for position in row:
+                owner[split][position] = rank
+    z = [owner[split] for split in splits]
+    fig = go.Figure(go.Heatmap(z=z, x=list(range(seq_len)), y=[tr(s) for s in splits],
+                               text=[[str(r) for r in row] for row in z], texttemplate="%{text}",
+                               colorscale="Blues", showscale=False, xgap=2, ygap=4,
+                               hovertemplate=tr("position %{x}: rank %{z}") + "<extra></extra>"))
+    fig.update_layout(title=tr("Which rank keeps each position (the number in each cell)"),
+                      xaxis_title=tr("position in the sequence"), height=220, template=TEMPLATE)
+    return fig
 
 
 def work_figure(works: dict) -> go.Figure:

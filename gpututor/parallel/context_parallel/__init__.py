@@ -3,7 +3,7 @@
     split.py              which positions each rank keeps: contiguous or zig-zag, and the
                           causal attention work that gives each rank (the load balance)
     cp_communications.py  the ring: send to the next rank, receive from the previous, metered
-    ring_attention.py     ring attention from scratch (Liu et al. 2023): online-softmax merge
+    ring_attention.py     ring attention from scratch [ref: liu2023-ring]: online-softmax merge
                           forward, FlashAttention-2's backward, dk/dv travelling home
     context_parallel.py   the strategy ``cp``: the GPT on this rank's tokens, ring attention
                           in every block, gradients averaged over the cp group
@@ -12,7 +12,8 @@ from .context_parallel import (ContextParallel, ContextParallelGroup, ContextPar
                                context_parallelize)
 from .cp_communications import Ring
 from .ring_attention import ring_attention
-from .split import SPLITS, causal_work, ring_step_work, split_positions
+from .split import SPLITS, causal_work, ring_slowdown, ring_step_work, split_positions
 
 __all__ = ["ContextParallel", "ContextParallelGroup", "ContextParallelLayout", "Ring", "SPLITS",
-           "causal_work", "context_parallelize", "ring_attention", "ring_step_work", "split_positions"]
+           "causal_work", "context_parallelize", "ring_attention", "ring_slowdown",
+           "ring_step_work", "split_positions"]

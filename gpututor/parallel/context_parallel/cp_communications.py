@@ -6,7 +6,7 @@ receives the one ``r-1`` held, all ranks at once. :meth:`Ring.shift` *starts* it
 pipeline schedules pair theirs, so that no rank's send waits for a receive that its
 neighbour has not posted yet) and returns at once; the caller computes on the block it already
 has and only then calls :meth:`Transfer.wait`. While it computes, the next block is on its way:
-communication hidden behind compute, the point of the ring (Liu et al. 2023).
+communication hidden behind compute, the point of the ring [ref: liu2023-ring].
 
 Every shift is metered into the step's ``CommMeter`` (``measure/timing.py``): the bytes this rank
 sends, how long the transfer took from post to arrival (``busy_s``) and how long compute stood

@@ -1,10 +1,9 @@
 """Ring attention from scratch: causal attention over a sequence split among the ranks of a ring.
 
-Liu, Zaharia & Abbeel 2023, "Ring Attention with Blockwise Transformers for Near-Infinite
-Context". Each of n ranks holds the queries, keys and values of its share of the sequence
-(``split.py``). Queries stay home; the key/value blocks travel around the ring: at step s rank
-r holds the block of rank r-s, and while it computes on it, the block of rank r-s-1 is already
-on its way (``cp_communications.Ring.shift``). After n steps every query has met every key,
+Ring attention [ref: liu2023-ring]. Each of n ranks holds the queries, keys and values of its share
+of the sequence (``split.py``). Queries stay home; the key/value blocks travel around the ring: at
+step s rank r holds the block of rank r-s, and while it computes on it, the block of rank r-s-1 is
+already on its way (``cp_communications.Ring.shift``). After n steps every query has met every key,
 and no rank holds more than two key/value blocks at a time: the ``T × T`` scores never exist
 anywhere, and each rank's memory grows with T/n.
 

@@ -3,10 +3,12 @@
 With causal attention a query at position p looks at p+1 keys, so the *end* of a sequence costs
 far more than its start. Cut a sequence of T tokens into n contiguous pieces (``"contiguous"``)
 and the last rank attends over ~2n-1 times as many query-key pairs as the first: in a ring, where
-every step waits for the slowest rank, the others idle most of the time.
+every step waits for the slowest rank, the ring takes the busiest rank's time, ~2 - 1/n times
+what the same work shared evenly would take (:func:`ring_slowdown`: busiest over *mean*).
 
-The zig-zag split (``"zigzag"``, the load-balanced layout of Megatron-LM's context parallel and
-of zhuzilin/ring-flash-attention) cuts the sequence into 2n chunks and gives rank r the chunk r
+The zig-zag split (``"zigzag"``, the load-balanced layout of Llama 3's context parallelism
+[ref: dubey2024-context-parallel], of Megatron-LM's context parallel and of
+zhuzilin/ring-flash-attention) cuts the sequence into 2n chunks and gives rank r the chunk r
 from the front and the chunk r from the back (chunks r and 2n-1-r). A cheap early chunk pairs
 with an expensive late one, and every rank gets exactly the same number of visible pairs:
 
@@ -62,3 +64,12 @@ def ring_step_work(seq_len: int, n: int, split: str = "zigzag") -> torch.Tensor:
             q, k = positions[rank], positions[(rank - step) % n]
             work[step, rank] = (k[None, :] <= q[:, None]).sum()
     return work
+
+
+def ring_slowdown(seq_len: int, n: int, split: str = "zigzag") -> float:
+    """How many times longer the ring takes than with its work shared evenly: every ring step
+    lasts as long as its busiest rank (:func:`ring_step_work`), so the ring takes
+    ``Σ_steps max_r work`` against ``Σ work / n`` shared evenly. 1.0 is a balanced ring; the
+    slowdown is the busiest rank's work over the *mean* rank's, not over the idlest's."""
+    work = ring_step_work(seq_len, n, split)
+    return float(work.amax(dim=1).sum() / (work.sum() / n))
