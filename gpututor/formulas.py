@@ -19,7 +19,9 @@ from . import checks
 RECOMPUTE = ("none", "selective", "full")     # activation recomputation policies
 BYTES_PER_VALUE = {"fp32": 4, "bf16": 2, "fp16": 2}   # bytes of one number in each precision
 # fp32 optimizer state per parameter: Adam keeps its momentum and variance (2 x 4 bytes, "adam"
-# as the ZeRO paper counts it, "adamw" as PyTorch names it); SGD with momentum keeps one buffer
+# as the ZeRO paper names it, whose K = 12 adds the fp32 master copy to them
+# [ref: rajbhandari2020-model-states]; "adamw" as PyTorch names it); SGD with momentum keeps
+# one buffer
 OPTIMIZER_STATE_BYTES = {"adam": 8, "adamw": 8, "sgd": 4}
 COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter", "broadcast", "all_to_all", "send")
 
@@ -46,13 +48,15 @@ def optimizer_state_bytes(optimizer: str) -> int:
 
 def block_params(d_model: int, biases: bool = False) -> int:
     """One GPT block's parameters: ``12·h²`` weights (attention's Q, K, V and output projection
-    4·h², the MLP's two 4h-wide matrices 8·h²: Kaplan et al. 2020, Table 1); with ``biases``
+    4·h², the MLP's two 4h-wide matrices 8·h²: Kaplan et al. 2020, Table 1
+    [ref: kaplan2020-params]); with ``biases``
     also ``13·h`` (Q, K, V and projection biases 4·h, the MLP's 4·h + h, two layer norms 4·h)."""
     return 12 * d_model * d_model + (13 * d_model if biases else 0)
 
 
 def gpt_params(n_layer: int, d_model: int, vocab_size: int) -> int:
-    """``12·L·h² + V·h``: the blocks' weights and a tied embedding (Kaplan et al. 2020)."""
+    """``12·L·h² + V·h``: the blocks' weights and a tied embedding (Kaplan et al. 2020
+    [ref: kaplan2020-params])."""
     return n_layer * block_params(d_model) + vocab_size * d_model
 
 
@@ -62,10 +66,12 @@ def attention_flops_per_token(n_layer: int, seq_len: int, d_model: int, causal: 
                               ) -> float:
     """Forward FLOPs per token of attention's two products, ``Q·Kᵀ`` and ``scores·V``.
 
-    Over the full ``s×s`` square: ``2·2·L·s·h`` (PaLM, Chowdhery et al. 2022, Appendix B; plain
+    Over the full ``s×s`` square: ``2·2·L·s·h`` (PaLM, Chowdhery et al. 2022, Appendix B
+    [ref: chowdhery2022-flops]; plain
     attention that masks after the product computes all of it). ``causal=True``: a kernel that
     skips the blocks the causal mask zeroes computes about half the square, ``2·L·s·h`` (the
-    FLOPs count of FlashAttention-2, Dao 2023, section 4.1, halves the causal case)."""
+    FLOPs count of FlashAttention-2, Dao 2023, §4.1, halves the causal case
+    [ref: dao2023-causal])."""
     full = 2 * 2 * n_layer * seq_len * d_model
     return full / 2 if causal else full
 
@@ -76,13 +82,16 @@ def training_flops_per_token(matmul_params: float, n_layer: int = 0, seq_len: in
     """FLOPs per trained token: ``6·N + 12·L·s·h`` (``6·N`` alone without attention; with
     ``causal`` attention's term is halved, :func:`attention_flops_per_token`).
 
-    The forward is ``2·N`` (Kaplan et al. 2020, Table 1) plus attention's ``4·L·s·h``; training
+    The forward is ``2·N`` (Kaplan et al. 2020, §2.1 [ref: kaplan2020-compute]) plus attention's
+    ``4·L·s·h``; training
     is 3 x the forward (backward twice the forward). ``recompute`` counts work that runs but is
     not the model's: ``"full"`` runs the forward a second time (``8·N + 16·L·s·h``, the four
-    passes of Narayanan et al. 2021, section 5.1, so 4/3 of the work); ``"selective"`` re-runs
-    attention's scores only (``+ 4·L·s·h``, Korthikanti et al. 2022, section 5). With
-    ``"none"`` these are the model's FLOPs, what MFU divides (PaLM, Appendix B); with
-    recomputation they are the hardware's, what HFU divides (Korthikanti et al. 2022, §6.3).
+    passes of Narayanan et al. 2021's FLOPs appendix [ref: narayanan2021-flops], so 4/3 of the
+    work); ``"selective"`` re-runs attention's scores only (``+ 4·L·s·h``, Korthikanti et al.
+    2022, §5 [ref: korthikanti2022-selective]). With ``"none"`` these are the model's FLOPs, what
+    MFU divides (PaLM, §4.1 and Appendix B [ref: chowdhery2022-mfu-defined]); with recomputation
+    they are the hardware's, what HFU divides (Korthikanti et al. 2022, §6.3
+    [ref: korthikanti2022-mfu-hfu]).
     """
     checks.choice("recompute", recompute, RECOMPUTE)
     attention = attention_flops_per_token(n_layer, seq_len, d_model, causal)
@@ -93,7 +102,8 @@ def training_flops_per_token(matmul_params: float, n_layer: int = 0, seq_len: in
 
 def flops_utilization(flops: float, seconds: float, peak_flops: float) -> float:
     """The share of a device's peak that ``flops`` in ``seconds`` reach: MFU when ``flops`` are
-    the model's, HFU when they include recomputation (Korthikanti et al. 2022, §6.3)."""
+    the model's, HFU when they include recomputation (Korthikanti et al. 2022, §6.3
+    [ref: korthikanti2022-mfu-hfu])."""
     checks.positive("seconds", seconds)
     checks.positive("peak_flops", peak_flops)
     return flops / (seconds * peak_flops)
@@ -105,9 +115,11 @@ def activation_bytes_per_layer(seq_len: int, micro_batch: int, d_model: int, n_h
                                tp: int = 1, sequence_parallel: bool = False,
                                recompute: str = "none", bytes_per_value: int = 2,
                                dropout: bool = True, cp: int = 1) -> float:
-    """Bytes one transformer layer keeps for backward, per device (Korthikanti et al. 2022).
+    """Bytes one transformer layer keeps for backward, per device.
 
-    "Reducing Activation Recomputation in Large Transformer Models", section 4 and Table 2, with
+    Korthikanti et al. 2022, "Reducing Activation Recomputation in Large Transformer Models", §4.1
+    [ref: korthikanti2022-activations], §4.2 [ref: korthikanti2022-tp-sp] and Table 2
+    [ref: korthikanti2022-table2], with
     s = sequence, b = micro-batch, h = width, a = heads, t = tensor-parallel degree, 16-bit
     values and dropout:
 
@@ -125,12 +137,14 @@ def activation_bytes_per_layer(seq_len: int, micro_batch: int, d_model: int, n_h
     layer-norm inputs and the QKV and MLP inputs (4 values) and the two masks stay whole under
     tensor parallelism without sequence parallelism: the 10 of ``10 + 24/t``.
 
-    FlashAttention (Dao et al. 2022) never stores the scores: for memory it is the same as
+    FlashAttention (Dao et al. 2022 [ref: dao2022-memory]) never stores the scores: for memory it
+    is the same as
     ``recompute="selective"``.
 
     Context parallel (``cp``) splits the sequence: each of the cp ranks keeps the activations of
     its s/cp tokens, and the scores of its s/cp queries against all s keys, so every term is
-    divided by cp (ring attention, Liu et al. 2023; Megatron Core's context parallelism).
+    divided by cp (ring attention, Liu et al. 2023 [ref: liu2023-ring]; Megatron Core's context
+    parallelism).
     """
     checks.choice("recompute", recompute, RECOMPUTE)
     for name, value in (("seq_len", seq_len), ("micro_batch", micro_batch),
@@ -151,8 +165,9 @@ def activation_bytes_per_layer(seq_len: int, micro_batch: int, d_model: int, n_h
 
 def ring_steps(op: str, n: int) -> int:
     """Messages each rank sends one after another: a ring all-reduce ``2(n-1)`` (reduce-scatter,
-    then all-gather: Patarasuk & Yuan 2009), all-gather and reduce-scatter ``n-1``, an
-    all-to-all by pairwise exchange ``n-1`` (Thakur et al. 2005), a broadcast or send 1."""
+    then all-gather: Patarasuk & Yuan 2009 [ref: patarasuk2009-ring]), all-gather and
+    reduce-scatter ``n-1``, an all-to-all by pairwise exchange ``n-1`` (Thakur et al. 2005
+    [ref: thakur2005-alltoall]), a broadcast or send 1."""
     checks.choice("op", op, COLLECTIVES)
     if op == "all_reduce":
         return 2 * (n - 1)
@@ -172,7 +187,7 @@ def bus_factor(op: str, n: int) -> float:
 
 def send_seconds(nbytes: float, bandwidth: float, latency: float = 0.0) -> float:
     """α-β time of one message of ``nbytes`` from one rank to another: ``α + S/β`` (Hockney
-    1994). Every collective here is made of such messages."""
+    1994 [ref: hockney1994-model]). Every collective here is made of such messages."""
     return latency + nbytes / bandwidth
 
 
@@ -190,13 +205,15 @@ def collective_seconds(op: str, nbytes: float, n: int, bandwidth: float, latency
 
 def ring_allreduce_seconds(nbytes: float, n: int, bandwidth: float, latency: float = 0.0
                            ) -> float:
-    """Ring all-reduce: ``2(n-1)·(α + S/(n·β))`` (Patarasuk & Yuan 2009)."""
+    """Ring all-reduce: ``2(n-1)·(α + S/(n·β))`` (Patarasuk & Yuan 2009
+    [ref: patarasuk2009-ring])."""
     return collective_seconds("all_reduce", nbytes, n, bandwidth, latency)
 
 
 def ring_attention_shifts(cp: int) -> int:
     """Messages of one key/value block (``2·b·(s/cp)·h`` values) each rank sends per layer and
-    step in ring attention (Liu et al. 2023), as ``parallel/context_parallel`` runs it: forward
+    step in ring attention (Liu et al. 2023 [ref: liu2023-ring]), as ``parallel/context_parallel``
+    runs it: forward
     passes the K/V blocks ``cp-1`` times; backward passes them ``cp-1`` times again, and their
     gradients ``cp`` times, back to the rank that owns them: ``3·cp - 2`` (0 on one rank)."""
     checks.integer("cp", cp)
@@ -216,8 +233,9 @@ def _bubble_slots(stages: int, microbatches: int, virtual_stages: int = 1) -> tu
 
 def theoretical_bubble_fraction(stages: int, microbatches: int, virtual_stages: int = 1) -> float:
     """The share of a step each stage is idle, GPipe and 1F1B with equal stages and free
-    communication: ``(p-1)/(m+p-1)`` (Huang et al. 2019; Narayanan et al. 2021, section 2.2).
-    Interleaved 1F1B with ``v`` chunks per rank: ``(p-1)/(v·m+p-1)``. This is the quantity a
+    communication: ``(p-1)/(m+p-1)`` (Huang et al. 2019 [ref: huang2019-bubble];
+    Narayanan et al. 2021, §2.2.1 [ref: narayanan2021-1f1b]). Interleaved 1F1B with ``v``
+    chunks per rank: ``(p-1)/(v·m+p-1)`` (§2.2.2 [ref: narayanan2021-interleaved]). This is the quantity a
     pipeline run measures (``parallel.pipeline.timeline.measured_bubble_fraction``)."""
     idle, busy = _bubble_slots(stages, microbatches, virtual_stages)
     return idle / (busy + idle)
@@ -225,7 +243,8 @@ def theoretical_bubble_fraction(stages: int, microbatches: int, virtual_stages: 
 
 def bubble_to_compute_ratio(stages: int, microbatches: int, virtual_stages: int = 1) -> float:
     """The same idle time over the ideal compute time instead of the whole step: ``(p-1)/m``
-    (Narayanan et al. 2021, section 2.2), i.e. ``f/(1-f)`` for the fraction ``f`` of
+    (Narayanan et al. 2021, §2.2.1 [ref: narayanan2021-1f1b]), i.e. ``f/(1-f)`` for the fraction
+    ``f`` of
     :func:`theoretical_bubble_fraction`.
     The planner adds this times the compute to a step."""
     idle, busy = _bubble_slots(stages, microbatches, virtual_stages)

@@ -2,24 +2,29 @@
 
 Each token goes to ``top_k`` of ``n_expert`` expert MLPs, picked by a learned router
 (Shazeer et al. 2017, "Outrageously large neural networks: the sparsely-gated
-mixture-of-experts layer"; top-2 as in GShard, Lepikhin et al. 2021; top-1 with a capacity and a
-balancing loss as in the Switch Transformer, Fedus et al. 2021). The conventions here:
+mixture-of-experts layer" [ref: shazeer2017-moe]; top-2 as in GShard, Lepikhin et al. 2021
+[ref: lepikhin2021-gating]; top-1 with a capacity and a balancing loss as in the Switch
+Transformer, Fedus et al. 2021 [ref: fedus2021-top1] [ref: fedus2021-capacity]). The conventions
+here:
 
 - **Gates.** Softmax over all experts first, then the ``top_k`` largest probabilities, and
-  those renormalised to sum to 1 over the k chosen (GShard's top-2 convention; with
-  ``top_k=1`` every gate is 1). The layer's output for a token is ``Σ gate_j · expert_j(x)``.
+  those renormalised to sum to 1 over the k chosen (GShard's top-2 convention
+  [ref: lepikhin2021-gating]; with ``top_k=1`` every gate is 1). The layer's output for a
+  token is ``Σ gate_j · expert_j(x)``.
 - **Capacity.** Each expert takes at most ``ceil(capacity_factor · tokens · top_k /
-  n_expert)`` token slots per forward, ``tokens`` the batch's tokens (``B·T``).
+  n_expert)`` token slots per forward, ``tokens`` the batch's tokens (``B·T``): GShard's
+  2·tokens/n_expert for top-2 [ref: lepikhin2021-capacity] with a capacity factor, Switch's
+  eq. 3 for top-1 [ref: fedus2021-capacity].
 - **Drop order.** Slots are served in token order (row-major over ``B x T``; all ``top_k``
   slots of a token before those of the next token); a slot that finds its expert full is
   dropped: its term is 0 (the token's other gates are *not* renormalised again) and the
   residual connection carries the token on. Under expert parallel the order is that of the
   global batch (rank r's tokens after those of ranks < r), so drops are the one-process ones.
-- **Load-balancing loss** (Switch, eq. 4, for k slots per token): ``n_expert · Σ_e f_e · P_e``,
-  ``f_e`` the fraction of routed slots sent to expert e (before dropping; not differentiable),
-  ``P_e`` the mean router probability of e. It is 1 when routing is uniform; the layer keeps
-  ``aux_loss_coef`` times it, and :func:`auxiliary_loss` adds the layers' up for the training
-  loss.
+- **Load-balancing loss** (Switch, eq. 4, for k slots per token [ref: fedus2021-balance-loss]):
+  ``n_expert · Σ_e f_e · P_e``, ``f_e`` the fraction of routed slots sent to expert e (before
+  dropping; not differentiable), ``P_e`` the mean router probability of e. It is 1 when routing
+  is uniform; the layer keeps ``aux_loss_coef`` times it, and :func:`auxiliary_loss` adds the
+  layers' up for the training loss.
 
 Where the experts run is the layer's ``exchange``: :class:`LocalExperts` (all experts in this
 process) by default; expert parallel puts in one that sends tokens to the ranks owning their

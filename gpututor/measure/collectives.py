@@ -5,7 +5,7 @@ Bandwidths follow the definitions of NVIDIA's nccl-tests (doc/PERFORMANCE.md):
 the gathered output, for reduce-scatter the input), and ``busbw = algbw × factor``, the rate
 each link must sustain with the best (ring) algorithm, comparable to the hardware's peak; the
 factor is ``gpututor.formulas.bus_factor`` (all-reduce ``2(n-1)/n``, all-gather and
-reduce-scatter ``(n-1)/n``, broadcast 1: Patarasuk & Yuan 2009).
+reduce-scatter ``(n-1)/n``, broadcast 1: Patarasuk & Yuan 2009 [ref: patarasuk2009-ring]).
 """
 from __future__ import annotations
 

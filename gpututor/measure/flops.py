@@ -4,9 +4,9 @@ Counted FLOPs come from PyTorch's ``FlopCounterMode`` in the worker; this module
 the counts are compared with:
 
 - :func:`model_flops_per_token`: the one formula (``gpututor.formulas.training_flops_per_token``,
-  ``6·N + 12·L·s·h`` per token: Kaplan et al. 2020, Table 1; PaLM, Chowdhery et al. 2022,
-  Appendix B) for a model this package built, ``N`` its weights that take part in matmuls
-  (:func:`matmul_parameters`). The planner calls the same formula for models it never builds.
+  ``6·N + 12·L·s·h`` per token: Kaplan et al. 2020, §2.1 [ref: kaplan2020-compute]; PaLM,
+  Chowdhery et al. 2022, Appendix B [ref: chowdhery2022-flops]) for a model this package
+  built, ``N`` its weights that take part in matmuls (:func:`matmul_parameters`). The planner calls the same formula for models it never builds.
 - :func:`device_peak_flops`: the datasheet peak of the device a rank runs on, from the one
   table of devices (:mod:`gpututor.catalog`), matched by exact name; None on a CPU or an
   unknown GPU (MFU is then not measured, never 0).

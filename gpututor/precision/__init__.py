@@ -7,7 +7,8 @@ Three ideas, each small enough to read in one go:
 - **Dynamic loss scaling** (:class:`DynamicLossScaler`): fp16 flushes gradients below ~6e-8 to
   zero, so backward runs on ``loss × scale``. If any gradient overflowed (inf/nan) the step is
   skipped and the scale halved; after ``growth_interval`` clean steps the scale doubles.
-  Micikevicius et al. 2018, *Mixed Precision Training*. The production twin is
+  Micikevicius et al. 2018, *Mixed Precision Training*, §3.2 [ref: micikevicius2018-loss-scaling]
+  (the halving and doubling rule is ``GradScaler``'s). The production twin is
   ``torch.amp.GradScaler``, and a test feeds both the same gradient stream.
 - **Master weights** (:class:`MasterWeightsTrainer`): the optimizer updates fp32 weights; each
   step copies them into a bf16/fp16 model that does the forward and backward. The production way

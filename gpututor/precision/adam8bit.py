@@ -1,5 +1,6 @@
 """Adam with 8-bit optimizer state, from scratch: a simpler variant of block-wise quantization
-(Dettmers et al. 2022, "8-bit Optimizers via Block-wise Quantization").
+(Dettmers et al. 2022, "8-bit Optimizers via Block-wise Quantization"
+[ref: dettmers2022-blockwise]).
 
 fp32 Adam keeps two numbers per parameter, the running mean ``m`` of the gradient and the running
 mean ``v`` of its square: 8 bytes. Here each state tensor is cut into blocks of ``block`` numbers,
@@ -16,11 +17,12 @@ and each block is stored as one byte per number plus one fp32 scale (its largest
 
 With ``block=64`` that is ``2 + 8/64 = 2.125`` bytes per parameter instead of 8. Each step
 dequantizes a tensor's state, does the ordinary Adam update in fp32, and quantizes again.
-Where this differs from Dettmers et al. 2022 (section 2): they use blocks of 2048, a non-linear
-"dynamic" 8-bit code (dynamic tree quantization, fine steps near 0 and coarse ones far from it)
-and store ``v`` itself; here blocks are 64, the code is linear and ``v`` is stored as √v. The
-linear code is the simplest that shows the mechanism and the bytes. ``quantize=False`` keeps
-the same code path in fp32, and equals ``torch.optim.Adam``: the tests check both.
+Where this differs from Dettmers et al. 2022 (§2 [ref: dettmers2022-blockwise]): they use blocks
+of 2048, a non-linear "dynamic" 8-bit code (dynamic tree quantization, fine steps near 0 and
+coarse ones far from it) and store ``v`` itself; here blocks are 64, the code is linear and
+``v`` is stored as √v. The linear code is the simplest that shows the mechanism and the bytes.
+``quantize=False`` keeps the same code path in fp32, and equals ``torch.optim.Adam``: the tests
+check both.
 """
 from __future__ import annotations
 

@@ -1,5 +1,8 @@
 """Dynamic loss scaling from scratch (Micikevicius et al. 2018, *Mixed Precision Training*).
 
+Loss scaling and skipping the update on an overflow: §3.2 [ref: micikevicius2018-loss-scaling];
+the rule that halves and doubles the scale is ``torch.amp.GradScaler``'s.
+
 fp16 flushes gradients below ~6e-8 to zero, so backward runs on ``loss × scale``. If any
 gradient overflowed (inf/nan) the step is skipped and the scale halved; after
 ``growth_interval`` clean steps in a row the scale doubles. The production twin is

@@ -1,5 +1,5 @@
 """Adam with its state offloaded to host memory, from scratch (after Ren et al. 2021,
-"ZeRO-Offload: Democratizing Billion-Scale Model Training", USENIX ATC).
+"ZeRO-Offload: Democratizing Billion-Scale Model Training", USENIX ATC [ref: ren2021-offload]).
 
 Adam's state is larger than the model: per fp32 parameter it keeps two moments (8 bytes), and
 mixed-precision training adds an fp32 master copy of the weights (4 bytes). ZeRO-Offload keeps

@@ -3,9 +3,9 @@
 ``torch.compile`` traces the model's Python into a graph (TorchDynamo), derives the backward
 graph ahead of time (AOTAutograd) and hands both to TorchInductor, which **fuses** chains of
 elementwise and reduction operators into single kernels: C++ loops on a CPU, Triton kernels on a
-GPU (Ansel et al. 2024, "PyTorch 2", ASPLOS). Eager PyTorch runs each operator as its own kernel
-that reads its inputs from memory and writes its output back; a fused kernel reads once and
-writes once. Matrix multiplies stay library calls (oneDNN/MKL here, cuBLAS on a GPU).
+GPU (Ansel et al. 2024, "PyTorch 2", ASPLOS [ref: ansel2024-compile]). Eager PyTorch runs each
+operator as its own kernel that reads its inputs from memory and writes its output back; a fused
+kernel reads once and writes once. Matrix multiplies stay library calls (oneDNN/MKL here, cuBLAS on a GPU).
 
 What is measured, in this process: the first compiled step (tracing + code generation + building
 the C++ or Triton code: the **compile time**), a second compile of a fresh model of the same shape

@@ -1,5 +1,6 @@
 """Expert parallel's communication: an all-to-all that autograd can run backwards, and the
-dispatch and combine of a MoE layer built from it (GShard, Lepikhin et al. 2021, §2.2).
+dispatch and combine of a MoE layer built from it (GShard, Lepikhin et al. 2021, §3
+[ref: lepikhin2021-alltoall]; Switch, Fedus et al. 2021, §5.4 [ref: fedus2021-expert-parallel]).
 
     dispatch   every rank sends each routed token to the rank that owns its expert  all-to-all
     experts    each rank runs its experts on what it received

@@ -1,10 +1,11 @@
 """Expert parallel from scratch: the experts split over the ranks, the batch too.
 
 A MoE layer (``gpututor.moe``) has ``n_expert`` expert MLPs, and each token uses only
-``top_k`` of them. Expert parallel (GShard, Lepikhin et al. 2021; Switch, Fedus et al. 2021)
-gives each of the ``n`` ranks ``n_expert / n`` experts and its own slice of the global batch,
-as data parallel does; tokens travel to the ranks of their experts and back
-(``all_to_all.py``: dispatch, experts, combine). With ``n_expert=4`` on 2 ranks:
+``top_k`` of them. Expert parallel (GShard, Lepikhin et al. 2021 [ref: lepikhin2021-alltoall];
+Switch, Fedus et al. 2021 [ref: fedus2021-expert-parallel]) gives each of the ``n`` ranks
+``n_expert / n`` experts and its own slice of the global batch, as data parallel does; tokens
+travel to the ranks of their experts and back (``all_to_all.py``: dispatch, experts, combine).
+With ``n_expert=4`` on 2 ranks:
 
     rank 0: experts 0, 1   rows 0 .. B/2-1 of the batch
     rank 1: experts 2, 3   rows B/2 .. B-1
