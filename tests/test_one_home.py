@@ -82,7 +82,10 @@ TENSOR_BYTES_MULTIPLIED: set[str] = set()
 
 
 def sources() -> dict[str, str]:
-    return {p.relative_to(PACKAGE).as_posix(): p.read_text() for p in PACKAGE.rglob("*.py")}
+    """Every module's text, but gpututor/references/: it quotes the papers' words and numbers
+    ("34 + 5as/h"), the sources a formula's home cites, not a second home of one."""
+    return {p.relative_to(PACKAGE).as_posix(): p.read_text() for p in PACKAGE.rglob("*.py")
+            if p.relative_to(PACKAGE).parts[0] != "references"}
 
 
 def code_lines(text: str) -> str:

@@ -1,4 +1,4 @@
-"""Citations have one home: ``gpututor/references.py``.
+"""Citations have one home: ``gpututor/references/``.
 
 A lesson cites as ``[text](url "ref:key")`` and code as ``[ref: key]``; each key is known, each
 entry is used, a link's text and address are its entry's, and no citation is written by hand
@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from gpututor import references
-from gpututor.references import SOURCES, USES, cite
+from gpututor.references import USES, WORKS, cite, uses_a_k, uses_l_z
 
 ROOT = Path(__file__).resolve().parent.parent
 LINK = re.compile(r'\[([^\]]*)\]\(([^)\s]*) "ref:([^"]*)"\)')
@@ -21,7 +21,7 @@ CODE_REF = re.compile(r"\[ref: ?([^\]]*)\]")
 # a citation by hand: "Someone et al. 2022", "Someone et al. (2022", or a known source's
 # authors and year ("Dao 2023", "Young 1974")
 BY_HAND = re.compile(r"[A-Z][\w\-]+ et al\.?,? \(?(?:19|20)\d\d|" + "|".join(
-    rf"\b{re.escape(s.authors)},? \(?{s.year}\b" for s in SOURCES.values()))
+    rf"\b{re.escape(s.authors)},? \(?{s.year}\b" for s in WORKS.values()))
 
 # files whose citations are still written by hand: issue 42 converts them one lesson at a time;
 # this list only shrinks (a file here with no citation by hand fails, to be taken off it)
@@ -36,7 +36,7 @@ def texts() -> dict[str, str]:
         cells = json.loads(path.read_text(encoding="utf-8"))["cells"]
         out[str(path.relative_to(ROOT))] = "\n".join("".join(c["source"]) for c in cells)
     for path in sorted((ROOT / "gpututor").rglob("*.py")):
-        if path.name != "references.py":
+        if "references" not in path.relative_to(ROOT / "gpututor").parts:
             out[str(path.relative_to(ROOT))] = path.read_text(encoding="utf-8")
     return out
 
@@ -52,13 +52,13 @@ def problems(found: dict[str, str]) -> tuple[list[str], set[str]]:
         for words, url, key in LINK.findall(text):
             used.add(key)
             if key not in USES:
-                wrong.append(f"{name}: unknown key {key!r} (known: gpututor/references.py)")
+                wrong.append(f"{name}: unknown key {key!r} (known: gpututor/references/)")
                 continue
             if words != cite(key):
                 wrong.append(f"{name}: the link to {key} reads {words!r}, its entry says {cite(key)!r}")
-            if url != SOURCES[USES[key].source].url:
+            if url != WORKS[USES[key].source].url:
                 wrong.append(f"{name}: the link to {key} goes to {url}, its source is "
-                             f"{SOURCES[USES[key].source].url}")
+                             f"{WORKS[USES[key].source].url}")
         for key in CODE_REF.findall(text):
             used.add(key)
             if key not in USES:
@@ -83,9 +83,9 @@ def test_every_citation_has_a_known_key_and_reads_as_its_entry():
 def test_every_entry_is_used_and_every_source_has_a_use():
     _, used = problems(texts())
     assert not set(USES) - used, f"entries no lesson or module cites: {sorted(set(USES) - used)}"
-    assert not set(SOURCES) - {u.source for u in USES.values()}, "a source nothing uses"
+    assert not set(WORKS) - {u.source for u in USES.values()}, "a source nothing uses"
     for key, use in USES.items():
-        assert use.source in SOURCES, f"{key}: unknown source {use.source!r}"
+        assert use.source in WORKS, f"{key}: unknown source {use.source!r}"
         assert use.where.strip() and len(use.supports) > 40, f"{key}: says too little"
 
 
@@ -120,3 +120,11 @@ def test_a_right_citation_passes():
 def test_the_references_page_is_fresh():
     assert references.PAGE.read_text(encoding="utf-8") == references.page(), \
         "docs/references.md is stale: run python -m gpututor.references"
+
+
+def test_each_use_is_in_its_file_by_key_and_once():
+    assert not set(uses_a_k.USES) & set(uses_l_z.USES)
+    assert all("a" <= k[0] <= "k" for k in uses_a_k.USES), "a key beginning l-z in uses_a_k"
+    assert all("l" <= k[0] <= "z" for k in uses_l_z.USES), "a key beginning a-k in uses_l_z"
+    assert all(k.startswith(u.source) for k, u in USES.items()), \
+        [k for k, u in USES.items() if not k.startswith(u.source)]

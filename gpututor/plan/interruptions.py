@@ -52,7 +52,7 @@ class FailureRecord:
     interruptions: int   # all of them, planned ones included
     unexpected: int      # the ones a checkpoint must cover: nobody saw them coming
     gpu_share: float     # the share of the unexpected ones the source puts down to the GPUs
-    source: str          # its key in gpututor/references.py
+    source: str          # its key in gpututor/references/
 
 
 # Dubey et al. 2024, "The Llama 3 Herd of Models", §3.3.4 and Table 5 [ref: dubey2024-interruptions]:

@@ -3,7 +3,7 @@
 gradient it was launched, ``gpututor/parallel/data_parallel/ddp.py``)."""
 from __future__ import annotations
 
-from ...i18n import tr
+from ...i18n import ntr, tr
 
 
 def bucket_steps(records: list[dict], rank: int = 0) -> dict[int, list[dict]]:
@@ -31,8 +31,11 @@ def describe(records: list[dict]) -> list[str]:
         sizes = ", ".join(tr("{mb:.2f} MB launched {ms:.1f} ms before the last gradient",
                              mb=b["bytes"] / 1e6, ms=b["before_last_grad_s"] * 1e3)
                           for b in buckets)
-        lines.append(tr("step {step}: {n} bucket(s), in launch order: {sizes}; {late:.0%} of "
-                        "the bytes launched only after the last gradient (no overlap with "
-                        "backward)", step=step, n=len(buckets), sizes=sizes,
-                        late=late_share(buckets)))
+        lines.append(ntr("step {step}: {n} bucket, in launch order: {sizes}; {late:.0%} of "
+                         "the bytes launched only after the last gradient (no overlap with "
+                         "backward)",
+                         "step {step}: {n} buckets, in launch order: {sizes}; {late:.0%} of "
+                         "the bytes launched only after the last gradient (no overlap with "
+                         "backward)", len(buckets), step=step, sizes=sizes,
+                         late=late_share(buckets)))
     return lines

@@ -4,7 +4,7 @@ this machine can give a run of that device (GPUs, or CPU cores for one-thread CP
 from __future__ import annotations
 
 from ...hardware import usable_cpu_cores
-from ...i18n import tr
+from ...i18n import ntr, tr
 
 
 def rank_slots(device: str) -> tuple[int, str]:
@@ -14,7 +14,7 @@ def rank_slots(device: str) -> tuple[int, str]:
     if device == "cuda":
         import torch
         count = torch.cuda.device_count() if torch.cuda.is_available() else 0
-        return count, tr("{n} GPU(s) here, one per rank", n=count)
+        return count, ntr("{n} GPU here, one per rank", "{n} GPUs here, one per rank", count)
     count = usable_cpu_cores()
     return count, tr("{n} usable CPU cores here, one per rank", n=count)
 
