@@ -11,10 +11,10 @@ steps of S/n bytes [ref: patarasuk2009-ring]):
     all-reduce of S bytes on n ranks:  2(n-1) · (α + S / (n·β))
 
 A rank's link is **one channel**: transfers take turns on it. DDP's comm hooks and the bucketed
-version's futures run their callbacks on gloo's worker threads (two of them), so two buckets can
-finish at the same moment; each transfer is queued behind the one still on the link (a "busy
-until" time, :meth:`EmulatedLink.occupy`), so two buckets take the sum of their times, not the
-longer one.
+version hand each bucket's delay to a thread of its own (:meth:`EmulatedLink.then_delay`), so
+backward goes on meanwhile and two buckets can reach the link at the same moment; each transfer
+is queued behind the one still on the link (a "busy until" time, :meth:`EmulatedLink.occupy`),
+so two buckets take the sum of their times, not the longer one.
 
 Measured numbers stay measured: the record's ``comm_busy_s`` is the real time plus exactly this
 delay, and ``emulated_comm_s`` says how much of it was added. Plots label such runs "emulated".
@@ -30,6 +30,7 @@ their real weight against compute.
 """
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 from dataclasses import dataclass, field
@@ -95,15 +96,20 @@ class EmulatedLink:
         emulated link has carried it (after any transfer already on the link: :meth:`occupy`);
         record the link time it added (``allreduce_seconds``, not the time spent queueing).
 
-        On CUDA, NCCL's collectives (and their futures' callbacks) return when the work is
-        queued, not done: the current stream, which waits for the collective, is synchronised
-        first, so the delay comes after the real transfer and the device waits through it
-        (nothing more is queued until the sleep ends). On CPU (gloo) the work is done already."""
+        The blocking form, for a caller that waits for its collective anyway (the naive
+        version, tensor parallel). On CUDA, NCCL's collectives return when the work is queued,
+        not done: the current stream, which waits for the collective, is synchronised first, so
+        the delay comes after the real transfer and the caller waits through it (nothing more
+        is queued until the sleep ends). On CPU (gloo) the work is done already."""
         if device is not None and torch.device(device).type == "cuda":
             torch.cuda.current_stream(device).synchronize()
+        self._carry(nbytes, world, meter)
+
+    def _carry(self, nbytes: int, world: int, meter) -> None:
+        """Occupy the link for one ring all-reduce of ``nbytes`` and sleep until it ends."""
         seconds = self.allreduce_seconds(nbytes, world)
         ends = self.occupy(seconds)
-        with self.clock.lock:       # two callbacks may add at once
+        with self.clock.lock:       # two transfers may add at once
             meter.emulated_s += seconds
         time.sleep(max(0.0, ends - time.monotonic()))
 
@@ -111,12 +117,53 @@ class EmulatedLink:
                    device=None):
         """A future that completes once the link has carried ``future``'s work on ``device``:
         ``allreduce_seconds`` after that work is done, or after the transfer ahead of it on the
-        link, whichever is later (inside a ``then`` callback the current stream waits for that
-        work: torch.futures docs)."""
-        def wait(fut):
-            self.delay_allreduce(nbytes, world, meter, device)
-            return fut.value()
-        return future.then(wait)
+        link, whichever is later.
+
+        The delay runs on a thread of its own (one per transfer; :meth:`occupy` queues them on
+        the one channel), never in the caller: NCCL completes its futures when the work is
+        queued, and a ``then`` callback on a completed future runs at once in the thread that
+        adds it, which in DDP's comm hook is backward's. A delay there would stall backward for
+        every bucket, so nothing emulated could overlap it. Here the hook returns at once and
+        backward goes on while the link carries the bucket; whoever waits for the returned
+        future (DDP at the end of backward) waits for the link. On CUDA the link's thread
+        waits, on a stream of its own, for the collective's work before the delay starts."""
+        cuda = device is not None and torch.device(device).type == "cuda"
+        delayed = _device_future(device) if cuda else torch.futures.Future()
+
+        def carry(fut):
+            try:
+                with _link_stream(fut, device) if cuda else contextlib.nullcontext():
+                    self._carry(nbytes, world, meter)
+                    delayed.set_result(fut.value())
+            except BaseException as error:   # the waiter sees it, not a dead thread
+                delayed.set_exception(error)
+
+        future.add_done_callback(lambda fut: threading.Thread(
+            target=carry, args=(fut,), name="gpututor-emulated-link", daemon=True).start())
+        return delayed
+
+
+def _device_future(device) -> torch.futures.Future:
+    """A future that may hold tensors on ``device`` (a CUDA one: its waiters' streams wait for
+    the stream its result was set on)."""
+    return torch.futures.Future(devices=[torch.device(device)])
+
+
+@contextlib.contextmanager
+def _link_stream(future: torch.futures.Future, device):
+    """On the link's thread: make ``device`` current and a side stream of its own current (so
+    as not to wait for backward's compute too), block until ``future``'s CUDA work is done
+    (``wait()`` makes the current stream wait for it; then that stream is synchronised), and
+    stay on that stream while the delay runs and the result is set (its events, recorded on
+    this stream, are then already complete)."""
+    device = torch.device(device)
+    with torch.cuda.device(device):
+        stream = torch.cuda.Stream(device)
+        with torch.cuda.stream(stream):
+            future.wait()
+            stream.synchronize()
+            yield
+
 
 LINK_OPTIONS = {
     "link_gbps": checks.number_in(1e-6, 10_000),

@@ -163,9 +163,9 @@ def test_the_lessons_one_scaling_rule_stretches_a_catalogue_link_in_both_parts()
 
 
 def test_the_emulated_delay_starts_when_the_cuda_all_reduce_is_done(monkeypatch):
-    """NCCL returns (and completes its futures' callbacks) when the all-reduce is queued: the
-    link synchronises the stream that waits for it before sleeping, in the blocking form and
-    in a future's callback; on CPU it does not touch CUDA."""
+    """NCCL returns (and completes its futures) when the all-reduce is queued: the link waits
+    for the device's work before sleeping, in the blocking form (the current stream) and in
+    then_delay (on the link's thread); on CPU it does not touch CUDA."""
     from gpututor.measure.timing import CommMeter
     from gpututor.parallel import link as link_module
     events = []
@@ -183,11 +183,23 @@ def test_the_emulated_delay_starts_when_the_cuda_all_reduce_is_done(monkeypatch)
     link.delay_allreduce(4096, 2, meter, torch.device("cpu"))
     assert events == ["sleep"]
     events.clear()
+    # then_delay: the link's own thread waits for the collective's work on its own stream
+    # (``_link_stream``, which needs a GPU: stood in for here), then sleeps
+    import contextlib
+    import threading
+
+    @contextlib.contextmanager
+    def link_stream(fut, device):
+        events.append(("work done", str(device), threading.current_thread().name))
+        yield
+
+    monkeypatch.setattr(link_module, "_link_stream", link_stream)
+    monkeypatch.setattr(link_module, "_device_future", lambda device: torch.futures.Future())
     future = torch.futures.Future()
-    delayed = link.then_delay(future, 4096, 2, meter, torch.device("cuda", 1))
+    delayed = link.then_delay(future, 4096, 2, meter, "cuda:1")
     future.set_result(torch.ones(1))
     delayed.wait()
-    assert events == ["synchronize", "sleep"]
+    assert events == [("work done", "cuda:1", "gpututor-emulated-link"), "sleep"]
     assert meter.emulated_s == pytest.approx(3 * link.allreduce_seconds(4096, 2))
 
 

@@ -77,3 +77,29 @@ def test_futures_completed_on_two_threads_are_delayed_one_after_the_other():
     for t in threads:
         t.join()
     assert max(ended.values()) - began >= sum(seconds) * 0.999
+
+
+def test_then_delay_returns_at_once_for_a_future_already_completed():
+    """NCCL completes its futures when the work is queued, so DDP's comm hook gets a completed
+    one: the hook must return at once (backward goes on) and the delay run elsewhere, or every
+    bucket would stall backward. A completed future, here on the CPU, stands for it."""
+    link, meter = EmulatedLink(**LINK), CommMeter()
+    seconds = link.allreduce_seconds(SIZES[1], 2)          # 0.3 s
+    done = torch.futures.Future()
+    done.set_result(torch.ones(1))
+    began = time.monotonic()
+    delayed = link.then_delay(done, SIZES[1], 2, meter)
+    returned = time.monotonic() - began
+    assert returned < seconds / 10, f"then_delay took {returned:.3f} s to return"
+    assert not delayed.done()
+    assert torch.equal(delayed.wait(), torch.ones(1))
+    assert time.monotonic() - began >= seconds * 0.999
+    assert meter.emulated_s == pytest.approx(seconds)
+
+
+def test_then_delay_passes_the_collectives_error_on():
+    link, meter = EmulatedLink(**LINK), CommMeter()
+    failed = torch.futures.Future()
+    failed.set_exception(RuntimeError("the peer closed the connection"))
+    with pytest.raises(RuntimeError, match="the peer closed the connection"):
+        link.then_delay(failed, SIZES[0], 2, meter).wait()
