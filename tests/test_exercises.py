@@ -90,7 +90,7 @@ WRONG = {
                 m_new = torch.maximum(m, s.amax(dim=-1))
                 p = torch.exp(s - m_new[:, None])
                 return m_new, l + p.sum(dim=-1), acc + p @ v'''),
-        "my_link_bytes": "my_link_bytes = 8 * n_params          # fp32, section 4's run, not 16-bit",
+        "my_link_bytes": 'my_link_bytes = (moved["to_host"], moved["to_device"])   # pasted: fp32',
     },
     "01c_one_device_speed": {
         "my_matmul_intensity": textwrap.dedent('''\
@@ -109,8 +109,8 @@ WRONG = {
         "my_sent_on_64": 'my_sent_on_64 = runs["ddp"]["comm_wire_bytes_per_step"]   # 2 ranks\' recorded, not 64\'s',
     },
     "03_sharding": {
-        "my_saving": "my_saving = (4 + 8) * n_params            # forgot the (N-1)/N factor",
-        "my_state_bytes": ('my_state_bytes = model_state_bytes(7.5e9, zero_stage=3, dp=64, '
+        "my_saving": "my_saving = (4 + 8) * n_params * (2 - 1) / 2   # the 2-rank runs' saving, not 4's",
+        "my_state_bytes": ('my_state_bytes = model_state_bytes(13e9, zero_stage=3, dp=32, '
                            'convention="mixed-adam")["total"]   # fits too, but shards more than needed'),
         "my_zero3_bytes": "my_zero3_bytes = 2 * (4 - 1) / 4 * 4 * n_params   # ZeRO-2's two collectives",
         "my_reduce_scatter": textwrap.dedent('''\
@@ -154,7 +154,9 @@ WRONG = {
                 if clean_steps == growth_interval:
                     return scale * 2.0, 0
                 return scale, clean_steps + 1'''),
-        "my_fp16_bytes": "my_fp16_bytes = (4 + 2 + 8) * 257_664   # the tiny model's count, not the small one's",
+        "my_fp16_bytes": textwrap.dedent('''\
+            def my_fp16_bytes(model):   # forgot the fp16 copy of the model
+                return (4 + 8) * sum(p.numel() for p in model.parameters())'''),
         "my_flush_threshold": "my_flush_threshold = 2**-24 / 1000   # the smallest subnormal, not where g*S rounds to 0",
     },
     "07_compression": {
@@ -182,11 +184,11 @@ WRONG = {
                            "   # the whole square, not causal"),
     },
     "10_long_context": {
-        "my_pairs": "my_pairs = 64 * 65 // 2 // 2              # half of all pairs: the zig-zag share",
-        "my_shrink": 'my_shrink = by[("cp=2, per rank", 256)] / by[("one process", 256)]   # upside down',
+        "my_pairs": "my_pairs = 32 * 96                         # ring_forward's rectangles, not the visible pairs",
+        "my_shrink": 'my_shrink = by[("one process", 256)] / by[("cp=2, per rank", 256)]   # section 1\'s T = 256, not 192',
         "my_cp_bytes": ("my_cp_bytes = build_model(long).cfg.n_layer * 4 * 2 * long.batch_size"
                         " * (long.seq_len // 2) * build_model(long).cfg.d_model * 4"
-                        "   # forgot the gradients' all-reduce"),
+                        " + 4 * count_parameters(build_model(long))   # cp=2's count, not cp=4's"),
         "my_merge": ("def my_merge(out_a, lse_a, out_b, lse_b):   # a plain average of the two\n"
                      "    return (out_a + out_b) / 2, torch.logaddexp(lse_a, lse_b)"),
     },

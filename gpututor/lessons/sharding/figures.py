@@ -45,8 +45,12 @@ def zero_stage(strategy: str) -> int:
 # ---- measured vs formula ------------------------------------------------------------------
 
 def memory_rows(summaries: dict[str, dict], rank: int = 0,
-                convention: str = "fp32-adamw") -> list[dict]:
-    """One row per labelled run: measured bytes by category and peak, the formula's state, gap."""
+                convention: str = "fp32-adamw", buckets: dict | None = None) -> list[dict]:
+    """One row per labelled run: measured bytes by category and peak, the formula's state, gap.
+    ``buckets`` (label -> bytes) adds DDP's all-reduce buckets as their own slice: a second copy
+    of the gradients DDP keeps between steps (``gradient_as_bucket_view=False``), read from DDP
+    (``runs.ddp_buckets``), which the runs' ``grads`` (the ``p.grad`` tensors) do not count."""
+    buckets = buckets or {}
     rows = []
     for label, s in summaries.items():
         measured = {c: s["mem_by_category"][c][rank] or 0 for c in MEMORY_CATEGORIES}
@@ -56,6 +60,7 @@ def memory_rows(summaries: dict[str, dict], rank: int = 0,
         rows.append({"label": label, "strategy": s["strategy"], "world_size": s["world_size"],
                      **{f"measured_{c}": v for c, v in measured.items()},
                      "measured_state": state, "peak": s["peak_mem_bytes"][rank],
+                     "buckets": buckets.get(label, 0),
                      **{f"formula_{c}": v for c, v in formula.items()},
                      "state_gap": state - formula["total"]})
     return rows
@@ -67,15 +72,18 @@ def memory_table(rows: list[dict]) -> HTML:
     def mb(v):
         return tr("not measured") if v is None else f"{v / MB:.2f}"
     heads = [tr("run"), tr("params"), tr("grads"), tr("optimizer"), tr("state (measured)"),
-             tr("state (formula)"), tr("gap (bytes)"), tr("activations"), tr("peak")]
+             tr("state (formula)"), tr("gap (bytes)"), tr("DDP's buckets"), tr("activations"),
+             tr("peak")]
     body = "".join(
         "<tr>" + "".join(f"<td>{html.escape(str(v))}</td>" for v in (
             r["label"], mb(r["measured_params"]), mb(r["measured_grads"]),
             mb(r["measured_optimizer"]), mb(r["measured_state"]), mb(r["formula_total"]),
-            f"{r['state_gap']:,.0f}", mb(r["measured_activations"]), mb(r["peak"]))) + "</tr>"
+            f"{r['state_gap']:,.0f}", mb(r.get("buckets", 0)), mb(r["measured_activations"]),
+            mb(r["peak"]))) + "</tr>"
         for r in rows)
     caption = tr("MB per rank, measured on rank 0; the formula counts model state only; the gap "
-                 "is in bytes")
+                 "is in bytes; DDP's buckets, read from DDP, are a second copy of the gradients "
+                 "and not in the state")
     return HTML(f"<table><caption>{html.escape(caption)}</caption><thead><tr>"
                 + "".join(f"<th>{html.escape(h)}</th>" for h in heads)
                 + f"</tr></thead><tbody>{body}</tbody></table>")
@@ -89,6 +97,9 @@ def memory_figure(rows: list[dict], title: str = "Per-rank memory: measured bars
     for c in MEMORY_CATEGORIES:
         fig.add_bar(x=labels, y=[r[f"measured_{c}"] / MB for r in rows],
                     name=tr("{category} (measured)", category=tr(c)))
+    if any(r.get("buckets") for r in rows):
+        fig.add_bar(x=labels, y=[r.get("buckets", 0) / MB for r in rows],
+                    name=tr("DDP's buckets (read from DDP)"))
     fig.add_scatter(x=labels, y=[r["formula_total"] / MB for r in rows], mode="markers",
                     name=tr("params+grads+optimizer (formula)"),
                     marker=dict(symbol="line-ew-open", size=36, line=dict(width=3)))
@@ -127,8 +138,8 @@ def comm_lines(rows: list[dict], baseline: str = "ddp") -> list[str]:
             tr("{mb:.2f} MB", mb=r["wire_bytes"] / MB)
         ratio = "" if r["vs_baseline"] is None else \
             tr(" = {ratio:.2f}x {baseline}", ratio=r["vs_baseline"], baseline=baseline)
-        lines.append(tr("{label:>6}: sent per rank per step {sent}{ratio}; compute waited "
-                        "{wait} of a {step} step", label=r["label"], sent=sent, ratio=ratio,
+        lines.append(tr("{label:>6}: sent per rank per step {sent}{ratio}; compute's wait: "
+                        "{wait}; step {step}", label=r["label"], sent=sent, ratio=ratio,
                         wait=ms(r["comm_s"]), step=ms(r["step_time_s"])))
     return lines
 
@@ -141,7 +152,8 @@ def comm_figure(rows: list[dict], baseline: str = "ddp") -> go.Figure:
                                         for r in rows],
                            text=[f"{r['vs_baseline']:.2f}x {baseline}" if r["vs_baseline"]
                                  else "" for r in rows], textposition="outside"))
-    fig.update_layout(title=tr("Sent by each rank per step (measured, ring algorithms)"),
+    fig.update_layout(title=tr("Sent by each rank per step (counted: each collective's "
+                               "metered size × its ring bus factor)"),
                       yaxis_title=tr("MB per step"), template=TEMPLATE, height=360,
                       margin=dict(l=60, r=20, t=70, b=50))
     return fig

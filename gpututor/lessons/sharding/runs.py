@@ -5,10 +5,12 @@
 - :class:`DDPBuckets` / :func:`ddp_buckets`: the buckets DDP really makes for the lesson's model,
   read from DDP itself in real ranks, with the arguments the ``ddp`` strategy passes.
 - :func:`capped_runs`: which stage first fits a memory capacity, planned (the formula's model
-  state plus the activations data parallel measured) and then run under that capacity.
+  state plus the activations data parallel measured, and DDP's buckets for ddp) and then run
+  under that capacity; :func:`outcome_words` says what each capped run did.
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 import torch
@@ -101,20 +103,26 @@ def bucket_words(buckets: dict) -> str:
 
 # ---- which stage first fits: planned, then run under a capacity -------------------------------
 
-def planned_bytes(n_params: int, activations: float, world_size: int) -> dict[str, float]:
+def planned_bytes(n_params: int, activations: float, world_size: int,
+                  bucket_bytes: float = 0.0) -> dict[str, float]:
     """The plan per strategy: the formula's model state (fp32 AdamW) plus the activations data
-    parallel measured (no stage shards them)."""
+    parallel measured (no stage shards them); ``ddp`` also plus ``bucket_bytes``, DDP's
+    all-reduce buckets (a second copy of the gradients, kept between steps: read from DDP by
+    :func:`ddp_buckets`)."""
     return {name: model_state_bytes(n_params, zero_stage=stage, dp=world_size,
                                     convention="fp32-adamw")["total"] + activations
+            + (bucket_bytes if name == "ddp" else 0.0)
             for stage, name in enumerate(STAGES)}
 
 
 def capped_runs(spec, capacity: int, n_params: int, activations: float,
-                steps: int = 3) -> list[dict]:
-    """Data parallel and ZeRO stages 1-3, each planned and then run with ``device_memory =
-    capacity`` per rank: one row per strategy (planned bytes, whether the plan fits, whether the
-    run fitted, its largest per-rank peak or the first line of its out-of-memory error)."""
-    plan = planned_bytes(n_params, activations, spec.world_size)
+                steps: int = 3, bucket_bytes: float = 0.0) -> list[dict]:
+    """Data parallel and ZeRO stages 1-3, each planned (``bucket_bytes``: DDP's buckets, added
+    to ddp's plan) and then run with ``device_memory = capacity`` per rank: one row per strategy
+    (planned bytes, whether the plan fits, whether the run fitted, its largest per-rank peak or
+    the out-of-memory error's fields: ``error`` its first line, ``oom`` the exception's fields
+    when the launcher passed them on)."""
+    plan = planned_bytes(n_params, activations, spec.world_size, bucket_bytes)
     rows = []
     for name in STAGES:
         row = {"strategy": name, "planned": plan[name], "planned_fits": plan[name] <= capacity}
@@ -125,9 +133,36 @@ def capped_runs(spec, capacity: int, n_params: int, activations: float,
         except RunFailed as failure:
             if "out of memory" not in str(failure):
                 raise
-            row.update(fits=False, peak=None, error=failure.cause)
+            row.update(fits=False, peak=None, error=failure.cause, oom=oom_fields(failure.cause))
         rows.append(row)
     return rows
+
+
+_OOM = re.compile(r"rank (\d+) ran out of memory at step (\d+) \((\w+)\): tried to hold .*?"
+                  r"\(([\d,]+) bytes\)")
+
+
+def oom_fields(cause: str) -> dict | None:
+    """The fields of a capacity's out-of-memory error (``measure.capacity.DeviceOutOfMemory``'s
+    first line): rank, step, phase and the bytes it tried to hold; None for another text (CUDA's
+    own out-of-memory error)."""
+    found = _OOM.search(cause or "")
+    if not found:
+        return None
+    rank, step, phase, held = found.groups()
+    return {"rank": int(rank), "step": int(step), "phase": phase, "held": int(held.replace(",", ""))}
+
+
+def outcome_words(row: dict) -> str:
+    """What a capped run did, in the notebook's language: fitted (with its peak), or ran out of
+    memory, told from the error's fields (the error's own text where it has none we read)."""
+    if row["fits"]:
+        return tr("fits, peak {mb:.1f} MB", mb=row["peak"] / MB)
+    oom = row.get("oom")
+    if oom is None:
+        return tr("out of memory: {error}", error=row["error"])
+    return tr("out of memory: rank {rank} at step {step} ({phase}) would hold {mb:.1f} MB",
+              rank=oom["rank"], step=oom["step"], phase=tr(oom["phase"]), mb=oom["held"] / MB)
 
 
 def first_fit(rows: list[dict], key: str) -> str | None:

@@ -89,6 +89,12 @@ class FullyShardedFSDP2(Strategy):
         return hasattr(_fsdp().FSDPModule, "set_custom_all_gather")   # torch >= 2.9: metered
 
     def check_device(self, spec, device: str) -> None:
+        if spec.option("mixed_precision") == "bf16" and torch.device(device).type == "cuda" \
+                and torch.cuda.is_available() and torch.cuda.get_device_capability()[0] < 8:
+            major, minor = torch.cuda.get_device_capability()
+            raise InvalidValue("option mixed_precision", "bf16", "'none' or 'fp16' on this GPU",
+                               f"on a GPU of compute capability {major}.{minor}: bf16 arithmetic "
+                               "needs 8.0 (Ampere) or newer")
         if spec.option("mixed_precision") == "fp16" and device != "cuda":
             raise InvalidValue("option mixed_precision", "fp16", "'none' or 'bf16' here",
                                "on CPU: most CPUs have no fp16 arithmetic, so PyTorch emulates "

@@ -18,7 +18,8 @@ from gpututor import RunSpec
 from gpututor.i18n import set_language
 from gpututor.lessons.sharding.exercises import (check_first_fit, check_reduce_scatter,
                                                  check_state_saving, check_zero3_sent,
-                                                 first_stage_that_fits, zero3_sent_per_rank)
+                                                 first_stage_that_fits, zero2_saving_per_rank,
+                                                 zero3_sent_per_rank)
 from gpututor.plan.memory import model_state_bytes
 from exercise_solutions import published as _published, rejected
 
@@ -29,20 +30,30 @@ def published(variable: str, **names):
     return _published("03_sharding", variable, torch=torch, dist=dist, model_state_bytes=model_state_bytes, **names)
 
 
-# ---- exercise 1: what ZeRO-2 saves, measured ---------------------------------------------------
+# ---- exercise 1: what ZeRO-2 would save on 4 ranks, counted ------------------------------------
+
+SPEC2 = RunSpec(model="gpt", model_size="medium", strategy="zero2", world_size=2, batch_size=8,
+                seq_len=32, steps=8)
+
 
 def _summary(strategy: str, params: float, grads: float, optimizer: float) -> dict:
-    return {"strategy": strategy, "world_size": 2,
+    return {"strategy": strategy, "world_size": 2, "spec": vars(SPEC2.replace(strategy=strategy)),
             "mem_by_category": {"params": [params] * 2, "grads": [grads] * 2,
                                 "optimizer": [optimizer] * 2, "activations": [1e6] * 2}}
 
 
 def _runs() -> dict:
-    """What lesson 03's runs measure, per rank: ddp keeps 4 + 4 + 8 bytes per parameter (and
-    AdamW's step counters), zero2 half of the gradients and of the optimizer state (padded)."""
+    """What lesson 03's runs measure on 2 ranks, per rank: ddp keeps 4 + 4 + 8 bytes per
+    parameter (and AdamW's step counters), zero2 half of the gradients and of the optimizer
+    state (padded)."""
     return {"ddp": _summary("ddp", 4 * PSI, 4 * PSI, 8 * PSI + 4 * 38),
             "zero1": _summary("zero1", 4 * PSI + 24, 4 * PSI + 24, 4 * PSI + 40),
             "zero2": _summary("zero2", 4 * PSI + 24, 2 * PSI + 12, 4 * PSI + 40)}
+
+
+def test_zero2_saving_is_counted_on_the_padded_units():
+    assert zero2_saving_per_rank(SPEC2, 4) == pytest.approx(9 * PSI, rel=1e-4)
+    assert zero2_saving_per_rank(SPEC2, 4) <= 9 * PSI     # padding only adds to what zero2 keeps
 
 
 def test_state_saving_accepts_the_published_answer_in_any_shape(capsys):
@@ -50,38 +61,49 @@ def test_state_saving_accepts_the_published_answer_in_any_shape(capsys):
     answer = published("my_saving", n_params=PSI)
     for shape in (answer, int(answer), np.float64(answer), torch.tensor(answer)):
         check_state_saving(shape, runs)
-    assert "Correct. model state zero2 saves on rank 0 against ddp" in capsys.readouterr().out
+    assert "Correct. model state zero2 saves each rank against ddp on 4 ranks" \
+        in capsys.readouterr().out
 
 
 @pytest.mark.parametrize("mistake, answer", [
     ("forgot the (N-1)/N factor", 12 * PSI),
-    ("ZeRO-1's saving: the optimizer state only", 4 * PSI),
-    ("ZeRO-3's saving: the parameters too", 8 * PSI),
-    ("what zero2 keeps, not what it saves", 10 * PSI),
+    ("ZeRO-1's saving: the optimizer state only", 8 * PSI * 3 / 4),   # 6Ψ: also 2 ranks' zero2
+    ("ZeRO-3's saving: the parameters too", 16 * PSI * 3 / 4),
+    ("what zero2 keeps, not what it saves", 4 * PSI + 12 * PSI / 4),
 ])
 def test_state_saving_rejects_the_classic_mistakes(mistake, answer):
-    rejected(check_state_saving, answer, _runs(), match="is not what this notebook measured")
+    rejected(check_state_saving, answer, _runs(),
+             match="is not what counting on the model gives|is what the runs on 2 ranks measured")
+
+
+@pytest.mark.parametrize("mistake, answer", [
+    ("the 2-rank runs' difference, pasted", 6 * PSI + 4 * 38 - 52),
+    ("the 2 ranks' factor, by formula", 12 * PSI / 2),
+])
+def test_state_saving_is_not_passed_by_the_runs_on_2_ranks(mistake, answer):
+    rejected(check_state_saving, answer, _runs(), match="is what the runs on 2 ranks measured")
 
 
 def test_state_saving_says_when_the_runs_are_missing():
-    rejected(check_state_saving, 6 * PSI, {"ddp": _runs()["ddp"]}, match="has not measured it yet")
+    rejected(check_state_saving, 9 * PSI, {"ddp": _runs()["ddp"]}, match="has not measured it yet")
 
 
 # ---- exercise 2: what fits, at scale (formula) -------------------------------------------------
 
 def test_first_fit_accepts_the_published_bytes_and_names_the_stage(capsys):
     answer = published("my_state_bytes")
-    assert first_stage_that_fits(7.5e9, 64, 24e9, other_bytes=6e9) == 2
+    assert first_stage_that_fits(13e9, 32, 40e9, other_bytes=8e9) == 2
     for shape in (answer, np.float32(answer), torch.tensor(answer)):
         check_first_fit(shape)
     out = capsys.readouterr().out
-    assert "(the formula gives 1.664e+10)" in out and "That is stage 2." in out
+    assert "(the formula gives 3.169e+10)" in out and "That is stage 2." in out
 
 
 @pytest.mark.parametrize("mistake, answer", [
-    ("stage 3 fits too, but shards more than needed", 16 * 7.5e9 / 64),
-    ("stage 1: the optimizer state sharded, the gradients not yet", 4 * 7.5e9 + 12 * 7.5e9 / 64),
-    ("the model state plus the 6 GB kept for activations", 2 * 7.5e9 + 14 * 7.5e9 / 64 + 6e9),
+    ("stage 3 fits too, but shards more than needed", 16 * 13e9 / 32),
+    ("stage 1: the optimizer state sharded, the gradients not yet", 4 * 13e9 + 12 * 13e9 / 32),
+    ("the model state plus the 8 GB kept for activations", 2 * 13e9 + 14 * 13e9 / 32 + 8e9),
+    ("the paper's Figure 1 case (7.5 B on 64 GPUs), stage 2", 2 * 7.5e9 + 14 * 7.5e9 / 64),
     ("the stage's number, not its bytes", 2),
     ("as if no stage fitted", None),
 ])
@@ -90,13 +112,13 @@ def test_first_fit_rejects_the_classic_mistakes(mistake, answer):
 
 
 def test_first_fit_takes_none_where_nothing_fits_and_no_number(capsys):
-    tight = dict(device_bytes=7e9)          # even stage 3 (1.9 GB) + 6 GB is too much
-    assert first_stage_that_fits(7.5e9, 64, 7e9, other_bytes=6e9) is None
+    tight = dict(device_bytes=14e9)         # even stage 3 (6.5 GB) + 8 GB is too much
+    assert first_stage_that_fits(13e9, 32, 14e9, other_bytes=8e9) is None
     check_first_fit(None, **tight)
     assert "by the formula no stage fits" in capsys.readouterr().out
-    rejected(check_first_fit, 16 * 7.5e9 / 64, **tight, match="is not what the formula gives")
-    roomy = dict(device_bytes=200e9)        # data parallel fits: stage 0's 120 GB
-    check_first_fit(16 * 7.5e9, **roomy)
+    rejected(check_first_fit, 16 * 13e9 / 32, **tight, match="is not what the formula gives")
+    roomy = dict(device_bytes=300e9)        # data parallel fits: stage 0's 208 GB
+    check_first_fit(16 * 13e9, **roomy)
     rejected(check_first_fit, None, **roomy, match="is not what the formula gives")
 
 
@@ -307,14 +329,16 @@ def test_no_way_round_the_guard_reaches_a_built_in_or_the_packages_own(way):
 def test_the_checkers_speak_chinese(capsys):
     set_language("zh")
     try:
-        check_state_saving(6 * PSI, _runs())
+        check_state_saving(9 * PSI, _runs())
         check_first_fit(published("my_state_bytes"))
         check_zero3_sent(..., FOUR)
         check_reduce_scatter(...)
         out = capsys.readouterr().out
-        for chinese in ("与 ddp 相比，zero2 在进程 0 上省下的模型状态字节数", "也就是阶段 2。",
+        for chinese in ("在 4 个进程上，与 ddp 相比 zero2 为每个进程省下的模型状态字节数", "也就是阶段 2。",
                         "8 个进程上 zero3 每个进程每步发送的字节数", "归约分散：尚未作答"):
             assert chinese in out, (chinese, out)
+        with pytest.raises(AssertionError, match="是 2 个进程上的运行测得的"):
+            check_state_saving(6 * PSI, _runs())
         with pytest.raises(AssertionError, match="不是公式给出的值"):
             check_first_fit(1.875e9)
         with pytest.raises(AssertionError, match="请传入第 8 节的 zero3 运行"):

@@ -69,6 +69,6 @@ def test_comm_lines_print_not_measured_for_what_cuda_leaves_unmeasured():
                                             "comm_wire_bytes_per_step": 3e6},
                       "other": {**base, "comm_wire_bytes_per_step": None, "comm_s": None}})
     ddp, fsdp, other = comm_lines(rows)
-    assert "2.00 MB = 1.00x ddp" in ddp and "waited 20.0 ms of a 100.0 ms step" in ddp
-    assert "3.00 MB = 1.50x ddp" in fsdp and "waited not measured of a 100.0 ms step" in fsdp
+    assert "2.00 MB = 1.00x ddp" in ddp and "compute's wait: 20.0 ms; step 100.0 ms" in ddp
+    assert "3.00 MB = 1.50x ddp" in fsdp and "compute's wait: not measured; step 100.0 ms" in fsdp
     assert "sent per rank per step not measured;" in other
