@@ -9,8 +9,8 @@ notebook shows only the call. ``...`` means "not answered yet".
 - :func:`check_days_at_hfu`: the days the recommendation's smallest cluster takes at another
   share of peak on all it computes, the planner's ``hfu`` (hardware FLOPs utilisation,
   ``gpututor.plan.recommend.estimate`` of its configuration).
-- :func:`check_formula_error`: the general formula's relative peak error for one run of the
-  calibration (measured).
+- :func:`check_formula_error`: the learner's relative-error function for the general formula's
+  peak, run on every run of the calibration (recorded errors taken out) and on made-up peaks.
 - :func:`check_state_bytes`: the learner's model-state formula, run against
   ``model_state_bytes`` for conventions, ZeRO stages and GPU counts the learner does not choose.
 - :func:`check_implied_mfu`: the learner's implied-MFU formula, run on the published runs of
@@ -74,13 +74,44 @@ def check_days_at_hfu(answer, recommendation, model, tokens: float = 140e9,
                  rel_tol=0.005, source="formula")
 
 
-def check_formula_error(answer, calibration, strategy: str = "ddp") -> None:
-    """``(formula - measured) / measured`` of the peak memory of ``calibration``'s run of
-    ``strategy``, as section 1 measured it. Section 1's table shows it rounded to 0.1 %: the
-    answer is computed from the row's peaks, so only float rounding may differ."""
-    row = next((r for r in calibration.rows if r["strategy"] == strategy), None)
-    check_answer(answer, row["formula_error"] if row else None,
-                 f"relative error of the formula's peak for {strategy.upper()}", rel_tol=1e-6)
+# made-up peaks the checker adds to the calibration's rows: the formula above and below the
+# measurement, so that a sign turned round or a division by the prediction is found out
+MADE_UP_PEAKS = ({"measured_peak": 41.3e6, "formula_peak": 52.9e6},
+                 {"measured_peak": 75.7e6, "formula_peak": 60.1e6})
+FORMULA_ERROR_TOLERANCE = 1e-6
+
+
+def check_formula_error(candidate: Callable, calibration) -> None:
+    """Run ``candidate(row)`` on every run ``calibration`` measured and on :data:`MADE_UP_PEAKS`;
+    ``row`` holds only ``measured_peak`` and ``formula_peak`` (the recorded errors are taken out),
+    and the answer is ``(formula - measured) / measured`` within a relative
+    :data:`FORMULA_ERROR_TOLERANCE`. Says which run is wrong, not what the answer is."""
+    if candidate is ...:
+        print(tr("formula error: not answered yet. Define your function and pass it in."))
+        return
+    measured = [r for r in calibration.rows
+                if r.get("measured_peak") is not None and r.get("formula_peak") is not None]
+    if not measured:
+        raise AssertionError(tr("relative error of the formula's peak: this notebook has not "
+                                "measured it yet. Run section 1 first."))
+    cases = [(r.get("run", r.get("strategy", "?")), r["measured_peak"], r["formula_peak"])
+             for r in measured]
+    cases += [(tr("made-up peaks {n}", n=i + 1), r["measured_peak"], r["formula_peak"])
+              for i, r in enumerate(MADE_UP_PEAKS)]
+    for name, measured_peak, formula_peak in cases:
+        row = {"measured_peak": measured_peak, "formula_peak": formula_peak}
+        got = call_refusing(candidate, (row,), failed=tr("formula error [{case}]: your function "
+                                                         "raised {error}"), case=name)
+        number = number_from(got, tr("formula error [{case}]: your function returned {got}, not "
+                                     "a number.", case=name, got=repr(got)))
+        expected = (formula_peak - measured_peak) / measured_peak
+        if not math.isclose(number, expected, rel_tol=FORMULA_ERROR_TOLERANCE):
+            raise AssertionError(tr("formula error [{case}]: yours is not (formula - measured) / "
+                                    "measured. Which peak is the reference, and which sign means "
+                                    "the formula predicted too little?", case=name))
+    print(tr("Correct: your formula error equals (formula - measured) / measured for {runs} "
+             "measured runs and {made_up} made-up ones.", runs=len(measured),
+             made_up=len(MADE_UP_PEAKS)))
 
 
 # ---- exercise 5: the model states of a ZeRO stage, as code -------------------------------------

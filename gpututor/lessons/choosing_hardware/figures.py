@@ -258,6 +258,6 @@ def published_table_text(rows: list[dict]) -> str:
         ratio = f"{r['ratio']:.2f}" if r["ratio"] is not None else "-"
         fits = "-" if r["fits"] is None else tr("yes") if r["fits"] else tr("no")
         mfu = f"{r['implied_mfu']:.1%} ({r['implied_mfu_full_square']:.1%})"
-        lines.append(f"{r['run']:<24} {r['measure']:<13} {r['published']:>11,.0f} "
+        lines.append(f"{r['run']:<24} {tr(r['measure']):<13} {r['published']:>11,.0f} "
                      f"{predicted:>11} {ratio:>6}  {mfu:<15} {fits}")
     return "\n".join(lines)

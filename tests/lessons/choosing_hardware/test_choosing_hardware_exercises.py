@@ -65,24 +65,31 @@ def test_days_at_30_percent_hfu_of_the_smallest_cluster(capsys, rec7):
         rejected(check_days_at_hfu, answer, rec7, model7, match="is not what the formula gives")
 
 
-def test_formula_error_reads_the_calibrations_ddp_row(capsys):
-    class FakeCalibration:   # what the checker reads: the rows section 1 measured
-        rows = [{"strategy": "single", "measured_peak": 90.0, "formula_peak": 99.0,
-                 "formula_error": 0.1},
-                {"strategy": "ddp", "measured_peak": 120.0, "formula_peak": 102.0,
-                 "formula_error": (102.0 - 120.0) / 120.0}]
-    ddp_row = FakeCalibration.rows[1]
-    check_formula_error(published("my_measured_error", ddp_row=ddp_row), FakeCalibration())
-    assert "Correct. relative error of the formula's peak for DDP" in capsys.readouterr().out
-    wrong = {"divided by the prediction": (102.0 - 120.0) / 102.0,
-             "the sign turned round": (120.0 - 102.0) / 120.0,
-             "the single run's row": 0.1}
+class FakeCalibration:   # what the checker reads: the rows section 1 measured
+    rows = [{"strategy": "single", "run": "1 rank", "measured_peak": 90.0, "formula_peak": 99.0,
+             "formula_error": 0.1},
+            {"strategy": "ddp", "run": "ddp 2 ranks", "measured_peak": 120.0, "formula_peak": 102.0,
+             "formula_error": (102.0 - 120.0) / 120.0}]
+
+
+def test_formula_error_code_runs_on_every_measured_row_without_the_recorded_errors(capsys):
+    check_formula_error(published("my_formula_error"), FakeCalibration())
+    assert "for 2 measured runs and 2 made-up ones" in capsys.readouterr().out
+    wrong = {"divided by the prediction":
+                 lambda row: (row["formula_peak"] - row["measured_peak"]) / row["formula_peak"],
+             "the sign turned round":
+                 lambda row: (row["measured_peak"] - row["formula_peak"]) / row["measured_peak"],
+             "the recorded field, which the checker takes out": lambda row: row["formula_error"],
+             "the ddp row's recorded error pasted": lambda row: (102.0 - 120.0) / 120.0}
     for mistake, answer in wrong.items():
-        rejected(check_formula_error, answer, FakeCalibration(), match="not what this notebook measured")
+        rejected(check_formula_error, answer, FakeCalibration(), match="formula error")
 
     class NotRun:
         rows = []
-    rejected(check_formula_error, -0.15, NotRun(), match="has not measured it yet")
+    rejected(check_formula_error, published("my_formula_error"), NotRun(),
+             match="has not measured it yet")
+    check_formula_error(..., FakeCalibration())
+    assert "not answered yet" in capsys.readouterr().out
 
 
 def test_state_bytes_code_exercise_runs_the_formula_against_the_planner(capsys):
@@ -124,12 +131,16 @@ def test_state_bytes_code_exercise_runs_the_formula_against_the_planner(capsys):
     assert "not answered yet" in capsys.readouterr().out
 
 
-def test_formula_error_is_not_passed_by_the_tables_rounded_percent():
-    class FakeCalibration:
-        rows = [{"strategy": "ddp", "formula_error": (102.37 - 120.11) / 120.11}]
-    shown = round(FakeCalibration.rows[0]["formula_error"], 3)   # the table's "-14.8%"
-    rejected(check_formula_error, shown, FakeCalibration(), match="not what this notebook measured")
-    check_formula_error(FakeCalibration.rows[0]["formula_error"] * (1 + 1e-9), FakeCalibration())
+def test_formula_error_tolerance_is_the_one_the_lesson_states():
+    import nbformat
+    from gpututor.lessons.choosing_hardware import exercises as hardware_exercises
+    from test_exercises import ROOT
+    nb = nbformat.read(ROOT / "notebooks" / "08_choosing_hardware.ipynb", as_version=4)
+    text = "".join(c.source for c in nb.cells if c.cell_type == "markdown")
+    assert hardware_exercises.FORMULA_ERROR_TOLERANCE == 1e-6 and "10⁻⁶" in text
+    rounded = lambda row: round((row["formula_peak"] - row["measured_peak"])   # noqa: E731
+                                / row["measured_peak"], 3)   # the table's rounding
+    rejected(check_formula_error, rounded, FakeCalibration(), match="formula error")
 
 
 def test_every_message_of_the_checkers_has_its_chinese_line(capsys):
