@@ -44,6 +44,10 @@ USES: dict[str, Use] = {
         "FlashAttention does not store the N×N matrices S and P for the backward (it recomputes "
         "them from Q, K, V and the softmax statistics): O(N) extra memory beyond inputs and "
         "output (Theorem 1)"),
+    "dao2023-backward": Use(
+        "dao2023", "§3.1.2",
+        "the backward pass recomputes the attention probabilities block by block from Q, K and "
+        "the logsumexp L saved by the forward, instead of storing them"),
     "dao2023-causal": Use(
         "dao2023", "§3.1.1, §4.1",
         "with a causal mask the blocks whose columns all lie past the row block are skipped, "

@@ -166,6 +166,31 @@ USES: dict[str, Use] = {
         "async tensor parallelism in PyTorch: a tensor-parallel collective and the matmul that "
         "depends on it are decomposed and overlapped; in torchtitan it requires torch.compile "
         "(checked against the post's title and torchtitan's code; its full text not reached)"),
+    "megatron-lm-utils-cp-split": Use(
+        "megatron-lm-utils", "get_batch_on_this_cp_rank",
+        "with causal masking the sequence is split into 2·CP chunks and context-parallel rank r "
+        "takes chunks r and 2·CP−1−r (CP = 2: GPU0 chunks 0 and 3, GPU1 chunks 1 and 2), to "
+        "balance the work (checked in NVIDIA-licensed copies of the function; the file itself "
+        "not reached)"),
+    "megatron-lm-args-tp-comm-overlap": Use(
+        "megatron-lm-args", "validate_args",
+        "if args.tp_comm_overlap: 'Tensor parallel communication/GEMM overlap can happen only "
+        "when sequence parallelism is enabled' (the run stops otherwise)"),
+    "pytorch-ddp-source-first-bucket": Use(
+        "pytorch-ddp-source", "_BucketCapacityConfig.create",
+        "first_bucket_bytes_cap = dist._DEFAULT_FIRST_BUCKET_BYTES if bucket_cap_mb is left at "
+        "its default (25 MiB for the others), else bucket_cap_mb's bytes: a smaller first "
+        "bucket lets the first all-reduce start sooner (read in the installed torch 2.13)"),
+    "pytorch-async-tp-pass-patterns": Use(
+        "pytorch-async-tp-pass", "micro_pipeline_tp_pass",
+        "async TP finds all-gather -> matmul and matmul -> reduce-scatter patterns and fuses them "
+        "(fuse_all_gather_matmul, fuse_matmul_reduce_scatter); no all-reduce is fused; with none "
+        "found it warns 'async TP found no matching all-gather/reduce-scatter patterns' "
+        "(read in torch 2.13)"),
+    "pytorch-tp-experimental": Use(
+        "pytorch-tp", "the warning at the top",
+        "'Tensor Parallelism APIs are experimental and subject to change'; TP is built on DTensor "
+        "and provides Colwise, Rowwise and Sequence Parallelism styles"),
     "rajbhandari2020-volume": Use(
         "rajbhandari2020", "§7",
         "with a reduce-scatter and an all-gather each moving Ψ elements, data parallelism moves "

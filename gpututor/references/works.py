@@ -93,6 +93,22 @@ WORKS: dict[str, Work] = {
                        "Parallelism in PyTorch (PyTorch forum post)",
                        "https://discuss.pytorch.org/t/distributed-w-torchtitan-introducing-async-"
                        "tensor-parallelism-in-pytorch/209487"),
+    # lesson 04: the code that decides what tensor-parallel overlap needs, and the TP API's status
+    "megatron-lm-utils": Work("Megatron-LM", 2025, "megatron/training/utils.py (NVIDIA/"
+                                "Megatron-LM)", "https://github.com/NVIDIA/Megatron-LM/blob/main/"
+                                "megatron/training/utils.py"),
+    "megatron-lm-args": Work("Megatron-LM", 2025, "megatron/training/arguments.py (NVIDIA/"
+                               "Megatron-LM)", "https://github.com/NVIDIA/Megatron-LM/blob/main/"
+                               "megatron/training/arguments.py"),
+    "pytorch-ddp-source": Work("PyTorch", 2025, "torch/nn/parallel/distributed.py "
+                                 "(pytorch/pytorch)", "https://github.com/pytorch/pytorch/blob/"
+                                 "main/torch/nn/parallel/distributed.py"),
+    "pytorch-async-tp-pass": Work("PyTorch", 2025, "torch/_inductor/fx_passes/micro_pipeline_tp.py "
+                                    "(pytorch/pytorch)", "https://github.com/pytorch/pytorch/blob/"
+                                    "main/torch/_inductor/fx_passes/micro_pipeline_tp.py"),
+    "pytorch-tp": Work("PyTorch docs", 2025, "Tensor Parallelism - torch.distributed.tensor."
+                         "parallel", "https://docs.pytorch.org/docs/stable/"
+                         "distributed.tensor.parallel.html"),
     # lessons 01, 01c, 11, gpututor/moe.py, formulas.py, measure/flops.py
     "fedus2021": Work("Fedus et al.", 2021, "Switch Transformers: Scaling to Trillion "
                         "Parameter Models with Simple and Efficient Sparsity",

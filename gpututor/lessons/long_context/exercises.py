@@ -2,11 +2,12 @@
 (section 1's activation rows, section 4's runs) and derives what it expects, so the notebook
 shows only the call. ``...`` means "not answered yet".
 
-- :func:`check_visible_pairs`: the query-key pairs one rank's causal attention computes under a
-  split (``gpututor.parallel.context_parallel.causal_work``).
-- :func:`check_activation_shrink`: one process's activations over a cp rank's, as section 1
-  measured them.
-- :func:`check_cp_bytes`: the bytes a cp run sent per step, as its ranks counted them.
+- :func:`check_visible_pairs`: the query-key pairs one rank's causal attention sees under a
+  split (``gpututor.parallel.context_parallel.causal_work``), for a case no cell prints.
+- :func:`check_activation_shrink`: one process's activations over a cp rank's at a length section
+  1 did not run (the checker measures it): a prediction from section 1's two longest lengths.
+- :func:`check_cp_bytes`: the bytes a cp run no cell launched (cp=4) sends per step, by the
+  ring's count (tests/lessons/long_context check the count against the meter of a real run).
 - :func:`check_merge`: the learner's merge of two partial attention results (ring attention's
   step), against attention over all the keys at once, on queries, keys and causal masks the
   learner does not choose; then as the merge of ``ring_forward`` in real ranks (3, zig-zag).
@@ -23,6 +24,7 @@ import torch
 
 from ...config import RunSpec
 from ...i18n import tr
+from ...models import build_model, count_parameters
 from ...parallel.context_parallel import Ring, causal_work, split_positions
 from ...parallel.context_parallel.ring_attention import merge, ring_forward, visible_tile
 from ..common.code_exercise import CalledTheReference, call_refusing
@@ -30,29 +32,51 @@ from ..common.exercises import check_answer, records_in_ranks
 from ..common.guards import RefusedWhileRunning
 
 
-def check_visible_pairs(answer, seq_len: int = 64, ranks: int = 2, split: str = "contiguous",
-                        rank: int = 0) -> None:
-    """Query-key pairs rank ``rank``'s causal attention computes when ``seq_len`` tokens are
-    split over ``ranks`` ranks (the defaults: exercise 1)."""
+def check_visible_pairs(answer, seq_len: int = 96, ranks: int = 3, split: str = "contiguous",
+                        rank: int = 2) -> None:
+    """Query-key pairs rank ``rank``'s causal attention sees when ``seq_len`` tokens are split
+    over ``ranks`` ranks (the defaults: exercise 1, a case no cell prints). Exact."""
     check_answer(answer, causal_work(seq_len, ranks, split)[rank],
                  f"visible pairs of rank {rank}, {split} split", rel_tol=0, source="formula")
 
 
-def check_activation_shrink(answer, rows: list[dict], seq_len: int = 256,
-                            whole: str = "one process", split: str = "cp=2, per rank") -> None:
-    """By what factor the ``split`` layout's rank 0 keeps fewer activation bytes than ``whole``
-    at ``seq_len``, in ``rows`` (section 1's ``activations_by_length``)."""
-    by = {(r["layout"], r["seq_len"]): r["activations"] for r in rows}
-    one, per_rank = by.get((whole, seq_len)), by.get((split, seq_len))
-    check_answer(answer, one / per_rank if one and per_rank else None,
-                 "activations, one process / a cp=2 rank", rel_tol=0.01)
+PREDICTED_SEQ_LEN = 192   # exercise 2: a length section 1 does not run
 
 
-def check_cp_bytes(answer, runs: dict, run: str = "cp=2, zig-zag") -> None:
-    """The bytes per step the ranks of ``runs[run]`` counted themselves sending."""
-    summary = runs.get(run)
-    check_answer(answer, summary["comm_bytes_per_step"] if summary else None,
-                 "bytes sent per step by cp=2", rel_tol=1e-6)
+def check_activation_shrink(answer, base: RunSpec, seq_len: int = PREDICTED_SEQ_LEN,
+                            layouts=(("one process", "single", 1), ("cp=2, per rank", "cp", 2)),
+                            rel_tol: float = 0.01) -> None:
+    """The learner's prediction of one process's activations over a cp=2 rank's at ``seq_len``
+    (a length section 1 did not run), within ``rel_tol``: the checker runs both layouts there
+    (``activations_by_length``, as section 1) and divides what the probe measured."""
+    from .runs import activations_by_length
+    what = f"activations at T = {seq_len}, one process / a cp=2 rank"
+    if answer is ...:
+        return check_answer(answer, None, what)
+    rows = activations_by_length(base, (seq_len,), list(layouts))
+    by = {r["layout"]: r["activations"] for r in rows}
+    one, per_rank = by.get(layouts[0][0]), by.get(layouts[1][0])
+    check_answer(answer, one / per_rank if one and per_rank else None, what, rel_tol=rel_tol)
+
+
+def ring_bytes_per_step(spec: RunSpec) -> int:
+    """Bytes one rank of a ``cp`` run of ``spec`` sends per step, by the ring's count: per
+    attention layer, the fp32 key+value block (``2 × batch × T/n × d_model``) shifted n-1 times
+    in forward and n-1 in backward, its gradient n times; then the parameters' gradients
+    all-reduced once (their fp32 bytes, counted once)."""
+    model = build_model(spec)
+    n = spec.world_size
+    block = 2 * spec.batch_size * (spec.seq_len // n) * model.cfg.d_model * 4
+    return model.cfg.n_layer * (3 * n - 2) * block + 4 * count_parameters(model)
+
+
+def check_cp_bytes(answer, spec: RunSpec, world_size: int = 4) -> None:
+    """The bytes per step one rank of ``spec`` as a zig-zag cp run over ``world_size`` ranks
+    sends (exercise 3: cp=4, which no cell launches), by :func:`ring_bytes_per_step`. Exact to
+    1e-6."""
+    expected = ring_bytes_per_step(spec.replace(strategy="cp", world_size=world_size))
+    check_answer(answer, expected, f"bytes sent per step by cp={world_size}", rel_tol=1e-6,
+                 source="formula")
 
 
 # ---- exercise 4: merge two partial attentions (ring attention's step) -------------------------

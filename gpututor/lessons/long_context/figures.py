@@ -54,7 +54,7 @@ def activations_figure(rows: list[dict]) -> go.Figure:
     for layout in dict.fromkeys(r["layout"] for r in rows):
         mine = sorted((r for r in rows if r["layout"] == layout), key=lambda r: r["seq_len"])
         fig.add_scatter(x=[r["seq_len"] for r in mine], y=[r["activations"] / MB for r in mine],
-                        mode="lines+markers", name=layout)
+                        mode="lines+markers", name=tr(layout))
     fig.update_layout(title=tr("Activations kept for backward by rank 0 (measured)"),
                       xaxis_title=tr("sequence length T"), yaxis_title="MB", height=360,
                       template=TEMPLATE)

@@ -3,8 +3,11 @@
 With causal attention a query at position p looks at p+1 keys, so the *end* of a sequence costs
 far more than its start. Cut a sequence of T tokens into n contiguous pieces (``"contiguous"``)
 and the last rank attends over ~2n-1 times as many query-key pairs as the first: in a ring, where
-every step waits for the slowest rank, the ring takes the busiest rank's time, ~2 - 1/n times
-what the same work shared evenly would take (:func:`ring_slowdown`: busiest over *mean*).
+every step waits for the slowest rank, the ring takes the busiest rank's time, not what the same
+work shared evenly would take (:func:`ring_slowdown`: busiest over *mean*). Counted in visible
+pairs (a kernel that skips every masked pair) that is ~2 - 1/n; counted in what this package's
+``ring_forward`` computes (the whole rectangle of each :func:`visible_tile`, its masked pairs
+included: ``counted="computed"``) it is smaller, 1.33, 1.60, 1.78 for n = 2, 4, 8.
 
 The zig-zag split (``"zigzag"``, the load-balanced layout of Llama 3's context parallelism
 [ref: dubey2024-context-parallel], of Megatron-LM's context parallel and of
@@ -25,8 +28,10 @@ import torch
 
 from ... import checks
 from ...checks import InvalidValue
+from .ring_attention import visible_tile
 
 SPLITS = ("zigzag", "contiguous")
+COUNTS = ("visible", "computed")
 
 
 def check_split(seq_len: int, n: int, split: str) -> None:
@@ -53,23 +58,32 @@ def causal_work(seq_len: int, n: int, split: str = "zigzag") -> list[int]:
     return (split_positions(seq_len, n, split) + 1).sum(dim=1).tolist()
 
 
-def ring_step_work(seq_len: int, n: int, split: str = "zigzag") -> torch.Tensor:
-    """``steps × ranks``: the visible pairs between rank r's queries and the key block it holds
-    at each ring step (at step s the block of rank r-s). Each step lasts as long as its busiest
-    rank, so ``work.amax(dim=1).sum()`` is what the ring takes, ``work.sum()`` what it must do."""
+def ring_step_work(seq_len: int, n: int, split: str = "zigzag",
+                   counted: str = "visible") -> torch.Tensor:
+    """``steps × ranks``: the query-key pairs between rank r's queries and the key block it holds
+    at each ring step (at step s the block of rank r-s). ``counted="visible"``: the pairs causal
+    attention allows (what a kernel that skips masked pairs does); ``"computed"``: the rectangle
+    ``rows × cols`` of :func:`visible_tile` that ``ring_forward`` computes, masked pairs included.
+    Each step lasts as long as its busiest rank, so ``work.amax(dim=1).sum()`` is what the ring
+    takes, ``work.sum()`` what it must do."""
+    checks.choice("counted", counted, COUNTS)
     positions = split_positions(seq_len, n, split)
     work = torch.zeros(n, n, dtype=torch.long)
     for step in range(n):
         for rank in range(n):
             q, k = positions[rank], positions[(rank - step) % n]
-            work[step, rank] = (k[None, :] <= q[:, None]).sum()
+            if counted == "visible":
+                work[step, rank] = (k[None, :] <= q[:, None]).sum()
+            else:
+                tile = visible_tile(q, k)
+                work[step, rank] = 0 if tile is None else tile[0].numel() * tile[1].numel()
     return work
 
 
-def ring_slowdown(seq_len: int, n: int, split: str = "zigzag") -> float:
+def ring_slowdown(seq_len: int, n: int, split: str = "zigzag", counted: str = "visible") -> float:
     """How many times longer the ring takes than with its work shared evenly: every ring step
-    lasts as long as its busiest rank (:func:`ring_step_work`), so the ring takes
-    ``Σ_steps max_r work`` against ``Σ work / n`` shared evenly. 1.0 is a balanced ring; the
-    slowdown is the busiest rank's work over the *mean* rank's, not over the idlest's."""
-    work = ring_step_work(seq_len, n, split)
+    lasts as long as its busiest rank (:func:`ring_step_work`, pairs ``counted`` as there), so
+    the ring takes ``Σ_steps max_r work`` against ``Σ work / n`` shared evenly. 1.0 is a balanced
+    ring; the slowdown is the busiest rank's work over the *mean* rank's, not over the idlest's."""
+    work = ring_step_work(seq_len, n, split, counted)
     return float(work.amax(dim=1).sum() / (work.sum() / n))

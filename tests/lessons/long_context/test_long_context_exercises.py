@@ -18,52 +18,68 @@ def published(variable: str, **names):
     return _published("10_long_context", variable, torch=torch, build_model=build_model, count_parameters=count_parameters, **names)
 
 
-def test_visible_pairs_of_rank_0_under_the_contiguous_split(capsys):
+def test_visible_pairs_of_rank_2_of_3_under_the_contiguous_split(capsys):
     check_visible_pairs(published("my_pairs"))
-    assert "(the formula gives 528)" in capsys.readouterr().out
-    wrong = {"half of all pairs: the zig-zag share": 64 * 65 // 2 // 2,
-             "forgot the diagonal (p keys, not p + 1)": sum(range(32)),
-             "no causal mask: 32 queries x 32 keys": 32 * 32,
-             "the last rank's": sum(p + 1 for p in range(32, 64))}
+    assert "(the formula gives 2,576)" in capsys.readouterr().out
+    wrong = {"a third of all pairs": 96 * 97 // 2 // 3,
+             "forgot the diagonal (p keys, not p + 1)": sum(range(64, 96)),
+             "what ring_forward computes: whole rectangles": 32 * 96,
+             "rank 0's": sum(p + 1 for p in range(32)),
+             "section 3's old case: rank 0 of T = 64 over 2": 528}
     for mistake, answer in wrong.items():
         rejected(check_visible_pairs, answer, match="is not what the formula gives")
 
 
-def _rows():   # section 1's rows: rank 0's activation bytes per layout and length
-    measured = {("one process", 128): 30e6, ("cp=2, per rank", 128): 13e6,
-                ("one process", 256): 80e6, ("cp=2, per rank", 256): 27e6}
-    return [{"layout": layout, "seq_len": t, "activations": a, "peak": 2 * a}
-            for (layout, t), a in measured.items()]
+# section 1's measured bytes (rank 0's activations), exactly a·T + b·T² as the probe gives them
+MEASURED = {("one process", 128): 43533320, ("cp=2, per rank", 128): 18649608,
+            ("one process", 256): 103974920, ("cp=2, per rank", 256): 37331976,
+            ("one process", 192): 71640584, ("cp=2, per rank", 192): 27986696}
 
 
-def test_activation_shrink_reads_section_1s_rows(capsys):
-    rows = _rows()
-    by = {(r["layout"], r["seq_len"]): r["activations"] for r in rows}
-    check_activation_shrink(published("my_shrink", by=by), rows)
-    assert "Correct. activations, one process / a cp=2 rank" in capsys.readouterr().out
-    wrong = {"upside down": 27 / 80, "at T = 128": 30 / 13, "the ideal 2": 2,
-             "over both cp ranks together": 80 / (2 * 27)}
+def test_activation_shrink_is_a_prediction_the_checker_measures(capsys, monkeypatch):
+    from gpututor.lessons.long_context import runs
+    measured_at = []
+
+    def fake(base, lengths, layouts):
+        measured_at.extend(lengths)
+        return [{"layout": name, "seq_len": t, "activations": MEASURED[(name, t)]}
+                for t in lengths for name, _, _ in layouts]
+    monkeypatch.setattr(runs, "activations_by_length", fake)
+    base = RunSpec(model="gpt", model_size="small", batch_size=8, device="cpu")
+    by = {k: v for k, v in MEASURED.items() if k[1] != 192}
+    check_activation_shrink(published("my_shrink", by=by), base)
+    assert "Correct. activations at T = 192, one process / a cp=2 rank" in capsys.readouterr().out
+    assert measured_at == [192]
+    wrong = {"upside down": 27986696 / 71640584, "section 1's T = 256 ratio": 103974920 / 37331976,
+             "linear fit (bytes ∝ T)": 103974920 / 37331976, "the ideal 2": 2,
+             "section 1's T = 128 ratio": 43533320 / 18649608}
     for mistake, answer in wrong.items():
-        rejected(check_activation_shrink, answer, rows, match="not what this notebook measured")
-    rejected(check_activation_shrink, 2.96, [], match="has not measured it yet")
+        rejected(check_activation_shrink, answer, base, match="not what this notebook measured")
 
 
-def test_cp_bytes_reads_the_runs_own_count(capsys):
+def test_cp_bytes_for_cp_4_is_the_rings_count_and_the_meter_agrees(capsys):
+    from gpututor import launch
+    from gpututor.lessons.long_context.exercises import ring_bytes_per_step
     long = RunSpec(model="gpt", model_size="small", batch_size=8, device="cpu", seq_len=256,
                    steps=6)
     model = build_model(long)
-    block = 2 * long.batch_size * (long.seq_len // 2) * model.cfg.d_model * 4
-    sent = model.cfg.n_layer * 4 * block + 4 * count_parameters(model)   # what the ranks count
-    runs = {"cp=2, zig-zag": {"comm_bytes_per_step": sent}, "one process": {"comm_bytes_per_step": 0}}
-    check_cp_bytes(published("my_cp_bytes", long=long), runs)
-    assert "Correct. bytes sent per step by cp=2" in capsys.readouterr().out
-    wrong = {"forgot the gradients' all-reduce": model.cfg.n_layer * 4 * block,
-             "forward only": model.cfg.n_layer * block + 4 * count_parameters(model),
-             "the block's gradients n - 1 times, like the block": model.cfg.n_layer * 3 * block
+    block = 2 * long.batch_size * (long.seq_len // 4) * model.cfg.d_model * 4
+    sent = model.cfg.n_layer * 10 * block + 4 * count_parameters(model)
+    check_cp_bytes(published("my_cp_bytes", long=long), long)
+    assert "Correct. bytes sent per step by cp=4" in capsys.readouterr().out
+    block2 = 2 * long.batch_size * (long.seq_len // 2) * model.cfg.d_model * 4
+    wrong = {"forgot the gradients' all-reduce": model.cfg.n_layer * 10 * block,
+             "cp=2's count (section 4's run)": model.cfg.n_layer * 4 * block2
+             + 4 * count_parameters(model),
+             "the block's gradients n - 1 times, like the block": model.cfg.n_layer * 9 * block
              + 4 * count_parameters(model)}
     for mistake, answer in wrong.items():
-        rejected(check_cp_bytes, answer, runs, match="not what this notebook measured")
-    rejected(check_cp_bytes, sent, {}, match="has not measured it yet")
+        rejected(check_cp_bytes, answer, long, match="not what the formula gives")
+    # the count is what real ranks meter (a short run, its steady steps after warm-up)
+    small = long.replace(model_size="tiny", seq_len=64, batch_size=2, steps=5, strategy="cp",
+                         world_size=4)
+    assert launch(small).wait()["comm_bytes_per_step"] == ring_bytes_per_step(small)
+    assert sent == ring_bytes_per_step(long.replace(strategy="cp", world_size=4))
 
 
 def test_merge_code_exercise_equals_attention_over_all_the_keys(capsys):
@@ -164,10 +180,10 @@ def test_every_message_of_the_checkers_has_its_chinese_line(capsys):
     assert len(literals) >= 15 and sorted(literals - set(ZH)) == []
     set_language("zh")
     try:
-        check_visible_pairs(528)
+        check_visible_pairs(2576)
         check_merge(...)
         out = capsys.readouterr().out
-        assert "连续切分下进程 0 的可见 query-key 对数" in out and "合并：尚未作答" in out
+        assert "连续切分下进程 2 的可见 query-key 对数" in out and "合并：尚未作答" in out
         with pytest.raises(AssertionError, match="合并 \\[11 个键分成 4 个和 7 个两块，无掩码\\]"):
             check_merge(lambda a, la, b, lb: ((a + b) / 2, torch.logaddexp(la, lb)))
     finally:
