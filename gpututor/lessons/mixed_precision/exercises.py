@@ -6,9 +6,10 @@ yet".
   ``torch.amp.GradScaler`` on the lesson's gradient stream and on streams the learner does not
   choose (other start scales and growth intervals), with the package's scaler and GradScaler's
   own update refused while it runs.
-- :func:`check_fp16_trainer_bytes`: the bytes the from-scratch fp16 trainer (loss scaling,
-  AdamW) holds between steps on the lesson's small GPT, whose parameters the lesson never
-  counts, measured by the checker on a one-step run.
+- :func:`check_fp16_trainer_bytes`: the learner's function from a model to the bytes the
+  from-scratch fp16 trainer (loss scaling, AdamW) holds between steps, run on models the lesson
+  never counts (the small GPT, the tiny MoE) with the trainer refused while it runs, against
+  the checker's own one-step runs.
 - :func:`check_flush_threshold`: below what magnitude a true gradient becomes 0 in fp16 with a
   static loss scale (fp16's smallest subnormal, from ``format_table``, and round-to-nearest).
 """
@@ -22,8 +23,9 @@ import torch
 from ...i18n import tr
 from ...precision.formats import format_table
 from ...precision.loss_scaling import DynamicLossScaler, replay_scalers
-from ...precision.master_weights import train_master_weights
-from ..common.code_exercise import call_refusing
+from ...models import build_model
+from ...precision.master_weights import MasterWeightsTrainer, train_master_weights
+from ..common.code_exercise import call_refusing, number_from
 from ..common.exercises import as_number, check_answer
 
 # ---- exercise 1: the loss scaler's update rule -------------------------------------------------
@@ -120,18 +122,40 @@ def check_loss_scaler(update_rule, gradients: list[float], init_scale: float = 2
 
 # ---- exercise 2: what the fp16 trainer holds, on a model the lesson did not count -----------------
 
-def check_fp16_trainer_bytes(answer, spec) -> None:
-    """Bytes held between steps by section 4's fp16 trainer with loss scaling and AdamW, on
-    ``spec``'s model (the small GPT, whose parameters the lesson never counts), measured here:
-    :class:`MasterWeightsTrainer` after one fp16 step with a dynamic loss scaler and AdamW (a
-    short batch: what is held between steps does not depend on it). The measurement lives inside
-    the checker, not in a function a learner could call for the answer."""
-    what = "bytes held between steps, fp16 trainer with loss scaling and AdamW"
-    if answer is ...:   # not answered: no need to train
-        return check_answer(answer, None, what)
-    one_step = spec.replace(steps=1, optimizer="adamw", batch_size=2, seq_len=16, grad_accum=1)
-    run = train_master_weights(one_step, "fp16", DynamicLossScaler())
-    check_answer(answer, sum(run.memory.values()), what, rel_tol=0.01)
+# the models the learner's function is run on: none of them counted in the lesson
+TRAINER_MODELS = (("gpt", "small"), ("moe", "tiny"))
+
+
+def check_fp16_trainer_bytes(candidate, spec) -> None:
+    """``candidate(model) -> bytes`` held between steps by section 4's fp16 trainer with loss
+    scaling and AdamW, for each of :data:`TRAINER_MODELS` (``spec`` with that model), with
+    ``train_master_weights`` and ``MasterWeightsTrainer`` refused while it runs; each against
+    :class:`MasterWeightsTrainer` measured here after one fp16 step (a short batch: what is
+    held between steps does not depend on it), within 1 %."""
+    if candidate is ...:
+        print(tr("fp16 trainer bytes: not answered yet. Define your function and pass it in."))
+        return
+    refused = (train_master_weights, MasterWeightsTrainer.__init__, MasterWeightsTrainer.step,
+               MasterWeightsTrainer.memory)
+    for model, size in TRAINER_MODELS:
+        one_step = spec.replace(model=model, model_size=size, steps=1, optimizer="adamw",
+                                batch_size=2, seq_len=16, grad_accum=1)
+        got = call_refusing(candidate, (build_model(one_step),), refused=refused,
+                            called=tr("fp16 trainer bytes: your function ran the trainer: count "
+                                      "the bytes yourself."),
+                            failed=tr("fp16 trainer bytes: on the {model} {size} model your "
+                                      "function failed: {error}"), model=model, size=size)
+        got = number_from(got, tr("fp16 trainer bytes: on the {model} {size} model your "
+                                  "function did not return a number.", model=model, size=size))
+        held = sum(train_master_weights(one_step, "fp16", DynamicLossScaler()).memory.values())
+        if not math.isclose(got, held, rel_tol=0.01):
+            raise AssertionError(tr(
+                "fp16 trainer bytes: on the {model} {size} model your function gives {got:,.0f} "
+                "bytes, {how} than the trainer holds between steps (more than 1 % off). Try "
+                "again.", model=model, size=size, got=got,
+                how=tr("more") if got > held else tr("fewer")))
+    print(tr("Correct: within 1 % of what the fp16 trainer holds between steps on {count} "
+             "models the lesson never counted.", count=len(TRAINER_MODELS)))
 
 
 # ---- exercise 3: where fp16 flushes a scaled gradient to zero -----------------------------------

@@ -26,7 +26,7 @@ def published(stem: str, variable: str, **names):
 TINY = RunSpec(model="gpt", model_size="tiny", strategy="single", world_size=1,
                batch_size=16, seq_len=32, steps=15)   # lesson 06's `tiny`
 SPEC = RunSpec(model="gpt", model_size="small", strategy="single", world_size=1,
-               batch_size=32, seq_len=64, steps=12)   # lesson 06's `spec`
+               batch_size=32, seq_len=64, steps=12, device="cpu")   # lesson 06's `spec`
 
 
 # ---- exercise 1: the update rule -----------------------------------------------------------------
@@ -156,19 +156,22 @@ def test_a_rule_that_returns_one_number_is_told_so(capsys):
 # ---- exercise 2: what the fp16 trainer holds on the small GPT ----------------------------------------
 
 def test_the_fp16_trainers_bytes_are_measured_and_the_classic_mistakes_fail(capsys):
-    from gpututor import build_model
-    n_small = sum(p.numel() for p in build_model(SPEC).parameters())
-    n_tiny = sum(p.numel() for p in build_model(TINY).parameters())
-    check_fp16_trainer_bytes(published("06_mixed_precision", "my_fp16_bytes",
-                                       build_model=build_model, spec=SPEC), SPEC)
+    solution = published("06_mixed_precision", "my_fp16_bytes")
+    check_fp16_trainer_bytes(solution, SPEC)
     assert "Correct" in capsys.readouterr().out
-    for mistake in (14 * n_tiny,      # counted the tiny model, which section 4 printed
-                    12 * n_small,     # forgot the fp16 copy of the model
-                    18 * n_small,     # as if fp32 gradients were kept between steps
-                    16 * n_small):    # as if the loss scaler kept a number per parameter
-        rejected(check_fp16_trainer_bytes, mistake, SPEC, match="is not what this notebook measured")
-    check_fp16_trainer_bytes(np.float32(14 * n_small), SPEC)
-    check_fp16_trainer_bytes(torch.tensor(14 * n_small), SPEC)
+    count = lambda model: sum(p.numel() for p in model.parameters())
+    for mistake in (lambda model: 14 * 257_664,           # the tiny GPT's count, pasted
+                    lambda model: 12 * count(model),      # forgot the fp16 copy of the model
+                    lambda model: 18 * count(model),      # as if fp32 gradients were kept
+                    lambda model: 16 * count(model)):     # as if the scaler kept one per parameter
+        rejected(check_fp16_trainer_bytes, mistake, SPEC, match="than the trainer holds")
+    rejected(check_fp16_trainer_bytes, lambda model: "many", SPEC, match="did not return a number")
+
+    def runs_the_trainer(model):
+        from gpututor.precision import master_weights
+        return sum(master_weights.train_master_weights(SPEC.replace(steps=1), "fp16").memory.values())
+    rejected(check_fp16_trainer_bytes, runs_the_trainer, SPEC, match="ran the trainer")
+    check_fp16_trainer_bytes(lambda model: torch.tensor(14 * count(model)), SPEC)
     check_fp16_trainer_bytes(..., SPEC)
     assert "not answered yet" in capsys.readouterr().out
 
