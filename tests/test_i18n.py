@@ -292,7 +292,7 @@ def test_the_lesson_checkers_speak_chinese_in_a_chinese_kernel(capsys):
     try:
         moe_exercises.check_capacity(640, RunSpec(model="moe", model_size="small", batch_size=16,
                                                   seq_len=64))
-        pipeline_exercises.check_bubble(1 / 9, 2, 8)
+        pipeline_exercises.check_bubble(1 / 9, 2, 8, 1)
         pipeline_exercises.check_fewest_microbatches(27, 4, 0.1)
         moe_exercises.check_balancing_loss(...)
         pipeline_exercises.check_1f1b_order(...)

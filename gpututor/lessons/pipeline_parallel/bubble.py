@@ -92,3 +92,31 @@ def sends_sentence(waited: float, posted: float, torchs: float, noise: float = 0
                   **values)
     return tr("from scratch {waited:.3f} with sends waited, {posted:.3f} with sends posted, "
               "pp-torch {torchs:.3f}: posting the sends did not close the gap", **values)
+
+
+def handoff_words(device: str) -> str:
+    """What one hand-off is in a run on ``device`` (a summary's ``"device"``, e.g. "cuda:0" or
+    "cpu"): words chosen from the device, not assumed."""
+    import torch
+    if torch.device(device).type == "cuda":
+        return tr("In these runs each hand-off is an NCCL message between two GPUs; the ranks' "
+                  "host processes also wait for them (the pipeline synchronizes the device "
+                  "around each exchange to time it).")
+    return tr("In these runs each hand-off is a gloo message between two processes on this "
+              "machine's CPU, and a send completes only once the neighbour has posted its "
+              "receive; on a busy machine a waiting rank may also wait for a core to run on.")
+
+
+def posting_words(device: str) -> str:
+    """What ``sends="post"`` can change in a run on ``device``: with gloo,
+    ``batch_isend_irecv`` returns a handle per message and the sends' are kept; NCCL coalesces
+    the batch into one handle (``PointToPoint.exchange``), so the stage waits for all of it."""
+    import torch
+    if torch.device(device).type == "cuda":
+        return tr("On these GPUs (NCCL) batch_isend_irecv returns one handle for the whole "
+                  "exchange, so a stage cannot wait for its receives without its sends: "
+                  "sends=\"post\" waits for everything as before, and the posted run can differ "
+                  "from the waited one only by run-to-run noise.")
+    return tr("Here (gloo) batch_isend_irecv returns one handle per message: with "
+              "sends=\"post\" a stage waits for its receives and keeps its sends' handles until "
+              "the end of the step.")

@@ -3,8 +3,11 @@
 shows only the call. ``...`` means "not answered yet".
 
 - :func:`check_bubble`, :func:`check_fewest_microbatches`: the bubble formula
-  (``gpututor.formulas.theoretical_bubble_fraction``) for given stages and micro-batches.
-- :func:`check_measured_bubble`: a run's last step's bubble, as its ranks recorded it.
+  (``gpututor.formulas.theoretical_bubble_fraction``) for given stages, micro-batches and
+  virtual stages (exercise 1 asks for an interleaved case no cell prints).
+- :func:`check_measured_bubble`: the learner's function from a timeline to its bubble, run on
+  timelines no run recorded (the package's own ``measured_bubble_fraction`` refused), then on
+  the m=8 run's last step against what its ranks recorded.
 - :func:`check_1f1b_order`: the learner's 1F1B order for one stage, against the order the
   package's schedule (``parallel.pipeline.schedules.one_f_one_b``) runs, for stages and
   micro-batch counts the learner does not choose.
@@ -16,15 +19,19 @@ from typing import Callable
 from ...formulas import theoretical_bubble_fraction
 from ...i18n import tr
 from ...parallel.pipeline.schedules import one_f_one_b
-from ..common.code_exercise import call_refusing
+from ...parallel.pipeline.timeline import free_handoff_bubble, measured_bubble_fraction
+from ..common.code_exercise import call_refusing, number_from
 from ..common.exercises import check_answer
 
 
-def check_bubble(answer, stages: int = 2, microbatches: int = 8) -> None:
-    """The share of a step each of ``stages`` stages is idle with ``microbatches``, by theory
-    (the defaults: lesson 05's exercise 1)."""
-    check_answer(answer, theoretical_bubble_fraction(stages, microbatches),
-                 f"bubble for p={stages}, m={microbatches}", rel_tol=0.001, source="formula")
+def check_bubble(answer, stages: int = 4, microbatches: int = 6, virtual: int = 2) -> None:
+    """The share of a step each of ``stages`` ranks is idle with ``microbatches`` and
+    ``virtual`` chunks per rank, by theory (the defaults: lesson 05's exercise 1, a case no cell
+    of the lesson prints); within 0.1 % (relative)."""
+    check_answer(answer, theoretical_bubble_fraction(stages, microbatches, virtual),
+                 f"bubble for p={stages}, m={microbatches}" + (f", v={virtual}" if virtual > 1 else ""),
+                 rel_tol=0.001,
+                 source="formula")
 
 
 def check_fewest_microbatches(answer, stages: int = 4, bubble: float = 0.1) -> None:
@@ -36,15 +43,70 @@ def check_fewest_microbatches(answer, stages: int = 4, bubble: float = 0.1) -> N
                                  f"{stages} stages", rel_tol=0, source="formula")
 
 
-def check_measured_bubble(answer, sweep: dict, microbatches: int = 8) -> None:
-    """The bubble fraction of the last step of ``sweep[microbatches]``, as rank 0 recorded it
-    (the stages measure it together at the end of every step)."""
+# Timelines no run recorded: stage -> [kind, micro-batch, start, end] (seconds), each with idle
+# time in other places: 2 stages of GPipe, 3 stages of 1F1B with uneven passes and a late
+# hand-off, 4 stages listed out of time order with zero-bubble "W" passes, a step not at t=0.
+TIMELINES = (
+    {0: [["F", 0, 0.0, 1.0], ["F", 1, 1.0, 2.0], ["B", 0, 4.5, 6.5], ["B", 1, 6.5, 8.5]],
+     1: [["F", 0, 1.2, 2.2], ["F", 1, 2.2, 3.2], ["B", 0, 3.2, 4.4], ["B", 1, 4.4, 6.4]]},
+    {0: [["F", 0, 0.0, 1.0], ["F", 1, 1.0, 2.0], ["F", 2, 2.0, 3.0], ["B", 0, 6.0, 8.0],
+         ["F", 3, 8.0, 9.0], ["B", 1, 9.5, 11.5], ["B", 2, 12.0, 14.0], ["B", 3, 15.0, 17.0]],
+     1: [["F", 0, 1.1, 2.1], ["F", 1, 2.1, 3.1], ["B", 0, 4.0, 6.0], ["F", 2, 6.0, 7.0],
+         ["B", 1, 7.5, 9.5], ["F", 3, 9.5, 10.5], ["B", 2, 10.5, 12.5], ["B", 3, 13.0, 15.0]],
+     2: [["F", 0, 2.2, 3.0], ["B", 0, 3.0, 4.0], ["F", 1, 4.0, 5.5], ["B", 1, 5.5, 7.5],
+         ["F", 2, 7.5, 8.5], ["B", 2, 8.5, 10.5], ["F", 3, 10.6, 11.6], ["B", 3, 11.6, 13.0]]},
+    {3: [["F", 0, 13.0, 13.5], ["B", 0, 13.5, 14.0], ["W", 0, 14.0, 14.5]],
+     0: [["W", 0, 16.0, 16.5], ["F", 0, 10.0, 10.5], ["B", 0, 15.5, 16.0]],
+     2: [["F", 0, 12.0, 12.5], ["B", 0, 14.5, 15.0], ["W", 0, 15.0, 15.5]],
+     1: [["F", 0, 11.0, 11.5], ["B", 0, 15.0, 15.5], ["W", 0, 15.5, 16.0]]},
+)
+
+
+def timeline_bubble(events: dict) -> float:
+    """The bubble of one step's timeline, as the ranks compute it (``measured_bubble_fraction``
+    of each stage's first start, last end and busy seconds)."""
+    return measured_bubble_fraction([(min(s for _, _, s, _ in evs), max(e for *_, e in evs),
+                                      sum(e - s for _, _, s, e in evs))
+                                     for evs in events.values()])
+
+
+def check_measured_bubble(candidate, sweep: dict, microbatches: int = 8) -> None:
+    """``candidate(events)`` (stage -> ``[kind, micro-batch, start, end]``) -> the step's bubble
+    fraction, with the package's ``measured_bubble_fraction`` and ``free_handoff_bubble``
+    refused: on :data:`TIMELINES`, which no run recorded, within 1e-6 (relative); then on the
+    last step of ``sweep[microbatches]``, against the bubble its ranks recorded."""
+    if candidate is ...:
+        print(tr("Measured bubble: not answered yet. Define your function and pass it in."))
+        return
+    refused = (measured_bubble_fraction, free_handoff_bubble, timeline_bubble)
+    for number, events in enumerate(TIMELINES, start=1):
+        got = call_refusing(candidate, ({k: [list(e) for e in v] for k, v in events.items()},),
+                            refused=refused,
+                            called=tr("Measured bubble: your function ran the package's own "
+                                      "bubble: compute it from the intervals yourself."),
+                            failed=tr("Measured bubble: on the checker's timeline {number} "
+                                      "your function failed: {error}"), number=number)
+        got = number_from(got, tr("Measured bubble: on the checker's timeline {number} your "
+                                  "function did not return a number.", number=number))
+        want = timeline_bubble(events)
+        if abs(got - want) > 1e-6 * abs(want):
+            raise AssertionError(tr(
+                "Measured bubble: on the checker's timeline {number} ({stages} stages) your "
+                "function gives {got:.4f}, which is not the idle share of stages x (last end - "
+                "first start). Try again.", number=number, stages=len(events), got=got))
     run = sweep.get(microbatches)
     records = [r for r in (run.records if run is not None else []) if r.get("rank") == 0]
-    recorded = records[-1].get("bubble_fraction") if records else None
-    # the learner computes the same floats the ranks did: only rounding may differ
-    check_answer(answer, recorded, f"measured bubble of the m={microbatches} run's last step",
-                 rel_tol=1e-6)
+    if not records or records[-1].get("timeline") is None:
+        print(tr("Correct on the checker's {count} timelines (section 5 has not measured its "
+                 "m={m} run yet).", count=len(TIMELINES), m=microbatches))
+        return
+    last = records[-1]["step"]
+    events = {r["rank"]: r["timeline"] for r in run.records
+              if r["step"] == last and r.get("timeline") is not None}
+    print(tr("Correct on the checker's {count} timelines; on the m={m} run's last step your "
+             "function gives {mine:.4f}, its ranks recorded {recorded:.4f}.",
+             count=len(TIMELINES), m=microbatches, mine=float(candidate(events)),
+             recorded=records[-1]["bubble_fraction"]))
 
 
 class _Recorder:

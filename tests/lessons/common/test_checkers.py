@@ -30,13 +30,13 @@ def published(stem: str, variable: str, **names):
 # ---- check_answer ------------------------------------------------------------------------------
 
 def test_check_answer_accepts_the_published_bubble_and_rejects_the_classic_mistakes(capsys):
-    expected, what = theoretical_bubble_fraction(2, 8), "bubble for p=2, m=8"   # lesson 05's
+    expected, what = theoretical_bubble_fraction(4, 6, 2), "bubble for p=4, m=6, v=2"   # lesson 05's
     check_answer(published("05_pipeline_parallel", "my_bubble"), expected, what, rel_tol=0.001)
-    assert "Correct. bubble for p=2, m=8" in capsys.readouterr().out
+    assert "Correct. bubble for p=4, m=6, v=2" in capsys.readouterr().out
     wrong = {
-        "the ratio to the ideal time, not the fraction of the step": (2 - 1) / 8,
-        "off by one stage: p instead of p - 1": 2 / (8 + 2 - 1),
-        "the sequence for sums, not a number": "(2 - 1) / (8 + 2 - 1)",
+        "the ratio to the ideal time, not the fraction of the step": (4 - 1) / (2 * 6),
+        "off by one stage: p instead of p - 1": 4 / (2 * 6 + 4 - 1),
+        "the sequence for sums, not a number": "(4 - 1) / (2 * 6 + 4 - 1)",
         "a yes/no, not a number": True,
     }
     for mistake, answer in wrong.items():
@@ -330,26 +330,50 @@ def test_balancing_loss_checker_runs_the_function_and_rejects_the_classic_mistak
 
 def test_bubble_checkers_derive_what_they_expect_and_reject_the_classic_mistakes(capsys):
     from gpututor.lessons.pipeline_parallel.exercises import check_bubble, check_fewest_microbatches
-    check_bubble(published("05_pipeline_parallel", "my_bubble"), 2, 8)
-    assert "(the formula gives 0.1111)" in capsys.readouterr().out
-    for mistake in ((2 - 1) / 8, 1 / 2, 8 / 9):    # the ratio, m=1's fraction, the busy share
-        rejected(check_bubble, mistake, 2, 8, match="is not what the formula gives")
+    check_bubble(published("05_pipeline_parallel", "my_bubble"))
+    assert "(the formula gives 0.2)" in capsys.readouterr().out
+    # not interleaved; the ratio (p-1)/(v m); p=2, m=8's 1/9 (printed in the lesson); 0.2 % off
+    for mistake in (3 / 9, 3 / 12, 1 / 9, 0.2004):
+        rejected(check_bubble, mistake, match="is not what the formula gives")
     check_fewest_microbatches(published("05_pipeline_parallel", "my_microbatches"), 4, 0.1)
     assert "(the formula gives 27)" in capsys.readouterr().out
     for mistake in (30, 26, 28):                   # (p-1)/m <= 0.1; one short; one more
         rejected(check_fewest_microbatches, mistake, 4, 0.1, match="is not what the formula")
 
 
-def test_measured_bubble_checker_reads_the_runs_own_record():
-    from gpututor.lessons.pipeline_parallel.exercises import check_measured_bubble
+def test_measured_bubble_checker_runs_the_function_on_its_own_timelines(capsys):
+    from gpututor.lessons.pipeline_parallel.exercises import TIMELINES, check_measured_bubble
+    from gpututor.parallel.pipeline import timeline
 
-    class FakeRun:   # what the checker reads of sweep[8]: rank 0's records, the last one's bubble
-        records = [{"rank": 0, "step": s, "bubble_fraction": 0.2 + s / 100} for s in range(5)] + \
-            [{"rank": 1, "step": 4, "bubble_fraction": 0.9}]
-    check_measured_bubble(0.24, {8: FakeRun()})
-    for mistake in (0.2, 0.9, 0.76, 0.2401):       # the first step; rank 1's; busy share; 4e-4 off
-        rejected(check_measured_bubble, mistake, {8: FakeRun()}, match="is not what this notebook")
-    rejected(check_measured_bubble, 0.24, {}, match="has not measured it yet")
+    class FakeRun:   # the m=8 run's last step, as its ranks recorded it
+        records = [{"rank": r, "step": 4, "bubble_fraction": 0.25,
+                    "timeline": [["F", 0, float(r), r + 1.0], ["B", 0, 2.0 + r, 3.0 + r]]}
+                   for r in (0, 1)]
+    solution = published("05_pipeline_parallel", "my_bubble_fraction")
+    check_measured_bubble(solution, {8: FakeRun()})
+    out = capsys.readouterr().out
+    assert "Correct on the checker's 3 timelines" in out and "recorded 0.2500" in out
+    check_measured_bubble(solution, {})
+    assert "has not measured its m=8 run yet" in capsys.readouterr().out
+
+    def busy_share(events):
+        return 1 - solution(events)
+
+    def pasted(events):              # a value some run recorded, whatever the timeline
+        return 0.25
+
+    def first_stage_only(events):    # one stage's idle share
+        return solution({0: events[0]})
+
+    def the_package(events):
+        spans = [(min(s for _, _, s, _ in v), max(e for *_, e in v), sum(e - s for _, _, s, e in v))
+                 for v in events.values()]
+        return timeline.measured_bubble_fraction(spans)
+    for mistake in (busy_share, pasted, first_stage_only):
+        rejected(check_measured_bubble, mistake, {}, match="is not the idle share")
+    rejected(check_measured_bubble, the_package, {}, match="ran the package's own bubble")
+    rejected(check_measured_bubble, lambda events: "x", {}, match="did not return a number")
+    assert len(TIMELINES) == 3
 
 
 def test_1f1b_order_checker_runs_the_function_and_rejects_the_classic_mistakes(capsys):
