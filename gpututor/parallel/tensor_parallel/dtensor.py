@@ -1,7 +1,8 @@
 """Tensor parallel with PyTorch's DTensor: a declarative plan on a ``DeviceMesh`` (production API).
 
 ``megatron.py`` writes Megatron's layers by hand. Here PyTorch does it from a *plan* that
-names, for each Linear, how to split it (the same plan torchtitan uses for Llama):
+names, for each Linear, how to split it (the Linear part of torchtitan's plan for Llama). PyTorch
+marks these APIs experimental and subject to change [ref: pytorch-tp-experimental]:
 
     from scratch (megatron.py)               DTensor (torch.distributed.tensor.parallel)
     ColumnParallelLinear: rows of weight     ColwiseParallel(): weight and bias become DTensors

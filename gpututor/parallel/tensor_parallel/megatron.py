@@ -23,9 +23,10 @@ Attention is split by heads: rank r of n holds heads ``r*h/n .. (r+1)*h/n`` of q
 rows of the fused ``qkv`` weight that belong to them) and the matching input columns of
 ``proj``. Heads never look at each other, so each rank runs ordinary attention on its heads.
 
-Everything that is not a big matrix (embeddings, layer norms, the head) is replicated: every rank
-computes it on the same data [ref: shoeybi2019-replicated], so its gradient comes out the same on
-every rank and no gradient sync is needed. Below the layers: the tiny GPT's blocks made tensor
+Layer norms, dropout and the residual additions are replicated, as in Megatron-LM: every rank
+computes them on the same data [ref: shoeybi2019-replicated]. The embeddings and the head are
+replicated *here* too, while Megatron-LM splits both by vocabulary [ref: shoeybi2019-vocab]; so
+every replicated gradient comes out the same on every rank and no gradient sync is needed. Below the layers: the tiny GPT's blocks made tensor
 parallel, and the strategy ``tp`` that does it to every rank's model. The production version is
 ``dtensor.py``.
 """
