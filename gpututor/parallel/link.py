@@ -8,7 +8,9 @@ algorithm needs on such a link (the α-β cost model of Thakur et al. 2005, "Opt
 collective communication operations in MPICH" [ref: thakur2005-cost-model]; the ring's 2(n-1)
 steps of S/n bytes [ref: patarasuk2009-ring]):
 
-    all-reduce of S bytes on n ranks:  2(n-1) · (α + S / (n·β))
+    all-reduce of S bytes on n ranks:  2(n-1) · (α + S / (n·B))
+
+(B: the bandwidth, bytes per second; Thakur et al. write a message as α + nβ, β = 1/B.)
 
 A rank's link is **one channel**: transfers take turns on it. DDP's comm hooks and the bucketed
 version hand each bucket's delay to a thread of its own (:meth:`EmulatedLink.then_delay`), so
@@ -76,7 +78,7 @@ class EmulatedLink:
         return ring_allreduce_seconds(nbytes, world, self.bandwidth, self.latency)
 
     def send_seconds(self, nbytes: int) -> float:
-        """One point-to-point message of ``nbytes``: ``α + S/β``."""
+        """One point-to-point message of ``nbytes``: ``α + S/B`` (B: :attr:`bandwidth`)."""
         return collective_seconds("send", nbytes, 2, self.bandwidth, self.latency)
 
     def options(self) -> tuple:

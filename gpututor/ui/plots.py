@@ -100,12 +100,13 @@ def step_breakdown(summaries: dict[str, dict], title: str = "Median step: comput
     labels = list(summaries)
     ms = lambda v: None if v is None else v * 1e3
     unmetered = [k for k in labels if summaries[k]["comm_s"] is None]
+    shown = [tr(k) for k in labels]   # a lesson's run names, in its language where it has them
     fig = go.Figure()
-    fig.add_bar(x=labels, y=[ms(summaries[k]["compute_s"]) for k in labels], name=tr("compute"))
-    fig.add_bar(x=labels, y=[ms(summaries[k]["comm_s"]) for k in labels],
+    fig.add_bar(x=shown, y=[ms(summaries[k]["compute_s"]) for k in labels], name=tr("compute"))
+    fig.add_bar(x=shown, y=[ms(summaries[k]["comm_s"]) for k in labels],
                 name=tr("waiting for communication"))
     if unmetered:   # their whole step, in grey: compute and communication not told apart
-        fig.add_bar(x=unmetered, y=[ms(summaries[k]["step_time_s"]) for k in unmetered],
+        fig.add_bar(x=[tr(k) for k in unmetered], y=[ms(summaries[k]["step_time_s"]) for k in unmetered],
                     name=tr("whole step (communication not measured)"), marker_color="lightgray")
     fig.update_layout(barmode="stack", title=tr(title), yaxis_title=tr("milliseconds per step"),
                       **LAYOUT)
@@ -140,7 +141,7 @@ def speedups(summaries: dict[str, dict], baseline: dict, title: str) -> go.Figur
     """Bars of tokens/s relative to ``baseline`` for each labelled run, with the ideal marked."""
     labels = list(summaries)
     values = [summaries[k]["tokens_per_s"] / baseline["tokens_per_s"] for k in labels]
-    fig = go.Figure(go.Bar(x=labels, y=values, text=[f"{v:.2f}×" for v in values],
+    fig = go.Figure(go.Bar(x=[tr(k) for k in labels], y=values, text=[f"{v:.2f}×" for v in values],
                            textposition="outside"))
     ideal = max(s["world_size"] for s in summaries.values())
     fig.add_hline(y=ideal, line_dash="dash", line_color="gray",
