@@ -161,7 +161,7 @@ WRONG = {
     },
     "07_compression": {
         "my_changed": "my_changed = 0                         # as if torchao's rule were ours",
-        "my_removed": "my_removed = 2 * 96 * (96 + 96)          # forgot fc's biases",
+        "my_removed": "my_removed = 2 * 96 * (96 + 1 + 96)      # the teacher's, not the student's",
         "my_int8_bytes": ("my_int8_bytes = sum(m.weight.numel() for m in teacher.modules()"
                           " if isinstance(m, torch.nn.Linear))   # forgot the scales"),
         "my_quantize": textwrap.dedent('''\

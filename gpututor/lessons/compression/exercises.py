@@ -32,10 +32,14 @@ from ..common.exercises import check_answer
 # ---- exercises 1-3: numbers of the lesson's own models ----------------------------------------
 
 def torchao_rule_codes(w: torch.Tensor) -> torch.Tensor:
-    """int8 codes of one row by torchao's symmetric int8 rule: ``max|w| / 127.5``, round half to
-    even, clamp to [-128, 127] (torchao's ``choose_qparams_affine``, ``MappingType.SYMMETRIC``)."""
+    """int8 codes of one row by torchao's symmetric int8 rule, computed as torchao computes them:
+    ``scale = max|w| / 127.5`` (``choose_qparams_affine``, ``MappingType.SYMMETRIC``), codes
+    ``round(w * (1 / scale))`` (``_quantize_affine_no_dtype_cast`` multiplies by the reciprocal),
+    round half to even, clamp to [-128, 127]. The negative extreme lands at -127.5 give or take
+    float rounding, so it gets -128 or -127 (the test checks against torchao's own codes)."""
     w = w.detach().float()
-    return torch.clamp(torch.round(w / (w.abs().max() / 127.5)), -128, 127)
+    scale = w.abs().max() / 127.5
+    return torch.clamp(torch.round(w * (1.0 / scale)), -128, 127)
 
 
 def check_torchao_changes(answer, teacher: nn.Module, row: int = 3) -> None:
@@ -51,8 +55,9 @@ def check_torchao_changes(answer, teacher: nn.Module, row: int = 3) -> None:
 
 
 def check_removed_parameters(answer, teacher: nn.Module, share: float = 0.25) -> None:
-    """Parameters ``teacher`` loses when ``share`` of each MLP's hidden neurons is removed,
-    counted on the model :func:`gpututor.compression.prune.shrink_mlps` builds."""
+    """Parameters ``teacher`` (exercise 2: the distilled student, which no cell shrinks) loses
+    when ``share`` of each MLP's hidden neurons is removed, counted on the model
+    :func:`gpututor.compression.prune.shrink_mlps` builds. Exact."""
     what = f"parameters removed with {share:.0%} of the MLP neurons"
     if answer is ...:
         return check_answer(answer, None, what)

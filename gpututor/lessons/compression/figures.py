@@ -9,6 +9,7 @@ from plotly.subplots import make_subplots
 
 from ...i18n import tr
 from ...ui.style import TEMPLATE
+from .runs import variant_label
 
 
 def tradeoff_figure(rows: list[dict], title: str = "What each compression buys, and costs "
@@ -29,7 +30,7 @@ def tradeoff_figure(rows: list[dict], title: str = "What each compression buys, 
     for col, (key, unit, fmt) in enumerate(columns, start=1):
         values = [by_name[n][key] * unit for n in names]
         labels = [f"{fmt.format(v)} ({against[key](by_name[n])})" for v, n in zip(values, names)]
-        fig.add_bar(x=values, y=names, orientation="h", text=labels,
+        fig.add_bar(x=values, y=[variant_label(n) for n in names], orientation="h", text=labels,
                     textposition="auto", showlegend=False, row=1, col=col)
     losses = [r["loss"] for r in rows]
     spread = max(losses) - min(losses)

@@ -71,6 +71,24 @@ def launch_distillation(student_spec, teacher_spec, teacher_state: str,
     return launch(student_spec, task=task)
 
 
+# the variants' names the lesson builds, as templates (the numbers filled in): each has a zh line
+VARIANT_TEMPLATES = ("{share}% weights pruned + {steps} steps",
+                     "{share}% neurons removed + {steps} steps", "unpruned + {steps} steps")
+
+
+def variant_label(name: str) -> str:
+    """A variant's name in the notebook's language: ``tr`` of the name itself ("fp32 teacher",
+    "student alone", ...), or of the template of :data:`VARIANT_TEMPLATES` it fills in."""
+    import re
+    for template in VARIANT_TEMPLATES:
+        pattern = "^" + re.escape(template).replace(r"\{share\}", r"(?P<share>\d+)") \
+            .replace(r"\{steps\}", r"(?P<steps>\d+)") + "$"
+        found = re.match(pattern, name)
+        if found:
+            return tr(template, **found.groupdict())
+    return tr(name)
+
+
 def pruned_latency_lines(rows: list[dict], unpruned: str, same_work: str = "fp32 teacher") -> list[str]:
     """Each weight-pruned variant's latency against the unpruned one, judged against the noise.
 
@@ -91,8 +109,8 @@ def pruned_latency_lines(rows: list[dict], unpruned: str, same_work: str = "fp32
             continue
         ratio = r["latency_s"] / base
         floor = max(pair, jitter(by_name[unpruned]), jitter(by_name[same_work]), jitter(r))
-        values = dict(name=r["variant"], ratio=ratio, floor=floor, same=same_work,
-                      unpruned=unpruned)
+        values = dict(name=variant_label(r["variant"]), ratio=ratio, floor=floor,
+                      same=variant_label(same_work), unpruned=variant_label(unpruned))
         if abs(ratio - 1) <= floor:
             lines.append(tr("{name}: latency {ratio:.3f}x the unpruned one, within the noise of "
                             "this measurement ({floor:.1%}: the larger of the gap between two models "
