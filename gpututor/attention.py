@@ -2,8 +2,9 @@
 
 - :func:`naive_attention`: the textbook ``softmax(Q·Kᵀ/√d + mask)·V``. It materialises the
   ``T × T`` scores of every head: memory grows with the square of the sequence.
-- :func:`tiled_attention`: FlashAttention's algorithm [ref: dao2022-io], arranged as
-  FlashAttention-2's forward and backward [ref: dao2023-loop-order], written in PyTorch. Queries
+- :func:`tiled_attention`: FlashAttention's algorithm [ref: dao2022-io], its forward arranged
+  as FlashAttention-2's [ref: dao2023-loop-order] (query blocks outside), written in PyTorch; the
+  backward keeps the same loop order (query blocks outside), not that paper's backward's. Queries
   and keys go in blocks; each query block keeps a running maximum ``m``, a running sum ``l`` of
   ``exp(s − m)`` and an unnormalised output, rescaled whenever a later key block raises the
   maximum (the *online softmax* [ref: milakov2018-online]). Only a ``block × block`` tile of

@@ -5,10 +5,11 @@ from __future__ import annotations
 import pytest
 import torch
 
+from gpututor.lessons.one_device.measures import APART_BOUND, COSINE_BOUND, TEST_STEPS
 from gpututor.precision.adam8bit import Adam8bit, dequantize_blocks, quantize_blocks
 
 
-def _train(make_optimizer, steps=12):
+def _train(make_optimizer, steps=TEST_STEPS):
     """The trained model, the optimizer's state bytes per parameter, and the losses."""
     from gpututor import RunSpec
     from gpututor.lessons.common.one_device import train_with
@@ -63,9 +64,9 @@ def test_quantized_state_moves_the_weights_where_fp32_adam_moves_them():
             torch.nn.functional.cosine_similarity(moved - start, full - start, dim=0).item()
 
     off, cos = distance(lambda p: Adam8bit(p, lr=3e-3, block=64))
-    assert off < 0.2 and cos > 0.98, (off, cos)
+    assert off < APART_BOUND and cos > COSINE_BOUND, (off, cos)
     off, cos = distance(lambda p: torch.optim.Adam(p, lr=6e-3))   # the same check can fail
-    assert off > 0.2 and cos < 0.98, (off, cos)
+    assert off > APART_BOUND and cos < COSINE_BOUND, (off, cos)
 
 
 def test_bad_block_is_refused():

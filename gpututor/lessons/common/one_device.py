@@ -192,8 +192,10 @@ def offload_costs(spec, link=None) -> dict:
     (α + bytes/β): an emulated host link (the delay is a sleep, reported as ``emulated_s``,
     never as measured).
 
-    Per way: ``losses``, ``step_s`` (median full step), ``bytes_per_step`` (to the host and to
-    the device) and ``emulated_s`` (sleep added per step)."""
+    Per way: ``losses``, ``step_s`` (median full step over the steady steps: step 1, which also
+    makes the optimizer state, is left out when there are more), ``bytes_per_step`` (to the host
+    and to the device), ``emulated_s`` (sleep added per steady step), ``parameters`` and
+    ``tensors`` (parameter tensors: each is copied on its own, once per direction)."""
     slept = []                                 # seconds the emulated link added, per copy
 
     def over_the_link(nbytes: int, direction: str) -> None:
@@ -217,9 +219,12 @@ def offload_costs(spec, link=None) -> dict:
     out = {}
     for name, run in runs.items():
         opt = run["optimizer"]
-        out[name] = {"losses": run["losses"], "step_s": statistics.median(run["seconds"]),
+        first = 1 if len(run["seconds"]) > 1 else 0          # steady steps: from the second on
+        steady = run["seconds"][first:]
+        out[name] = {"losses": run["losses"], "step_s": statistics.median(steady),
                      "bytes_per_step": dict(opt.last_step_bytes) if hasattr(opt, "last_step_bytes") else None,
-                     "emulated_s": sum(slept) / len(run["seconds"])
+                     "emulated_s": sum(slept[2 * first:]) / len(steady)   # two copies a step
                      if getattr(opt, "on_transfer", None) is over_the_link else 0.0,
-                     "parameters": count_parameters(run["model"])}
+                     "parameters": count_parameters(run["model"]),
+                     "tensors": sum(1 for _ in run["model"].parameters())}
     return out

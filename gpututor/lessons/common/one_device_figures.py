@@ -19,7 +19,7 @@ def attention_figure(rows: list[dict]) -> go.Figure:
     for i, way in enumerate(dict.fromkeys(r["way"] for r in rows)):
         mine = sorted((r for r in rows if r["way"] == way), key=lambda r: r["seq_len"])
         x = [r["seq_len"] for r in mine]
-        style = dict(mode="lines+markers", name=way, legendgroup=way)
+        style = dict(mode="lines+markers", name=tr(way), legendgroup=way)
         fig.add_scatter(x=x, y=[r["saved_bytes"] / MB for r in mine], row=1, col=1, **style)
         fig.add_scatter(x=x, y=[r["seconds"] * 1e3 for r in mine], row=1, col=2,
                         showlegend=False, **style)
@@ -34,7 +34,7 @@ def recomputation_figure(rows: list[dict]) -> go.Figure:
     """Bars per policy: bytes kept for backward, and the step's time."""
     fig = make_subplots(rows=1, cols=2, subplot_titles=(tr("kept for backward (MB)"),
                                                                   tr("step (ms)")))
-    names = [r["policy"] for r in rows]
+    names = [tr(r["policy"]) for r in rows]
     fig.add_bar(x=names, y=[r["saved_bytes"] / MB for r in rows], row=1, col=1, showlegend=False)
     fig.add_bar(x=names, y=[r["seconds"] * 1e3 for r in rows], row=1, col=2, showlegend=False)
     fig.update_layout(title=tr("Recomputation policies, measured"), height=340,
@@ -46,16 +46,17 @@ def offload_figure(result: dict) -> go.Figure:
     """One stacked bar per way: the step's measured time, and the part an emulated link added
     (a sleep, labelled as emulation)."""
     names = list(result)
+    labels = [tr(n) for n in names]
     emulated = [result[n]["emulated_s"] * 1e3 for n in names]
     fig = go.Figure()
-    fig.add_bar(x=names, y=[result[n]["step_s"] * 1e3 - e for n, e in zip(names, emulated)],
+    fig.add_bar(x=labels, y=[result[n]["step_s"] * 1e3 - e for n, e in zip(names, emulated)],
                 name=tr("measured here"))
     if any(emulated):
-        fig.add_bar(x=names, y=emulated, name=tr("emulated link (a sleep, not measured)"),
+        fig.add_bar(x=labels, y=emulated, name=tr("emulated link (a sleep, not measured)"),
                     marker_pattern_shape="/")
     fig.update_layout(barmode="stack",
                       title=tr("One training step, optimizer on the device or the host"),
-                      yaxis_title=tr("ms per step (median)"), height=360, template=TEMPLATE)
+                      yaxis_title=tr("ms per step (median of the steps after the first)"), height=360, template=TEMPLATE)
     return fig
 
 
@@ -82,7 +83,7 @@ def capacity_figure(rows: list[dict], capacity: int) -> go.Figure:
     for name in dict.fromkeys(r["name"] for r in rows):
         mine = [r for r in rows if r["name"] == name]
         fig.add_bar(x=[f"{r['model_size']} ({r['parameters'] / 1e6:.2f} M)" for r in mine],
-                    y=[r["peak_bytes"] / MB for r in mine], name=name,
+                    y=[r["peak_bytes"] / MB for r in mine], name=tr(name),
                     text=[tr("fits") if r["fits"] else tr("out of memory") for r in mine],
                     textposition="outside")
     fig.add_hline(y=capacity / MB, line_dash="dash",

@@ -1,19 +1,26 @@
 """Lesson 01b's measurements of this package's own code: the matmul FLOPs the tiled and the
-naive attention (``gpututor.attention``) do, counted by PyTorch's FLOP counter, and how far
-8-bit Adam's trained weights land from fp32 Adam's, measured as the package's test measures it.
+naive attention (``gpututor.attention``) do, counted by PyTorch's FLOP counter, the operator
+calls and times PyTorch's profiler sees in them, and how far 8-bit Adam's trained weights land
+from fp32 Adam's, measured as the package's test measures it (with its bounds).
 """
 from __future__ import annotations
 
+import time
+
 import torch
 import torch.nn.functional as F
+from torch.profiler import ProfilerActivity, profile
 from torch.utils.flop_counter import FlopCounterMode
 
 from ...attention import naive_attention, tiled_attention
 from ...models import build_model
-from ..common.one_device import train_with
+from ..common.one_device import adam_fp32_vs_8bit, train_with
 
-# the bounds tests/precision/test_adam8bit.py holds 8-bit Adam to (12 steps of the tiny GPT)
-APART_BOUND, COSINE_BOUND = 0.2, 0.98
+# the bounds tests/precision/test_adam8bit.py holds 8-bit Adam to (12 steps of the tiny GPT,
+# TEST_STEPS): weights at most APART_BOUND of fp32 Adam's move away, moves' cosine above
+# COSINE_BOUND; the test imports them from here
+APART_BOUND, COSINE_BOUND, TEST_STEPS = 0.2, 0.98, 12
+MATMULS = ("aten::mm", "aten::bmm", "aten::addmm", "aten::matmul")
 
 
 def _counted(call) -> int:
@@ -45,6 +52,30 @@ def attention_flops(seq_len: int, batch: int = 1, heads: int = 4, head_dim: int 
     return out
 
 
+def operator_calls(seq_len: int, batch: int = 1, heads: int = 4, head_dim: int = 32,
+                   block: int = 64) -> dict:
+    """Per way (``"naive"``, ``"tiled"``): one forward and backward under PyTorch's profiler
+    (CPU): ``wall_s`` (with the profiler on), ``aten_calls`` (operator calls), ``aten_s`` (the
+    operators' own time, summed) and ``matmul_s`` (that of ``mm``/``bmm``/``addmm``/``matmul``).
+    What is left of ``wall_s`` ran outside the operators: Python and the profiler itself."""
+    gen = torch.Generator().manual_seed(seq_len)
+    q, k, v = (torch.randn(batch, heads, seq_len, head_dim, generator=gen, requires_grad=True)
+               for _ in range(3))
+    ways = {"naive": naive_attention, "tiled": lambda *qkv: tiled_attention(*qkv, block=block)}
+    out = {}
+    for name, way in ways.items():
+        way(q, k, v).sum().backward()                      # warm-up
+        with profile(activities=[ProfilerActivity.CPU]) as prof:
+            start = time.perf_counter()
+            way(q, k, v).sum().backward()
+            wall = time.perf_counter() - start
+        ops = [e for e in prof.key_averages() if e.key.startswith("aten::")]
+        out[name] = {"wall_s": wall, "aten_calls": sum(e.count for e in ops),
+                     "aten_s": sum(e.self_cpu_time_total for e in ops) / 1e6,
+                     "matmul_s": sum(e.self_cpu_time_total for e in ops if e.key in MATMULS) / 1e6}
+    return out
+
+
 def _flat(model: torch.nn.Module) -> torch.Tensor:
     return torch.cat([p.detach().flatten() for p in model.parameters()]).double()   # exact enough
 
@@ -63,3 +94,24 @@ def adam_at_learning_rate(spec, factor: float = 2.0) -> dict:
     """fp32 ``torch.optim.Adam`` at ``factor`` times ``spec.lr``, trained as
     ``adam_fp32_vs_8bit`` trains: a yardstick, a known mistake, for how far apart weights get."""
     return train_with(spec, lambda p: torch.optim.Adam(p, lr=spec.lr * factor))
+
+
+def apart_by_steps(spec, adam: dict, steps: int = TEST_STEPS) -> list[dict]:
+    """How far 8-bit Adam's and the yardstick's (fp32 Adam at twice the learning rate) weights
+    end from fp32 Adam's, after ``steps`` (the package's test's count: trained here again) and
+    after ``spec.steps`` (``adam``, the lesson's run). Rows ``{"steps", "name", "apart",
+    "cosine", "within", "loss", "reference_loss"}`` (final losses: the row's, fp32 Adam's);
+    ``within``: inside the test's bounds (:data:`APART_BOUND`,
+    :data:`COSINE_BOUND`)."""
+    rows = []
+    for n, runs in ((steps, adam_fp32_vs_8bit(spec.replace(steps=steps))), (spec.steps, adam)):
+        sized = spec.replace(steps=n)
+        fp32 = runs["Adam (fp32 state)"]["model"]
+        for name, run in (("Adam, 8-bit state", runs["Adam, 8-bit state"]),
+                          ("fp32 Adam, twice the learning rate", adam_at_learning_rate(sized, 2.0))):
+            moved = weights_apart(run["model"], fp32, sized)
+            rows.append({"steps": n, "name": name, **moved,
+                         "within": moved["apart"] < APART_BOUND and moved["cosine"] > COSINE_BOUND,
+                         "loss": run["losses"][-1],
+                         "reference_loss": runs["Adam (fp32 state)"]["losses"][-1]})
+    return rows
