@@ -21,10 +21,12 @@ and its minimum over ``τ`` is Young's ``τ = √(2 δ M)`` (:func:`young_interv
 not move it) [ref: young1974-interval]. Daly 2006 adds higher-order terms
 (:func:`daly_interval`) [ref: daly2006-interval]. Both assume ``δ``, ``R`` ≪ ``M``.
 
-An asynchronous save blocks training only ``δ`` (its copy to CPU memory), but becomes usable
-only when its write of ``W`` seconds ends: a failure during the write falls back one interval
-further, ``W / M`` more per failure (``write_s``), which does not move the optimum. Below
-``τ = W`` a save would start before the last one is written: saves queue.
+An asynchronous save blocks training only ``δ`` (its copy to CPU memory and the set-up around
+it), but becomes usable only when its write of ``W`` seconds ends: a failure during the write
+falls back one interval further, so each failure loses on average ``W`` more seconds, ``W / M``
+of the job's time (``write_s``), which does not move the optimum. Below ``τ = W`` a save would
+start before the last one is written: saves queue. Steps slowed beside the write are not in
+these formulas: a caller adds them to ``δ`` (lesson 12 does).
 
 - J. W. Young, "A first order approximation to the optimum checkpoint interval",
   Communications of the ACM 17(9), 530-531, 1974 [ref: young1974-interval].

@@ -14,8 +14,10 @@ rank, and the world size and the strategy may change between save and load.
 Where a run is: the step (the data position follows from it: ``data.batches``'s
 ``start_step``); no step draws random numbers, so no random state is saved.
 
-``async_save``: the boxes are copied to CPU memory (this is all training waits for) and
-written by a thread, over a gloo process group of their own, while the next steps run.
+``async_save``: the boxes are copied to CPU memory and written by a thread, over a gloo
+process group of their own, while the next steps run. Training waits for the copy, and also for
+the previous save to end, rank 0's ``gpututor.json`` and DCP's set-up of the save: the
+``checkpoint_blocked_s`` a record holds is all of it, not the copy alone.
 
 Each save is written into a staging folder and renamed to ``step{K}`` when complete, with the
 run's id in it; one live run writes a ``checkpoint_dir`` at a time (``checkpoint_owner.py``).

@@ -11,7 +11,6 @@ from ...ui.style import TEMPLATE
 from ...formulas import HOUR, MB
 
 
-
 def checkpoint_figure(runs: dict[str, dict],
                       title: str = "What a checkpoint cost, per layout (measured)") -> go.Figure:
     """``runs``: layout -> run summary with a ``checkpoint`` section. Left: MB each rank wrote;
@@ -55,14 +54,18 @@ def lost_work_figure(save_s: float, restart_s: float, per_gpu_hour: float, sizes
                      title: str = "GPU-hours lost per day against the checkpoint interval "
                                   "(a formula)") -> go.Figure:
     """For each job size in ``sizes`` (GPUs), GPU-hours lost per day against the interval
-    between checkpoints (log axes), with Young's interval marked."""
+    between checkpoints (log axes), with Young's interval marked. A curve is drawn only where
+    the first-order share lost is below 1 (fewer GPU-hours than the job's ``n × 24``): beyond,
+    the formula has left the range where it holds (``δ ≪ τ ≪ M``)."""
     fig = go.Figure()
     intervals = [60 * 10 ** (k / 20) for k in range(0, 81)]   # 1 minute to about 69 days
     for n in sizes:
         mtbf = job_mtbf_s(n, per_gpu_hour)
-        lost = [lost_gpu_hours_per_day(t, save_s, mtbf, n, restart_s) for t in intervals]
+        kept = [(t, lost) for t in intervals
+                if (lost := lost_gpu_hours_per_day(t, save_s, mtbf, n, restart_s)) < n * 24]
         best = young_interval(save_s, mtbf)
-        line = fig.add_scatter(x=[t / HOUR for t in intervals], y=lost, mode="lines",
+        line = fig.add_scatter(x=[t / HOUR for t, _ in kept], y=[lost for _, lost in kept],
+                               mode="lines",
                                name=tr("{n:,} GPUs", n=n)).data[-1]
         fig.add_scatter(x=[best / HOUR], y=[lost_gpu_hours_per_day(best, save_s, mtbf, n,
                                                                    restart_s)],

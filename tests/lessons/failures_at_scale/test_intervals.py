@@ -4,13 +4,43 @@ import math
 
 import pytest
 
-from gpututor.lessons.failures_at_scale.intervals import SMALL, at_scale, interval_row
+from gpututor.lessons.failures_at_scale.figures import lost_work_figure
+from gpututor.lessons.failures_at_scale.intervals import (SMALL, async_at_scale, at_scale,
+                                                          interval_row, mtbf_hours, save_cost_fit)
 from gpututor.plan.interruptions import daly_interval, young_interval
 
 
-def test_a_save_is_scaled_at_the_rate_measured():
-    # 2 MB in 0.5 s is 4 MB/s: 4 GB take 1,000 s
-    assert at_scale(0.5, 2e6, 4e9) == pytest.approx(1000.0)
+def test_only_the_per_byte_part_of_a_save_is_scaled():
+    # 1 MB in 0.3 s, 3 MB in 0.5 s: 0.1 s per MB, 0.2 s fixed (40 % of the larger save);
+    # 4 GB (4,000 MB) take 0.2 + 400 s, not 4,000 × 0.5 / 3 = 667 s
+    fit = save_cost_fit((3e6, 0.5), (1e6, 0.3))
+    assert fit["per_byte_s"] == pytest.approx(1e-7) and fit["fixed_s"] == pytest.approx(0.2)
+    assert fit["fixed_share"] == pytest.approx(0.4)
+    assert at_scale(fit, 4e9) == pytest.approx(400.2)
+
+
+def test_a_larger_save_that_was_not_slower_scales_at_its_whole_rate():
+    fit = save_cost_fit((1e6, 0.3), (3e6, 0.25))
+    assert fit["per_byte_s"] is None and fit["fixed_share"] is None
+    assert at_scale(fit, 3e9) == pytest.approx(250.0)   # an upper bound
+    with pytest.raises(ValueError):
+        save_cost_fit((1e6, 0.3), (1e6, 0.4))
+
+
+def test_an_asynchronous_save_keeps_its_ratios_and_pays_for_slower_steps():
+    # sync 0.4 s here, 100 s at scale; async blocked 0.1 s, whole 0.8 s; steps 0.3 s vs 0.2 s
+    scaled = async_at_scale(100.0, 0.4, 0.1, 0.8, 0.3, 0.2)
+    assert scaled["blocked_s"] == pytest.approx(25.0) and scaled["write_s"] == pytest.approx(200.0)
+    assert scaled["slowdown"] == pytest.approx(0.5) and scaled["delta_s"] == pytest.approx(125.0)
+    assert async_at_scale(100.0, 0.4, 0.1, 0.8, 0.19, 0.2)["delta_s"] == pytest.approx(25.0)
+
+
+def test_the_curves_stop_where_the_job_would_lose_more_than_it_has():
+    rate = 419 / (54 * 24 * 16_384)
+    fig = lost_work_figure(120.0, 600.0, rate, (8, 16_384))
+    for trace, n in ((fig.data[0], 8), (fig.data[2], 16_384)):
+        assert 0 < len(trace.y) < 81 and max(trace.y) < n * 24
+    assert mtbf_hours(10, 1 / 3600) == pytest.approx(360.0)
 
 
 def test_a_synchronous_row_by_hand():
