@@ -89,9 +89,10 @@ class FullyShardedFSDP2(Strategy):
         return hasattr(_fsdp().FSDPModule, "set_custom_all_gather")   # torch >= 2.9: metered
 
     def check_device(self, spec, device: str) -> None:
-        if spec.option("mixed_precision") == "bf16" and torch.device(device).type == "cuda" \
-                and torch.cuda.is_available() and torch.cuda.get_device_capability()[0] < 8:
-            major, minor = torch.cuda.get_device_capability()
+        gpu = torch.cuda.get_device_properties() if torch.device(device).type == "cuda" \
+            and torch.cuda.is_available() else None
+        if spec.option("mixed_precision") == "bf16" and gpu is not None and gpu.major < 8:
+            major, minor = gpu.major, gpu.minor
             raise InvalidValue("option mixed_precision", "bf16", "'none' or 'fp16' on this GPU",
                                f"on a GPU of compute capability {major}.{minor}: bf16 arithmetic "
                                "needs 8.0 (Ampere) or newer")
