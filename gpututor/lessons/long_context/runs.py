@@ -12,7 +12,7 @@ import torch.nn.functional as F
 
 from ...attention import naive_attention
 from ...config import RunSpec
-from ...parallel.context_parallel import Ring, ring_attention, split_positions
+from ...parallel.context_parallel import Ring, ring_attention, ring_step_work, split_positions
 from ...runtime.launcher import launch
 
 
@@ -135,3 +135,23 @@ def activations_by_length(base: RunSpec, lengths, layouts) -> list[dict]:
                          "activations": s["mem_by_category"]["activations"][0],
                          "peak": s["peak_mem_bytes"][0]})
     return rows
+
+
+def expected_step_ratio(spec: RunSpec, slower: str = "contiguous", faster: str = "zigzag") -> dict:
+    """What FLOPs predict for the step time of a cp run of ``spec`` split ``slower`` over one
+    split ``faster``: the Linear layers' ``6 × weights × tokens`` per rank (the same in both),
+    plus the attention core, ``14·d_model`` FLOPs per computed query-key pair per layer (forward
+    QKᵀ and PV, 4·d; backward recomputes QKᵀ and does dV, dP, dQ, dK, 10·d), counted on the
+    busiest rank of every ring step (:func:`ring_step_work`, ``counted="computed"``). Returns
+    the ratio and the attention core's share of the ``faster`` split's step."""
+    from ...models import build_model
+    model = build_model(spec)
+    linear = sum(m.weight.numel() for m in model.modules() if isinstance(m, torch.nn.Linear))
+    n = spec.world_size
+    linear_flops = 6 * linear * spec.batch_size * spec.seq_len // n
+
+    def attention(split):
+        pairs = ring_step_work(spec.seq_len, n, split, counted="computed").amax(dim=1).sum()
+        return model.cfg.n_layer * 14 * model.cfg.d_model * spec.batch_size * float(pairs)
+    slow, fast = linear_flops + attention(slower), linear_flops + attention(faster)
+    return {"ratio": slow / fast, "attention_share": attention(faster) / fast}

@@ -28,3 +28,23 @@ def test_the_positions_figure_names_each_positions_rank():
     contiguous, zigzag = fig.data[0].z
     assert list(contiguous) == [0] * 8 + [1] * 8
     assert list(zigzag) == [0] * 4 + [1] * 8 + [0] * 4
+
+
+def test_flops_predict_a_small_step_difference_for_the_small_gpt():
+    """Section 4's prediction: the attention core is about a fifth of a zig-zag rank's FLOPs at
+    T = 256, so the ring's 1.33x becomes about 1.07x of the step."""
+    from gpututor import RunSpec
+    from gpututor.lessons.long_context.runs import expected_step_ratio
+    spec = RunSpec(model="gpt", model_size="small", batch_size=8, device="cpu", seq_len=256,
+                   strategy="cp", world_size=2)
+    expected = expected_step_ratio(spec)
+    assert expected["ratio"] == pytest.approx(1.074, abs=0.002)
+    assert expected["attention_share"] == pytest.approx(0.223, abs=0.002)
+    assert expected_step_ratio(spec, "zigzag", "zigzag")["ratio"] == 1.0
+
+
+def test_computed_rectangles_give_the_codes_slowdown():
+    """ring_forward computes visible_tile's rectangles: 1.33, 1.60, 1.78 contiguous, 1.00 zig-zag."""
+    for n, expected in ((2, 4 / 3), (4, 1.6), (8, 16 / 9)):
+        assert ring_slowdown(256, n, "contiguous", counted="computed") == pytest.approx(expected)
+        assert ring_slowdown(256, n, "zigzag", counted="computed") == pytest.approx(1.0)
