@@ -30,6 +30,13 @@ USES: dict[str, Use] = {
         "with F, B and W of unequal times (as measured), the bubble a schedule leaves depends on "
         "them; an automatic scheduler takes the profiled times and memory limit and searches a "
         "schedule"),
+    "qi2024-zbv": Use(
+        "qi2024", "§6",
+        "ZB-V: each worker holds exactly two model chunks, placed so that the forward and the "
+        "backward follow a V across the workers (the first worker holds the first and the last "
+        "chunk, the last worker the two middle ones); with F, B and W of equal times it reaches "
+        "zero bubble with 1F1B's activation memory (section as torch's ScheduleZBVZeroBubble "
+        "docstring cites it)"),
     "micikevicius2018-master-weights": Use(
         "micikevicius2018", "§3.1",
         "an FP32 master copy of the weights accumulates the updates; FP16 weights, activations "

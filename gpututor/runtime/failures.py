@@ -21,7 +21,8 @@ class RunFailed(RuntimeError):
     """A rank failed; the message names the rank and carries its traceback."""
 
     def __init__(self, message: str, rank: int | None = None, traceback: str = "",
-                 step: int | None = None, failed_rank: int | None = None, cause: str = ""):
+                 step: int | None = None, failed_rank: int | None = None, cause: str = "",
+                 error: BaseException | None = None):
         super().__init__(message + (f"\n\n--- traceback of rank {rank} ---\n{traceback}"
                                     if traceback else ""))
         self.rank, self.rank_traceback, self.step = rank, traceback, step
@@ -29,6 +30,8 @@ class RunFailed(RuntimeError):
         # up waiting for a peer that stopped answering), and what went wrong, in one line
         self.failed_rank = rank if failed_rank is None else failed_rank
         self.cause = cause or (message.splitlines() or [""])[0]
+        # the rank's own error where it travels with its fields (a DeviceOutOfMemory), else None
+        self.error = error
 
 
 def died(spec, rank: int, exitcode: int) -> dict:
@@ -66,7 +69,7 @@ def rank_failed(spec, rank: int, body: dict, last_step: dict, finished: set,
         return RunFailed(message, rank, body["traceback"], step=last_step[silent] + 1,
                          failed_rank=silent, cause=f"stopped answering (rank {rank} gave up "
                          f"waiting for it after timeout={spec.timeout} s)")
-    return RunFailed(own, rank, body["traceback"], step=step, cause=cause)
+    return RunFailed(own, rank, body["traceback"], step=step, cause=cause, error=body.get("error"))
 
 
 def silent_failure(spec, rank: int, last_step: dict,

@@ -24,8 +24,8 @@ from torch.utils.flop_counter import FlopCounterMode
 from ..hardware import usable_cpu_cores
 from ..data import batches, load_corpus
 from ..files import write_atomically
-from ..measure.capacity import (CapacityGuard, PhaseTracker, check_setup, cuda_capacity,
-                                from_cuda_oom)
+from ..measure.capacity import (CapacityGuard, DeviceOutOfMemory, PhaseTracker, check_setup,
+                                cuda_capacity, from_cuda_oom)
 from ..measure.flops import device_peak_flops, model_flops_per_token
 from ..measure.memory import LiveBytesProbe, optimizer_tensors
 from ..measure.timing import StepContext, synchronize
@@ -314,7 +314,9 @@ def rank_main(payload: bytes, rank: int, world_size: int, store_path: str, recor
     except BaseException as exc:  # noqa: BLE001 - every failure must reach the notebook
         sys.stdout.flush(), sys.stderr.flush()
         records.put(("error", rank, {"type": type(exc).__name__, "message": str(exc),
-                                   "traceback": traceback.format_exc()}))
+                                   "traceback": traceback.format_exc(),
+                                   # an out-of-memory error's fields, for words in any language
+                                   "error": exc if isinstance(exc, DeviceOutOfMemory) else None}))
         raise SystemExit(1)
     finally:
         if grouped:

@@ -213,6 +213,8 @@ def test_real_run_under_and_over_the_capacity():
     text = str(caught.value)
     assert "out of memory" in text and "rank 0" in text and "DeviceOutOfMemory" in text
     assert f"device_memory={peak // 2}" in text and f"capacity {peak // 2 / 1e6:.1f} MB" in text
+    error = caught.value.error   # the rank's own error travels with its fields
+    assert isinstance(error, DeviceOutOfMemory) and error.rank == 0 and error.capacity == peak // 2
     roomy = launch(run_spec(device_memory=2 * peak)).wait()
     torch.testing.assert_close(torch.tensor(roomy["losses"]), torch.tensor(free["losses"]))
     assert roomy["peak_mem_bytes"] == free["peak_mem_bytes"]   # the guard probes like the probe
