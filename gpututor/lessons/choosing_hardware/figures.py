@@ -29,7 +29,7 @@ from ...ui.style import TEMPLATE
 from ...catalog import GB
 from ...formulas import MB
 
-COUNTS = [2 ** k for k in range(13)]          # 1 .. 4096 GPUs
+GPU_COUNTS = [2 ** k for k in range(13)]          # 1 .. 4096 GPUs
 
 
 def recommendation_html(rec: Recommendation, top: int = 8) -> str:
@@ -72,7 +72,7 @@ class PlannerWidget:
                  deadline_days: float = 30, price_per_hour: float | None = None,
                  seq_len: int = 2048):
         gpu_entry = catalog.get_gpu(gpu)
-        checks.choice("count", count, COUNTS)
+        checks.choice("count", count, GPU_COUNTS)
         price, _ = catalog.price_of(gpu_entry, price_per_hour)
         log = lambda desc, value, lo, hi, fmt: W.FloatLogSlider(
             value=value, base=10, min=lo, max=hi, step=0.05, description=tr(desc),
@@ -83,7 +83,7 @@ class PlannerWidget:
         self.tokens = log("tokens", tokens, 8, 13.3, ".3g")
         self.gpu = W.Dropdown(options=list(catalog.GPUS), value=gpu_entry.name,
                               description=tr("GPU"), style={"description_width": "9em"})
-        self.count = W.SelectionSlider(options=COUNTS, value=count, description=tr("up to GPUs"),
+        self.count = W.SelectionSlider(options=GPU_COUNTS, value=count, description=tr("up to GPUs"),
                                        continuous_update=False,
                                        style={"description_width": "9em"})
         self.link = W.Dropdown(options=list(catalog.LINKS), value=link or gpu_entry.links[0],
@@ -138,7 +138,7 @@ class PlannerWidget:
     def update(self, *_) -> Recommendation:
         """Recompute the ranking from the controls and redraw the table."""
         model = transformer_for_params(self.params.value, seq_len=self.seq_len)
-        counts = [c for c in COUNTS if c <= self.count.value]
+        counts = [c for c in GPU_COUNTS if c <= self.count.value]
         price = self.price.value if self.price.value > 0 else None
         gpu = catalog.get_gpu(self.gpu.value)
         precision = planned_precision(gpu)   # V100, T4: fp16 with loss scaling (no bf16 units)

@@ -23,6 +23,7 @@ from typing import Callable
 import torch
 
 from ...config import RunSpec
+from ...formulas import ring_attention_shifts
 from ...i18n import tr
 from ...models import build_model, count_parameters
 from ...parallel.context_parallel import Ring, causal_work, split_positions
@@ -67,7 +68,7 @@ def ring_bytes_per_step(spec: RunSpec) -> int:
     model = build_model(spec)
     n = spec.world_size
     block = 2 * spec.batch_size * (spec.seq_len // n) * model.cfg.d_model * 4
-    return model.cfg.n_layer * (3 * n - 2) * block + 4 * count_parameters(model)
+    return model.cfg.n_layer * ring_attention_shifts(n) * block + 4 * count_parameters(model)
 
 
 def check_cp_bytes(answer, spec: RunSpec, world_size: int = 4) -> None:

@@ -20,7 +20,7 @@ from ..common.one_device import adam_fp32_vs_8bit, train_with
 # TEST_STEPS): weights at most APART_BOUND of fp32 Adam's move away, moves' cosine above
 # COSINE_BOUND; the test imports them from here
 APART_BOUND, COSINE_BOUND, TEST_STEPS = 0.2, 0.98, 12
-MATMULS = ("aten::mm", "aten::bmm", "aten::addmm", "aten::matmul")
+MATMUL_OPS = ("aten::mm", "aten::bmm", "aten::addmm", "aten::matmul")
 
 
 def _counted(call) -> int:
@@ -72,7 +72,7 @@ def operator_calls(seq_len: int, batch: int = 1, heads: int = 4, head_dim: int =
         ops = [e for e in prof.key_averages() if e.key.startswith("aten::")]
         out[name] = {"wall_s": wall, "aten_calls": sum(e.count for e in ops),
                      "aten_s": sum(e.self_cpu_time_total for e in ops) / 1e6,
-                     "matmul_s": sum(e.self_cpu_time_total for e in ops if e.key in MATMULS) / 1e6}
+                     "matmul_s": sum(e.self_cpu_time_total for e in ops if e.key in MATMUL_OPS) / 1e6}
     return out
 
 
