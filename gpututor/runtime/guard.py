@@ -22,6 +22,7 @@ import warnings
 
 from ..checks import InvalidValue
 from ..hardware import usable_cpu_cores
+from ..i18n import tr
 
 
 def check_machine(spec, gpus: int | None = None) -> str:
@@ -107,8 +108,9 @@ def warn_if_oversubscribed(spec) -> None:
         return
     cores, wanted = usable_cpu_cores(), spec.world_size * spec.threads_per_rank
     if wanted > cores:
-        warnings.warn(
-            f"{spec.world_size} ranks x {spec.threads_per_rank} thread(s) on {cores} usable "
-            f"CPU core(s): the ranks will share cores and take turns, so each step takes longer "
-            "and throughput and speedups measure the sharing, not the parallelism (losses and "
-            "memory are unaffected)", stacklevel=3)
+        warnings.warn(tr(
+            "{wanted} threads ({world} ranks x {threads} per rank), more than the usable CPU "
+            "cores ({cores}): the ranks will share cores and take turns, so each step takes "
+            "longer and throughput and speedups measure the sharing, not the parallelism "
+            "(losses and memory are unaffected)", wanted=wanted, world=spec.world_size,
+            threads=spec.threads_per_rank, cores=cores), stacklevel=3)

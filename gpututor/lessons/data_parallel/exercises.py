@@ -4,7 +4,8 @@ means "not answered yet".
 
 - :func:`check_allreduce`: the learner's ring all-reduce, run in real ranks (3 and 4) against
   ``dist.all_reduce``; every built-in collective and the package's own ``ring_allreduce``
-  refuse while it runs.
+  refuse while it runs, and its sends are recorded (:class:`RecordedSends`): a ring sends only
+  to the right neighbour, at most ``2(N-1)`` chunks of ``ceil(S/N)`` elements.
 - :func:`check_bytes_per_step`: the bytes DDP would all-reduce per step for a GPT no run here
   trained (the medium one): the bytes per parameter the DDP run measured, times that model's
   parameters (counted here), so no recorded field is the answer.
@@ -34,6 +35,48 @@ from ..common.exercises import check_answer, records_in_ranks
 from ..common.guards import OnlyPointToPoint
 
 
+class RecordedSends:
+    """While active, ``dist.isend`` and ``dist.send`` (the names in ``torch.distributed`` and in
+    ``distributed_c10d``, which ``dist.P2POp`` checks and ``dist.batch_isend_irecv`` calls)
+    record each send's peer and element count in ``sends``, then send as before. A function
+    bound before the check escapes it; the ring the exercise asks for uses ``dist.``."""
+
+    NAMES = ("isend", "send")
+
+    def __init__(self):
+        self.sends: list[tuple[int, int]] = []
+        self.saved: list[tuple[object, str, object]] = []
+
+    def _record(self, original):
+        def call(tensor, dst=None, group=None, tag=0, group_dst=None):
+            self.sends.append((dst if dst is not None else group_dst, tensor.numel()))
+            return original(tensor, dst, group, tag, group_dst)
+        return call
+
+    def __enter__(self):
+        from torch.distributed import distributed_c10d
+        for name in self.NAMES:
+            original = getattr(distributed_c10d, name)
+            wrapper = self._record(original)
+            for owner in (dist, distributed_c10d):
+                self.saved.append((owner, name, getattr(owner, name)))
+                setattr(owner, name, wrapper)
+        return self
+
+    def __exit__(self, *exc):
+        for owner, name, original in reversed(self.saved):
+            setattr(owner, name, original)
+        self.saved.clear()
+        return False
+
+
+def ring_send_bound(numel: int, world: int) -> int:
+    """The most elements a rank of a ring all-reduce sends: ``2(N-1)`` chunks (reduce-scatter,
+    then all-gather), none longer than ``ceil(S/N)`` (``torch.chunk`` and ``tensor_split`` give
+    at most that), so ``2(N-1)/N · S`` plus the rounding of each chunk."""
+    return 2 * (world - 1) * -(-numel // world)
+
+
 @dataclass(frozen=True)
 class AllReduceCheck:
     """In every rank: the candidate and ``dist.all_reduce`` on the same tensors, compared. While
@@ -41,7 +84,9 @@ class AllReduceCheck:
     the package's ring (``ring_allreduce`` and its exchange): the exercise is to build it from
     point-to-point messages. The sizes are at least one element per rank and not all multiples
     of the world size, so ``torch.chunk`` and ``torch.tensor_split`` solutions both work and
-    uneven pieces are tried."""
+    uneven pieces are tried. Every send is recorded (:class:`RecordedSends`): one to a rank
+    other than ``(rank + 1) % world``, or more elements than :func:`ring_send_bound`, is not a
+    ring (an all-to-all exchange gives the right sum too)."""
 
     candidate: Callable
 
@@ -52,7 +97,7 @@ class AllReduceCheck:
             expected = x.clone()
             dist.all_reduce(expected)
             given = x.clone()
-            with OnlyPointToPoint() as guard:
+            with OnlyPointToPoint() as guard, RecordedSends() as sent:
                 try:
                     got = call_refusing(self.candidate, (given, rank, world),
                                         refused=(ring.ring_allreduce, ring._exchange))
@@ -67,6 +112,14 @@ class AllReduceCheck:
             if guard.used:
                 emit({"step": step, "numel": numel, "max_error": float("inf"),
                       "built_in": guard.used[0]})
+                return
+            right = (rank + 1) % world
+            others = sorted({peer for peer, _ in sent.sends if peer != right})
+            total = sum(n for _, n in sent.sends)
+            if others or total > ring_send_bound(numel, world):
+                emit({"step": step, "numel": numel, "max_error": float("inf"),
+                      "not_a_ring": {"peers": others, "sent": total,
+                                     "bound": ring_send_bound(numel, world), "right": right}})
                 return
             if got is None:      # in place, returning nothing, as dist.all_reduce does
                 got = given
@@ -96,6 +149,21 @@ def check_allreduce(candidate, world_sizes: tuple = (3, 4)) -> None:
             raise AssertionError(tr("your function called the built-in collective {name}: "
                                     "build the sum from dist.isend / dist.recv only",
                                     name=built_in[0]))
+        not_ring = next((r for r in records if "not_a_ring" in r), None)
+        if not_ring is not None:
+            found = not_ring["not_a_ring"]
+            if found["peers"]:
+                raise AssertionError(tr(
+                    "on {world} ranks, rank {rank} sent to a rank other than its right "
+                    "neighbour, rank {right} (it sent to: {peers}): in a ring each rank sends "
+                    "only to its right neighbour", world=world_size,
+                    rank=not_ring["rank"], peers=", ".join(map(str, found["peers"])),
+                    right=found["right"]))
+            raise AssertionError(tr(
+                "on {world} ranks, rank {rank} sent {sent} elements of a {numel}-element tensor: "
+                "a ring sends at most {bound} (2(N-1) chunks of ceil(S/N))", world=world_size,
+                rank=not_ring["rank"], sent=found["sent"], numel=not_ring["numel"],
+                bound=found["bound"]))
         worst = max(records, key=lambda r: r["max_error"])
         if worst["max_error"] <= 1e-4 and not all(r["in_place"] for r in records):
             raise AssertionError(tr("your function returned the sum but left the tensor it was "
@@ -109,7 +177,8 @@ def check_allreduce(candidate, world_sizes: tuple = (3, 4)) -> None:
     sizes = tr("{sizes} and {last}", sizes=", ".join(map(str, first)), last=last) if first \
         else str(last)
     print(tr("Correct: equals dist.all_reduce on {sizes} ranks, from point-to-point messages "
-             "only", sizes=sizes))
+             "only, each rank sending only to its right neighbour and no more than a ring does",
+             sizes=sizes))
 
 
 def _ddp_bytes(runs: dict) -> float | None:

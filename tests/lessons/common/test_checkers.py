@@ -243,9 +243,10 @@ def test_allreduce_checker_rejects_a_ring_that_sends_the_wrong_way():
         return tensor
 
     check_allreduce(wrong_way, world_sizes=(2,))     # the hole the 2-rank check had
-    # on 3 ranks a rank receives a chunk of another size than the one sent (gloo aborts the
-    # rank): the checker reports the crash, on 3 ranks
-    rejected(check_allreduce, wrong_way, match=r"on 3 ranks your function failed: rank \d")
+    # on 3 ranks it sends to the left neighbour: the checker's record of the sends refuses it
+    # (before, gloo aborted a rank on a chunk of another size and the crash was reported)
+    rejected(check_allreduce, wrong_way,
+             match=r"on 3 ranks, rank \d sent to a rank other than its right neighbour, rank \d")
 
 
 

@@ -9,6 +9,7 @@ import re
 import numpy as np
 import pytest
 import torch
+import torch.distributed as dist
 
 from gpututor import RunSpec, build_model
 from gpututor.models import count_parameters
@@ -115,6 +116,53 @@ def test_the_packages_ring_is_refused(way):
     rejected(check_allreduce, _ways_to_the_packages_ring()[way], world_sizes=(3,),
              match=re.escape("your function called the package's ring_allreduce: write the ring "
                              "yourself"))
+
+
+# ---- exercise 1: right sums that are not a ring -------------------------------------------
+
+def _not_rings() -> dict:
+    """Candidates that return the right sum without a ring (an examiner's all-to-all passed)."""
+    def all_to_all(tensor, rank, world):   # every rank sends its whole tensor to every other
+        incoming = [torch.empty_like(tensor) for _ in range(world)]
+        requests = [dist.isend(tensor.clone(), peer) for peer in range(world) if peer != rank]
+        for peer in range(world):
+            if peer != rank:
+                dist.recv(incoming[peer], peer)
+        for request in requests:
+            request.wait()
+        for peer in range(world):
+            if peer != rank:
+                tensor += incoming[peer]
+        return tensor
+
+    def whole_tensor_round_the_ring(tensor, rank, world):   # right neighbour, but S per step
+        right, left = (rank + 1) % world, (rank - 1) % world
+        passing, total = tensor.clone(), tensor.clone()
+        for _ in range(world - 1):
+            incoming = torch.empty_like(passing)
+            request = dist.isend(passing, right)
+            dist.recv(incoming, left)
+            request.wait()
+            total += incoming
+            passing = incoming
+        tensor.copy_(total)
+        return tensor
+
+    return {f.__name__: f for f in (all_to_all, whole_tensor_round_the_ring)}
+
+
+def test_a_right_sum_that_is_not_a_ring_is_refused():
+    rejected(check_allreduce, _not_rings()["all_to_all"], world_sizes=(3,),
+             match=r"on 3 ranks, rank \d sent to a rank other than its right neighbour, rank \d "
+                   r"\(it sent to: \d\): in a ring each rank sends only to its right neighbour")
+    rejected(check_allreduce, _not_rings()["whole_tensor_round_the_ring"], world_sizes=(3,),
+             match=r"on 3 ranks, rank \d sent 6 elements of a 3-element tensor: a ring sends at "
+                   r"most 4 \(2\(N-1\) chunks of ceil\(S/N\)\)")
+
+
+def test_the_ring_bound_allows_the_rounding_of_each_chunk():
+    assert data_parallel_exercises.ring_send_bound(13, 4) == 2 * 3 * 4   # chunks of 4,3,3,3
+    assert data_parallel_exercises.ring_send_bound(1000, 4) == 2 * 3 * 250
 
 
 # ---- Chinese -------------------------------------------------------------------------------
