@@ -10,7 +10,7 @@ expects from them, so the notebook shows only the call. ``...`` means "not answe
 - :func:`check_recompute_factor`: how many times less full recomputation kept for backward than
   no recomputation, measured in the run (within 3 %: the printed MB are enough).
 - :func:`check_offload_link_bytes`: the bytes an offloaded Adam sends over the link per step
-  with 16-bit parameters and gradients (ZeRO-Offload's mixed precision), each direction, as a
+  with fp32 gradients and 16-bit parameters (a case no cell computes), each direction, as a
   pair, from the run's parameter count.
 - :func:`check_online_softmax`: the learner's online-softmax update, run over key blocks of
   several sizes and, one call at a time, on running states it did not make, against
@@ -93,33 +93,36 @@ def check_recompute_factor(answer, rec: list[dict]) -> None:
                  rel_tol=RECOMPUTE_FACTOR_TOLERANCE)
 
 
-def check_offload_link_bytes(answer, off: dict, bytes_per_number: int = HALF_BYTES) -> None:
-    """Bytes over the link per step for an offloaded Adam whose device holds the parameters and
-    gradients in ``bytes_per_number`` bytes (16-bit: ZeRO-Offload's mixed precision), as the pair
-    ``(to_host, to_device)``: the gradients go to the host, the updated parameters come back, one
-    number each per parameter. The parameter count is the run's (section 4). A pair, so neither
-    the fp32 run's recorded figures nor one direction alone passes; exact (``rel_tol=0``)."""
+def check_offload_link_bytes(answer, off: dict, grad_bytes: int = FP32_BYTES,
+                             param_bytes: int = HALF_BYTES) -> None:
+    """Bytes over the link per step for an offloaded Adam whose device keeps the gradients in
+    ``grad_bytes`` and the parameters in ``param_bytes`` bytes a number (the exercise: fp32
+    gradients, 16-bit parameters, a case no cell computes), as the pair ``(to_host,
+    to_device)``: the gradients go to the host, the updated parameters come back, one number
+    each per parameter. The parameter count is the run's (section 4). A pair, so neither the
+    fp32 run's recorded figures nor the 16-bit case's halves pass; exact (``rel_tol=0``)."""
     run = off.get("Adam offloaded to the host")
-    each = bytes_per_number * run["parameters"] if run is not None else None
+    n = run["parameters"] if run is not None else None
+    to_host, to_device = (None, None) if n is None else (grad_bytes * n, param_bytes * n)
     if answer is ...:
-        check_answer(answer, each, "bytes over the link per step, 16-bit", rel_tol=0,
-                     source="formula")
+        check_answer(answer, to_host, "bytes over the link per step, fp32 gradients and 16-bit "
+                     "parameters", rel_tol=0, source="formula")
         return
     if isinstance(answer, (str, bytes, dict)) or not hasattr(answer, "__len__") \
             or len(answer) != 2:
-        raise AssertionError(tr("bytes over the link per step, 16-bit: give a pair (to_host, "
+        raise AssertionError(tr("bytes over the link per step: give a pair (to_host, "
                                 "to_device), one number for each direction; {answer} is not "
                                 "one. Try again.", answer=repr(answer)))
-    check_answer(answer[0], each, "bytes to the host per step, 16-bit", rel_tol=0,
+    check_answer(answer[0], to_host, "bytes to the host per step, fp32 gradients", rel_tol=0,
                  source="formula")
-    check_answer(answer[1], each, "bytes back to the device per step, 16-bit", rel_tol=0,
-                 source="formula")
+    check_answer(answer[1], to_device, "bytes back to the device per step, 16-bit parameters",
+                 rel_tol=0, source="formula")
     if run.get("bytes_per_step"):
         counted = run["bytes_per_step"]
         print(tr("section 4's fp32 run counted {to_host:,} bytes to the host and {to_device:,} "
-                 "back per step: {per_number} bytes a number instead of {bytes}",
+                 "back per step: {per_number} bytes a number each way",
                  to_host=counted["to_host"], to_device=counted["to_device"],
-                 per_number=counted["to_host"] // run["parameters"], bytes=bytes_per_number))
+                 per_number=counted["to_host"] // run["parameters"]))
 
 
 # ---- the online-softmax update, run against softmax(S) @ V whole ------------------------------
@@ -138,7 +141,8 @@ def _as_state(out, rows: int, d: int):
     m, l, acc = out
     m, l, acc = (torch.as_tensor(t) for t in (m, l, acc))
     if m.numel() != rows or l.numel() != rows or acc.shape != (rows, d):
-        raise ValueError(f"m and l must have one number per row ({rows}) and acc be {rows} x {d}")
+        raise ValueError(tr("m and l must have one number per row ({rows}) and acc be {rows} x {d}",
+                            rows=rows, d=d))
     return m.reshape(rows), l.reshape(rows), acc
 
 

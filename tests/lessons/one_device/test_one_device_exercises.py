@@ -144,7 +144,7 @@ def test_recompute_factor_takes_the_rows_recomputation_costs_makes(capsys):
     assert "Correct." in capsys.readouterr().out
 
 
-# ---- exercise 5: the offload link in 16 bits -------------------------------------------------
+# ---- exercise 5: the offload link, fp32 gradients and 16-bit parameters-----------------------------------------------
 
 N = count_parameters(build_model(RunSpec(model="gpt", model_size="small")))   # the small GPT's
 OFF = {"Adam offloaded to the host": {"parameters": N,
@@ -154,19 +154,19 @@ OFF = {"Adam offloaded to the host": {"parameters": N,
 def test_offload_link_bytes_takes_the_formula_and_rejects_the_classic_mistakes(capsys):
     check_offload_link_bytes(published("my_link_bytes", n_params=N), OFF)
     out = capsys.readouterr().out
-    assert "Correct. bytes to the host per step, 16-bit: 1.677e+06" in out
-    assert "Correct. bytes back to the device per step, 16-bit: 1.677e+06" in out
+    assert "Correct. bytes to the host per step, fp32 gradients: 3.354e+06" in out
+    assert "Correct. bytes back to the device per step, 16-bit parameters: 1.677e+06" in out
     assert "section 4's fp32 run counted 3,353,600 bytes to the host and 3,353,600 back per " \
-        "step: 4 bytes a number instead of 2" in out
+        "step: 4 bytes a number each way" in out
     wrong = {"fp32, as in section 4's run (pasted)": (4 * N, 4 * N),
-             "the fp32 master weights come back": (2 * N, 4 * N),
-             "fp32 gradients go down": (4 * N, 2 * N),
+             "the 16-bit case section 4 printed (halves pasted)": (2 * N, 2 * N),
+             "the directions swapped": (2 * N, 4 * N),
              "the state kept on the host": (12 * N, 12 * N)}
     for mistake, answer in wrong.items():
         rejected(check_offload_link_bytes, answer, OFF, match="is not what the formula gives")
     for mistake, answer in {"both directions as one number": 4 * N,
                             "fp32, one direction (the recorded to_host)": 4 * N,
-                            "three numbers": (2 * N, 2 * N, 0), "a string": "2, 2"}.items():
+                            "three numbers": (4 * N, 2 * N, 0), "a string": "2, 2"}.items():
         rejected(check_offload_link_bytes, answer, OFF, match="give a pair")
 
 
@@ -272,11 +272,11 @@ def test_every_message_of_the_checkers_has_its_chinese_line(capsys):
     set_language("zh")
     try:
         check_probs_bytes(4 * 512 * 512 * 4, ROWS)
-        check_offload_link_bytes((2 * N, 2 * N), OFF)
+        check_offload_link_bytes((4 * N, 2 * N), OFF)
         check_online_softmax(...)
         out = capsys.readouterr().out
         assert "T = 512 时 P 的字节数" in out and "其中 P 占 89%" in out and "公式给出" in out
-        assert "每步传到主机的字节数（16 位）" in out and "尚未作答" in out
+        assert "每步传到主机的字节数（fp32 梯度）" in out and "尚未作答" in out
     finally:
         set_language("en")
 
