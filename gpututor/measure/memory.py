@@ -73,6 +73,16 @@ def state_bytes(model: torch.nn.Module, optimizer) -> dict[str, int]:
     }
 
 
+def adamw_state_bytes(model: torch.nn.Module) -> int:
+    """Bytes of the state ``torch.optim.AdamW`` holds for ``model`` after one step (zero
+    gradients; the model's weights do not move): what the optimizer keeps, counted."""
+    optimizer = torch.optim.AdamW(model.parameters())
+    for p in model.parameters():
+        p.grad = torch.zeros_like(p)
+    optimizer.step()
+    return tensor_bytes(optimizer_tensors(optimizer))
+
+
 class LiveBytesProbe(TorchDispatchMode):
     """Running total of live tensor bytes created during one step, split by the creating phase.
 

@@ -43,12 +43,12 @@ def sweep(base_spec: RunSpec, field: str, values: Iterable,
 def print_result(summary: dict) -> None:
     """One line per finished run: the swept value, throughput, step time and peak memory."""
     def shown(what, value, fmt, unit=""):  # a run without a steady step measured nothing: say so
-        return f"{what} " + (tr("not measured") if value is None else format(value, fmt) + unit)
+        return f"{tr(what)} " + (tr("not measured") if value is None else format(value, fmt) + unit)
     peak = summary["peak_mem_bytes"][0]
     step = summary["step_time_s"]
     parts = [shown("tokens/s", summary["tokens_per_s"], ",.0f"),
-             shown("step", None if step is None else step * 1e3, ".0f", " ms"),
-             shown("peak memory", peak / 1e6 if peak else None, ".1f", " MB"),
+             shown("step time", None if step is None else step * 1e3, ".0f", " ms"),
+             shown("peak memory used", peak / 1e6 if peak else None, ".1f", " MB"),
              shown("final loss", summary["final_loss"], ".3f")]
     print(f"{summary['sweep_field']}={summary['sweep_value']!r}: " + ", ".join(parts))
 

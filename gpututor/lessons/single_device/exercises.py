@@ -2,9 +2,10 @@
 (the step anatomy, the batch sweep) and derives what it expects from them, so the notebook shows
 only the call. ``...`` means "not answered yet".
 
-- :func:`check_optimizer_bytes`: AdamW's state, in bytes, as the anatomy run measured it.
-- :func:`check_activation_ratio`: activations at one batch size over another, as the sweep
-  measured them.
+- :func:`check_optimizer_bytes`: the learner's ``my_optimizer_bytes(n_params, n_tensors)``
+  against the bytes AdamW holds after a step, counted on two GPTs that are not the lesson's.
+- :func:`check_activation_ratio`: activations at a batch size the sweep did not run over
+  another, measured by the checker.
 - :func:`check_training_hours`: hours for a number of tokens at the anatomy run's achieved
   FLOP/s, by the FLOPs formula (``gpututor.measure.flops.model_flops_per_token``).
 - :func:`check_flops_per_step`: the learner's ``my_flops_per_step(model, batch_size, seq_len)``
@@ -16,33 +17,75 @@ from __future__ import annotations
 import math
 from typing import Callable
 
+import torch.nn.functional as F
 from torch.utils.flop_counter import FlopCounterMode
 
 from ... import formulas
 from ...config import RunSpec
+from ...data import batches
 from ...i18n import tr
 from ...measure import flops
-from ...models import GPT, build_model
+from ...measure.memory import LiveBytesProbe, adamw_state_bytes
+from ...models import GPT, build_model, count_parameters
 from ..common.code_exercise import call_refusing, number_from
 from ..common.exercises import check_answer
 
 
-def check_optimizer_bytes(answer, anatomy) -> None:
-    """AdamW's state in bytes after a step of the ``anatomy`` run (``step_anatomy``), exactly as
-    it measured it: two fp32 moments per parameter and a 4-byte step counter per tensor."""
-    check_answer(answer, anatomy.memory.get("optimizer") or None, "AdamW state in bytes",
-                 rel_tol=0)
+# the GPTs exercise 1's formula runs on: not the lesson's (small) model
+OPTIMIZER_SIZES = ("tiny", "medium")
 
 
-def check_activation_ratio(answer, batch_runs: list[dict], big: int = 64,
-                           small: int = 16) -> None:
-    """Rank 0's activation bytes at batch ``big`` over those at batch ``small``, as the sweep
-    ``batch_runs`` (summaries with ``sweep_value``) measured them; within 5 %."""
-    by_batch = {s.get("sweep_value"): (s.get("mem_by_category") or {}).get("activations")
-                for s in batch_runs}
-    high, low = by_batch.get(big), by_batch.get(small)
-    expected = high[0] / low[0] if high and low and high[0] and low[0] else None
-    check_answer(answer, expected, "activation ratio", rel_tol=0.05)
+def check_optimizer_bytes(candidate: Callable) -> None:
+    """Run ``candidate(n_params, n_tensors)`` for each GPT of :data:`OPTIMIZER_SIZES` against
+    the bytes of the state ``torch.optim.AdamW`` holds for it after a step, counted here
+    (``gpututor.measure.memory.adamw_state_bytes``); exactly."""
+    if candidate is ...:
+        print(tr("AdamW state in bytes: not answered yet. Define your function and pass it in."))
+        return
+    for size in OPTIMIZER_SIZES:
+        model = build_model(RunSpec(model="gpt", model_size=size))
+        n_params, n_tensors = count_parameters(model), len(list(model.parameters()))
+        want = adamw_state_bytes(model)
+        got = candidate(n_params, n_tensors)
+        case = dict(size=size, params=n_params, tensors=n_tensors)
+        number = number_from(got, tr("AdamW state in bytes: for the {size} GPT ({params:,} "
+                                     "parameters in {tensors} tensors) your function returned "
+                                     "{got!r}, not a number.", got=got, **case))
+        if number == want:
+            continue
+        wrong = ("AdamW state in bytes: for the {size} GPT ({params:,} parameters in {tensors} "
+                 "tensors) yours is more than AdamW holds. Two fp32 numbers per parameter, and "
+                 "one 4-byte step counter per tensor (not per parameter)." if number > want else
+                 "AdamW state in bytes: for the {size} GPT ({params:,} parameters in {tensors} "
+                 "tensors) yours is less than AdamW holds. Two fp32 averages per parameter, 4 "
+                 "bytes each, and a 4-byte step counter per tensor.")
+        raise AssertionError(tr(wrong, **case))
+    print(tr("Correct: your formula gives exactly the bytes AdamW holds after a step, for the "
+             "tiny and the medium GPT."))
+
+
+def forward_activation_bytes(spec) -> int:
+    """What the forward pass of ``spec``'s model on its first batch leaves alive for backward,
+    in bytes: ``LiveBytesProbe.forward_end``, measured here as the runs' worker measures it."""
+    model = build_model(spec)
+    x, y = next(iter(batches(spec)))
+    with LiveBytesProbe([*model.parameters(), *model.buffers()]) as probe:
+        loss = F.cross_entropy(model(x).flatten(0, 1), y.flatten())
+        probe.set_phase("backward")
+        loss.backward()
+    return probe.forward_end
+
+
+def check_activation_ratio(answer, spec, big: int = 48, small: int = 16) -> None:
+    """Activation bytes of ``spec``'s model at batch ``big`` over those at batch ``small``
+    (no run of the lesson's sweep used ``big``), both measured here in this process; within 5 %."""
+    if answer is ...:
+        check_answer(answer, None, "activation ratio")
+        return
+    one = spec.replace(strategy="single", world_size=1, steps=1, grad_accum=1)
+    expected = forward_activation_bytes(one.replace(batch_size=big)) / \
+        forward_activation_bytes(one.replace(batch_size=small))
+    check_answer(answer, expected, "activation ratio", rel_tol=0.05, source="counted")
 
 
 def check_training_hours(answer, anatomy, tokens: float = 1e9) -> None:
@@ -90,7 +133,7 @@ def check_flops_per_step(candidate: Callable) -> None:
                                       "write the formula yourself."))
         number = number_from(got, tr("FLOPs per step: for the {size} GPT, batch {batch}, "
                                      "{seq} tokens per sequence, your function returned {got!r}, "
-                                     "not a number.", got=type(got), **case))
+                                     "not a number.", got=got, **case))
         if math.isclose(number, want, rel_tol=1e-3):
             continue
         wrong = ("FLOPs per step: for the {size} GPT, batch {batch}, {seq} tokens per sequence, "

@@ -30,27 +30,32 @@ ANATOMY = SimpleNamespace(spec=SPEC, achieved_flops=2.5e9,
                           memory={"optimizer": 8 * N_PARAMS + 4 * N_TENSORS})
 
 
-def test_optimizer_bytes_are_exactly_the_measured_state(capsys):
-    answer = published(STEM, "my_optimizer_bytes", n_params=N_PARAMS, n_tensors=N_TENSORS)
-    check_optimizer_bytes(answer, ANATOMY)
-    assert "Correct. AdamW state in bytes" in capsys.readouterr().out
-    check_optimizer_bytes(np.int64(answer), ANATOMY)
-    for mistake in (4 * N_PARAMS,                    # one moment
-                    8 * N_PARAMS,                    # forgot the step counters
-                    8 * N_PARAMS + 4 * N_PARAMS):    # a step counter per parameter, not per tensor
-        rejected(check_optimizer_bytes, mistake, ANATOMY, match="is not what this notebook")
+def test_optimizer_bytes_are_exactly_adamws_state_on_other_gpts(capsys):
+    solution = published(STEM, "my_optimizer_bytes")
+    check_optimizer_bytes(solution)
+    assert "Correct: your formula gives exactly the bytes AdamW holds" in capsys.readouterr().out
+    check_optimizer_bytes(lambda p, t: np.int64(solution(p, t)))
+    check_optimizer_bytes(...)
+    assert "not answered yet" in capsys.readouterr().out
+    rejected(check_optimizer_bytes, lambda p, t: 4 * p + 4 * t,        # one moment
+             match="tiny GPT .* yours is less than AdamW holds")
+    rejected(check_optimizer_bytes, lambda p, t: 8 * p,                # forgot the step counters
+             match="yours is less than AdamW holds")
+    rejected(check_optimizer_bytes, lambda p, t: 8 * p + 4 * p,        # a counter per parameter
+             match="yours is more than AdamW holds")
+    rejected(check_optimizer_bytes, lambda p, t: ANATOMY.memory["optimizer"],   # the lesson's run
+             match="tiny GPT")
+    rejected(check_optimizer_bytes, lambda p, t: None, match="returned None, not a number")
 
 
-def test_activation_ratio_reads_the_sweep(capsys):
-    runs = [{"sweep_value": b, "mem_by_category": {"activations": [a]}}
-            for b, a in ((1, 0.3e6), (4, 1.1e6), (16, 4.1e6), (64, 16.0e6))]
-    check_activation_ratio(published(STEM, "my_activation_ratio"), runs)
+def test_activation_ratio_is_measured_at_a_batch_the_sweep_did_not_run(capsys):
+    check_activation_ratio(published(STEM, "my_activation_ratio"), SPEC)
     assert "Correct. activation ratio" in capsys.readouterr().out
     for mistake in (1,          # as if activations did not grow
-                    16,         # as if they grew with the batch squared
-                    0.25):      # upside down
-        rejected(check_activation_ratio, mistake, runs, match="is not what this notebook")
-    rejected(check_activation_ratio, 4, runs[:2], match="has not measured it yet")
+                    4,          # the sweep's batch 64 over 16
+                    9,          # as if they grew with the batch squared
+                    1 / 3):     # upside down
+        rejected(check_activation_ratio, mistake, SPEC, match="is not what counting")
 
 
 def test_training_hours_use_the_formula_at_the_achieved_rate(capsys):
