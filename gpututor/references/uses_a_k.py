@@ -176,6 +176,10 @@ USES: dict[str, Use] = {
         "Switch routing sends each token to a single expert (k = 1): less router computation, "
         "at least half the expert capacity and simpler communication; §2 grows the parameters "
         "while keeping the FLOPs per token constant"),
+    "fedus2021-flops": Use(
+        "fedus2021", "§2",
+        "the Switch Transformer grows the parameter count while keeping the floating point "
+        "operations (FLOPs) per example constant, by activating a subset of the weights"),
     "fedus2021-capacity": Use(
         "fedus2021", "§2.2, eq. 3",
         "expert capacity = (tokens per batch / number of experts) × capacity factor, for top-1 "

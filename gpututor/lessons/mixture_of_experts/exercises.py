@@ -76,7 +76,7 @@ def check_balancing_loss(candidate: Callable) -> None:
         shape = f"{tokens} tokens, {n_expert} experts, top-{top_k}"
         if not isinstance(got, torch.Tensor) or got.numel() != 1:
             raise AssertionError(tr("balancing loss: for {shape} your function returned {got!r}, "
-                                    "not a one-number tensor.", shape=shape, got=type(got)))
+                                    "not a one-number tensor.", shape=shape, got=got))
         value = got.detach().reshape(()).to(expected.dtype)   # a float64 answer is fine too
         if not torch.allclose(value, expected.detach(), rtol=1e-5, atol=1e-7):
             raise AssertionError(tr("balancing loss: for {shape} your loss is {got:.6g}, not the "
