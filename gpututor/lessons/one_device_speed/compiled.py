@@ -18,6 +18,7 @@ import os
 import re
 import shutil
 import statistics
+import tempfile
 import time
 
 import torch
@@ -122,8 +123,9 @@ def _compiled_first_step(model, x, y) -> tuple[float, float, list[str], torch.nn
 def compile_costs(spec, steps: int = 8) -> dict:
     """Eager against ``torch.compile`` on ``spec``'s model, forward + backward of one batch.
 
-    Returns ``compile_s`` (the first compiled step, compile included), ``recompile_s`` (the
-    same for a fresh model after ``torch._dynamo.reset()``: what the caches saved),
+    Returns ``compile_s`` (the first compiled step, compile included, against an empty Inductor
+    cache folder), ``recompile_s`` (the same for a fresh model after ``torch._dynamo.reset()``,
+    with that folder now filled: what the caches saved),
     ``eager_s`` and ``compiled_s`` (steady, median of ``steps`` interleaved), ``speedup``,
     ``tokens_per_s`` per mode, ``kernels`` (see :func:`kernels_in`), ``loss`` per mode and
     ``max_grad_diff`` (largest gradient difference, eager against compiled, first step)."""
@@ -136,12 +138,24 @@ def compile_costs(spec, steps: int = 8) -> dict:
     loss_eager = _forward_backward(eager, x, y)
     grads = [p.grad.clone() for p in eager.parameters()]
 
-    torch._dynamo.reset()                   # a compile from scratch, not one left by earlier cells
-    compile_s, loss_compiled, code, compiled = _compiled_first_step(build_model(spec).to(device), x, y)
-    max_grad_diff = max((p.grad - g).abs().max().item()
-                        for p, g in zip(compiled.parameters(), grads))
-    torch._dynamo.reset()
-    recompile_s, _, _, compiled = _compiled_first_step(build_model(spec).to(device), x, y)
+    # Inductor keeps its caches on disk, across processes: point it at an empty folder so that
+    # the first compile is a cold one on every run, and the second shows what the caches saved.
+    saved = os.environ.get("TORCHINDUCTOR_CACHE_DIR")
+    with tempfile.TemporaryDirectory(prefix="gpututor-inductor-") as fresh:
+        os.environ["TORCHINDUCTOR_CACHE_DIR"] = fresh
+        try:
+            torch._dynamo.reset()           # a compile from scratch, not one left by earlier cells
+            compile_s, loss_compiled, code, compiled = _compiled_first_step(
+                build_model(spec).to(device), x, y)
+            max_grad_diff = max((p.grad - g).abs().max().item()
+                                for p, g in zip(compiled.parameters(), grads))
+            torch._dynamo.reset()
+            recompile_s, _, _, compiled = _compiled_first_step(build_model(spec).to(device), x, y)
+        finally:
+            if saved is None:
+                os.environ.pop("TORCHINDUCTOR_CACHE_DIR", None)
+            else:
+                os.environ["TORCHINDUCTOR_CACHE_DIR"] = saved
 
     times = {"eager": [], "compiled": []}
     for _ in range(steps):                  # interleaved: drift on a shared machine hits both
