@@ -106,12 +106,13 @@ def view_gap_line(quiet: dict, panel_speedup: float | None, view_cost: dict | No
                 pct=100 * diff) if diff > 0.005 else
              tr("The panels' speedup is the same as the one without a view, to 0.5 %."),
              tr("During its run the DDP panel's view used {kernel:.2f} CPU-s in the kernel and "
-                "{browser:.2f} s of drawing in the browser: {share:.1%} of the {ranks} ranks' CPU "
-                "time (the browser's layout and messages are not counted).",
+                "{browser:.2f} s of drawing in the browser: {share:.1%} of {ranks} cores over the "
+                "run's wall time (the browser's layout and messages are not counted).",
                 kernel=view_cost["kernel_cpu_s"], browser=browser, share=share, ranks=world_size)
              if browser is not None else
              tr("During its run the DDP panel's view used {kernel:.2f} CPU-s in the kernel, "
-                "{share:.1%} of the {ranks} ranks' CPU time. The browser's drawing time was not "
+                "{share:.1%} of {ranks} cores over the run's wall time. The browser's drawing "
+                "time was not "
                 "reported (nothing has drawn the view, or, under Run All, the browser's report "
                 "waits until the queued cells have run), and its layout and messages are not "
                 "counted.", kernel=view_cost["kernel_cpu_s"], share=share, ranks=world_size)]
@@ -191,7 +192,7 @@ def explain_gap(ddp_summary: dict, pair: dict) -> str:
 def matmul_rate_line(spec, world_size: int = 2) -> str:
     """Whether one rank's smaller matrix products ran at a lower rate here: the FLOP/s of
     ``spec``'s linear-layer matmuls at the whole batch's height against a data-parallel rank's
-    (the batch split over ``world_size``), both measured now on one thread, best of 3 rounds
+    (the batch split over ``world_size``), both measured now on the run's device (one CPU thread, or a GPU), best of 3 rounds
     (:func:`gpututor.measure.matmul.measure_matmul_flops`). The code picks the words."""
     one = spec.replace(strategy="single", world_size=1, mesh=None, options=())
     whole = measure_matmul_flops(one, 1)
@@ -203,8 +204,8 @@ def matmul_rate_line(spec, world_size: int = 2) -> str:
     if ratio < 0.95:
         return tr("matmuls {part_rows} rows tall (a rank's share) ran at {part:.1f} GFLOP/s, "
                   "{rows} rows tall (one rank's whole batch) at {whole:.1f}: the smaller pieces "
-                  "ran at {ratio:.0%} of the rate, so each rank got less done per second of core "
-                  "time here", **values)
+                  "ran at {ratio:.0%} of the rate, so each rank got less done per second of its "
+                  "device's time here", **values)
     if ratio > 1.05:
         return tr("matmuls {part_rows} rows tall (a rank's share) ran at {part:.1f} GFLOP/s, "
                   "{rows} rows tall (one rank's whole batch) at {whole:.1f}: the smaller pieces "

@@ -8,11 +8,12 @@ import pytest
 import torch
 from torch.utils.data import DistributedSampler as imported_before   # bound before any check
 
-from gpututor import RunSpec
+from gpututor import RunSpec, build_model
 from gpututor.i18n import set_language
 from gpututor.lessons.start_here.exercises import (check_ideal_throughput, check_optimizer_state,
                                               check_rank_indices, check_rows_per_rank,
                                               reference_rank_indices)
+from gpututor.models import count_parameters
 from exercise_solutions import published, rejected
 
 STEM = "00_start_here"
@@ -57,10 +58,16 @@ def test_rank_indices_checker_runs_the_function_against_distributed_sampler(caps
     def backwards(n, rank, world):
         return solution(n, rank, world)[::-1]
 
+    def wraps_once(n, rank, world):              # pads from the start once: not when padding > n
+        total = list(range(n)) + list(range(n))[:math.ceil(n / world) * world - n]
+        return total[rank::world]
+
     rejected(check_rank_indices, no_padding, match=r"n=10 on 4 ranks, rank 2 gets 2 indices")
     rejected(check_rank_indices, contiguous_blocks, match="other indices than DistributedSampler's")
     rejected(check_rank_indices, pads_with_the_last, match=r"n=10 on 4 ranks, rank 2 gets other")
     rejected(check_rank_indices, backwards, match="the right indices in another order")
+    rejected(check_rank_indices, wraps_once, match=r"n=2 on 5 ranks, rank 4 gets 0 indices")
+    rejected(check_rank_indices, lambda n, r, w: None, match=r"returned None, not a list")
     rejected(check_rank_indices, lambda n, r, w: None, match="not a list of whole numbers")
     rejected(check_rank_indices, lambda n, r, w: [0.5] * math.ceil(n / w),
              match="not a list of whole numbers")
@@ -94,15 +101,18 @@ def test_ideal_throughput_is_n_times_the_one_rank_run(capsys):
              match="has not measured it yet")
 
 
-def test_optimizer_state_is_the_measured_bytes_of_rank_0(capsys):
-    check_optimizer_state(published(STEM, "answer_4", ddp=DDP), DDP)
-    assert "Correct. AdamW state bytes on rank 0" in capsys.readouterr().out
-    for mistake in (4 * DDP["params"],       # one moment instead of two
-                    12 * DDP["params"],      # the moments and the parameters
-                    16 * DDP["params"]):     # the whole model state
-        rejected(check_optimizer_state, mistake, DDP, match="is not what this notebook measured")
-    rejected(check_optimizer_state, 800_000, {"mem_by_category": {}},
-             match="has not measured it yet")
+def test_optimizer_state_is_counted_on_the_medium_gpt(capsys):
+    medium = build_model(RunSpec(model="gpt", model_size="medium"), meta=True)
+    params, tensors = count_parameters(medium), len(list(medium.parameters()))
+    answer = published(STEM, "answer_4", medium_params=params)
+    check_optimizer_state(answer)
+    assert "Correct. AdamW state bytes of the medium GPT" in capsys.readouterr().out
+    check_optimizer_state(8 * params + 4 * tensors)          # the step counters too: exact
+    for mistake in (4 * params,       # one moment instead of two
+                    12 * params,      # the moments and the parameters
+                    16 * params,      # the whole model state
+                    8 * DDP["params"]):   # the lesson's model, not the medium one
+        rejected(check_optimizer_state, mistake, match="is not what")
 
 
 def test_lesson_00_checkers_speak_chinese(capsys):
