@@ -72,7 +72,7 @@ def test_fsdp_describes_the_collectives_its_ranks_meter(options):
     False, once."""
     from gpututor import build_model
     from gpututor.parallel import get_strategy
-    spec = tiny_spec(strategy="fsdp", world_size=2, steps=3, options=options)
+    spec = tiny_spec(strategy="fsdp", world_size=2, steps=4, options=options)   # step 3 steady
     described = sum(n for _, n in get_strategy("fsdp").step_collectives(spec, build_model(spec)))
     assert launch(spec).wait()["comm_bytes_per_step"] == pytest.approx(described, rel=1e-6)
 

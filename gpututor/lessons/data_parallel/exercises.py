@@ -26,7 +26,7 @@ import torch
 import torch.distributed as dist
 
 from ...config import RunSpec
-from ...formulas import bus_factor
+from ...formulas import bus_factor, ring_steps
 from ...i18n import tr
 from ...models import build_model, count_parameters
 from ...parallel.data_parallel import ring
@@ -74,7 +74,7 @@ def ring_send_bound(numel: int, world: int) -> int:
     """The most elements a rank of a ring all-reduce sends: ``2(N-1)`` chunks (reduce-scatter,
     then all-gather), none longer than ``ceil(S/N)`` (``torch.chunk`` and ``tensor_split`` give
     at most that), so ``2(N-1)/N · S`` plus the rounding of each chunk."""
-    return 2 * (world - 1) * -(-numel // world)
+    return ring_steps("all_reduce", world) * -(-numel // world)
 
 
 @dataclass(frozen=True)
