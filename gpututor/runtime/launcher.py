@@ -13,7 +13,7 @@ How it stays safe in a notebook (the traps are listed in docs/architecture.md):
   finished Run holds no pipe, process or folder (runtime/processes.py, scratch_dirs.py);
 - with ``max_restarts=N`` a failure takes every rank of the attempt down the same way, and the
   collector starts fresh ranks (a new rendezvous folder and pipes) that resume from the last
-  complete checkpoint this run wrote, up to N times.
+  complete checkpoint this run wrote, up to N times (a refused rendezvous: restarts.py).
 """
 from __future__ import annotations
 
@@ -34,9 +34,9 @@ from .failures import (RunFailed, died, killed_peers, rank_failed, silent_failur
 from .launch_checks import check_launch
 from .processes import (close_all, cpu_seconds, exited_unfinished, receive, release_ranks,
                         start_ranks, terminate_ranks)
-from .restarts import restart
+from .restarts import restart, retry_rendezvous
 from .scratch_dirs import new_scratch_dir
-from .summary import failure_note, summarize
+from .summary import summarize, unechoed
 
 STARTUP_GRACE_S = 60.0   # a rank may take this long (beyond the spec's timeout) to first report
 PEER_EXIT_GRACE_S = 2.0  # how long an error naming a lost connection waits for a killed peer to show
@@ -111,11 +111,14 @@ class Run:
         self.first_record_at: float | None = None
         self.output: list[tuple[int, str, str]] = []
         self.echo = sys.stdout
-        self._echoed = self._echoed_failures = 0
+        self._echoed = self._echoed_failures = self._echoed_notices = 0
         # each failure: the attempt it ended, the rank, the step, the error's first line, and
         # the step the next attempt resumed from (None where it ended the run)
         self.failures: list[dict] = []
         self.attempt = 1
+        self._starts = 0   # rank groups started, retried rendezvous included (restarts.py)
+        self.rendezvous_tries: dict[int, int] = {}   # attempt -> starts of its ranks, if > 1
+        self.notices: list[str] = []   # what the launcher tells the notebook (a retry)
         self._cond = threading.Condition()
         self._end_lock = threading.Lock()
         self._tmp = new_scratch_dir()   # after sweeping the folders of killed kernels
@@ -136,7 +139,9 @@ class Run:
         """Start this attempt's ranks, with a rendezvous folder and pipes of their own: nothing
         of an earlier attempt (a message half-sent by a rank that was killed, a stale store
         file, a stack dump) can reach them."""
-        self._folder = os.path.join(self._tmp, f"attempt{self.attempt}")
+        self._starts += 1
+        self.attempt_spec = spec   # what a retried rendezvous starts again
+        self._folder = os.path.join(self._tmp, f"attempt{self.attempt}-{self._starts}")
         os.mkdir(self._folder)
         # a record's "time" counts from the run's start, across attempts
         start = time.time() if self.attempt == 1 else self.started_wall
@@ -195,17 +200,10 @@ class Run:
         return self.summary
 
     def _echo_new(self) -> None:
-        """Print the ranks' lines that arrived since the last call (to ``echo``), and a line
-        for each restart."""
-        new = self.output[self._echoed:]
-        self._echoed += len(new)
-        failures = self.failures[self._echoed_failures:]
-        self._echoed_failures += len(failures)
-        restarts = [f for f in failures if f["resumed_from"] is not None]
-        if self.echo is not None and (new or restarts):
-            self.echo.write("".join(f"[rank {rank}] {line}\n" for rank, _, line in new))
-            self.echo.write("".join(f"[gpututor] {failure_note(f, self.spec.max_restarts + 1)}: "
-                                    f"{f['error']}\n" for f in restarts))
+        """Print what arrived since the last call to ``echo`` (summary.unechoed says what)."""
+        text = unechoed(self)
+        if self.echo is not None and text:
+            self.echo.write(text)
             self.echo.flush()
 
     def stop(self) -> None:
@@ -225,6 +223,8 @@ class Run:
                 failure = self._watch()
                 if failure is None or self.done:
                     break
+                if retry_rendezvous(self, failure):   # a refused loopback connection: again
+                    continue
                 failure = self._restart(failure)
                 if failure is not None:
                     self._end("failed", failure)

@@ -1,12 +1,62 @@
 """A run's restarts (``launch(spec, max_restarts=N)``): after a failure, every rank of the attempt
-is stopped and fresh ones resume from the last complete checkpoint the run wrote."""
+is stopped and fresh ones resume from the last complete checkpoint the run wrote.
+
+Before that, one failure is not a failure of the run: ranks whose loopback connections to each
+other were refused or closed while they formed their process group, before any step. gloo's
+rendezvous can lose that race on a busy machine (``Gloo connectFullMesh failed ... Connection
+closed by peer``; pytorch/pytorch#53270, #57469); those ranks are started again, with a fresh
+store, up to ``RENDEZVOUS_TRIES`` times, without counting as a restart."""
 from __future__ import annotations
 
+import re
 import traceback as tb
 
 from .checkpoint_files import next_step
 from .checkpoint_owner import resume_point, stops_restarts
+from ..i18n import tr
 from .failures import RunFailed
+
+RENDEZVOUS_TRIES = 3   # starts of one attempt's ranks whose connections were refused
+# what gloo says when a peer's loopback connection was refused or dropped during rendezvous
+_REFUSED = re.compile(r"connectFullMesh|Connection closed by peer|Connection reset by peer|"
+                      r"Connection refused", re.IGNORECASE)
+
+
+def refused_rendezvous(run, failure: RunFailed) -> bool:
+    """Whether ``failure`` is a rank's connection refused or dropped while forming the process
+    group (``init_process_group`` in its traceback), before this attempt recorded any step."""
+    text = f"{failure}"   # the message and the rank's traceback
+    return ("init_process_group" in text and _REFUSED.search(text) is not None
+            and not any(r.get("attempt") == run.attempt for r in run.records))
+
+
+def retry_rendezvous(run, failure: RunFailed) -> bool:
+    """If ``failure`` is a refused rendezvous (:func:`refused_rendezvous`) and tries are left,
+    stop this attempt's ranks, say so in the run's output, start them again, and return True.
+    Returns False where the failure is the run's to handle (a restart, or the end)."""
+    tries = run.rendezvous_tries.get(run.attempt, 1)
+    if tries >= RENDEZVOUS_TRIES or not refused_rendezvous(run, failure):
+        return False
+    with run._end_lock:
+        if run.done:
+            return True
+        run._release_attempt()
+        run.rendezvous_tries[run.attempt] = tries + 1
+        with run._cond:
+            run.notices.append(tr(
+                "the ranks could not connect to each other ({cause}); starting them again "
+                "(try {now} of {tries})", cause=failure.cause, now=tries + 1,
+                tries=RENDEZVOUS_TRIES))
+            run._cond.notify_all()
+        try:
+            run._start_ranks(run.attempt_spec)
+            return True
+        except Exception as exc:  # noqa: BLE001 - the run must end, and say why
+            error = RunFailed(f"starting the ranks again after their connections were refused "
+                              f"failed ({type(exc).__name__}: {exc}): {failure.cause}",
+                              failure.rank, tb.format_exc())
+    run._end("failed", error)
+    return True
 
 
 def restart(run, failure: RunFailed) -> "RunFailed | None":

@@ -42,6 +42,20 @@ def failure_note(failure: dict, attempts: int) -> str:
               resumed=failure["resumed_from"], attempt=failure["attempt"] + 1, attempts=attempts)
 
 
+def unechoed(run) -> str:
+    """What ``run`` (a launcher's Run) has not printed yet, marked as printed: the launcher's
+    notices, the ranks' lines (prefixed with the rank), and a line for each restart."""
+    notices, new, failures = (run.notices[run._echoed_notices:], run.output[run._echoed:],
+                              run.failures[run._echoed_failures:])
+    run._echoed_notices += len(notices)
+    run._echoed += len(new)
+    run._echoed_failures += len(failures)
+    return ("".join(f"[gpututor] {line}\n" for line in notices)
+            + "".join(f"[rank {rank}] {line}\n" for rank, _, line in new)
+            + "".join(f"[gpututor] {failure_note(f, run.spec.max_restarts + 1)}: {f['error']}\n"
+                      for f in failures if f["resumed_from"] is not None))
+
+
 def steady_steps(spec, records: list[dict]) -> list[int]:
     """The steps every figure of the summary is taken over: complete (every rank reported),
     after the warm-up (``spec.warmup_steps`` from the start of each attempt: a restarted run
