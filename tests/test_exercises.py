@@ -54,6 +54,10 @@ SHAPES = {"02_data_parallel": MANY_GPUS, "03_sharding": FOUR_GPUS, "04_tensor_pa
 if os.environ.get("CUDA_SHAPE_ALL") == "1":
     SHAPES = {nb.stem: SHAPES.get(nb.stem, ONE_GPU) for nb in NOTEBOOKS}
 SHAPED = [ROOT / "notebooks" / "zh" / f"{stem}.ipynb" for stem in sorted(SHAPES)]
+# What a CUDA-shaped run must print, checked by a hidden cell after the lesson's cells: a sentence
+# chosen from a run's recorded device ("cuda:0"), not only a cell that runs.
+SHAPED_CHECKS = {"03_sharding": 'assert "NCCL" in how_ranks_talk(runs["ddp"]["device"]), '
+                                'how_ranks_talk(runs["ddp"]["device"])'}
 EXECUTED = [nb for nb in NOTEBOOKS + [ZH_00] if nb not in IN_BROWSER] + [ZH_08]
 EXECUTED += [nb for nb in SHAPED if nb not in EXECUTED]
 NOTEBOOK_TIMEOUT_S = 600
@@ -407,6 +411,8 @@ def test_notebook_runs_and_its_checkers_accept_solutions_and_reject_wrong_answer
         for index, cell in enumerate(nb.cells):
             cell.metadata["lesson_cell"] = index
         written = cuda_shaped(augmented(nb, WRONG[notebook.stem]), shape)
+        if notebook.stem in SHAPED_CHECKS:
+            written.cells.append(nbformat.v4.new_code_cell(SHAPED_CHECKS[notebook.stem]))
     nbformat.write(written, path)
     command = [sys.executable, "-m", "pytest", "--nbval-lax", "--nbval-current-env",
                "--nbval-cell-timeout=300", "-p", "no:cacheprovider", "-q",

@@ -161,13 +161,14 @@ def comm_figure(rows: list[dict], baseline: str = "ddp") -> go.Figure:
 
 def fit_figure(rows: list[dict], capacity: float, peaks: dict[str, float]) -> go.Figure:
     """Which stage first fits a capacity: per strategy the plan (formula's model state plus
-    measured activations, bars), the peak the uncapped run measured (``peaks``, diamonds), the
+    measured activations, and for ddp DDP's buckets, bars), the peak the uncapped run measured (``peaks``, diamonds), the
     capacity (a line), and over each bar what the capped run did (``rows``: fits or out of
     memory)."""
     labels = [r["strategy"] for r in rows]
     fig = go.Figure()
     fig.add_bar(x=labels, y=[r["planned"] / MB for r in rows],
-                name=tr("plan: model state (formula) + activations (measured)"),
+                name=tr("plan: model state (formula) + activations (measured) "
+                       "+ DDP's buckets (ddp)"),
                 text=[tr("fits") if r["fits"] else tr("out of memory") for r in rows],
                 textposition="outside")
     fig.add_scatter(x=labels, y=[None if peaks.get(n) is None else peaks[n] / MB

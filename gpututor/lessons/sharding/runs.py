@@ -27,8 +27,9 @@ STAGES = ("ddp", "zero1", "zero2", "zero3")   # data parallel, then ZeRO stages 
 
 
 def how_ranks_talk(device: str) -> str:
-    """One sentence on what carries a run's messages on ``device`` ("cpu" or "cuda")."""
-    if device == "cuda":
+    """One sentence on what carries a run's messages on ``device`` ("cpu", "cuda", or "cuda:0" as
+    a run records it: the device's type decides)."""
+    if torch.device(device).type == "cuda":
         return tr("Here each rank drives its own GPU, and NCCL (NVIDIA's collective library) "
                   "carries the bytes from GPU to GPU over whatever links this machine has "
                   "(NVLink or PCIe): these times are one machine's, not a cluster's, whose "
