@@ -179,6 +179,13 @@ USES: dict[str, Use] = {
         "takes chunks r and 2·CP−1−r (CP = 2: GPU0 chunks 0 and 3, GPU1 chunks 1 and 2), to "
         "balance the work (checked in NVIDIA-licensed copies of the function; the file itself "
         "not reached)"),
+    "megatron-core-layers-async-dgrad": Use(
+        "megatron-core-layers", "ColumnParallelLinear and its backward",
+        "allreduce_dgrad = world_size > 1 and not sequence_parallel and not disable_grad_reduce; "
+        "backward starts the input gradient's all-reduce with async_op=True, 'scheduled before the "
+        "weight gradient computation' (with CUDA_DEVICE_MAX_CONNECTIONS=1), and waits for it after "
+        "the weight-gradient product: 'the tensor parallel all reduce of the input gradients can "
+        "be done asynchronously with the calculation of the weight gradients'"),
     "megatron-lm-args-tp-comm-overlap": Use(
         "megatron-lm-args", "validate_args",
         "if args.tp_comm_overlap: 'Tensor parallel communication/GEMM overlap can happen only "

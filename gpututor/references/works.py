@@ -100,6 +100,9 @@ WORKS: dict[str, Work] = {
     "megatron-lm-args": Work("Megatron-LM", 2025, "megatron/training/arguments.py (NVIDIA/"
                                "Megatron-LM)", "https://github.com/NVIDIA/Megatron-LM/blob/main/"
                                "megatron/training/arguments.py"),
+    "megatron-core-layers": Work("Megatron-LM", 2025, "megatron/core/tensor_parallel/layers.py "
+                                   "(NVIDIA/Megatron-LM)", "https://github.com/NVIDIA/Megatron-LM/"
+                                   "blob/main/megatron/core/tensor_parallel/layers.py"),
     "pytorch-ddp-source": Work("PyTorch", 2025, "torch/nn/parallel/distributed.py "
                                  "(pytorch/pytorch)", "https://github.com/pytorch/pytorch/blob/"
                                  "main/torch/nn/parallel/distributed.py"),

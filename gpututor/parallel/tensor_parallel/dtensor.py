@@ -1,8 +1,10 @@
 """Tensor parallel with PyTorch's DTensor: a declarative plan on a ``DeviceMesh`` (production API).
 
 ``megatron.py`` writes Megatron's layers by hand. Here PyTorch does it from a *plan* that
-names, for each Linear, how to split it (the Linear part of torchtitan's plan for Llama). PyTorch
-marks these APIs experimental and subject to change [ref: pytorch-tp-experimental]:
+names, for each Linear, how to split it (the transformer blocks' Linears of torchtitan's plan
+for Llama, without its sequence-parallel layouts; the head and embedding, which torchtitan also
+splits, stay whole here: lesson 04, section 2). PyTorch marks these APIs experimental and
+subject to change [ref: pytorch-tp-experimental]:
 
     from scratch (megatron.py)               DTensor (torch.distributed.tensor.parallel)
     ColumnParallelLinear: rows of weight     ColwiseParallel(): weight and bias become DTensors
