@@ -73,12 +73,12 @@ WRONG = {
         # (doubling the 2-rank run is also wrong, but passes where DDP's speedup is about 1, as
         # on a loaded 2-core machine: one rank's own figure is wrong on every machine)
         "answer_3": 'answer_3 = solo_summary["tokens_per_s"]  # one rank\'s own, not N times it',
-        "answer_4": 'answer_4 = 4 * medium_params            # one moment instead of two',
+        "answer_4": 'answer_4 = 4 * large_params             # one moment instead of two',
     },
     "01_single_device": {
         "my_optimizer_bytes": ("def my_optimizer_bytes(n_params, n_tensors):   # one moment\n"
                                "    return 4 * n_params + 4 * n_tensors"),
-        "my_activation_ratio": "my_activation_ratio = 4   # the sweep's batch 64 over 16, not 48 over 16",
+        "my_activation_ratio": "my_activation_ratio = 128 / 64   # in proportion to seq_len: the square left out",
         "my_hours": "my_hours = 1e9 * 2 * anatomy.params / anatomy.achieved_flops / 3600   # forward only",
         "my_flops_per_step": textwrap.dedent('''\
             def my_flops_per_step(model, batch_size, seq_len):   # forward only
@@ -145,7 +145,7 @@ WRONG = {
                         " * build_model(base).cfg.d_model * 4   # forward only"),
     },
     "05_pipeline_parallel": {
-        "my_bubble": "my_bubble = (4 - 1) / (6 + 4 - 1)        # forgot the v = 2 chunks per rank",
+        "my_bubble": "my_bubble = (4 - 1) / (8 + 4 - 1)        # forgot the v = 2 chunks per rank",
         "my_microbatches": "my_microbatches = 30                # from (p - 1) / m <= 0.1",
         "my_bubble_fraction": textwrap.dedent('''\
             def my_bubble_fraction(events):   # the busy share, not the idle share
@@ -172,7 +172,8 @@ WRONG = {
     },
     "07_compression": {
         "my_changed": "my_changed = 0                         # as if torchao's rule were ours",
-        "my_removed": "my_removed = 2 * 96 * (96 + 1 + 96)      # the teacher's, not the student's",
+        "my_removed": ("def my_removed(d_model, n_layer, share):   # counted proj's bias too: it stays\n"
+                       "    return n_layer * round(share * 4 * d_model) * (2 * d_model + 2)"),
         "my_int8_bytes": ("my_int8_bytes = sum(m.weight.numel() for m in teacher.modules()"
                           " if isinstance(m, torch.nn.Linear))   # forgot the scales"),
         "my_quantize": textwrap.dedent('''\
@@ -182,9 +183,11 @@ WRONG = {
                 return torch.round(w / scale[:, None]).clamp(-127, 127).to(torch.int8), scale'''),
     },
     "08_choosing_hardware": {
-        "my_bytes_per_param": "my_bytes_per_param = (2 + 2 + 12) / 8    # as if ZeRO-2 sharded the weights too",
+        "my_bytes_per_param": ("def my_bytes_per_param(zero_stage, dp):   # as if every stage sharded the weights too\n"
+                               "    return 16 / dp if zero_stage else 16"),
         "my_smallest_count": "my_smallest_count = 8                # 70e9 * 16 / 141e9, without the 10 % reserve",
-        "my_days": "my_days = rec7.smallest.days * 0.30 / 0.40   # upside down",
+        "my_days": ("def my_days(est, hfu):   # the whole step scaled, the exposed sync too\n"
+                    '    return est.days * est.assumptions["hfu"] / hfu'),
         "my_formula_error": ("def my_formula_error(row):   # divided by the prediction\n"
                              '    return (row["formula_peak"] - row["measured_peak"]) / row["formula_peak"]'),
         "my_state_bytes": ("def my_state_bytes(n_params, per_param, zero_stage, dp):   # every stage shards all\n"

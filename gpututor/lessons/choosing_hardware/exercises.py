@@ -2,13 +2,15 @@
 (a model preset, the recommendation, the calibration) and derives what it expects, so the
 notebook shows only the call. ``...`` means "not answered yet".
 
-- :func:`check_bytes_per_param`: bytes of model state per parameter on one GPU, for a ZeRO stage
-  over ``dp`` GPUs (``gpututor.plan.memory.model_state_bytes`` of one parameter).
+- :func:`check_bytes_per_param`: the learner's bytes of model state per parameter on one GPU,
+  for ZeRO stages and GPU counts it chooses, against ``model_state_bytes`` of one parameter,
+  which refuses while the learner's function runs.
 - :func:`check_smallest_count`: the fewest GPUs whose usable memory holds a model's states with
   ZeRO-3 (the same formula, the planner's usable share of the catalogue's memory).
-- :func:`check_days_at_hfu`: the days the recommendation's smallest cluster takes at another
-  share of peak on all it computes, the planner's ``hfu`` (hardware FLOPs utilisation,
-  ``gpututor.plan.recommend.estimate`` of its configuration).
+- :func:`check_days_at_hfu`: the learner's days of an estimate at another share of peak on all
+  it computes, the planner's ``hfu`` (hardware FLOPs utilisation), run on the recommendation's
+  smallest cluster and on layouts with exposed communication, against ``estimate`` (refused
+  while the learner's function runs).
 - :func:`check_formula_error`: the learner's relative-error function for the general formula's
   peak, run on every run of the calibration (recorded errors taken out) and on made-up peaks.
 - :func:`check_state_bytes`: the learner's model-state formula, run against
@@ -18,6 +20,7 @@ notebook shows only the call. ``...`` means "not answered yet".
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 from typing import Callable
 
@@ -26,17 +29,42 @@ from ...i18n import tr
 from ...plan import published as published_runs
 from ...plan import time as plan_time
 from ...plan.memory import CONVENTIONS, model_state_bytes, per_device_memory
-from ...plan.recommend import USABLE_FRACTION, estimate
+from ...plan.recommend import USABLE_FRACTION, estimate, recommend
 from ..common.code_exercise import call_refusing, number_from
 from ..common.exercises import check_answer
 
 
-def check_bytes_per_param(answer, zero_stage: int = 2, dp: int = 8) -> None:
-    """Bytes of model state one GPU keeps per parameter of the model, mixed-precision Adam in the
-    ZeRO paper's convention, with ``zero_stage`` over ``dp`` GPUs (the defaults: exercise 1)."""
-    expected = model_state_bytes(1, "bf16", "adam", zero_stage=zero_stage, dp=dp)["total"]
-    check_answer(answer, expected, f"bytes per parameter per GPU, ZeRO-{zero_stage} on {dp} GPUs",
-                 rel_tol=1e-9, source="formula")
+# (ZeRO stage, GPUs): every stage, on counts the lesson prints and on ones it does not
+BYTES_PER_PARAM_CASES = ((0, 8), (1, 8), (2, 8), (3, 8), (2, 6), (3, 6), (1, 64), (2, 12))
+BYTES_PER_PARAM_TOLERANCE = 1e-9
+
+
+def check_bytes_per_param(candidate: Callable) -> None:
+    """Run ``candidate(zero_stage, dp)``, the bytes of model state one GPU keeps per parameter of
+    the model (mixed-precision Adam in the ZeRO paper's convention), on
+    :data:`BYTES_PER_PARAM_CASES` against ``model_state_bytes`` of one parameter, within a
+    relative :data:`BYTES_PER_PARAM_TOLERANCE`; the planner's formulas refuse while it runs.
+    Says which case is wrong, not what the answer is."""
+    if candidate is ...:
+        print(tr("bytes per parameter: not answered yet. Define your function and pass it in."))
+        return
+    for stage, dp in BYTES_PER_PARAM_CASES:
+        expected = model_state_bytes(1, "bf16", "adam", zero_stage=stage, dp=dp)["total"]
+        got = call_refusing(candidate, (stage, dp), refused=(model_state_bytes, per_device_memory),
+                            called=tr("bytes per parameter: your function called the planner's "
+                                      "model_state_bytes: write the arithmetic yourself."),
+                            failed=tr("bytes per parameter [ZeRO-{stage} on {dp} GPUs]: your "
+                                      "function raised {error}"), stage=stage, dp=dp)
+        number = number_from(got, tr("bytes per parameter [ZeRO-{stage} on {dp} GPUs]: your "
+                                     "function returned {got}, not a number.", stage=stage, dp=dp,
+                                     got=repr(got)))
+        if not math.isclose(number, expected, rel_tol=BYTES_PER_PARAM_TOLERANCE):
+            raise AssertionError(tr("bytes per parameter [ZeRO-{stage} on {dp} GPUs]: yours is "
+                                    "not the formula's. Which of weights, gradients and optimizer "
+                                    "state does this stage divide over the GPUs?",
+                                    stage=stage, dp=dp))
+    print(tr("Correct: your bytes per parameter equal the planner's for ZeRO stages 0 to 3, in "
+             "{cases} cases.", cases=len(BYTES_PER_PARAM_CASES)))
 
 
 def smallest_count(n_params: float, gpu: str, zero_stage: int = 3,
@@ -63,15 +91,52 @@ def check_smallest_count(answer, model, gpu: str = "H200-141GB", zero_stage: int
     check_answer(answer, expected, what, rel_tol=0, source="formula")
 
 
-def check_days_at_hfu(answer, recommendation, model, tokens: float = 140e9,
+# layouts of the 7B on 64 GPUs whose step is not all compute: (config, overlap, hfu). ZeRO-3 with
+# half of backward hiding the sync leaves some exposed at 40 %, none at 30 %; tensor and pipeline
+# parallel add communication and a bubble; scaling the whole step by 0.40 / hfu is wrong for both
+DAYS_LAYOUTS = ((dict(count=64, zero_stage=3), 0.5, 0.30),
+                (dict(count=64, zero_stage=1, tp=2, pp=2, recompute="selective"), 0.25, 0.50))
+DAYS_TOLERANCE = 1e-6
+
+
+def check_days_at_hfu(candidate: Callable, recommendation, model, tokens: float = 140e9,
                       hfu: float = 0.30) -> None:
-    """Days the ``recommendation``'s smallest cluster takes for ``tokens`` of ``model`` if the
-    GPUs reach ``hfu`` of their peak on all the FLOPs a step runs (recomputation included: HFU)
-    instead of the planner's assumption (the defaults: the 7B scenario)."""
+    """Run ``candidate(est, hfu)``, the days the estimate ``est`` would take if its GPUs reached
+    ``hfu`` of their peak on all the FLOPs a step runs (recomputation included: HFU) instead of
+    the share it assumed, on the ``recommendation``'s smallest cluster (at ``hfu``) and on
+    :data:`DAYS_LAYOUTS` of ``model`` (on the smallest cluster's GPU type), against ``estimate``
+    at that HFU within a relative :data:`DAYS_TOLERANCE`; ``estimate`` and the step-time model
+    refuse while it runs. Says which case is wrong, not what the answer is."""
+    if candidate is ...:
+        print(tr("days at another HFU: not answered yet. Define your function and pass it in."))
+        return
     smallest = recommendation.smallest
-    expected = estimate(model, tokens, smallest.config, hfu=hfu).days if smallest else None
-    check_answer(answer, expected, f"days of the smallest cluster at {hfu:.0%} HFU",
-                 rel_tol=0.005, source="formula")
+    if smallest is None:
+        raise AssertionError(tr("days at another HFU: this recommendation has no cluster that "
+                                "meets its deadline and budget."))
+    cases = [(smallest, hfu)]
+    for layout, overlap, at in DAYS_LAYOUTS:
+        config = dataclasses.replace(smallest.config, **layout)
+        cases.append((estimate(model, tokens, config, overlap=overlap), at))
+    for est, at in cases:
+        config, overlap = est.config, est.assumptions["overlap"]
+        expected = estimate(model, tokens, config, hfu=at, overlap=overlap).days
+        case = tr("{label}, overlap {overlap:g}, HFU {hfu:.0%}", label=config.shown,
+                  overlap=overlap, hfu=at)
+        got = call_refusing(candidate, (est, at),
+                            refused=(estimate, plan_time.step_time, recommend),
+                            called=tr("days at another HFU: your function called the planner's "
+                                      "estimate: work from the step's parts yourself."),
+                            failed=tr("days at another HFU [{case}]: your function raised "
+                                      "{error}"), case=case)
+        number = number_from(got, tr("days at another HFU [{case}]: your function returned "
+                                     "{got}, not a number of days.", case=case, got=repr(got)))
+        if not math.isclose(number, expected, rel_tol=DAYS_TOLERANCE):
+            raise AssertionError(tr("days at another HFU [{case}]: yours are not the planner's. "
+                                    "Which parts of the step grow when the GPUs compute more "
+                                    "slowly, and what does a longer backward hide?", case=case))
+    print(tr("Correct: your days equal the planner's for {cases} layouts, the smallest cluster "
+             "among them.", cases=len(cases)))
 
 
 # made-up peaks the checker adds to the calibration's rows: the formula above and below the

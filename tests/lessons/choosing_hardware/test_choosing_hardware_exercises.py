@@ -9,7 +9,7 @@ from gpututor.lessons.choosing_hardware.exercises import (check_bytes_per_param,
                                                  check_formula_error, check_implied_mfu,
                                                  check_smallest_count, check_state_bytes)
 from gpututor.plan.memory import PRESETS, model_state_bytes
-from gpututor.plan.recommend import recommend
+from gpututor.plan.recommend import estimate, recommend
 from exercise_solutions import published as _published, rejected
 
 
@@ -18,15 +18,19 @@ def published(variable: str, **names):
     return _published("08_choosing_hardware", variable, **names)
 
 
-def test_bytes_per_param_of_zero2_on_8_gpus(capsys):
+def test_bytes_per_param_code_runs_on_every_stage_with_the_formula_refused(capsys):
     check_bytes_per_param(published("my_bytes_per_param"))
-    assert "(the formula gives 3.75)" in capsys.readouterr().out
-    wrong = {"nothing sharded: the whole 16": 16,
-             "as if ZeRO-2 sharded the weights too": 16 / 8,
-             "ZeRO-1's: only the optimizer state sharded": 2 + 2 + 12 / 8,
-             "forgot the weights": 14 / 8}
+    assert "for ZeRO stages 0 to 3, in 8 cases" in capsys.readouterr().out
+    wrong = {"nothing sharded: the whole 16": lambda stage, dp: 16,
+             "as if every stage sharded the weights too": lambda stage, dp: 16 / dp if stage else 16,
+             "ZeRO-1's at every stage": lambda stage, dp: 2 + 2 + 12 / dp if stage else 16,
+             "forgot the weights": lambda stage, dp: (2 / (dp if stage >= 2 else 1)
+                                                      + 12 / (dp if stage >= 1 else 1))}
     for mistake, answer in wrong.items():
-        rejected(check_bytes_per_param, answer, match="is not what the formula gives")
+        rejected(check_bytes_per_param, answer, match="is not the formula's")
+    rejected(check_bytes_per_param,
+             lambda stage, dp: model_state_bytes(1, zero_stage=stage, dp=dp)["total"],
+             match="called the planner's model_state_bytes")
     check_bytes_per_param(...)
     assert "not answered yet" in capsys.readouterr().out
 
@@ -51,18 +55,27 @@ def rec7():
                      deadline_days=30, budget=60_000)
 
 
-def test_days_at_30_percent_hfu_of_the_smallest_cluster(capsys, rec7):
+def test_days_code_runs_on_the_smallest_cluster_and_on_layouts_with_exposed_communication(
+        capsys, rec7):
     model7 = PRESETS["7b"]
-    days = published("my_days", rec7=rec7)
-    check_days_at_hfu(days, rec7, model7)
-    assert "days of the smallest cluster at 30% HFU" in capsys.readouterr().out
-    assert days > 30   # the exercise's point: at 30 % of peak the cluster misses the deadline
-    wrong = {"upside down": rec7.smallest.days * 0.30 / 0.40,
-             "as if HFU did not matter": rec7.smallest.days,
-             "the GPU count, the old question": rec7.smallest.config.count,
-             "minus 10 points read as minus 10 %": rec7.smallest.days / 0.9}
+    my_days = published("my_days")
+    check_days_at_hfu(my_days, rec7, model7)
+    assert "for 3 layouts, the smallest cluster among them" in capsys.readouterr().out
+    assert my_days(rec7.smallest, 0.30) > 30   # the exercise's point: it misses the deadline
+    wrong = {"the whole step scaled by 0.40 / hfu":
+                 lambda est, hfu: est.days * est.assumptions["hfu"] / hfu,
+             "upside down": lambda est, hfu: est.days * hfu / est.assumptions["hfu"],
+             "as if HFU did not matter": lambda est, hfu: est.days,
+             "the sync as exposed as before": lambda est, hfu: est.steps * (
+                 est.step["step_s"] + est.step["compute_s"] * (est.assumptions["hfu"] / hfu - 1)
+             ) / 86400}
     for mistake, answer in wrong.items():
-        rejected(check_days_at_hfu, answer, rec7, model7, match="is not what the formula gives")
+        rejected(check_days_at_hfu, answer, rec7, model7, match="yours are not the planner's")
+    rejected(check_days_at_hfu,
+             lambda est, hfu: estimate(model7, 140e9, est.config, hfu=hfu).days, rec7, model7,
+             match="called the planner's estimate")
+    check_days_at_hfu(..., rec7, model7)
+    assert "not answered yet" in capsys.readouterr().out
 
 
 class FakeCalibration:   # what the checker reads: the rows section 1 measured
@@ -155,14 +168,15 @@ def test_every_message_of_the_checkers_has_its_chinese_line(capsys):
     assert len(literals) >= 7 and sorted(literals - set(ZH)) == []
     set_language("zh")
     try:   # the questions' words, made from the checkers' defaults
-        check_bytes_per_param(3.75)
+        check_bytes_per_param(...)
         check_smallest_count(9, PRESETS["70b"])
         check_state_bytes(...)
         out = capsys.readouterr().out
-        for chinese in ("8 张 GPU 上用 ZeRO-2 时每张 GPU 每个参数的字节数",
+        for chinese in ("每参数字节数：尚未作答",
                         "用 ZeRO-3 放下模型状态所需的最少 H200-141GB 数", "模型状态字节数：尚未作答"):
             assert chinese in out, (chinese, out)
-        assert "硬件 FLOPs 利用率（HFU）为 30% 时最小集群所需的天数" == ZH["days of the smallest cluster at 30% HFU"]
+        with pytest.raises(AssertionError, match="8 张 GPU 上的 ZeRO-1"):
+            check_bytes_per_param(lambda stage, dp: 16 / dp if stage else 16)
         with pytest.raises(AssertionError, match="ZeRO 阶段 1，64 张 GPU"):
             check_state_bytes(lambda n, b, stage, dp: n * 16 / (dp if stage else 1))
     finally:
