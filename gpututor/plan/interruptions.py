@@ -26,7 +26,8 @@ it), but becomes usable only when its write of ``W`` seconds ends: a failure dur
 falls back one interval further, so each failure loses on average ``W`` more seconds, ``W / M``
 of the job's time (``write_s``), which does not move the optimum. Below ``τ = W`` a save would
 start before the last one is written: saves queue. Steps slowed beside the write are not in
-these formulas: a caller adds them to ``δ`` (lesson 12 does).
+these formulas: a caller adds the work they lose to ``δ`` (lesson 12 does: ``s·W/(1+s)`` for
+steps ``1+s`` times slower through a write of ``W`` seconds of wall time).
 
 - J. W. Young, "A first order approximation to the optimum checkpoint interval",
   Communications of the ACM 17(9), 530-531, 1974 [ref: young1974-interval].

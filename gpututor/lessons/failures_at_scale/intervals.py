@@ -46,12 +46,15 @@ def async_at_scale(sync_at_scale_s: float, sync_s: float, blocked_s: float, save
     keep their ratios to the synchronous save (``sync_s``, measured; ``sync_at_scale_s``, that
     save at scale: an assumption), and the steps beside the write are slower by ``slowdown``,
     the median step of the asynchronous run over the synchronous one's, less 1 (0 where it was
-    not slower). Training loses ``delta_s = blocked + slowdown × W`` per save."""
+    not slower). ``W`` is wall time: the steps beside it run at ``1/(1+s)`` of their speed, so
+    the work lost in it is ``W − W/(1+s) = s·W/(1+s)``, and training loses
+    ``delta_s = blocked + s·W/(1+s)`` per save."""
     blocked = sync_at_scale_s * blocked_s / sync_s
     write = sync_at_scale_s * save_s / sync_s
     slowdown = max(step_async_s / step_sync_s - 1, 0.0)
+    slowed = slowdown * write / (1 + slowdown)
     return {"blocked_s": blocked, "write_s": write, "slowdown": slowdown,
-            "slowed_s": slowdown * write, "delta_s": blocked + slowdown * write}
+            "slowed_s": slowed, "delta_s": blocked + slowed}
 
 
 def mtbf_hours(n_gpus: int, per_gpu_hour: float) -> float:

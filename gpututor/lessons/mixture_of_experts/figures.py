@@ -26,7 +26,7 @@ def expert_load_figure(records: list[dict], layer: int = 0, fig=None) -> go.Figu
     experts = [tr("expert {expert}", expert=e) for e in range(len(kept))]
     steps = [r["step"] for r in records]
     ratios = [imbalance(r["expert_tokens"][layer], r["expert_dropped"][layer]) for r in records]
-    sent = [None if r.get("comm_bytes") is None else r["comm_bytes"] / 1e6 for r in records]
+    sent = [None if r.get("comm_wire_bytes") is None else r["comm_wire_bytes"] / 1e6 for r in records]
     title = tr("Layer {layer}, step {step}: {dropped} of {slots} slots dropped, busiest expert "
                "x{ratio:.2f} the mean", layer=layer, step=last["step"], dropped=sum(dropped),
                slots=sum(kept) + sum(dropped), ratio=ratios[-1])

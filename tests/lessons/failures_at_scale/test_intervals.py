@@ -31,7 +31,9 @@ def test_an_asynchronous_save_keeps_its_ratios_and_pays_for_slower_steps():
     # sync 0.4 s here, 100 s at scale; async blocked 0.1 s, whole 0.8 s; steps 0.3 s vs 0.2 s
     scaled = async_at_scale(100.0, 0.4, 0.1, 0.8, 0.3, 0.2)
     assert scaled["blocked_s"] == pytest.approx(25.0) and scaled["write_s"] == pytest.approx(200.0)
-    assert scaled["slowdown"] == pytest.approx(0.5) and scaled["delta_s"] == pytest.approx(125.0)
+    # W = 200 s of wall time at 1/1.5 of the speed: 200 − 200/1.5 = 66.7 s of work lost, not 0.5 × 200
+    assert scaled["slowdown"] == pytest.approx(0.5) and scaled["slowed_s"] == pytest.approx(200 / 3)
+    assert scaled["delta_s"] == pytest.approx(25.0 + 200 / 3)
     assert async_at_scale(100.0, 0.4, 0.1, 0.8, 0.19, 0.2)["delta_s"] == pytest.approx(25.0)
 
 
