@@ -22,6 +22,7 @@ from ..formulas import (OPTIMIZER_STATE_BYTES, activation_bytes_per_layer, block
                         bytes_per_value, gpt_params)
 
 ZERO_STAGES = (0, 1, 2, 3)
+ATTENTION = ("eager", "fused")   # scores stored (softmax, dropout) or never stored (FlashAttention)
 
 
 # ---- checks --------------------------------------------------------------------------------------
@@ -213,7 +214,8 @@ def transformer_for_params(n_params: float, seq_len: int = 2048, vocab_size: int
 def activation_bytes(model: Transformer, micro_batch: int = 1, tp: int = 1, pp: int = 1,
                      sequence_parallel: bool = False, recompute: str = "none",
                      precision: str = "bf16", dropout: bool = True,
-                     microbatches: int | None = None, cp: int = 1) -> float:
+                     microbatches: int | None = None, cp: int = 1,
+                     attention: str = "eager") -> float:
     """Activations on the busiest device, the first pipeline stage (Korthikanti et al. 2022, 4.2.3).
 
     [ref: korthikanti2022-pipeline]
@@ -224,8 +226,16 @@ def activation_bytes(model: Transformer, micro_batch: int = 1, tp: int = 1, pp: 
     With full recomputation the paper counts the layers' inputs, ``2·s·b·h`` each; the layer being
     recomputed in backward holds everything it keeps without recomputation, so one such layer is
     added (the tiny GPT's checkpointed run measured 21.8 MB, where the formula without it said 6.8).
+    Selective recomputation recomputes each layer's attention core in backward the same way, so
+    one layer's scores (``5·a·s²·b/t`` at 16 bits with dropout) are added to it: both levers are
+    charged the layer they recompute.
+
+    ``attention="fused"`` models a FlashAttention-class kernel, which never stores the ``a·s²``
+    scores (Dao et al. 2022 [ref: dao2022-memory]): every layer, kept or recomputed, is then
+    counted without them (so ``"none"`` and ``"selective"`` keep the same).
     """
     checks.choice("precision", precision, PRECISIONS)
+    checks.choice("attention", attention, ATTENTION)
     checks.integer("pp", pp)
     if model.n_layer % pp:
         raise InvalidValue("pp", pp, "a divisor of n_layer "
@@ -234,14 +244,20 @@ def activation_bytes(model: Transformer, micro_batch: int = 1, tp: int = 1, pp: 
     e = bytes_per_value(precision)
     m = microbatches if microbatches is not None else pp
     checks.integer("microbatches", m)
-    per_layer = activation_bytes_per_layer(model.seq_len, micro_batch, model.d_model,
-                                           model.n_head, tp, sequence_parallel, recompute, e,
-                                           dropout, cp)
-    total = per_layer * model.n_layer / pp * min(pp, m)
-    if recompute == "full":   # the layer being recomputed in backward holds all it keeps, at once
-        total += activation_bytes_per_layer(model.seq_len, micro_batch, model.d_model,
-                                            model.n_head, tp, sequence_parallel, "none", e,
-                                            dropout, cp)
+
+    def layer(kind: str) -> float:   # fused attention keeps no scores: as "selective" keeps
+        kind = "selective" if attention == "fused" and kind == "none" else kind
+        return activation_bytes_per_layer(model.seq_len, micro_batch, model.d_model,
+                                          model.n_head, tp, sequence_parallel, kind, e,
+                                          dropout, cp)
+
+    total = layer(recompute) * model.n_layer / pp * min(pp, m)
+    # the layer being recomputed in backward holds, at once, what it would keep without
+    # recomputation: all of it (full), or its attention core's scores (selective, eager attention)
+    if recompute == "full":
+        total += layer("none")
+    elif recompute == "selective" and attention == "eager":
+        total += layer("none") - layer("selective")
     if pp == 1:
         sbh = model.seq_len * micro_batch * model.d_model
         total += 4 * sbh / tp / cp * (1 + model.vocab_size / model.d_model)
@@ -253,14 +269,14 @@ def per_device_memory(model: Transformer, micro_batch: int = 1, zero_stage: int 
                       optimizer: str = "adam", recompute: str = "none",
                       sequence_parallel: bool = False, dropout: bool = True,
                       microbatches: int | None = None, convention: str | None = None,
-                      cp: int = 1, ep: int = 1, expert_params: float = 0.0
-                      ) -> dict[str, float]:
+                      cp: int = 1, ep: int = 1, expert_params: float = 0.0,
+                      attention: str = "eager") -> dict[str, float]:
     """Bytes per device: ``params``, ``grads``, ``optimizer``, ``activations`` and ``total``.
 
     Model states from :func:`model_state_bytes`; with ZeRO-3 / FSDP, add the unsharded parameters
     of two layers (the one computing and the one prefetched: PyTorch FSDP's default
     ``forward_prefetch``/``backward_prefetch`` behaviour, as FSDP2 documents it). Activations from
-    :func:`activation_bytes`. Context-parallel ranks hold the same parameters, so ZeRO shards
+    :func:`activation_bytes` (``attention`` as there). Context-parallel ranks hold the same parameters, so ZeRO shards
     over ``dp·cp`` ranks (torchtitan's FSDP mesh ``dp_shard_cp``). Left out: the CUDA context, allocator fragmentation, communication
     buffers, temporary buffers of single operations: keep headroom (``recommend`` uses 90 %).
     """
@@ -274,6 +290,7 @@ def per_device_memory(model: Transformer, micro_batch: int = 1, zero_stage: int 
         out["params"] += 2 * model.layer_params / tp * bytes_per_param(
             precision, optimizer, convention).params
     out["activations"] = activation_bytes(model, micro_batch, tp, pp, sequence_parallel,
-                                          recompute, precision, dropout, microbatches, cp)
+                                          recompute, precision, dropout, microbatches, cp,
+                                          attention)
     out["total"] = out["params"] + out["grads"] + out["optimizer"] + out["activations"]
     return out

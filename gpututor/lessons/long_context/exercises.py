@@ -61,10 +61,12 @@ def check_activation_shrink(answer, base: RunSpec, seq_len: int = PREDICTED_SEQ_
 
 
 def ring_bytes_per_step(spec: RunSpec) -> int:
-    """Bytes one rank of a ``cp`` run of ``spec`` sends per step, by the ring's count: per
+    """Bytes one rank of a ``cp`` run of ``spec`` hands to its sends and collectives per step
+    (the meter's ``comm_bytes``; on the wire a ring all-reduce sends 2(n-1)/n of its buffer), by
+    the ring's count: per
     attention layer, the fp32 key+value block (``2 × batch × T/n × d_model``) shifted n-1 times
     in forward and n-1 in backward, its gradient n times; then the parameters' gradients
-    all-reduced once (their fp32 bytes, counted once)."""
+    all-reduced once (their fp32 bytes: the all-reduce's buffer, counted once)."""
     model = build_model(spec)
     n = spec.world_size
     block = 2 * spec.batch_size * (spec.seq_len // n) * model.cfg.d_model * 4
@@ -73,11 +75,12 @@ def ring_bytes_per_step(spec: RunSpec) -> int:
 
 def check_cp_bytes(answer, spec: RunSpec, world_size: int = 4) -> None:
     """The bytes per step one rank of ``spec`` as a zig-zag cp run over ``world_size`` ranks
-    sends (exercise 3: cp=4, which no cell launches), by :func:`ring_bytes_per_step`. Exact to
+    hands to its sends and collectives (exercise 3: cp=4, which no cell launches), by :func:`ring_bytes_per_step`. Exact to
     1e-6."""
     expected = ring_bytes_per_step(spec.replace(strategy="cp", world_size=world_size))
-    check_answer(answer, expected, f"bytes sent per step by cp={world_size}", rel_tol=1e-6,
-                 source="formula")
+    check_answer(answer, expected,
+                 f"bytes per step one cp={world_size} rank hands to its sends and collectives",
+                 rel_tol=1e-6, source="formula")
 
 
 # ---- exercise 4: merge two partial attentions (ring attention's step) -------------------------

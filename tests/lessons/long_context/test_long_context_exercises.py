@@ -66,7 +66,7 @@ def test_cp_bytes_for_cp_4_is_the_rings_count_and_the_meter_agrees(capsys):
     block = 2 * long.batch_size * (long.seq_len // 4) * model.cfg.d_model * 4
     sent = model.cfg.n_layer * 10 * block + 4 * count_parameters(model)
     check_cp_bytes(published("my_cp_bytes", long=long), long)
-    assert "Correct. bytes sent per step by cp=4" in capsys.readouterr().out
+    assert "Correct. bytes per step one cp=4 rank hands to its sends and collectives" in capsys.readouterr().out
     block2 = 2 * long.batch_size * (long.seq_len // 2) * model.cfg.d_model * 4
     wrong = {"forgot the gradients' all-reduce": model.cfg.n_layer * 10 * block,
              "cp=2's count (section 4's run)": model.cfg.n_layer * 4 * block2
