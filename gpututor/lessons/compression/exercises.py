@@ -5,8 +5,10 @@ only the call. ``...`` means "not answered yet".
 - :func:`check_torchao_changes`: how many weights of one row of the teacher's first attention
   weight get another int8 code under torchao's rule (``max|w| / 127.5``, [-128, 127]) than
   under the from-scratch one (``max|w| / 127``, [-127, 127]).
-- :func:`check_removed_parameters`: the parameters the teacher loses when a share of each MLP's
-  hidden neurons is removed (counted on the model ``prune.shrink_mlps`` builds).
+- :func:`check_removed_parameters`: the learner's count of the parameters a GPT loses when a
+  share of each MLP's hidden neurons is removed, run on the distilled student's shape and on
+  shapes no cell builds, against the models ``prune.shrink_mlps`` builds (refused, with
+  ``prune.mask_neurons``, while the learner's function runs).
 - :func:`check_int8_bytes`: the bytes of the from-scratch int8 model's weights and scales
   (counted on its ``Int8Linear`` layers).
 - :func:`check_quantize`: the learner's ``quantize(weight) -> (q, scale)``, run against
@@ -22,11 +24,12 @@ import torch
 import torch.nn as nn
 
 from ...compression import quantize
-from ...compression.prune import shrink_mlps
+from ...compression.prune import mask_neurons, shrink_mlps
 from ...i18n import tr
-from ...models import count_parameters
+from ...model_sizes import GPTConfig
+from ...models import GPT, count_parameters
 from ..common.code_exercise import call_refusing
-from ..common.exercises import check_answer
+from ..common.exercises import as_number, check_answer
 
 
 # ---- exercises 1-3: numbers of the lesson's own models ----------------------------------------
@@ -54,15 +57,52 @@ def check_torchao_changes(answer, teacher: nn.Module, row: int = 3) -> None:
     check_answer(answer, changed, what, rel_tol=0, source="formula")
 
 
-def check_removed_parameters(answer, teacher: nn.Module, share: float = 0.25) -> None:
-    """Parameters ``teacher`` (exercise 2: the distilled student, which no cell shrinks) loses
-    when ``share`` of each MLP's hidden neurons is removed, counted on the model
-    :func:`gpututor.compression.prune.shrink_mlps` builds. Exact."""
-    what = f"parameters removed with {share:.0%} of the MLP neurons"
-    if answer is ...:
-        return check_answer(answer, None, what)
-    removed = count_parameters(teacher) - count_parameters(shrink_mlps(teacher, share))
-    check_answer(answer, removed, what, rel_tol=0, source="counted")
+# (d_model, n_layer, n_head, share): shapes no cell builds, beside the student's own
+REMOVED_SHAPES = ((48, 3, 2, 0.5), (80, 2, 4, 0.3))
+
+
+def removed_by_shrinking(d_model: int, n_layer: int, n_head: int, share: float,
+                         vocab_size: int) -> int:
+    """Parameters a GPT of this shape loses when ``share`` of each MLP's hidden neurons is
+    removed, counted on the model :func:`gpututor.compression.prune.shrink_mlps` builds."""
+    model = GPT(GPTConfig(vocab_size=vocab_size, n_layer=n_layer, n_head=n_head,
+                          d_model=d_model))
+    return count_parameters(model) - count_parameters(shrink_mlps(model, share))
+
+
+def check_removed_parameters(candidate: Callable, student: nn.Module, share: float = 0.25) -> None:
+    """Run ``candidate(d_model, n_layer, share)``, the parameters a GPT loses when ``share`` of
+    each MLP's hidden neurons is removed, on ``student``'s shape (exercise 2: the distilled
+    student, which no cell shrinks) and on :data:`REMOVED_SHAPES`, against the count on the
+    models ``shrink_mlps`` builds, exactly; ``shrink_mlps`` and ``mask_neurons`` refuse while it
+    runs. Says which shape is wrong, not what the answer is."""
+    if candidate is ...:
+        print(tr("parameters removed: not answered yet. Define your function and pass it in."))
+        return
+    cfg = student.cfg
+    cases = [(cfg.d_model, cfg.n_layer, share,
+              count_parameters(student) - count_parameters(shrink_mlps(student, share)))]
+    cases += [(d, layers, s, removed_by_shrinking(d, layers, heads, s, cfg.vocab_size))
+              for d, layers, heads, s in REMOVED_SHAPES]
+    for d, layers, s, expected in cases:
+        case = tr("d = {d}, n_layer = {layers}, {share:.0%} of the neurons", d=d, layers=layers,
+                  share=s)
+        got = call_refusing(candidate, (d, layers, s), refused=(shrink_mlps, mask_neurons),
+                            called=tr("parameters removed: your function called "
+                                      "prune.shrink_mlps: count them yourself."),
+                            failed=tr("parameters removed [{case}]: your function raised {error}"),
+                            case=case)
+        number = as_number(got)
+        if number is None:
+            raise AssertionError(tr("parameters removed [{case}]: your function returned {got}, "
+                                    "not a number.", case=case, got=repr(got)))
+        if number != expected:
+            raise AssertionError(tr("parameters removed [{case}]: yours is not the count on the "
+                                    "shrunk model. Which weights and biases does one hidden "
+                                    "neuron own in fc and in proj, and does proj's bias go?",
+                                    case=case))
+    print(tr("Correct: your count equals the parameters shrink_mlps removes, exactly, for {cases} "
+             "shapes, the student's among them.", cases=len(cases)))
 
 
 def check_int8_bytes(answer, quantized: dict, variant: str = "int8 from scratch") -> None:
