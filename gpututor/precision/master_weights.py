@@ -28,6 +28,7 @@ class StepResult:
     loss: float          # the unscaled loss of this step
     skipped: bool        # True if gradients overflowed and the optimizer step was skipped
     scale: float         # the loss scale used for this step (1.0 without a scaler)
+    overflowed: bool = False   # True if any gradient held inf/nan (taken anyway without a scaler)
 
 
 class MasterWeightsTrainer:
@@ -35,10 +36,11 @@ class MasterWeightsTrainer:
 
     One step: (1) copy the fp32 master weights into the low-precision model; (2) forward and
     backward there, on ``loss × scale`` if a :class:`DynamicLossScaler` is given; (3) turn the
-    gradients into fp32 on the master weights and unscale them; (4) skip the step on inf/nan,
-    else let the optimizer (AdamW, or ``optimizer="sgd"``: SGD with momentum 0.9, as the runs'
-    ``RunSpec.optimizer``) update the fp32 master weights, so updates too small for bf16/fp16
-    still add up.
+    gradients into fp32 on the master weights and unscale them; (4) with a scaler, skip the step
+    on inf/nan gradients (without one the step is taken anyway, inf/nan included: the step's
+    ``overflowed`` says so); otherwise let the optimizer (AdamW, or ``optimizer="sgd"``: SGD
+    with momentum 0.9, as the runs' ``RunSpec.optimizer``) update the fp32 master weights, so
+    updates too small for bf16/fp16 still add up.
     """
 
     def __init__(self, model: torch.nn.Module, dtype: str = "bf16", lr: float = 1e-3,
@@ -78,7 +80,7 @@ class MasterWeightsTrainer:
         self.optimizer.zero_grad(set_to_none=True)
         if self.scaler:
             self.scaler.update(found_inf)
-        return StepResult(loss.item(), skip, scale)
+        return StepResult(loss.item(), skip, scale, found_inf)
 
     def memory(self) -> dict[str, int]:
         """Bytes held now: fp32 master weights, the low-precision copy, optimizer state."""

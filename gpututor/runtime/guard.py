@@ -8,7 +8,8 @@
 - :func:`warn_if_oversubscribed`: more CPU ranks than usable cores is allowed (the lessons do it
   on purpose), but times then measure ranks taking turns: said once, as a warning.
 - :func:`check_machine`: what this machine can do for the spec (``device="cuda"`` needs a GPU
-  per local rank; fp16 needs a GPU; a strategy's own device checks). A ``RunSpec`` checks only
+  per local rank; fp16 needs a GPU, bf16 on a GPU compute capability 8.0; a strategy's own
+  device checks). A ``RunSpec`` checks only
   its values, so a spec for another machine (a cluster's, under torchrun) can be built here;
   the machine is checked where the ranks start: by ``launch()`` and by the command line, in each
   torchrun process for the ranks of its own node.
@@ -55,6 +56,13 @@ def check_machine(spec, gpus: int | None = None) -> str:
                            "on CPU: most CPUs have no fp16 arithmetic, so PyTorch emulates it, "
                            "many times slower than fp32, and a run would measure the emulation "
                            "(lesson 06 measures this CPU's rate)")
+    if spec.precision == "bf16" and device == "cuda" and gpus > 0:
+        import torch
+        major, minor = torch.cuda.get_device_capability(spec.first_gpu)
+        if major < 8:   # as fsdp's option mixed_precision (``FSDP.check_device``)
+            raise InvalidValue("precision", spec.precision, "'fp32' or 'fp16' on this GPU",
+                               f"on a GPU of compute capability {major}.{minor}: bf16 arithmetic "
+                               "needs 8.0 (Ampere) or newer")
     strategy = STRATEGIES.get(spec.strategy)   # (a task run may name none of them)
     if strategy is not None:
         strategy.check_device(spec, device)

@@ -96,6 +96,18 @@ def test_the_machine_is_checked_where_ranks_start():
                                    options=(("mixed_precision", "fp16"),)), gpus=0)
 
 
+def test_bf16_is_refused_on_a_gpu_below_compute_capability_8(monkeypatch):
+    spec = RunSpec(model="gpt", model_size="tiny", device="cuda", precision="bf16", world_size=1,
+                   batch_size=8)
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: (7, 5))   # a T4
+    with pytest.raises(ValueError, match=r"precision='bf16' is invalid on a GPU of compute "
+                                         r"capability 7\.5"):
+        check_machine(spec, gpus=1)
+    assert check_machine(spec.replace(precision="fp16"), gpus=1) == "cuda"
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: (8, 0))   # A100
+    assert check_machine(spec, gpus=1) == "cuda"
+
+
 def test_launch_and_the_command_line_check_the_machine(capsys, monkeypatch):
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)   # this machine: no GPU
     monkeypatch.setattr(torch.cuda, "device_count", lambda: 0)

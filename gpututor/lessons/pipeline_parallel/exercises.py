@@ -24,10 +24,11 @@ from ..common.code_exercise import call_refusing, number_from
 from ..common.exercises import check_answer
 
 
-def check_bubble(answer, stages: int = 4, microbatches: int = 6, virtual: int = 2) -> None:
+def check_bubble(answer, stages: int = 4, microbatches: int = 8, virtual: int = 2) -> None:
     """The share of a step each of ``stages`` ranks is idle with ``microbatches`` and
     ``virtual`` chunks per rank, by theory (the defaults: lesson 05's exercise 1, a case no cell
-    of the lesson prints); within 0.1 % (relative)."""
+    of the lesson prints; ``microbatches`` a multiple of ``stages``, as the package's interleaved
+    schedule requires); within 0.1 % (relative)."""
     check_answer(answer, theoretical_bubble_fraction(stages, microbatches, virtual),
                  f"bubble for p={stages}, m={microbatches}" + (f", v={virtual}" if virtual > 1 else ""),
                  rel_tol=0.001,

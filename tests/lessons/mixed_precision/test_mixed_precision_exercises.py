@@ -176,6 +176,19 @@ def test_the_fp16_trainers_bytes_are_measured_and_the_classic_mistakes_fail(caps
     assert "not answered yet" in capsys.readouterr().out
 
 
+
+def test_the_fp16_trainers_bytes_are_measured_after_a_step_that_was_taken(capsys, monkeypatch):
+    """A starting scale that overflows skips the first steps (no AdamW state yet): the check
+    goes on until a step is taken, so the published 14 bytes per parameter still pass."""
+    from gpututor.lessons.mixed_precision import exercises
+    monkeypatch.setattr(exercises, "DynamicLossScaler", lambda: DynamicLossScaler(init_scale=2.0**40))
+    assert all(r.skipped for r in exercises.train_master_weights(
+        SPEC.replace(model_size="tiny", steps=1, batch_size=2, seq_len=16), "fp16",
+        exercises.DynamicLossScaler()).results)
+    check_fp16_trainer_bytes(published("06_mixed_precision", "my_fp16_bytes"), SPEC)
+    assert "Correct" in capsys.readouterr().out
+
+
 # ---- exercise 3: the flush threshold --------------------------------------------------------------
 
 def test_the_flush_threshold_is_half_the_subnormal_over_the_scale(capsys):
