@@ -75,3 +75,21 @@ def test_zero3_gathers_two_layers_whenever_it_shards_also_over_cp_alone():
     assert got == pytest.approx(sharded + 2 * model.layer_params * bytes_per_param().params)
     assert per_device_memory(model, zero_stage=3, dp=1, cp=1)["params"] == \
         pytest.approx(model_state_bytes(model.n_params, zero_stage=3, dp=1)["params"])
+
+
+def test_each_recompute_lever_is_charged_the_layer_it_recomputes():
+    """Selective recomputation holds one layer's recomputed scores in backward, as full
+    recomputation holds one whole layer; with a fused attention kernel no layer holds scores, and
+    full recomputation is then the smaller at 128k (lesson 10, section 5)."""
+    model = Transformer(32, 4096, 32, 32000, 131072, 6.74e9)
+    layer = {r: activation_bytes_per_layer(131072, 1, 4096, 32, tp=8, recompute=r)
+             for r in ("none", "selective")}
+    eager = {r: activation_bytes(model, tp=8, recompute=r) for r in ("none", "selective")}
+    assert_close(eager["selective"] - activation_bytes(model, tp=8, recompute="selective",
+                                                       attention="fused"),
+                 layer["none"] - layer["selective"])
+    fused = {r: activation_bytes(model, tp=8, recompute=r, attention="fused")
+             for r in ("none", "selective", "full")}
+    assert fused["none"] == fused["selective"] > 4 * fused["full"]
+    with pytest.raises(ValueError):
+        activation_bytes(model, attention="flash")
