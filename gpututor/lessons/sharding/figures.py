@@ -160,10 +160,9 @@ def comm_figure(rows: list[dict], baseline: str = "ddp") -> go.Figure:
 
 
 def fit_figure(rows: list[dict], capacity: float, peaks: dict[str, float]) -> go.Figure:
-    """Which stage first fits a capacity: per strategy the plan (formula's model state plus
-    measured activations, and for ddp DDP's buckets, bars), the peak the uncapped run measured (``peaks``, diamonds), the
-    capacity (a line), and over each bar what the capped run did (``rows``: fits or out of
-    memory)."""
+    """Which stage first fits a capacity: per strategy the plan (bars: formula's model state,
+    measured activations, DDP's buckets for ddp), the uncapped run's peak (``peaks``, diamonds),
+    the capacity (a line), and over each bar what the capped run did (``rows``: fits or OOM)."""
     labels = [r["strategy"] for r in rows]
     fig = go.Figure()
     fig.add_bar(x=labels, y=[r["planned"] / MB for r in rows],

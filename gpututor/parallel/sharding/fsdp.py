@@ -9,7 +9,10 @@ call makes one *unit* whose parameters FSDP2 all-gathers and reduce-scatters tog
     ShardedUnit: a block's slice of a flat vector  the block's parameters become DTensors,
                                                    each sharded on dim 0 (Shard(0)) over ranks
     GatherParameters.forward: all-gather before    pre-forward hook: all-gather the block's
-      the block's forward                            parameters (and prefetch the next block's)
+      the block's forward                            parameters (on a GPU it also starts the
+                                                     next block's, on its own stream; in
+                                                     backward it prefetches the next block on
+                                                     every device)
     freed when forward returns; all-gathered       reshard_after_forward=True: freed after
       again by the saved-tensor hook in backward     forward, all-gathered again before backward
     GatherParameters.backward: reduce-scatter      post-backward: reduce-scatter the gradients
@@ -68,7 +71,8 @@ class FullyShardedFSDP2(Strategy):
     zero_stage = 3
     memory_layout = MemoryLayout(gathered_blocks=2, gathered_root=True,
                                  note="the root gathered through forward and backward, and "
-                                      "FSDP2 prefetches the next block")
+                                      "FSDP2 prefetches the next block (in backward; in "
+                                      "forward too on a GPU)")
     planned = True
 
     def step_collectives(self, spec, model):
