@@ -54,9 +54,9 @@ def lost_work_figure(save_s: float, restart_s: float, per_gpu_hour: float, sizes
                      title: str = "GPU-hours lost per day against the checkpoint interval "
                                   "(a formula)") -> go.Figure:
     """For each job size in ``sizes`` (GPUs), GPU-hours lost per day against the interval
-    between checkpoints (log axes), with Young's interval marked. A curve is drawn only where
-    the first-order share lost is below 1 (fewer GPU-hours than the job's ``n × 24``): beyond,
-    the formula has left the range where it holds (``δ ≪ τ ≪ M``)."""
+    between checkpoints (log axes), with Young's interval marked. A curve, and its mark, is drawn
+    only where the first-order share lost is below 1 (fewer GPU-hours than the job's
+    ``n × 24``): beyond, the formula has left the range where it holds (``δ ≪ τ ≪ M``)."""
     fig = go.Figure()
     intervals = [60 * 10 ** (k / 20) for k in range(0, 81)]   # 1 minute to about 69 days
     for n in sizes:
@@ -67,8 +67,9 @@ def lost_work_figure(save_s: float, restart_s: float, per_gpu_hour: float, sizes
         line = fig.add_scatter(x=[t / HOUR for t, _ in kept], y=[lost for _, lost in kept],
                                mode="lines",
                                name=tr("{n:,} GPUs", n=n)).data[-1]
-        fig.add_scatter(x=[best / HOUR], y=[lost_gpu_hours_per_day(best, save_s, mtbf, n,
-                                                                   restart_s)],
+        at_best = lost_gpu_hours_per_day(best, save_s, mtbf, n, restart_s)
+        shown = at_best < n * 24   # as the curves: no diamond where the share lost reaches 1
+        fig.add_scatter(x=[best / HOUR] if shown else [], y=[at_best] if shown else [],
                         mode="markers", marker=dict(size=11, symbol="diamond"),
                         name=tr("{n:,} GPUs: Young's interval {hours:.2g} h", n=n,
                                 hours=best / HOUR), legendgroup=line.name)

@@ -42,6 +42,9 @@ def test_the_curves_stop_where_the_job_would_lose_more_than_it_has():
     fig = lost_work_figure(120.0, 600.0, rate, (8, 16_384))
     for trace, n in ((fig.data[0], 8), (fig.data[2], 16_384)):
         assert 0 < len(trace.y) < 81 and max(trace.y) < n * 24
+    assert len(fig.data[1].x) == len(fig.data[3].x) == 1       # Young's diamonds, inside
+    beyond = lost_work_figure(3e5, 600.0, rate, (16_384,))       # a save of 3e5 s: share above 1
+    assert len(beyond.data[1].x) == 0
     assert mtbf_hours(10, 1 / 3600) == pytest.approx(360.0)
 
 
