@@ -83,7 +83,7 @@ def test_lesson_findings_are_written_atomically(tmp_path, monkeypatch, rename_fa
     before = path.read_text()
     monkeypatch.setenv("GPUTUTOR_RESULTS", str(path))
     with pytest.raises(OSError, match="no space"):
-        results.remember("00.speedup", speedup=1.9, world_size=2)
+        results.remember("00.speedup", speedup=1.9, world_size=2, gpus=0)
     assert path.read_text() == before
 
 

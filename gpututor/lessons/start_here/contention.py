@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import statistics
 
+from ...hardware import usable_cpu_cores
 from ...i18n import tr
 from ...measure.matmul import measure_matmul_flops
 from ...runtime.launcher import launch
@@ -99,24 +100,29 @@ def view_gap_line(quiet: dict, panel_speedup: float | None, view_cost: dict | No
     browser = view_cost.get("browser_draw_s")
     used = view_cost["kernel_cpu_s"] + (browser or 0.0)
     world_size = quiet["ddp"]["world_size"]
-    share = used / (view_cost["wall_s"] * world_size)
+    on_cpu = quiet["ddp"].get("device", "cpu").split(":")[0] == "cpu"   # "cuda:0" too
+    # CPU ranks run one thread each; GPU ranks' host threads share this machine's usable cores
+    cores = world_size if on_cpu else usable_cpu_cores()
+    share = used / (view_cost["wall_s"] * cores)
+    of_cores = (tr("of {ranks} cores (one per rank)", ranks=world_size) if on_cpu else
+                tr("of this machine's {cores} usable cores", cores=cores))
     parts = [tr("The panels' speedup is {pct:.0f} % lower than the one without a view.",
                 pct=-100 * diff) if diff < -0.005 else
              tr("The panels' speedup is {pct:.0f} % higher than the one without a view.",
                 pct=100 * diff) if diff > 0.005 else
              tr("The panels' speedup is the same as the one without a view, to 0.5 %."),
              tr("During its run the DDP panel's view used {kernel:.2f} CPU-s in the kernel and "
-                "{browser:.2f} s of drawing in the browser: {share:.1%} of {ranks} cores over the "
+                "{browser:.2f} s of drawing in the browser: {share:.1%} {of_cores} over the "
                 "run's wall time (the browser's layout and messages are not counted).",
-                kernel=view_cost["kernel_cpu_s"], browser=browser, share=share, ranks=world_size)
+                kernel=view_cost["kernel_cpu_s"], browser=browser, share=share, of_cores=of_cores)
              if browser is not None else
              tr("During its run the DDP panel's view used {kernel:.2f} CPU-s in the kernel, "
-                "{share:.1%} of {ranks} cores over the run's wall time. The browser's drawing "
+                "{share:.1%} {of_cores} over the run's wall time. The browser's drawing "
                 "time was not "
                 "reported (nothing has drawn the view, or, under Run All, the browser's report "
                 "waits until the queued cells have run), and its layout and messages are not "
-                "counted.", kernel=view_cost["kernel_cpu_s"], share=share, ranks=world_size)]
-    if quiet["ddp"].get("device", "cpu") != "cpu":
+                "counted.", kernel=view_cost["kernel_cpu_s"], share=share, of_cores=of_cores)]
+    if not on_cpu:
         parts.append(tr("These ranks computed on GPUs: the view's CPU time competes with their "
                         "host-side work only, not with the GPUs' compute."))
     elif diff >= -0.005:
@@ -130,6 +136,34 @@ def view_gap_line(quiet: dict, panel_speedup: float | None, view_cost: dict | No
                         "or the variation from one run to the next on a shared machine."))
     parts.append(tr("Run this cell again for a second speedup without any view, and compare."))
     return " ".join(parts)
+
+
+def half_batch_line(quiet: dict) -> str:
+    """One rank's median steady step with the whole batch against an independent run's (half the
+    batch, run beside its twin: the mean of the pair's two medians), in words chosen from the
+    ratio: near 2 or above, halving the batch halved the step, and communication and sharing
+    decide the rest; well below 2, costs that do not shrink with the batch (launching each
+    operation, Python; lesson 01c) or sharing cap the speedup whatever communication costs."""
+    whole = quiet["one"].get("step_time_s")
+    halves = [s.get("step_time_s") for s in quiet["pair"]["summaries"]]
+    if whole is None or None in halves:
+        return tr("Half-batch step against whole-batch step: not measured (no steady step).")
+    half = statistics.fmean(halves)
+    values = dict(whole=whole * 1e3, half=half * 1e3, ratio=whole / half)
+    if values["ratio"] > 2.1:
+        return tr("one rank's step with the whole batch took {whole:.0f} ms, an independent run's "
+                  "with half of it {half:.0f} ms: halving the batch made a step {ratio:.2f}× "
+                  "shorter, more than 2×, so a half batch ran faster per token here", **values)
+    if values["ratio"] >= 1.8:
+        return tr("one rank's step with the whole batch took {whole:.0f} ms, an independent run's "
+                  "with half of it {half:.0f} ms: halving the batch made a step {ratio:.2f}× "
+                  "shorter, close to 2×, so what is left to decide the speedup is communication "
+                  "(the next line)", **values)
+    return tr("one rank's step with the whole batch took {whole:.0f} ms, an independent run's "
+              "with half of it {half:.0f} ms: halving the batch made a step only {ratio:.2f}× "
+              "shorter, so costs that do not shrink with the batch (launching each operation, "
+              "Python; lesson 01c) or sharing the machine cap the speedup well below 2× here, "
+              "whatever communication costs", **values)
 
 
 def gap_per_step(ddp_summary: dict, pair: dict) -> dict | None:

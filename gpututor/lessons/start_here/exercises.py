@@ -9,7 +9,7 @@ only the call. ``...`` means "not answered yet".
   learner does not choose, some of which do not divide.
 - :func:`check_ideal_throughput`: the tokens/s the data-parallel run would have reached at the
   ideal speedup (world size x the 1-rank run's measured tokens/s).
-- :func:`check_optimizer_state`: AdamW's state for the medium GPT (no run trains it), counted.
+- :func:`check_optimizer_state`: AdamW's state for the large GPT (no run trains it), counted.
 """
 from __future__ import annotations
 
@@ -120,7 +120,7 @@ def check_ideal_throughput(answer, ddp: dict, solo: dict) -> None:
 
 
 # exercise 4's model: not the one the lesson's runs train (small)
-OPTIMIZER_SIZE = "medium"
+OPTIMIZER_SIZE = "large"
 
 
 def check_optimizer_state(answer, size: str = OPTIMIZER_SIZE) -> None:
@@ -128,5 +128,5 @@ def check_optimizer_state(answer, size: str = OPTIMIZER_SIZE) -> None:
     (``gpututor.measure.memory.adamw_state_bytes``); no run of the lesson trains that model.
     Within 0.1 %: its two fp32 moments per parameter (its step counters are a few bytes more)."""
     model = build_model(RunSpec(model="gpt", model_size=size))
-    check_answer(answer, adamw_state_bytes(model), "AdamW state bytes of the medium GPT",
+    check_answer(answer, adamw_state_bytes(model), "AdamW state bytes of the large GPT",
                  rel_tol=0.001, source="counted")

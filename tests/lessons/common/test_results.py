@@ -39,7 +39,7 @@ def test_every_claim_answers_from_a_known_finding_and_speaks_chinese():
     for claim in results.CLAIMS:
         assert claim.key in results.FINDINGS
         claim.showed.format(**{k: 1.0 for k in results.FINDINGS[claim.key]})   # its placeholders exist
-    results.remember("00.speedup", speedup=1.5, world_size=2)
+    results.remember("00.speedup", speedup=1.5, world_size=2, gpus=0)
     set_language("zh")
     try:
         page = claims_html(results.claims())

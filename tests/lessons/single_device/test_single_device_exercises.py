@@ -48,13 +48,17 @@ def test_optimizer_bytes_are_exactly_adamws_state_on_other_gpts(capsys):
     rejected(check_optimizer_bytes, lambda p, t: None, match="returned None, not a number")
 
 
-def test_activation_ratio_is_measured_at_a_batch_the_sweep_did_not_run(capsys):
-    check_activation_ratio(published(STEM, "my_activation_ratio"), SPEC)
+def test_activation_ratio_is_measured_at_a_sequence_length_no_run_used(capsys):
+    from gpututor.lessons.single_device.exercises import forward_activation_bytes
+    at_64 = forward_activation_bytes(SPEC.replace(batch_size=16, steps=1))   # as the sweep measures
+    runs = [{"sweep_value": 16, "mem_by_category": {"activations": [at_64]}}]
+    check_activation_ratio(published(STEM, "my_activation_ratio", batch_runs=runs, spec=SPEC,
+                                     build_model=build_model), SPEC)
     assert "Correct. activation ratio" in capsys.readouterr().out
     for mistake in (1,          # as if activations did not grow
-                    4,          # the sweep's batch 64 over 16
-                    9,          # as if they grew with the batch squared
-                    1 / 3):     # upside down
+                    2,          # in proportion to seq_len: attention's square left out
+                    4,          # as if everything grew with seq_len squared
+                    0.5):       # upside down
         rejected(check_activation_ratio, mistake, SPEC, match="is not what counting")
 
 

@@ -79,13 +79,13 @@ def cost(kernel, browser, wall=5.0):
     return {"kernel_cpu_s": kernel, "browser_draw_s": browser, "wall_s": wall, "redraws": 5}
 
 
-def test_the_two_speedups_are_set_beside_what_the_view_was_measured_to_use():
+def test_the_two_speedups_are_set_beside_what_the_view_was_measured_to_use(monkeypatch):
     from gpututor.lessons.start_here.contention import view_gap_line
     runs = quiet(160.0, 100.0, 200.0)              # 1.60× without a view
     # 1.53×: 4.4 % lower; the view took (0.4 + 0.1) / (5 s × 2 ranks) = 5.0 % of the ranks' time
     within = view_gap_line(runs, 1.53, cost(0.4, 0.1))
     assert "4 % lower than the one without a view" in within
-    assert "0.40 CPU-s in the kernel and 0.10 s of drawing" in within and "5.0% of 2 cores over the run's wall time" in within
+    assert "0.40 CPU-s in the kernel and 0.10 s of drawing" in within and "5.0% of 2 cores (one per rank) over the run's wall time" in within
     assert "can account for all of it" in within
     # 1.44×: 10 % lower, beyond the view's 5 %: the rest is not put on the view
     beyond = view_gap_line(runs, 1.44, cost(0.4, 0.1))
@@ -96,13 +96,32 @@ def test_the_two_speedups_are_set_beside_what_the_view_was_measured_to_use():
     assert "6 % higher" in higher and "nothing here says the view slowed DDP down" in higher
     same = view_gap_line(runs, 1.601, cost(0.4, None))
     assert "the same as the one without a view" in same
-    assert "0.40 CPU-s in the kernel, 4.0% of 2 cores over the run's wall time" in same
+    assert "0.40 CPU-s in the kernel, 4.0% of 2 cores (one per rank) over the run's wall time" in same
     assert "drawing time was not reported (nothing has drawn the view, or, under Run All" in same
     for text in (within, beyond, higher, same):
         assert "Run this cell again" in text
-    gpu = {**runs, "ddp": {**runs["ddp"], "device": "cuda"}}
+    gpu = {**runs, "ddp": {**runs["ddp"], "device": "cuda:0"}}
+    monkeypatch.setattr("gpututor.lessons.start_here.contention.usable_cpu_cores", lambda: 16)
     on_gpus = view_gap_line(gpu, 1.44, cost(0.4, 0.1))
     assert "not with the GPUs' compute" in on_gpus and "account for" not in on_gpus
+    # GPU ranks are not one core each: the share is of the host's usable cores (0.5 / (5 × 16))
+    assert "0.6% of this machine's 16 usable cores" in on_gpus and "2 cores" not in on_gpus
     assert "cannot be compared" in view_gap_line(runs, None, cost(0.4, 0.1))
     assert "cannot be compared" in view_gap_line(runs, 1.5, None)
     assert "cannot be compared" in view_gap_line(quiet(None, 100.0, 200.0), 1.5, cost(0.4, 0.1))
+
+
+def test_half_batch_line_says_what_halving_the_batch_saved():
+    from gpututor.lessons.start_here.contention import half_batch_line
+
+    def runs(whole, *halves):
+        return {"one": {"step_time_s": whole}, "pair": {"summaries": [{"step_time_s": h} for h in halves]}}
+    fixed = half_batch_line(runs(0.010, 0.009, 0.009))        # a GPU-like step: launches dominate
+    assert "10 ms" in fixed and "9 ms" in fixed and "only 1.11× shorter" in fixed
+    assert "cap the speedup well below 2×" in fixed
+    near = half_batch_line(runs(0.200, 0.104, 0.106))
+    assert "1.90× shorter, close to 2×" in near and "communication" in near and "cap" not in near
+    faster = half_batch_line(runs(0.200, 0.090, 0.090))
+    assert "2.22× shorter, more than 2×" in faster and "faster per token" in faster
+    assert "not measured" in half_batch_line(runs(None, 0.1, 0.1))
+    assert "not measured" in half_batch_line(runs(0.2, 0.1, None))

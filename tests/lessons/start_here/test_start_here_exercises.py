@@ -101,17 +101,17 @@ def test_ideal_throughput_is_n_times_the_one_rank_run(capsys):
              match="has not measured it yet")
 
 
-def test_optimizer_state_is_counted_on_the_medium_gpt(capsys):
-    medium = build_model(RunSpec(model="gpt", model_size="medium"), meta=True)
-    params, tensors = count_parameters(medium), len(list(medium.parameters()))
-    answer = published(STEM, "answer_4", medium_params=params)
+def test_optimizer_state_is_counted_on_the_large_gpt(capsys):
+    large = build_model(RunSpec(model="gpt", model_size="large"), meta=True)
+    params, tensors = count_parameters(large), len(list(large.parameters()))
+    answer = published(STEM, "answer_4", large_params=params)
     check_optimizer_state(answer)
-    assert "Correct. AdamW state bytes of the medium GPT" in capsys.readouterr().out
+    assert "Correct. AdamW state bytes of the large GPT" in capsys.readouterr().out
     check_optimizer_state(8 * params + 4 * tensors)          # the step counters too: exact
     for mistake in (4 * params,       # one moment instead of two
                     12 * params,      # the moments and the parameters
                     16 * params,      # the whole model state
-                    8 * DDP["params"]):   # the lesson's model, not the medium one
+                    8 * DDP["params"]):   # the lesson's model, not the large one
         rejected(check_optimizer_state, mistake, match="is not what")
 
 
