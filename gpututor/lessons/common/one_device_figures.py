@@ -65,7 +65,7 @@ def levers_figure(rows: list[dict]) -> go.Figure:
     configuration's memory could not be probed."""
     fig = make_subplots(rows=1, cols=2, subplot_titles=(tr("tokens/s (measured)"),
                                                         tr("peak memory (MB, measured)")))
-    names = [r["name"] for r in rows]
+    names = [tr(r["name"]) for r in rows]
     fig.add_bar(x=names, y=[r["tokens_per_s"] for r in rows], row=1, col=1, showlegend=False)
     peaks = [r["peak_bytes"] / MB if r["peak_bytes"] is not None else None for r in rows]
     fig.add_bar(x=names, y=peaks, row=1, col=2, showlegend=False,

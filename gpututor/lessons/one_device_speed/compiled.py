@@ -8,12 +8,15 @@ operator as its own kernel that reads its inputs from memory and writes its outp
 kernel reads once and writes once. Matrix multiplies stay library calls (oneDNN/MKL here, cuBLAS on a GPU).
 
 What is measured, in this process: the first compiled step (tracing + code generation + building
-the C++ or Triton code: the **compile time**), a second compile of a fresh model of the same shape
-(Inductor's caches on disk make it shorter), the steady time of forward + backward eager and
-compiled (median, interleaved), and the generated code's kernel names, which say what was fused.
+the C++ or Triton code: the **compile time**, plus, the first time in a process, one-time start-up
+such as imports and Inductor's compile workers), a second compile of a fresh model of the same shape
+(Inductor's caches make it shorter), the steady time of forward + backward eager and compiled
+(median and the per-pair ratios, interleaved), and the generated code's kernel names, which say
+what was fused.
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import shutil
@@ -120,15 +123,52 @@ def _compiled_first_step(model, x, y) -> tuple[float, float, list[str], torch.nn
     return time.perf_counter() - start, loss, code, compiled
 
 
+@contextlib.contextmanager
+def _empty_caches():
+    """Inductor's caches emptied for the block: its in-memory code caches (keyed by the generated
+    source, so a new cache folder alone does not empty them; cleared as torch's own
+    ``fresh_cache`` clears them) and a new, empty cache folder (``TORCHINDUCTOR_CACHE_DIR`` and
+    ``TRITON_CACHE_DIR``). Unlike ``fresh_cache`` it leaves the in-memory caches filled after the
+    block, so a later compile of the same graph in this process (lesson 01c, section 4) reuses them."""
+    try:
+        from torch._inductor.utils import clear_caches     # torch's own test helper
+    except ImportError:                                     # moved: an empty folder, at least
+        clear_caches = None
+    if clear_caches is not None:
+        clear_caches()
+    names = ("TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR")
+    saved = {name: os.environ.get(name) for name in names}
+    with tempfile.TemporaryDirectory(prefix="gpututor-inductor-") as fresh:
+        os.environ["TORCHINDUCTOR_CACHE_DIR"] = fresh
+        os.environ["TRITON_CACHE_DIR"] = os.path.join(fresh, "triton")
+        try:
+            yield
+        finally:
+            for name, value in saved.items():
+                if value is None:
+                    os.environ.pop(name, None)
+                else:
+                    os.environ[name] = value
+
+
+def speedup_range(pairs: list[tuple[float, float]]) -> tuple[float, float]:
+    """The smallest and largest eager/compiled ratio over interleaved ``(eager_s, compiled_s)``
+    pairs: when it straddles 1, this run cannot tell compiled from eager."""
+    ratios = [e / c for e, c in pairs]
+    return min(ratios), max(ratios)
+
+
 def compile_costs(spec, steps: int = 8) -> dict:
     """Eager against ``torch.compile`` on ``spec``'s model, forward + backward of one batch.
 
-    Returns ``compile_s`` (the first compiled step, compile included, against an empty Inductor
-    cache folder), ``recompile_s`` (the same for a fresh model after ``torch._dynamo.reset()``,
-    with that folder now filled: what the caches saved),
-    ``eager_s`` and ``compiled_s`` (steady, median of ``steps`` interleaved), ``speedup``,
-    ``tokens_per_s`` per mode, ``kernels`` (see :func:`kernels_in`), ``loss`` per mode and
-    ``max_grad_diff`` (largest gradient difference, eager against compiled, first step)."""
+    Returns ``compile_s`` (the first compiled step, compile included, with Inductor's caches
+    emptied; the first time in a process it also holds one-time start-up: imports, compile
+    workers), ``recompile_s`` (the same for a fresh model after ``torch._dynamo.reset()``, with
+    the caches now filled: what they saved), ``eager_s`` and ``compiled_s`` (steady, median of
+    ``steps`` interleaved), ``pairs`` (each interleaved ``(eager_s, compiled_s)``), ``speedup``
+    (of the medians) and ``speedup_range`` (see :func:`speedup_range`), ``tokens_per_s`` per
+    mode, ``kernels`` (see :func:`kernels_in`), ``loss`` per mode and ``max_grad_diff`` (largest
+    gradient difference, eager against compiled, first step)."""
     if steps < 1:
         raise InvalidValue("steps", steps, "1 or more (at least 1 steady step is needed)")
     device = torch.device(spec.resolved_device())
@@ -138,24 +178,16 @@ def compile_costs(spec, steps: int = 8) -> dict:
     loss_eager = _forward_backward(eager, x, y)
     grads = [p.grad.clone() for p in eager.parameters()]
 
-    # Inductor keeps its caches on disk, across processes: point it at an empty folder so that
-    # the first compile is a cold one on every run, and the second shows what the caches saved.
-    saved = os.environ.get("TORCHINDUCTOR_CACHE_DIR")
-    with tempfile.TemporaryDirectory(prefix="gpututor-inductor-") as fresh:
-        os.environ["TORCHINDUCTOR_CACHE_DIR"] = fresh
-        try:
-            torch._dynamo.reset()           # a compile from scratch, not one left by earlier cells
-            compile_s, loss_compiled, code, compiled = _compiled_first_step(
-                build_model(spec).to(device), x, y)
-            max_grad_diff = max((p.grad - g).abs().max().item()
-                                for p, g in zip(compiled.parameters(), grads))
-            torch._dynamo.reset()
-            recompile_s, _, _, compiled = _compiled_first_step(build_model(spec).to(device), x, y)
-        finally:
-            if saved is None:
-                os.environ.pop("TORCHINDUCTOR_CACHE_DIR", None)
-            else:
-                os.environ["TORCHINDUCTOR_CACHE_DIR"] = saved
+    # Inductor keeps its caches on disk (across processes) and in memory: empty both so that the
+    # first compile is a cold one on every run (a rerun too), and the second shows what they saved.
+    with _empty_caches():
+        torch._dynamo.reset()               # a compile from scratch, not one left by earlier cells
+        compile_s, loss_compiled, code, compiled = _compiled_first_step(
+            build_model(spec).to(device), x, y)
+        max_grad_diff = max((p.grad - g).abs().max().item()
+                            for p, g in zip(compiled.parameters(), grads))
+        torch._dynamo.reset()
+        recompile_s, _, _, compiled = _compiled_first_step(build_model(spec).to(device), x, y)
 
     times = {"eager": [], "compiled": []}
     for _ in range(steps):                  # interleaved: drift on a shared machine hits both
@@ -168,9 +200,11 @@ def compile_costs(spec, steps: int = 8) -> dict:
                 torch.cuda.synchronize(device)
             times[mode].append(time.perf_counter() - start)
     eager_s, compiled_s = (statistics.median(times[m]) for m in ("eager", "compiled"))
+    pairs = list(zip(times["eager"], times["compiled"]))
     tokens = x.numel()
     return {"compile_s": compile_s, "recompile_s": recompile_s, "eager_s": eager_s,
-            "compiled_s": compiled_s, "speedup": eager_s / compiled_s,
+            "compiled_s": compiled_s, "pairs": pairs, "speedup": eager_s / compiled_s,
+            "speedup_range": speedup_range(pairs),
             "tokens_per_s": {"eager": tokens / eager_s, "compiled": tokens / compiled_s},
             "kernels": kernels_in(code), "loss": {"eager": loss_eager, "compiled": loss_compiled},
             "max_grad_diff": max_grad_diff}

@@ -36,7 +36,7 @@ def roofline_figure(rows: list[dict], peak: float, bandwidth: float, roofs=()) -
         fig.add_scatter(
             x=[r["intensity"] for r in rows], y=[r["flops_per_s"] for r in rows],
             mode="markers", name=tr("operators, measured here"), marker=dict(size=10),
-            customdata=[[r["op"], r["flops_per_s"] / GFLOP, r["intensity"],
+            customdata=[[tr(r["op"]), r["flops_per_s"] / GFLOP, r["intensity"],
                          tr(bound(r["intensity"], peak, bandwidth))] for r in rows],
             # a plotly template, not a str.format one: tr() is called without values
             hovertemplate=tr("<b>%{customdata[0]}</b><br>achieved %{customdata[1]:.2f} GFLOP/s"

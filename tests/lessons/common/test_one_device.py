@@ -8,7 +8,7 @@ import torch
 from gpututor import RunSpec
 from gpututor.lessons.one_device_speed import compiled as compiled_mod
 from gpututor.lessons.one_device_speed.compiled import (CompilerMissing, compile_costs, compiler_for, fused_ops,
-                                       kernels_in, require_compiler)
+                                       kernels_in, require_compiler, speedup_range)
 from gpututor.lessons.common.one_device import Levers, before_and_after, largest_that_fits, loss_gaps
 
 # the spec lesson 01b compiles: the same graph here and there, so Inductor's cache serves the second
@@ -52,6 +52,14 @@ def test_compiled_step_equals_eager_and_fuses_elementwise_operators():
     assert fused, f"no kernel fused two operators: {result['kernels']}"
     assert any("native_layer_norm" in k["ops"] for k in result["kernels"])
     assert result["compile_s"] > result["compiled_s"] > 0 and result["eager_s"] > 0
+    assert len(result["pairs"]) == 2 and result["speedup_range"] == speedup_range(result["pairs"])
+
+
+def test_the_speedup_range_is_over_the_interleaved_pairs():
+    # lesson 01c prints "not distinguishable" when the range holds 1, a repayment only above it
+    assert speedup_range([(0.061, 0.059), (0.133, 0.126)]) == pytest.approx((0.061 / 0.059, 0.133 / 0.126))
+    low, high = speedup_range([(0.10, 0.11), (0.10, 0.09)])
+    assert low < 1 < high
 
 
 @pytest.mark.usefixtures("one_thread")
