@@ -178,7 +178,7 @@ def _drive_lesson(page, server: LabServer, timings: dict) -> None:
     # browser's drawing time reaches the kernel only after the queued cells (said so)
     gap = code_cells.filter(has_text="view_gap_line(quiet").locator(".jp-OutputArea").inner_text()
     assert re.search(r"CPU-s in the kernel( and [0-9.]+ s of drawing in the browser|, [0-9.]+% "
-                     r"of 2 cores over the run's wall time. The browser's drawing time was not reported)",
+                     r"of 2 cores \(one per rank\) over the run's wall time. The browser's drawing time was not reported)",
                      gap), gap
     timings["view_gap_line"] = next((line for line in gap.splitlines() if "panels' speedup" in
                                      line and "without a view" in line), gap)[:600]
