@@ -22,7 +22,7 @@ from ..formulas import (OPTIMIZER_STATE_BYTES, activation_bytes_per_layer, block
                         bytes_per_value, gpt_params)
 
 ZERO_STAGES = (0, 1, 2, 3)
-ATTENTION = ("eager", "fused")   # scores stored (softmax, dropout) or never stored (FlashAttention)
+PLANNED_ATTENTION = ("eager", "fused")   # scores stored (softmax, dropout) or never stored (FlashAttention)
 
 
 # ---- checks --------------------------------------------------------------------------------------
@@ -235,7 +235,7 @@ def activation_bytes(model: Transformer, micro_batch: int = 1, tp: int = 1, pp: 
     counted without them (so ``"none"`` and ``"selective"`` keep the same).
     """
     checks.choice("precision", precision, PRECISIONS)
-    checks.choice("attention", attention, ATTENTION)
+    checks.choice("attention", attention, PLANNED_ATTENTION)
     checks.integer("pp", pp)
     if model.n_layer % pp:
         raise InvalidValue("pp", pp, "a divisor of n_layer "
