@@ -195,6 +195,24 @@ class Strategy:
         return total
 
 
+def parameter_names(model: torch.nn.Module) -> dict[int, str]:
+    """id(parameter) -> its first name in ``model`` (for errors that name parameters)."""
+    names = {}
+    for name, p in model.named_parameters(remove_duplicate=False):
+        names.setdefault(id(p), name)
+    return names
+
+
+def unused_error(strategy: str, names: list[str]) -> RuntimeError:
+    """The error of a backward that gave no gradient to trainable parameters ``names``: their
+    gradient is not averaged over ranks (or, sharded, the whole unit's is not), so the run would
+    go wrong silently. torch's DDP raises in the same case unless ``find_unused_parameters``."""
+    return RuntimeError(
+        f"{strategy}: {len(names)} trainable parameter(s) received no gradient in this backward: "
+        f"{', '.join(sorted(names))}. Every trainable parameter must take part in the loss; "
+        f"freeze the ones the loss does not use (p.requires_grad_(False)) before wrapping.")
+
+
 def agree_found_inf(scaler, optimizer, group=None) -> None:
     """Make every rank's "found inf/nan" flags for ``optimizer`` the maximum over ``group``.
 

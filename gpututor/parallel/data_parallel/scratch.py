@@ -25,7 +25,7 @@ import torch.distributed as dist
 import torch.nn as nn
 
 from ... import checks
-from ..base import MemoryLayout, Strategy
+from ..base import MemoryLayout, Strategy, parameter_names, unused_error
 from ..link import LINK_ALLOWED, LINK_OPTIONS
 from ..mesh import DimGroup, dim_group
 from ...measure.timing import DeviceMark, synchronize
@@ -70,7 +70,7 @@ BUCKET_CAP_MB_ALLOWED = "a number of MiB in (0, 1024]"
 def bucketed_all_reduces(model, bucket_cap_mb: float) -> list:
     """A step's all-reduces when the gradients go in buckets of at most ``bucket_cap_mb`` MiB:
     ``ceil(S / cap)`` of them, each of ``S / count`` bytes (``S`` all gradients' bytes)."""
-    total = sum(p.nbytes for p in model.parameters())
+    total = sum(p.nbytes for p in model.parameters() if p.requires_grad)
     count = max(1, math.ceil(total / (bucket_cap_mb * 2 ** 20)))
     return [("all_reduce", total / count)] * count
 
@@ -84,7 +84,7 @@ class NaiveDataParallel(Strategy):
     def step_collectives(self, spec, model):
         if spec.world_size == 1:
             return []
-        return [("all_reduce", p.nbytes) for p in model.parameters()]
+        return [("all_reduce", p.nbytes) for p in model.parameters() if p.requires_grad]
 
     def wrap(self, model, ctx):
         broadcast_parameters(model, dim_group(ctx, "dp"))
@@ -104,10 +104,12 @@ class GradientBuckets(nn.Module):
         self.world = dp.size if dp is not None else dist.get_world_size()
         self.group = dp.group if dp is not None else None
         self.sync_enabled = True
+        self.names = parameter_names(module)
         self.buckets = self._plan_buckets(bucket_cap_mb * 2**20)
         self.bucket_of = {p: i for i, bucket in enumerate(self.buckets) for p in bucket}
         self.ready = [0] * len(self.buckets)
         self.in_flight = []   # (future, flat buffer, params, start mark, [end mark])
+        self.seen: set[int] = set()   # parameters whose gradient arrived in this backward
         for p in self.bucket_of:
             p.register_post_accumulate_grad_hook(self._grad_ready)
 
@@ -139,6 +141,7 @@ class GradientBuckets(nn.Module):
     def _grad_ready(self, param: nn.Parameter) -> None:
         if not self.sync_enabled:
             return
+        self.seen.add(id(param))
         index = self.bucket_of[param]
         self.ready[index] += 1
         if self.ready[index] == len(self.buckets[index]):  # the whole bucket is ready: send it
@@ -161,6 +164,14 @@ class GradientBuckets(nn.Module):
         the current stream wait, so host clocks would see the launch, not the transfer. A
         bucket's busy time runs from its launch to its completion; the exposed wait, from the
         end of backward to the last bucket written back."""
+        unused = [self.names[id(p)] for p in self.bucket_of if id(p) not in self.seen]
+        self.seen.clear()
+        if unused:   # their buckets were never sent: the rest of those buckets not averaged
+            for future, *_ in self.in_flight:
+                future.wait()
+            self.in_flight.clear()
+            self.ready = [0] * len(self.buckets)
+            raise unused_error("dp-bucketed", unused)
         if not self.in_flight:
             self.ready = [0] * len(self.buckets)
             return

@@ -22,10 +22,14 @@ def sharding_units(model: nn.Module) -> list[tuple[str, nn.Module]]:
 
 
 def unit_parameters(model: nn.Module) -> list[list[nn.Parameter]]:
-    """Parameters grouped by unit: one list per block, then the root's remaining parameters."""
-    groups = [list(block.parameters()) for _, block in sharding_units(model)]
+    """The parameters the optimizer trains, grouped by unit: one list per block, then the
+    root's remaining ones. A frozen parameter (``requires_grad=False``) is in no unit: it stays
+    whole on every rank, is never sent, and no optimizer sees it."""
+    groups = [[p for p in block.parameters() if p.requires_grad]
+              for _, block in sharding_units(model)]
     inside = {id(p) for group in groups for p in group}
-    groups.append([p for p in model.parameters() if id(p) not in inside])  # tied weights once
+    groups.append([p for p in model.parameters()   # tied weights once
+                   if p.requires_grad and id(p) not in inside])
     return [group for group in groups if group]
 
 

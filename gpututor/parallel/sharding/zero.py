@@ -24,8 +24,10 @@ because forward freed them), and reduce-scatters its gradients (Ψ): 3Ψ, 1.5x D
 counts each collective's data size and, in ``wire_bytes``, what the ring algorithm sends.
 
 This is a teaching version: every collective is blocking (production code overlaps them with
-compute), every unit's parameters must receive a gradient in every backward, and gradient
-accumulation reduces every micro-batch in stage 2 and 3 (no ``no_sync``).
+compute), every trainable parameter must receive a gradient in every backward (a clear error
+names the ones that did not), and gradient accumulation reduces every micro-batch in stage 2 and
+3 (no ``no_sync``). Frozen parameters (``requires_grad=False``) are in no shard: whole on every
+rank, never sent, never updated.
 """
 from __future__ import annotations
 
@@ -35,7 +37,7 @@ import torch
 import torch.nn as nn
 
 from ...checks import InvalidValue
-from ..base import MemoryLayout, Strategy
+from ..base import MemoryLayout, Strategy, parameter_names, unused_error
 from ..data_parallel.scratch import broadcast_parameters
 from ..pieces import canonical, flat_shard_pieces
 from .flat import FlatShard, all_gather, padded_unit_bytes, reduce_scatter_mean, unit_parameters
@@ -54,9 +56,13 @@ class ZeRO1(nn.Module):
     all-gather brings every rank's updated slice to all ranks.
     """
 
+    stage = "zero1"
+
     def __init__(self, module: nn.Module, ctx):
         super().__init__()
         self.module, self.meter = module, ctx.comm
+        self.names = parameter_names(module)
+        self.seen: set[int] = set()   # parameters that received a gradient this step
         self.units, self.flat_params = [], []
         self.shards = nn.ParameterList()  # this rank's slices: what the optimizer updates
         for params in unit_parameters(module):
@@ -81,13 +87,25 @@ class ZeRO1(nn.Module):
             self.register_buffer(f"flat_grad{i}", flat_grad, persistent=False)
             for p, view in zip(unit.params, unit.unflatten(flat_grad)):
                 p.grad = view
+                p.register_post_accumulate_grad_hook(lambda p: self.seen.add(id(p)))
 
     def start_step(self) -> None:
+        self.seen.clear()
         for flat_grad in self.flat_grads:
             flat_grad.zero_()
 
+    def check_all_used(self) -> None:
+        """Raise, naming them, if trainable parameters received no gradient this step: a zero
+        in the flat buffer would be averaged and stepped on (weight decay, momentum) where one
+        process skips a parameter without a gradient."""
+        unused = [self.names[id(p)] for unit in self.units for p in unit.params
+                  if id(p) not in self.seen]
+        if unused:
+            raise unused_error(self.stage, unused)
+
     def finish_gradients(self) -> None:
         """After backward: this rank's slice of each unit's gradient becomes the average."""
+        self.check_all_used()
         for unit, flat_grad, shard in zip(self.units, self.flat_grads, self.shards):
             mine = unit.my_slice(flat_grad)
             mine.copy_(reduce_scatter_mean(flat_grad, self.meter))
@@ -114,13 +132,16 @@ class ZeRO2(ZeRO1):
     the other; the root, whose tied embedding is used first and last, finishes at the very end).
     """
 
+    stage = "zero2"
+
     def setup_gradients(self) -> None:
         self.waiting = [len(unit.params) for unit in self.units]
         for i, unit in enumerate(self.units):
             for p in unit.params:
                 p.register_post_accumulate_grad_hook(partial(self._gradient_ready, i))
 
-    def _gradient_ready(self, i: int, _param) -> None:
+    def _gradient_ready(self, i: int, param) -> None:
+        self.seen.add(id(param))
         self.waiting[i] -= 1
         if self.waiting[i]:
             return
@@ -133,12 +154,11 @@ class ZeRO2(ZeRO1):
         shard.grad = mine if shard.grad is None else shard.grad.add_(mine)  # accumulation
 
     def start_step(self) -> None:
-        pass
+        self.seen.clear()
+        self.waiting = [len(unit.params) for unit in self.units]
 
     def finish_gradients(self) -> None:
-        if any(w != len(u.params) for w, u in zip(self.waiting, self.units)):
-            raise RuntimeError("zero2: a parameter received no gradient in backward; every "
-                               "parameter must take part in the loss")
+        self.check_all_used()   # (a unit with one unused parameter was never reduce-scattered)
 
 
 # ---- the strategies ---------------------------------------------------------------------------

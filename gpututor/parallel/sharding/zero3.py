@@ -6,6 +6,10 @@ only this rank's slice of its flat parameter vector (``flat.py``'s :class:`FlatS
 all-gathers the rest just before each use (:class:`GatherParameters`): once for forward, once
 more in backward, then reduce-scatters the gradient. The strategy ``zero3`` is in ``zero.py``;
 PyTorch's version is FSDP2 (``fsdp.py``).
+
+Frozen parameters (``requires_grad=False``) are in no unit: whole on every rank, never
+gathered, sent or updated. A trainable parameter the loss does not use is named in an error
+after backward (its zero gradient would otherwise be stepped on).
 """
 from __future__ import annotations
 
@@ -16,6 +20,7 @@ import torch.nn as nn
 from torch.func import functional_call
 
 from ...models import init_kind, initial_value
+from ..base import unused_error
 from .flat import FlatShard, all_gather, reduce_scatter_mean, sharding_units
 
 
@@ -71,10 +76,13 @@ class ShardedUnit(nn.Module):
                 p.data = p.data.new_empty(0)   # the module's own full copy is freed
         self.gathered = None               # the full parameters while forward runs
         self.full_for_backward = None      # ... and again while backward runs
+        self.seen: set[str] = set()        # parameters that received a gradient this step
 
     def forward(self, *args, **kwargs):
         self.gathered = GatherParameters.apply(self.shard, self)
         params = dict(zip(self.names, self.layout.unflatten(self.gathered)))
+        for name, view in params.items():   # backward reaches a view only if the loss used it
+            view.register_hook(lambda grad, name=name: self.seen.add(name))
         try:
             with torch.autograd.graph.saved_tensors_hooks(self._pack, self._unpack):
                 return functional_call(self.module, params, args, kwargs)
@@ -114,6 +122,13 @@ class ZeRO3(nn.Module):
         for name, p in module.named_parameters(remove_duplicate=False):
             names[id(p)].append(name)
         on_meta = next(module.parameters()).is_meta
+        # frozen parameters stay whole, outside every unit (the names of each, for the state)
+        self.frozen = [(names[id(p)], p) for p in dict.fromkeys(module.parameters())
+                       if not p.requires_grad]
+        if on_meta and self.frozen:
+            raise ValueError(f"zero3: a model built on meta with frozen parameters "
+                             f"({names[id(self.frozen[0][1])][0]}, ...) is not supported: "
+                             f"build it on the device")
 
         def whole(params: list):
             """Built on meta: parameter i's first value, made when its unit asks for it."""
@@ -122,17 +137,19 @@ class ZeRO3(nn.Module):
             return lambda i: _first_value(module, names[id(params[i])][0], params[i],
                                           ctx.spec.seed)
 
-        paths = [path for path, _ in sharding_units(module)]
+        blocks = [(path, block) for path, block in sharding_units(module)
+                  if any(p.requires_grad for p in block.parameters())]
+        paths = [path for path, _ in blocks]
         self.units = []            # (unit, the original names of each of its parameters)
-        for path, block in sharding_units(module):
-            params = dict(block.named_parameters())
+        for path, block in blocks:
+            params = {n: p for n, p in block.named_parameters() if p.requires_grad}
             original = [names[id(p)] for p in params.values()]
             unit = ShardedUnit(block, params, ctx, whole(list(params.values())))
             parent, _, child = path.rpartition(".")
             setattr(module.get_submodule(parent), child, unit)
             self.units.append((unit, original))
-        rest = {n: p for n, p in module.named_parameters() if p.numel() > 0 and
-                not any(n.startswith(f"{path}.") for path in paths)}
+        rest = {n: p for n, p in module.named_parameters() if p.numel() > 0 and p.requires_grad
+                and not any(n.startswith(f"{path}.") for path in paths)}
         original = [names[id(p)] for p in rest.values()]
         self.root = ShardedUnit(module, rest, ctx, whole(list(rest.values())))
         self.units.append((self.root, original))
@@ -151,10 +168,16 @@ class ZeRO3(nn.Module):
         return self.root(*args, **kwargs)
 
     def start_step(self) -> None:
-        pass
+        for unit, _ in self.units:
+            unit.seen = set()
 
     def finish_gradients(self) -> None:
-        pass  # each unit's reduce-scatter already ran in backward (GatherParameters.backward)
+        """Each unit's reduce-scatter already ran in backward (GatherParameters.backward);
+        here only the check that every trainable parameter received a gradient."""
+        unused = [aliases[0] for unit, original in self.units
+                  for name, aliases in zip(unit.names, original) if name not in unit.seen]
+        if unused:
+            raise unused_error("zero3", unused)
 
     def shard_parameters(self) -> list[nn.Parameter]:
         return [unit.shard for unit, _ in self.units]
@@ -165,6 +188,8 @@ class ZeRO3(nn.Module):
         for unit, names in self.units:
             for aliases, tensor in zip(names, unit.gathered_parameters()):
                 state.update({name: tensor for name in aliases})
+        for aliases, p in self.frozen:   # whole on every rank
+            state.update({name: p.detach().clone() for name in aliases})
         return state
 
 
