@@ -22,7 +22,7 @@ def device_line(spec, ranks: int) -> str:
                   "ranks)", gpus=gpus, ranks=ranks)
     if gpus == 0:
         return tr("every run below: one CPU process per rank (no GPU visible here)")
-    return tr("every run below: one CPU process per rank ({gpus} GPU(s) here, fewer than the "
+    return tr("every run below: one CPU process per rank (GPUs here: {gpus}, fewer than the "
               "{ranks} ranks of the largest run, and every run stays on one kind of device)",
               gpus=gpus, ranks=ranks)
 

@@ -29,7 +29,7 @@ def test_tp_allreduces_are_bytes_over_one_allreduce():
 def test_device_line_names_the_device_and_why(monkeypatch):
     """Cell 1's line: GPUs only with one per rank for the largest run, else CPU with the reason."""
     import torch
-    for gpus, device, words in [(0, "cpu", "no GPU visible"), (2, "cpu", "2 GPU(s) here, fewer than the 4"),
+    for gpus, device, words in [(0, "cpu", "no GPU visible"), (2, "cpu", "GPUs here: 2, fewer than the 4"),
                                 (4, "cuda", "one GPU per rank (4 GPUs here")]:
         monkeypatch.setattr(torch.cuda, "is_available", lambda: gpus > 0)
         monkeypatch.setattr(torch.cuda, "device_count", lambda: gpus)
