@@ -34,7 +34,7 @@ from .failures import (RunFailed, died, killed_peers, rank_failed, silent_failur
 from .launch_checks import check_launch
 from .processes import (close_all, cpu_seconds, exited_unfinished, receive, release_ranks,
                         start_ranks, terminate_ranks)
-from .restarts import restart, retry_rendezvous
+from .restarts import peer_cause, restart, retry_rendezvous
 from .scratch_dirs import new_scratch_dir
 from .summary import summarize, unechoed
 
@@ -265,8 +265,8 @@ class Run:
                 elif kind == "done":
                     finished.add(rank)
                 else:
-                    # a peer killed by a signal (it could say nothing) is the cause of the
-                    # error its partner reports ("connection closed"): name the killed one
+                    # a peer's error or death is the cause of its partner's "connection closed"
+                    rank, body = peer_cause(self, open_pipes, rank, body, PEER_EXIT_GRACE_S)
                     killed = killed_peers(self._procs, rank, body, finished, PEER_EXIT_GRACE_S)
                     if killed:
                         rank, body = killed[0], self._died(killed[0],

@@ -9,17 +9,48 @@ store, up to ``RENDEZVOUS_TRIES`` times, without counting as a restart."""
 from __future__ import annotations
 
 import re
+import time
 import traceback as tb
+from multiprocessing import connection
 
 from .checkpoint_files import next_step
 from .checkpoint_owner import resume_point, stops_restarts
 from ..i18n import tr
 from .failures import RunFailed
+from .processes import receive
 
 RENDEZVOUS_TRIES = 3   # starts of one attempt's ranks whose connections were refused
 # what gloo says when a peer's loopback connection was refused or dropped during rendezvous
 _REFUSED = re.compile(r"connectFullMesh|Connection closed by peer|Connection reset by peer|"
                       r"Connection refused", re.IGNORECASE)
+
+
+def peer_cause(run, open_pipes: dict, rank: int, body: dict, grace_s: float) -> tuple[int, dict]:
+    """The error to report when ``rank`` reported ``body``. A connection refused or closed is a
+    symptom: a peer that passed the rendezvous first and failed at once (a learner's function
+    raising in its first line) closes it while this rank still connects. For up to ``grace_s``
+    the other ranks' pipes are read (their lines and records kept as usual); the first error
+    that is not a lost connection is the one reported, else ``body``."""
+    if not _REFUSED.search(body["message"]):
+        return rank, body
+    deadline = time.monotonic() + grace_s
+    others = {r: reader for r, reader in open_pipes.items() if r != rank}
+    while others and time.monotonic() < deadline:
+        for reader in connection.wait(list(others.values()), deadline - time.monotonic()):
+            peer = next(r for r, p in others.items() if p is reader)
+            message = receive(reader, peer)
+            if message is None:
+                del others[peer]
+                continue
+            kind, peer, peer_body = message
+            if kind == "output":
+                with run._cond:
+                    run.output.append((peer, peer_body["stream"], peer_body["text"]))
+            elif kind == "record":
+                run._add({**peer_body, "attempt": run.attempt})
+            elif kind == "error" and not _REFUSED.search(peer_body["message"]):
+                return peer, peer_body
+    return rank, body
 
 
 def refused_rendezvous(run, failure: RunFailed) -> bool:

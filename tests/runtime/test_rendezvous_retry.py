@@ -19,9 +19,11 @@ GLOO = ("Gloo connectFullMesh failed with [../third_party/gloo/gloo/transport/tc
         "no error; Connection closed by peer [127.0.0.1]:40213")
 
 
-def refuse_rendezvous(tmp_path, monkeypatch, times: int) -> None:
+def refuse_rendezvous(tmp_path, monkeypatch, times: int, rank0_fails: bool = False) -> None:
     """Ranks started from now on (spawned: they read this environment) raise gloo's error in
-    ``init_process_group`` for rank 1, the first ``times`` times any rank 1 starts."""
+    ``init_process_group`` for rank 1, the first ``times`` times any rank 1 starts; with
+    ``rank0_fails`` rank 0 raises an error of its own half a second later (a peer that passed
+    the rendezvous and failed at once: what closed rank 1's connection)."""
     folder = tmp_path / "site"
     folder.mkdir()
     (folder / "sitecustomize.py").write_text(textwrap.dedent(f"""
@@ -29,6 +31,9 @@ def refuse_rendezvous(tmp_path, monkeypatch, times: int) -> None:
         import torch.distributed as dist
         _real = dist.init_process_group
         def init_process_group(backend=None, *args, rank=-1, **kwargs):
+            if rank == 0 and {rank0_fails}:
+                import time; time.sleep(0.5)
+                raise ValueError("the learner's function failed on its first line")
             if rank == 1:
                 for n in range({times}):
                     try:
@@ -67,6 +72,15 @@ def test_a_refusal_that_keeps_coming_ends_the_run_with_the_ranks_traceback(tmp_p
     assert "init_process_group" in failed.value.rank_traceback
     assert run.rendezvous_tries == {1: RENDEZVOUS_TRIES}
     assert len(run.notices) == RENDEZVOUS_TRIES - 1 and not wait_no_ranks()
+
+
+def test_a_peers_own_error_is_reported_not_the_connection_it_closed(tmp_path, monkeypatch):
+    refuse_rendezvous(tmp_path, monkeypatch, times=1, rank0_fails=True)
+    run = launch(tiny_spec(steps=2), start_method="spawn")
+    run.echo = io.StringIO()
+    with pytest.raises(RunFailed, match="rank 0 failed at step 0: ValueError: the learner's"):
+        run.wait(timeout=120)
+    assert run.rendezvous_tries == {} and run.notices == [] and not wait_no_ranks()
 
 
 class FakeRun:
