@@ -276,7 +276,7 @@ def test_the_gantt_and_expert_load_views_and_a_ranks_cell_draw_in_a_real_browser
         "spans.show(gantt(events, 'Step 3', 0.25))\n"
         "spans",
         "records = [{'step': s, 'expert_tokens': [[5 + s, 3, 4, 4]], 'expert_dropped': [[s, 0, 0, 0]],\n"
-        "            'comm_bytes': 1e6 * s} for s in range(4)]\n"
+        "            'comm_wire_bytes': 1e6 * s} for s in range(4)]\n"
         "load = LiveFigure()\n"
         "load.show(expert_load_figure(records))\n"
         "load",
