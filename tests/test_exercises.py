@@ -198,7 +198,8 @@ WRONG = {
                            "   # the whole square, not causal"),
     },
     "10_long_context": {
-        "my_pairs": "my_pairs = 32 * 96                         # ring_forward's rectangles, not the visible pairs",
+        "my_visible_pairs": ("def my_visible_pairs(T, n, split, rank):   # the contiguous split for both\n"
+                             "    return sum(p + 1 for p in range(rank * T // n, (rank + 1) * T // n))"),
         "my_shrink": 'my_shrink = by[("one process", 256)] / by[("cp=2, per rank", 256)]   # section 1\'s T = 256, not 192',
         "my_cp_bytes": ("my_cp_bytes = build_model(long).cfg.n_layer * 4 * 2 * long.batch_size"
                         " * (long.seq_len // 2) * build_model(long).cfg.d_model * 4"

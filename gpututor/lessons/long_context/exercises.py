@@ -2,8 +2,10 @@
 (section 1's activation rows, section 4's runs) and derives what it expects, so the notebook
 shows only the call. ``...`` means "not answered yet".
 
-- :func:`check_visible_pairs`: the query-key pairs one rank's causal attention sees under a
-  split (``gpututor.parallel.context_parallel.causal_work``), for a case no cell prints.
+- :func:`check_visible_pairs`: the learner's count of the query-key pairs one rank's causal
+  attention sees under a split, run against ``gpututor.parallel.context_parallel.causal_work``
+  on cases the checker picks (``causal_work``, ``ring_step_work`` and ``split_positions`` refuse
+  while it runs).
 - :func:`check_activation_shrink`: one process's activations over a cp rank's at a length section
   1 did not run (the checker measures it): a prediction from section 1's two longest lengths.
 - :func:`check_cp_bytes`: the bytes a cp run no cell launched (cp=4) sends per step, by the
@@ -26,19 +28,52 @@ from ...config import RunSpec
 from ...formulas import ring_attention_shifts
 from ...i18n import tr
 from ...models import build_model, count_parameters
-from ...parallel.context_parallel import Ring, causal_work, split_positions
+from ...parallel.context_parallel import Ring, causal_work, ring_step_work, split_positions
 from ...parallel.context_parallel.ring_attention import merge, ring_forward, visible_tile
-from ..common.code_exercise import CalledTheReference, call_refusing
+from ..common.code_exercise import CalledTheReference, call_refusing, number_from
 from ..common.exercises import check_answer, records_in_ranks
 from ..common.guards import RefusedWhileRunning
 
 
-def check_visible_pairs(answer, seq_len: int = 96, ranks: int = 3, split: str = "contiguous",
-                        rank: int = 2) -> None:
-    """Query-key pairs rank ``rank``'s causal attention sees when ``seq_len`` tokens are split
-    over ``ranks`` ranks (the defaults: exercise 1, a case no cell prints). Exact."""
-    check_answer(answer, causal_work(seq_len, ranks, split)[rank],
-                 f"visible pairs of rank {rank}, {split} split", rel_tol=0, source="formula")
+# (T, n, split, rank): exercise 1's cases; every split and an end rank, a middle rank, rank 0,
+# n from 2 to 8, none where two of the tested mistakes give the same count
+VISIBLE_CASES = ((96, 3, "contiguous", 2), (96, 3, "zigzag", 2), (64, 4, "zigzag", 0),
+                 (120, 5, "contiguous", 1), (48, 2, "zigzag", 1), (256, 8, "zigzag", 5))
+
+
+def check_visible_pairs(candidate: Callable) -> None:
+    """Run ``candidate(T, n, split, rank)`` on :data:`VISIBLE_CASES`: the query-key pairs rank
+    ``rank``'s causal attention sees when ``T`` tokens are split over ``n`` ranks, exactly
+    :func:`~gpututor.parallel.context_parallel.causal_work`'s. ``causal_work``,
+    ``ring_step_work`` and ``split_positions`` refuse while it runs."""
+    if candidate is ...:
+        print(tr("visible pairs: not answered yet. Define your function and pass it in."))
+        return
+    if not callable(candidate):
+        raise AssertionError(tr("visible pairs: pass your function my_visible_pairs itself, not "
+                                "{got!r}.", got=candidate))
+    for seq_len, n, split, rank in VISIBLE_CASES:
+        expected = causal_work(seq_len, n, split)[rank]
+        where = tr("T = {T}, {n} ranks, {split} split, rank {rank}", T=seq_len, n=n, split=split,
+                   rank=rank)
+        got = call_refusing(candidate, (seq_len, n, split, rank),
+                            refused=(causal_work, ring_step_work, split_positions),
+                            called=tr("visible pairs: your function called the package's "
+                                      "causal_work, ring_step_work or split_positions: count the "
+                                      "pairs yourself."),
+                            failed=tr("visible pairs [{where}]: your function failed: {error}"),
+                            where=where)
+        number = number_from(got, tr("visible pairs: for {where} your function returned {got!r} "
+                                     "(a {kind}), not a number.", where=where, got=got,
+                                     kind=type(got).__name__))
+        if number != expected:
+            raise AssertionError(tr(
+                "visible pairs: for {where} yours gives {got:,.0f}, not the count of the pairs "
+                "causal attention allows. Which positions does this rank hold (zig-zag: chunks r "
+                "and 2n − 1 − r of 2n), and how many keys does the query at position p see?",
+                where=where, got=number))
+    print(tr("Correct: your function counts the visible pairs of {cases} cases exactly: both "
+             "splits, 2 to 8 ranks, first, middle and last ranks.", cases=len(VISIBLE_CASES)))
 
 
 PREDICTED_SEQ_LEN = 192   # exercise 2: a length section 1 does not run

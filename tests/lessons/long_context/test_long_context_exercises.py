@@ -18,16 +18,37 @@ def published(variable: str, **names):
     return _published("10_long_context", variable, torch=torch, build_model=build_model, count_parameters=count_parameters, **names)
 
 
-def test_visible_pairs_of_rank_2_of_3_under_the_contiguous_split(capsys):
-    check_visible_pairs(published("my_pairs"))
-    assert "(the formula gives 2,576)" in capsys.readouterr().out
-    wrong = {"a third of all pairs": 96 * 97 // 2 // 3,
-             "forgot the diagonal (p keys, not p + 1)": sum(range(64, 96)),
-             "what ring_forward computes: whole rectangles": 32 * 96,
-             "rank 0's": sum(p + 1 for p in range(32)),
-             "section 3's old case: rank 0 of T = 64 over 2": 528}
-    for mistake, answer in wrong.items():
-        rejected(check_visible_pairs, answer, match="is not what the formula gives")
+def test_visible_pairs_is_a_function_run_on_the_checkers_cases(capsys):
+    from gpututor.parallel.context_parallel import causal_work
+    solution = published("my_visible_pairs")
+    check_visible_pairs(solution)
+    assert "Correct: your function counts the visible pairs of 6 cases exactly" in capsys.readouterr().out
+    assert solution(96, 3, "contiguous", 2) == 2576   # the solution's own example
+    check_visible_pairs(...)
+    assert "not answered yet" in capsys.readouterr().out
+
+    def contiguous(T, n, split, rank):
+        return sum(p + 1 for p in range(rank * T // n, (rank + 1) * T // n))
+
+    def zigzag_n_plus_r(T, n, split, rank):
+        if split == "contiguous":
+            return contiguous(T, n, split, rank)
+        size = T // (2 * n)
+        return sum(p + 1 for c in (rank, n + rank) for p in range(c * size, (c + 1) * size))
+
+    wrong = {"forgot the diagonal (p keys, not p + 1)":
+             lambda T, n, s, r: solution(T, n, s, r) - T // n,
+             "the contiguous split for both": contiguous,
+             "zig-zag as chunks r and n + r": zigzag_n_plus_r,
+             "what ring_forward computes: whole rectangles": lambda T, n, s, r: T // n * T,
+             "a third of all pairs": lambda T, n, s, r: T * (T + 1) // 2 // n,
+             "exercise 1's old answer for every case": lambda T, n, s, r: 2576}
+    for mistake, candidate in wrong.items():
+        rejected(check_visible_pairs, candidate, match="not the count of the pairs")
+    rejected(check_visible_pairs, lambda T, n, s, r: causal_work(T, n, s)[r],
+             match="called the package's causal_work")
+    rejected(check_visible_pairs, lambda T, n, s, r: None, match="not a number")
+    assert causal_work(96, 3, "contiguous")[2] == 2576   # the references work again afterwards
 
 
 # section 1's measured bytes (rank 0's activations), exactly a·T + b·T² as the probe gives them
@@ -180,10 +201,14 @@ def test_every_message_of_the_checkers_has_its_chinese_line(capsys):
     assert len(literals) >= 15 and sorted(literals - set(ZH)) == []
     set_language("zh")
     try:
-        check_visible_pairs(2576)
+        check_visible_pairs(published("my_visible_pairs"))
         check_merge(...)
         out = capsys.readouterr().out
-        assert "连续切分下进程 2 的可见 query-key 对数" in out and "合并：尚未作答" in out
+        assert "正确：你的函数在 6 个情形上精确数出了可见对" in out and "合并：尚未作答" in out
+        with pytest.raises(AssertionError, match="可见对：请把你的函数 my_visible_pairs 本身传进来"):
+            check_visible_pairs(2576)
+        with pytest.raises(AssertionError, match="可见对：在 T = 96，3 个进程，contiguous 切分，进程 2 时"):
+            check_visible_pairs(lambda T, n, split, rank: T // n * T)
         with pytest.raises(AssertionError, match="合并 \\[11 个键分成 4 个和 7 个两块，无掩码\\]"):
             check_merge(lambda a, la, b, lb: ((a + b) / 2, torch.logaddexp(la, lb)))
     finally:
