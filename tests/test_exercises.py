@@ -223,7 +223,8 @@ WRONG = {
     "09_composing_parallelisms": {
         "my_pp_group": "my_pp_group = [8, 9, 10]             # neighbours by rank number",
         "my_dp_group": "my_dp_group = list(range(1, 18, 2))  # every odd rank",
-        "my_tp_extra": "my_tp_extra = 0                       # as if every parameter were split",
+        "my_tp_extra": ('my_tp_extra = runs["ddp+tp"]["mem_by_category"]["params"][0]'
+                        ' - single["mem_by_category"]["params"][0] / 2   # the tp=2 run\'s, not tp=3\'s'),
         "my_layouts": 'my_layouts = [r["layout"] for r in rows]   # every layout',
         "my_groups": textwrap.dedent('''\
             def my_groups(shape, dim):                 # the grid transposed: the first dim innermost

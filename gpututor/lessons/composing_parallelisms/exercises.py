@@ -4,8 +4,9 @@ shows only the call. ``...`` means "not answered yet".
 
 - :func:`check_pp_group`, :func:`check_dp_group`: rank 9's groups in a grid the lesson does not
   print (dp=3 x pp=3 x tp=2, the question's defaults), from :class:`RankGrid`.
-- :func:`check_tp_extra`: the parameter bytes rank 0 of the ``ddp+tp`` run held beyond half the
-  one-process model (measured: both numbers come from the runs).
+- :func:`check_tp_extra`: the parameter bytes rank 0 of a ``tp=3`` layout (no cell launches
+  one) holds beyond a third of the one-process model, predicted from the ``tp=2`` run's; the
+  checker counts them on the model it builds and splits as ``ddp+tp`` does.
 - :func:`check_layouts_that_fit`: the layouts the planner predicts to fit three quarters of the
   lesson's capacity (a formula: ``plan.layouts.predict_layouts``).
 - :func:`check_groups`: the learner's ``groups(shape, dim)``, every group of ranks along one dim,
@@ -23,6 +24,7 @@ from typing import Callable
 import torch
 
 from ...config import RunSpec
+from ...models import build_model
 from ...i18n import tr
 from ...parallel.mesh import RankGrid, build_groups, device_mesh
 from ...plan.layouts import HEADROOM, layouts, predict_layouts, transformer_of
@@ -89,22 +91,33 @@ def check_dp_group(answer, rank: int = QUESTION_RANK, shape: tuple = QUESTION_GR
 
 # ---- exercise 3: what tensor parallel leaves whole ------------------------------------------
 
-def tp_extra_bytes(runs: dict, single, layout: str = "ddp+tp", rank: int = 0) -> float | None:
-    """Parameter bytes rank ``rank`` of ``runs[layout]`` held beyond half of ``single``'s (the
-    one-process run's), as the runs measured them; None if a run is missing."""
-    try:
-        held = runs[layout]["mem_by_category"]["params"][rank]
-        whole = single["mem_by_category"]["params"][0]
-    except (KeyError, IndexError, TypeError):
-        return None
-    return held - whole / 2
+TP_EXTRA_DEGREE = 3   # exercise 3: a tp degree no cell launches (the medium GPT's 6 heads split)
 
 
-def check_tp_extra(answer, runs: dict, single) -> None:
-    """Exercise 3: the bytes of parameters rank 0 of the ``ddp+tp`` run held beyond exactly half
-    of the one-process model's (what tensor parallel does not split, halved)."""
-    check_answer(answer, tp_extra_bytes(runs, single),
-                 "parameter bytes of ddp+tp's rank 0 beyond half the model", rel_tol=0.01)
+def parameter_bytes(spec: RunSpec, tp: int = 1, rank: int = 0) -> int:
+    """Bytes of the parameters rank ``rank`` of a ``tp``-way Megatron split of ``spec``'s model
+    holds (``ddp+tp``'s split; 1: the whole model), counted on ``meta``: each distinct
+    parameter's elements × their size, tied ones once (as the runs' memory probe counts them)."""
+    from ...parallel.tensor_parallel.megatron import TensorParallelGroup, parallelize
+    model = build_model(spec, meta=True)
+    if tp > 1:
+        parallelize(model, TensorParallelGroup(rank=rank, size=tp))
+    return sum(p.numel() * p.element_size() for p in model.parameters())
+
+
+def tp_extra_bytes(spec: RunSpec, tp: int = TP_EXTRA_DEGREE, rank: int = 0) -> float:
+    """Parameter bytes rank ``rank`` of a ``tp``-way split of ``spec``'s model holds beyond
+    ``1/tp`` of the whole model's: what tensor parallel leaves whole, less its ``1/tp``."""
+    return parameter_bytes(spec, tp, rank) - parameter_bytes(spec) / tp
+
+
+def check_tp_extra(answer, spec: RunSpec, tp: int = TP_EXTRA_DEGREE) -> None:
+    """Exercise 3: the bytes of parameters rank 0 of a ``tp``-way layout of ``spec`` (3: no
+    cell launches one) holds beyond exactly ``1/tp`` of the one-process model's, within 1 %;
+    the checker counts them (:func:`tp_extra_bytes`) on the model it builds and splits."""
+    check_answer(answer, tp_extra_bytes(spec, tp),
+                 tr("parameter bytes of a tp={tp} rank 0 beyond 1/{tp} of the model", tp=tp),
+                 rel_tol=0.01, source="counted")
 
 
 # ---- exercise 4: the planner at a smaller capacity ------------------------------------------

@@ -81,34 +81,42 @@ def test_the_question_grid_is_not_one_the_lesson_makes():
     assert len(made) == 2 and QUESTION_GRID not in made   # grid (2-D) and grid3 (3-D)
 
 
-# ---- exercise 3: what tensor parallel leaves whole, from the runs ---------------------------
+# ---- exercise 3: what tensor parallel leaves whole, under a tp no run used -------------------
 
-def _runs(whole: float = 10_948_608, tp_rank0: float = 6_210_560):
-    """What the checker reads of lesson 09's runs (numbers of the shape this machine measured)."""
+def _runs(whole: float = 10_948_608, tp_rank0: float = 5_624_064):
+    """What lesson 09's runs record of parameter bytes (this machine's ddp+tp dp=2 x tp=2 run and
+    one process, medium GPT: the count below gives the same)."""
     single = {"mem_by_category": {"params": [whole]}}
     runs = {"ddp+tp": {"mem_by_category": {"params": [tp_rank0, tp_rank0, tp_rank0, tp_rank0]}},
             "ddp+pp": {"mem_by_category": {"params": [7e6, 5e6, 7e6, 5e6]}}}
     return runs, single
 
 
-def test_tp_extra_checker_reads_both_numbers_from_the_runs_and_rejects_the_classic_mistakes(
-        capsys):
+def test_tp_extra_is_a_tp3_prediction_the_checker_counts_and_a_tp3_run_measures(capsys):
+    from gpututor.lessons.composing_parallelisms.exercises import parameter_bytes, tp_extra_bytes
     runs, single = _runs()
-    extra = runs["ddp+tp"]["mem_by_category"]["params"][0] - single["mem_by_category"]["params"][0] / 2
-    check_tp_extra(published(STEM, "my_tp_extra", runs=runs, single=single), runs, single)
-    assert "Correct. parameter bytes of ddp+tp's rank 0 beyond half the model" \
+    # the runs' two numbers are what counting on the model gives (tp=2 and the whole model)
+    assert parameter_bytes(BASE) == single["mem_by_category"]["params"][0]
+    assert parameter_bytes(BASE, tp=2) == runs["ddp+tp"]["mem_by_category"]["params"][0]
+    check_tp_extra(published(STEM, "my_tp_extra", runs=runs, single=single), BASE)
+    assert "Correct. parameter bytes of a tp=3 rank 0 beyond 1/3 of the model: 1.997e+05" \
         in capsys.readouterr().out
+    extra = tp_extra_bytes(BASE)
     for shape_of_answer in (np.float64(extra), torch.tensor(extra), int(extra)):
-        check_tp_extra(shape_of_answer, runs, single)
+        check_tp_extra(shape_of_answer, BASE)
     whole, held = single["mem_by_category"]["params"][0], runs["ddp+tp"]["mem_by_category"]["params"][0]
-    wrong = {"as if every parameter were split": 0,
-             "forgot to take off the half: rank 0's whole parameters": held,
-             "what tensor parallel saved, not what it kept": whole - held,
-             "all that stays whole, not half of it": 2 * extra,
-             "the ddp+pp run's rank 0": runs["ddp+pp"]["mem_by_category"]["params"][0] - whole / 2}
+    extra_2 = held - whole / 2
+    wrong = {"the tp=2 run's extra, pasted": extra_2,
+             "as if every parameter were split": 0,
+             "all that stays whole, not 2/3 of it": 2 * extra_2,
+             "a third of what stays whole, not two thirds": 2 * extra_2 / 3,
+             "the tp=2 rank's bytes beyond a third": held - whole / 3}
     for mistake, answer in wrong.items():
-        rejected(check_tp_extra, answer, runs, single, match="is not what this notebook measured")
-    rejected(check_tp_extra, extra, {}, single, match="has not measured it yet")
+        rejected(check_tp_extra, answer, BASE, match="is not what counting on the model gives")
+    # the count is what a real tp=3 layout's rank 0 holds (3 ranks, one step)
+    run = launch(BASE.replace(strategy="ddp+tp", world_size=3, mesh={"dp": 1, "tp": 3},
+                              steps=1)).wait()
+    assert run["mem_by_category"]["params"][0] - whole / 3 == extra
 
 
 # ---- exercise 4: the planner at three quarters of the capacity -------------------------------
