@@ -2,7 +2,7 @@
 
 :func:`format_table` (bits, range, precision), :func:`cast_table` (what each format stores for
 a value), :func:`flush_to_zero_fraction` and :func:`overflow_fraction` (what a cast loses of
-real gradients), :func:`cpu_matrix_features` (whether this CPU has low-precision matrix units).
+real gradients), :func:`cpu_matrix_features` (which bf16/fp16 arithmetic instructions this CPU advertises).
 """
 from __future__ import annotations
 
@@ -101,17 +101,39 @@ def model_gradients(model: torch.nn.Module, inputs: torch.Tensor, targets: torch
     return grads
 
 
-def cpu_matrix_features() -> list[str]:
-    """Which low-precision matrix instructions this CPU advertises (Linux ``/proc/cpuinfo``).
+def cpu_matrix_features(cpuinfo: str = "/proc/cpuinfo") -> list[str] | None:
+    """Which bf16/fp16 arithmetic instructions this CPU advertises; None where it cannot be read.
 
-    ``avx512_bf16`` / ``amx_bf16``: hardware bf16 dot products; ``avx512_fp16`` / ``amx_fp16``:
-    hardware fp16 arithmetic. Without them a CPU converts to fp32 and back on the fly.
+    Linux x86 (the ``flags`` line of ``/proc/cpuinfo``): ``avx512_bf16`` / ``amx_bf16`` (bf16 dot
+    products), ``avx512_fp16`` / ``amx_fp16`` (fp16 arithmetic). Linux ARM (the ``Features``
+    line): ``bf16`` (BF16 instructions), ``fphp`` / ``asimdhp`` (half-precision, fp16,
+    arithmetic; ARMv8.2 and later). macOS (no ``/proc/cpuinfo``): ``sysctl``'s
+    ``hw.optional.arm.FEAT_BF16`` / ``FEAT_FP16``, named ``FEAT_BF16`` / ``FEAT_FP16``. Without
+    them a CPU converts to fp32 and back on the fly.
     """
-    wanted = ("avx2", "avx512f", "avx512_bf16", "avx512_fp16", "amx_bf16", "amx_fp16", "amx_tile")
+    wanted = ("avx512_bf16", "amx_bf16", "avx512_fp16", "amx_fp16", "bf16", "fphp", "asimdhp")
     try:
-        with open("/proc/cpuinfo") as f:
-            flags = next((line.split(":", 1)[1].split() for line in f
-                          if line.startswith("flags")), [])
+        with open(cpuinfo) as f:
+            flags = {word for line in f if line.startswith(("flags", "Features"))
+                     for word in line.split(":", 1)[1].split()}
     except OSError:
-        return []
+        return _sysctl_features()
     return [w for w in wanted if w in flags]
+
+
+def _sysctl_features() -> list[str] | None:
+    """macOS's ``hw.optional.arm.FEAT_BF16`` / ``FEAT_FP16`` that are 1; None where ``sysctl``
+    does not answer (not macOS, or an Intel Mac, whose keys these are not)."""
+    import subprocess
+    found, answered = [], False
+    for name in ("FEAT_BF16", "FEAT_FP16"):
+        try:
+            out = subprocess.run(["sysctl", "-n", f"hw.optional.arm.{name}"], capture_output=True,
+                                 text=True, timeout=5)
+        except (OSError, subprocess.SubprocessError):
+            continue
+        if out.returncode == 0 and out.stdout.strip():
+            answered = True
+            if out.stdout.strip() == "1":
+                found.append(name)
+    return found if answered else None

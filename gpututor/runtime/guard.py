@@ -51,9 +51,9 @@ def check_machine(spec, gpus: int | None = None) -> str:
     device = spec.resolved_device()
     if spec.precision == "fp16" and device != "cuda":
         # not a format question (torch computes fp16 on CPU, and lesson 06 trains in it with
-        # GradScaler("cpu")): most CPUs have no fp16 arithmetic, so a run would time emulation
+        # GradScaler("cpu")): most x86 CPUs have no fp16 arithmetic, so a run would time emulation
         raise InvalidValue("precision", spec.precision, "'fp32' or 'bf16' here",
-                           "on CPU: most CPUs have no fp16 arithmetic, so PyTorch emulates it, "
+                           "on CPU: most x86 CPUs have no fp16 arithmetic, so PyTorch emulates it, "
                            "many times slower than fp32, and a run would measure the emulation "
                            "(lesson 06 measures this CPU's rate)")
     if spec.precision == "bf16" and device == "cuda" and gpus > 0:

@@ -235,3 +235,16 @@ def test_the_loss_scale_replay_plot_draws_both_scalers_and_their_skipped_steps()
     assert list(ours.y) == [r["scale"] for r in rows]
     assert list(theirs.y) == [r["grad_scaler_scale"] for r in rows]
     assert list(ours_skipped.x) == list(theirs_skipped.x) == [5, 6]   # the two inf steps
+
+
+def test_cpu_matrix_features_reads_x86_flags_and_arm_features_and_only_low_precision_ones(tmp_path):
+    from gpututor.precision import cpu_matrix_features
+    x86 = tmp_path / "x86"
+    x86.write_text("processor\t: 0\nflags\t\t: fpu avx2 avx512f avx512_bf16 amx_tile amx_bf16\n")
+    arm = tmp_path / "arm"
+    arm.write_text("processor\t: 0\nFeatures\t: fp asimd fphp asimdhp bf16 i8mm\n")
+    old_arm = tmp_path / "old_arm"
+    old_arm.write_text("processor\t: 0\nFeatures\t: fp asimd evtstrm crc32\n")
+    assert cpu_matrix_features(str(x86)) == ["avx512_bf16", "amx_bf16"]   # no avx2/avx512f/amx_tile
+    assert cpu_matrix_features(str(arm)) == ["bf16", "fphp", "asimdhp"]
+    assert cpu_matrix_features(str(old_arm)) == []
