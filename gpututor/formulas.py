@@ -8,7 +8,8 @@ meters, the planner, the emulated link, the calibration and the plots call the s
 its spelling and by what it computes: every name in :data:`FORMULAS`).
 
 Symbols: ``N`` parameters, ``L`` layers, ``h`` width (``d_model``), ``s`` sequence length,
-``n`` ranks, ``S`` bytes, ``α`` latency per message, ``β`` bandwidth per rank per direction.
+``n`` ranks, ``S`` bytes, ``α`` latency per message, ``B`` bandwidth (bytes per second) per rank
+per direction.
 """
 from __future__ import annotations
 
@@ -186,15 +187,15 @@ def bus_factor(op: str, n: int) -> float:
 
 
 def send_seconds(nbytes: float, bandwidth: float, latency: float = 0.0) -> float:
-    """α-β time of one message of ``nbytes`` from one rank to another: ``α + S/β`` (Hockney
+    """α-β time of one message of ``nbytes`` from one rank to another: ``α + S/B`` (Hockney
     1994 [ref: hockney1994-model]). Every collective here is made of such messages."""
     return latency + nbytes / bandwidth
 
 
 def collective_seconds(op: str, nbytes: float, n: int, bandwidth: float, latency: float = 0.0
                        ) -> float:
-    """α-β time of one ``op`` on a buffer of ``nbytes`` over ``n`` ranks: ``k·(α + S/(n·β))``
-    with ``k`` :func:`ring_steps` (each step sends ``S/n``); a broadcast or send ``α + S/β``.
+    """α-β time of one ``op`` on a buffer of ``nbytes`` over ``n`` ranks: ``k·(α + S/(n·B))``
+    with ``k`` :func:`ring_steps` (each step sends ``S/n``); a broadcast or send ``α + S/B``.
     Nothing to do (0 s) on one rank or for an empty buffer."""
     if n <= 1 or nbytes <= 0:
         return 0.0
@@ -205,7 +206,7 @@ def collective_seconds(op: str, nbytes: float, n: int, bandwidth: float, latency
 
 def ring_allreduce_seconds(nbytes: float, n: int, bandwidth: float, latency: float = 0.0
                            ) -> float:
-    """Ring all-reduce: ``2(n-1)·(α + S/(n·β))`` (Patarasuk & Yuan 2009
+    """Ring all-reduce: ``2(n-1)·(α + S/(n·B))`` (Patarasuk & Yuan 2009
     [ref: patarasuk2009-ring])."""
     return collective_seconds("all_reduce", nbytes, n, bandwidth, latency)
 
