@@ -82,7 +82,7 @@ def capacity_figure(rows: list[dict], capacity: int) -> go.Figure:
     fig = go.Figure()
     for name in dict.fromkeys(r["name"] for r in rows):
         mine = [r for r in rows if r["name"] == name]
-        fig.add_bar(x=[f"{r['model_size']} ({r['parameters'] / 1e6:.2f} M)" for r in mine],
+        fig.add_bar(x=[f"{tr(r['model_size'])} ({r['parameters'] / 1e6:.2f} M)" for r in mine],
                     y=[r["peak_bytes"] / MB for r in mine], name=tr(name),
                     text=[tr("fits") if r["fits"] else tr("out of memory") for r in mine],
                     textposition="outside")
