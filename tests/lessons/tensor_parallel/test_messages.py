@@ -1,4 +1,5 @@
-"""Lesson 04's message counts: DDP's buckets and tensor parallel's all-reduces from a run's records."""
+"""Lesson 04's message counts: DDP's buckets and tensor parallel's all-reduces from a run's records
+(the sentence on where the runs go is tested in ``tests/lessons/common/test_devices.py``)."""
 from gpututor import RunSpec
 from gpututor.lessons.tensor_parallel import messages
 
@@ -24,15 +25,3 @@ def test_ddp_buckets_come_from_the_one_steady_step():
 def test_tp_allreduces_are_bytes_over_one_allreduce():
     assert messages.tp_allreduces({"comm_bytes_per_step": 16 * 1048576}, 1048576) == {
         "count": 16, "bytes": 16 * 1048576}
-
-
-def test_device_line_names_the_device_and_why(monkeypatch):
-    """Cell 1's line: GPUs only with one per rank for the largest run, else CPU with the reason."""
-    import torch
-    for gpus, device, words in [(0, "cpu", "no GPU visible"), (2, "cpu", "GPUs here: 2, fewer than the 4"),
-                                (4, "cuda", "one GPU per rank (4 GPUs here")]:
-        monkeypatch.setattr(torch.cuda, "is_available", lambda: gpus > 0)
-        monkeypatch.setattr(torch.cuda, "device_count", lambda: gpus)
-        spec = RunSpec(model="gpt").pin_device(4)
-        assert spec.device == device
-        assert words in messages.device_line(spec, 4)
