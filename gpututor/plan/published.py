@@ -21,7 +21,9 @@ the catalogue's dense peak.
   Table 1): 5,762 tokens/s/GPU with FSDP in bf16, local batch 2, global batch 16, selective
   activation checkpointing, sequence length 8,192 (``train_configs/llama3_8b.toml`` of the
   same time). Its H100s had 96 GB and a 500 W power limit: the catalogue's H100-80GB (its peak
-  at 700 W) stands in, so the prediction is an upper bound for that machine.
+  at 700 W) stands in, so the prediction is an upper bound for that machine. Its attention is
+  PyTorch's SDPA, whose flash kernel (the op its selective checkpointing saves) never stores the
+  ``s×s`` scores, so its memory is estimated with ``attention="fused"``.
 """
 from __future__ import annotations
 
@@ -56,6 +58,7 @@ class PublishedRun:
     config: Config | None = None
     gpus: int = 0
     published_memory_gib: float | None = None
+    attention: str = "eager"   # the attention kernel's memory, as plan.memory counts it
 
 
 def _llama2(size: str, layers: int, width: int, heads: int, params: float, hours: float,
@@ -79,7 +82,7 @@ RUNS = (
                  "Table 1 (FSDP, bf16, 8 GPUs)",
                  config=Config("H100-80GB", 8, "nvlink4", zero_stage=3, micro_batch=2,
                                recompute="selective"),
-                 published_memory_gib=82.4),
+                 published_memory_gib=82.4, attention="fused"),
 )
 
 
@@ -95,11 +98,12 @@ def implied_mfu(run: PublishedRun, causal: bool = DEFAULT_CAUSAL) -> float:
 
 
 def predict(run: PublishedRun):
-    """The planner's estimate for ``run`` at its default assumptions: the published layout, or
-    the best layout that fits on ``run.gpus`` GPUs."""
+    """The planner's estimate for ``run`` at its default assumptions: the published layout (with
+    the run's attention kernel, ``run.attention``), or the best layout that fits on ``run.gpus``
+    GPUs."""
     if run.config is not None:
         return estimate(run.model, run.tokens or run.tokens_per_step, run.config,
-                        tokens_per_step=run.tokens_per_step)
+                        tokens_per_step=run.tokens_per_step, attention=run.attention)
     rec = recommend(run.model, run.tokens, gpus=(run.gpu,), counts=[run.gpus],
                     tokens_per_step=run.tokens_per_step, inter_link="ib-hdr")
     return rec.ranked[0] if rec.ranked else None

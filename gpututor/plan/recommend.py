@@ -176,7 +176,7 @@ def estimate(model: Transformer, tokens: float, config: Config, precision: str =
              overlap: float = DEFAULT_OVERLAP, price_per_hour: float | None = None,
              usable_fraction: float = USABLE_FRACTION, convention: str | None = None,
              sequence_parallel: bool = DEFAULT_SEQUENCE_PARALLEL,
-             causal_attention: bool = DEFAULT_CAUSAL) -> Estimate:
+             causal_attention: bool = DEFAULT_CAUSAL, attention: str = "eager") -> Estimate:
     """Memory, time and cost of training ``model`` on ``tokens`` tokens with ``config``.
 
     Raises ``ValueError`` for impossible input (unknown GPU, degrees that do not divide, negative
@@ -192,6 +192,11 @@ def estimate(model: Transformer, tokens: float, config: Config, precision: str =
     share of peak reached on everything a step computes; ``tokens_per_step`` the global batch;
     ``comm_efficiency`` and ``overlap``; ``sequence_parallel`` with tensor parallel;
     ``causal_attention``; ``usable_fraction`` of the GPU's memory. The estimate lists them.
+
+    ``attention`` is the attention kernel's memory, as in :func:`per_device_memory`: "eager"
+    (the default, and what :func:`recommend` plans) keeps the ``s×s`` scores, "fused" (a
+    FlashAttention-class kernel) keeps none; a published run that used such a kernel is
+    estimated with it (``plan.published``).
     """
     checks.positive("tokens", tokens)
     checks.positive("tokens_per_step", tokens_per_step)
@@ -205,7 +210,7 @@ def estimate(model: Transformer, tokens: float, config: Config, precision: str =
     memory = per_device_memory(model, config.micro_batch, config.zero_stage, config.dp,
                                config.tp, config.pp, precision, optimizer, config.recompute,
                                sequence_parallel=sequence_parallel and config.tp > 1,
-                               convention=convention)
+                               convention=convention, attention=attention)
     usable = usable_bytes(gpu, usable_fraction)
     fits = memory["total"] <= usable
     multi_node = config.count > config.gpus_per_node

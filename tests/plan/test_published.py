@@ -35,3 +35,21 @@ def test_torchtitans_run_is_compared_on_its_own_layout():
     row = compare(next(run for run in RUNS if run.measure == "tokens/s/GPU"))
     assert "dp 8 ZeRO-3" in row["layout"] and "selective" in row["layout"]
     assert row["predicted"] > 0 and row["ratio"] == pytest.approx(row["predicted"] / 5762)
+
+
+def test_torchtitans_memory_is_counted_with_its_fused_attention():
+    """torchtitan's SDPA flash kernel keeps no s×s scores: its memory is plan.memory's
+    attention="fused" count, and estimate() without ``attention`` still plans eager attention."""
+    from gpututor.catalog import GB
+    from gpututor.plan.memory import per_device_memory
+    from gpututor.plan.recommend import estimate
+
+    titan = next(run for run in RUNS if run.measure == "tokens/s/GPU")
+    config = titan.config
+    fused, eager = (per_device_memory(titan.model, config.micro_batch, 3, config.dp,
+                                      recompute="selective", attention=kind)["total"]
+                    for kind in ("fused", "eager"))
+    # eager selective holds one recomputed layer's scores: 5·a·s²·b bytes
+    assert eager - fused == pytest.approx(5 * 32 * 8192 ** 2 * 2)
+    assert compare(titan)["predicted_memory_gb"] == pytest.approx(fused / GB)
+    assert estimate(titan.model, 1e9, config).memory["total"] == pytest.approx(eager)
