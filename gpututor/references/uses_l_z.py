@@ -195,6 +195,17 @@ USES: dict[str, Use] = {
         "first_bucket_bytes_cap = dist._DEFAULT_FIRST_BUCKET_BYTES if bucket_cap_mb is left at "
         "its default (25 MiB for the others), else bucket_cap_mb's bytes: a smaller first "
         "bucket lets the first all-reduce start sooner (read in the installed torch 2.13)"),
+    "pytorch-ddp-source-bucket-view": Use(
+        "pytorch-ddp-source", "DistributedDataParallel's docstring, gradient_as_bucket_view",
+        "gradient_as_bucket_view=False in the signature; set to True, 'gradients will be views "
+        "pointing to different offsets of allreduce communication buckets', which 'can reduce "
+        "peak memory usage, where the saved memory size will be equal to the total gradients "
+        "size' and avoids copying between gradients and buckets (read in torch 2.13)"),
+    "nccl-tests-performance-bus-factor": Use(
+        "nccl-tests-performance", "Bus bandwidth, Summary",
+        "bus bandwidth is the algorithm bandwidth S/t times a factor per collective: all-reduce "
+        "2(n-1)/n, reduce-scatter and all-gather (n-1)/n, broadcast and reduce 1; an all-reduce "
+        "of S needs 2(n-1) transfers per element over n links, t = (S/B)·2(n-1)/n at best"),
     "pytorch-async-tp-pass-patterns": Use(
         "pytorch-async-tp-pass", "micro_pipeline_tp_pass",
         "async TP finds all-gather -> matmul and matmul -> reduce-scatter patterns and fuses them "

@@ -106,6 +106,10 @@ WORKS: dict[str, Work] = {
     "pytorch-ddp-source": Work("PyTorch", 2025, "torch/nn/parallel/distributed.py "
                                  "(pytorch/pytorch)", "https://github.com/pytorch/pytorch/blob/"
                                  "main/torch/nn/parallel/distributed.py"),
+    "nccl-tests-performance": Work("NVIDIA nccl-tests", 2025, "doc/PERFORMANCE.md: Performance "
+                                     "reported by NCCL tests (NVIDIA/nccl-tests)",
+                                     "https://github.com/NVIDIA/nccl-tests/blob/master/doc/"
+                                     "PERFORMANCE.md"),
     "pytorch-async-tp-pass": Work("PyTorch", 2025, "torch/_inductor/fx_passes/micro_pipeline_tp.py "
                                     "(pytorch/pytorch)", "https://github.com/pytorch/pytorch/blob/"
                                     "main/torch/_inductor/fx_passes/micro_pipeline_tp.py"),
