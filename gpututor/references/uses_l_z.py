@@ -216,6 +216,56 @@ USES: dict[str, Use] = {
         "pytorch-tp", "the warning at the top",
         "'Tensor Parallelism APIs are experimental and subject to change'; TP is built on DTensor "
         "and provides Colwise, Rowwise and Sequence Parallelism styles"),
+    "pytorch-amp-grad-scaler": Use(
+        "pytorch-amp", "Gradient Scaling; torch.amp.GradScaler",
+        "gradient scaling multiplies the loss by a scale factor so small fp16 gradients do not "
+        "flush to zero, and unscales each .grad before the optimizer step; GradScaler's "
+        "defaults: init_scale 2.**16, growth_factor 2.0, backoff_factor 0.5, growth_interval "
+        "2000 consecutive iterations without inf/NaN gradients (docstring read in torch 2.13)"),
+    "pytorch-amp-op-reference": Use(
+        "pytorch-amp", "Autocast Op Reference",
+        "CUDA ops that autocast to float16 include linear, matmul, mm, bmm; CUDA ops that "
+        "autocast to float32 include softmax, layer_norm, cross_entropy, log_softmax; the CPU "
+        "float32 list has the losses (cross_entropy_loss, nll_loss, ...) but not softmax or "
+        "layer_norm, and unlisted ops run in the type of their inputs"),
+    "pytorch-cuda-semantics-tf32": Use(
+        "pytorch-cuda-semantics", "TensorFloat-32 (TF32) on Ampere (and later) devices",
+        "the allow_tf32 flag for matmuls defaults to True in PyTorch 1.7 to 1.11 and False in "
+        "1.12 and later; TF32 tensor cores, on NVIDIA GPUs since Ampere, round inputs to 10 bits "
+        "of mantissa and accumulate in FP32"),
+    "pytorch-pipelining-schedules": Use(
+        "pytorch-pipelining", "Implementing Your Own Schedule; Pipeline Schedules",
+        "ScheduleGPipe and Schedule1F1B (one stage per rank) subclass PipelineScheduleSingle; "
+        "ScheduleInterleaved1F1B, ScheduleLoopedBFS, ScheduleInterleavedZeroBubble and "
+        "ScheduleZBVZeroBubble (several stages per rank) subclass PipelineScheduleMulti"),
+    "pytorch-pipelining-source-runtime": Use(
+        "pytorch-pipelining-source", "_add_send_recv; _PipelineScheduleRuntime._step_microbatches",
+        "_add_send_recv turns a compute-only schedule into one with SEND/RECV actions; the "
+        "runtime waits for a receive before the pass that needs it and waits for the send "
+        "operations only after the last action of the step ('Mostly these operations should "
+        "have finished long ago'); read in torch 2.13's installed copy"),
+    "nvidia-h100-datasheet-sxm": Use(
+        "nvidia-h100-datasheet", "specifications table, H100 SXM",
+        "FP32 67 TFLOPS; TF32 Tensor Core 989 and BF16 Tensor Core 1,979 TFLOPS, marked 'Shown "
+        "with sparsity. Specifications 1/2 lower without sparsity', so 494.5 and 989.5 dense "
+        "(checked against a copy of the table, archive-lib.hpctech.co.jp, and glennklockwood.com's "
+        "table: TF32 494.7, BF16 989.4 dense; not against NVIDIA's own PDF)"),
+    "nvidia-a100-whitepaper-formats": Use(
+        "nvidia-a100-whitepaper", "A100 Tensor Cores Support All DL Data Types; Compute Capability",
+        "A100's third-generation Tensor Cores add TF32 and BF16 to FP16, INT8, INT4 and FP64; "
+        "A100 is compute capability 8.0 (not checked against the text: only the whitepaper's "
+        "table of contents, which lists these sections and Figure 9 'TensorFloat-32 (TF32)', "
+        "was reachable)"),
+    "nvidia-v100-datasheet-tensor": Use(
+        "nvidia-v100-datasheet", "specifications, V100 SXM2",
+        "Tensor Performance 125 TFLOPS for the SXM2 board (FP16 multiply, FP32 accumulate); no "
+        "BF16 (not checked against the text: NVIDIA's developer page 'Programming Tensor Cores "
+        "in CUDA 9' gives the same 'up to 125 Tensor TFLOPS' for Tesla V100)"),
+    "nvidia-t4-datasheet-mixed": Use(
+        "nvidia-t4-datasheet", "specifications",
+        "Mixed Precision (FP16/FP32) 65 TFLOPS, single precision 8.1 TFLOPS, INT8 130 TOPS; no "
+        "BF16 (not checked against the text: third-party copies of the figures, e.g. "
+        "geektopia.es's T4 announcement, give 65 and 8.1)"),
     "rajbhandari2020-volume": Use(
         "rajbhandari2020", "§7",
         "with a reduce-scatter and an all-gather each moving Ψ elements, data parallelism moves "

@@ -116,6 +116,30 @@ WORKS: dict[str, Work] = {
     "pytorch-tp": Work("PyTorch docs", 2025, "Tensor Parallelism - torch.distributed.tensor."
                          "parallel", "https://docs.pytorch.org/docs/stable/"
                          "distributed.tensor.parallel.html"),
+    # lessons 05 and 06: PyTorch's pages and source, NVIDIA's datasheets
+    "pytorch-amp": Work("PyTorch docs", 2025, "Automatic Mixed Precision package - torch.amp",
+                          "https://docs.pytorch.org/docs/stable/amp.html"),
+    "pytorch-cuda-semantics": Work("PyTorch docs", 2025, "CUDA semantics",
+                                     "https://docs.pytorch.org/docs/stable/notes/cuda.html"),
+    "pytorch-pipelining": Work("PyTorch docs", 2025, "Pipeline Parallelism - "
+                                 "torch.distributed.pipelining",
+                                 "https://docs.pytorch.org/docs/stable/distributed.pipelining.html"),
+    "pytorch-pipelining-source": Work("PyTorch", 2025, "torch/distributed/pipelining/schedules.py "
+                                        "(pytorch/pytorch)", "https://github.com/pytorch/pytorch/"
+                                        "blob/main/torch/distributed/pipelining/schedules.py"),
+    "nvidia-h100-datasheet": Work("NVIDIA", 2022, "NVIDIA H100 Tensor Core GPU (datasheet)",
+                                    "https://resources.nvidia.com/en-us-tensor-core/"
+                                    "nvidia-tensor-core-gpu-datasheet"),
+    "nvidia-a100-whitepaper": Work("NVIDIA", 2020, "NVIDIA A100 Tensor Core GPU Architecture "
+                                     "(whitepaper, V1.0)", "https://images.nvidia.com/aem-dam/"
+                                     "en-zz/Solutions/data-center/"
+                                     "nvidia-ampere-architecture-whitepaper.pdf"),
+    "nvidia-v100-datasheet": Work("NVIDIA", 2017, "NVIDIA Tesla V100 GPU Accelerator (datasheet)",
+                                    "https://images.nvidia.com/content/technologies/volta/pdf/"
+                                    "tesla-volta-v100-datasheet-letter-fnl-web.pdf"),
+    "nvidia-t4-datasheet": Work("NVIDIA", 2018, "NVIDIA T4 Tensor Core GPU (datasheet)",
+                                  "https://www.nvidia.com/content/dam/en-zz/Solutions/Data-Center/"
+                                  "tesla-t4/t4-tensor-core-datasheet-951643.pdf"),
     # lessons 01, 01c, 11, gpututor/moe.py, formulas.py, measure/flops.py
     "fedus2021": Work("Fedus et al.", 2021, "Switch Transformers: Scaling to Trillion "
                         "Parameter Models with Simple and Efficient Sparsity",
