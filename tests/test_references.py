@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from gpututor import references
-from gpututor.references import USES, WORKS, cite, uses_a_k, uses_l_z
+from gpututor.references import USES, WORKS, cite, uses_a_k, uses_l_o, uses_p_z
 
 ROOT = Path(__file__).resolve().parent.parent
 LINK = re.compile(r'\[([^\]]*)\]\(([^)\s]*) "ref:([^"]*)"\)')
@@ -123,8 +123,10 @@ def test_the_references_page_is_fresh():
 
 
 def test_each_use_is_in_its_file_by_key_and_once():
-    assert not set(uses_a_k.USES) & set(uses_l_z.USES)
+    files = (uses_a_k.USES, uses_l_o.USES, uses_p_z.USES)
+    assert sum(len(f) for f in files) == len(USES), "a key in two files"
     assert all("a" <= k[0] <= "k" for k in uses_a_k.USES), "a key beginning l-z in uses_a_k"
-    assert all("l" <= k[0] <= "z" for k in uses_l_z.USES), "a key beginning a-k in uses_l_z"
+    assert all("l" <= k[0] <= "o" for k in uses_l_o.USES), "a key not beginning l-o in uses_l_o"
+    assert all("p" <= k[0] <= "z" for k in uses_p_z.USES), "a key not beginning p-z in uses_p_z"
     assert all(k.startswith(u.source) for k, u in USES.items()), \
         [k for k, u in USES.items() if not k.startswith(u.source)]

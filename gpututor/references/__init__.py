@@ -19,10 +19,11 @@ from pathlib import Path
 
 from .entries import Use, Work
 from .uses_a_k import USES as _A_K
-from .uses_l_z import USES as _L_Z
+from .uses_l_o import USES as _L_O
+from .uses_p_z import USES as _P_Z
 from .works import WORKS
 
-USES: dict[str, Use] = {**_A_K, **_L_Z}   # a key begins with its work's key: a-k, l-z
+USES: dict[str, Use] = {**_A_K, **_L_O, **_P_Z}   # a key begins with its work's key: a-k, l-o, p-z
 
 
 def cite(key: str) -> str:

@@ -102,7 +102,7 @@ def parameter_bytes(spec: RunSpec, tp: int = 1, rank: int = 0) -> int:
     model = build_model(spec, meta=True)
     if tp > 1:
         parallelize(model, TensorParallelGroup(rank=rank, size=tp))
-    return sum(p.numel() * p.element_size() for p in model.parameters())
+    return sum(p.nbytes for p in model.parameters())
 
 
 def tp_extra_bytes(spec: RunSpec, tp: int = TP_EXTRA_DEGREE, rank: int = 0) -> float:
