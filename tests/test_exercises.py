@@ -141,8 +141,9 @@ WRONG = {
         "my_row_forward": textwrap.dedent('''\
             def my_row_forward(x_local, weight_local, bias, tp):   # bias added on every rank
                 return reduce_from_tensor_parallel_region(F.linear(x_local, weight_local, bias), tp)'''),
-        "my_tp_bytes": ("my_tp_bytes = 2 * n_layer * 8 * base.seq_len"
-                        " * build_model(base).cfg.d_model * 4   # forward only"),
+        "my_tp_bytes": ("my_tp_bytes = lambda batch, seq_len, d_model, n_layer: "
+                        "list(by_degree.values())[1][\"comm_bytes_per_step\"] / 2"
+                        "   # section 5's recorded degree-2 run, halved to batch 8"),
     },
     "05_pipeline_parallel": {
         "my_bubble": "my_bubble = (4 - 1) / (8 + 4 - 1)        # forgot the v = 2 chunks per rank",

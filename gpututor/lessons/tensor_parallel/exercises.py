@@ -5,9 +5,10 @@ answered yet".
 - :func:`check_row_parallel`: the learner's row-parallel forward, run in real ranks (2 and 3)
   against one dense ``nn.Linear``: output, input and weight gradients; the package's own
   ``RowParallelLinear.forward`` refuses while it runs.
-- :func:`check_tp_bytes`: the bytes a tensor-parallel run all-reduces per step, as it counts
-  them (each all-reduce by the size of what it sums), for a run the notebook has not made: the
-  checker launches it, so no figure printed above holds the answer.
+- :func:`check_tp_bytes`: the learner's ``tp_bytes(batch, seq_len, d_model, n_layer)``, the bytes
+  a tensor-parallel run all-reduces per step as the meter counts them (each all-reduce by the size
+  of what it sums), against runs the checker launches (degrees 2 and 4, batches and lengths no
+  cell runs), with ``launch`` and the lesson's counting helpers refused while it runs.
 """
 from __future__ import annotations
 
@@ -18,11 +19,12 @@ import torch
 import torch.nn as nn
 
 from ...config import RunSpec
+from ...models import build_model
 from ...i18n import tr
 from ...parallel.tensor_parallel.megatron import RowParallelLinear, TensorParallelGroup, owned_indices
 from ...runtime.launcher import launch
 from ..common.code_exercise import CalledTheReference, call_refusing
-from ..common.exercises import check_answer, records_in_ranks
+from ..common.exercises import as_number, records_in_ranks
 
 DIFFERS = {   # what is compared -> what the learner is told when it differs
     "output": "row-parallel forward: on {world} ranks, rank {rank}: the output differs from the "
@@ -102,21 +104,54 @@ def check_row_parallel(candidate, world_sizes: tuple = (2, 3)) -> None:
 
 
 _COUNTED: dict = {}   # spec -> the bytes per step its run counted (one launch per spec)
-# exercise 2's run: a degree and a batch that no cell of lesson 04 runs, fixed here so that the
-# call cannot be pointed at a run whose figure is printed above
-EXERCISE_RUN = {"strategy": "tp", "world_size": 4, "batch_size": 8, "steps": 4}
+# exercise 2's cases: (model size, tp degree, batch, sequence length), none of them a run a cell
+# of lesson 04 makes (the lesson runs batch 16 at base's sequence length), degrees 2 and 4
+TP_BYTES_CASES = (("tiny", 2, 3, 24), ("small", 4, 5, 40))
 
 
-def check_tp_bytes(answer, base: RunSpec) -> None:
-    """The bytes exercise 2's run all-reduces per step, as it counts them: each all-reduce by
-    the size of the activations it sums (not what each rank sends). The run is ``base`` (the
-    lesson's model and sequence length) with :data:`EXERCISE_RUN` (tensor parallel, degree 4,
-    batch 8); the checker launches it itself (once per spec), so the answer is a prediction, not
-    a figure read off a run above."""
-    spec = base.replace(**EXERCISE_RUN)
-    what = "bytes all-reduced per step by the exercise's tp run"
-    if answer is ...:   # not answered: no need to launch
-        return check_answer(answer, None, what)
+def counted_tp_bytes(base: RunSpec, size: str, degree: int, batch: int, seq_len: int) -> int:
+    """The bytes a tensor-parallel run (``base`` with this model size, degree, batch and
+    sequence length) all-reduces per step, as the package's meter counts them
+    (``comm_bytes_per_step``: each all-reduce by the size of what it sums); launched once per
+    spec and kept."""
+    spec = base.replace(strategy="tp", model_size=size, world_size=degree, batch_size=batch,
+                        seq_len=seq_len, steps=4)
     if spec not in _COUNTED:
         _COUNTED[spec] = launch(spec).wait()["comm_bytes_per_step"]
-    check_answer(answer, _COUNTED[spec], what, rel_tol=1e-6)
+    return _COUNTED[spec]
+
+
+def check_tp_bytes(candidate, base: RunSpec) -> None:
+    """Run ``candidate(batch, seq_len, d_model, n_layer)``, the bytes a tensor-parallel run
+    all-reduces per step, on :data:`TP_BYTES_CASES` (runs no cell makes, degrees 2 and 4),
+    against what each run counted (:func:`counted_tp_bytes`: the checker launches them),
+    exactly; ``launch``, the lesson's ``tp_allreduces`` and ``count_collectives`` refuse while
+    it runs. Says which case is wrong, not what the answer is."""
+    if candidate is ...:
+        print(tr("tp bytes: not answered yet. Define your function and pass it in."))
+        return
+    from .collectives import count_collectives
+    from .messages import tp_allreduces
+    for size, degree, batch, seq_len in TP_BYTES_CASES:
+        expected = counted_tp_bytes(base, size, degree, batch, seq_len)
+        cfg = build_model(base.replace(model_size=size)).cfg
+        case = tr("degree {degree}, batch {batch}, seq_len {seq_len}, d_model {d}, n_layer "
+                  "{layers}", degree=degree, batch=batch, seq_len=seq_len, d=cfg.d_model,
+                  layers=cfg.n_layer)
+        got = call_refusing(candidate, (batch, seq_len, cfg.d_model, cfg.n_layer),
+                            refused=(launch, tp_allreduces, count_collectives),
+                            called=tr("tp bytes: your function launched a run or called the "
+                                      "lesson's counting helpers: count the bytes yourself."),
+                            failed=tr("tp bytes [{case}]: your function raised {error}"),
+                            case=case)
+        number = as_number(got)
+        if number is None:
+            raise AssertionError(tr("tp bytes [{case}]: your function returned {got}, not a "
+                                    "number.", case=case, got=repr(got)))
+        if number != expected:
+            raise AssertionError(tr("tp bytes [{case}]: yours is not what the run counted. How "
+                                    "many all-reduces does one block make, forward and backward, "
+                                    "and how big is what each one sums?", case=case))
+    print(tr("Correct: your count equals the bytes the runs counted, exactly, for {cases} tp "
+             "runs no cell made (degrees {degrees}).", cases=len(TP_BYTES_CASES),
+             degrees=" & ".join(str(c[1]) for c in TP_BYTES_CASES)))

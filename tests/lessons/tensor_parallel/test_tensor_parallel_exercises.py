@@ -7,19 +7,17 @@ The published solutions are read from the lesson's "Solutions" cell, as
 ``tests/test_exercises.py`` reads them.
 """
 
-import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
 
 from gpututor.i18n import set_language
-from gpututor.lessons.tensor_parallel.exercises import (EXERCISE_RUN, check_row_parallel,
+from gpututor.lessons.tensor_parallel.exercises import (TP_BYTES_CASES, check_row_parallel,
                                                        check_tp_bytes)
 from gpututor.parallel.tensor_parallel.megatron import (RowParallelLinear,
                                                         reduce_from_tensor_parallel_region)
 from conftest import tiny_spec
 from exercise_solutions import published as _published, rejected
-from gpututor import build_model
 
 
 def published(variable: str, **names):
@@ -78,51 +76,52 @@ def test_row_parallel_checker_refuses_the_packages_own_layer():
     assert RowParallelLinear.forward.__code__.co_name == "forward"    # restored here too
 
 
-# ---- exercise 2: bytes all-reduced per step by a tp run the checker launches ---------------------
+# ---- exercise 2: tp_bytes(batch, seq_len, d_model, n_layer), against runs the checker launches -------
 
-# the lesson's base, with a shorter sequence: the small GPT (4 heads: the tiny one's 2 do not
-# split over 4 ranks); the checker runs it as exercise 2 says (tp, degree 4, batch 8), launched
-# once per test process and kept
+# the lesson's base (its model and steps); the checker's cases (TP_BYTES_CASES) set the model
+# size, degree, batch and sequence length themselves, and their runs are launched once per
+# test process and kept
 BASE = tiny_spec(model_size="small", strategy="single", world_size=1, batch_size=16)
-CFG = build_model(BASE).cfg
-N_LAYER, B, T, D = CFG.n_layer, EXERCISE_RUN["batch_size"], BASE.seq_len, CFG.d_model
 
 
-def test_tp_bytes_accepts_the_published_answer_in_any_shape(capsys):
-    answer = published("my_tp_bytes", n_layer=N_LAYER, base=BASE, build_model=build_model)
-    for shape in (answer, np.int64(answer), torch.tensor(answer)):
-        check_tp_bytes(shape, BASE)
-    assert "Correct. bytes all-reduced per step by the exercise's tp run" in capsys.readouterr().out
+def test_tp_bytes_accepts_the_published_function(capsys):
+    check_tp_bytes(published("my_tp_bytes"), BASE)
+    assert "Correct: your count equals the bytes the runs counted, exactly, for 2 tp runs" \
+        in capsys.readouterr().out
+
+
+def test_tp_bytes_cases_are_runs_no_cell_makes():
+    """Lesson 04 runs tp at batch 16 and base's sequence length; the checker's cases do not,
+    and they include degrees 2 and 4."""
+    assert {c[1] for c in TP_BYTES_CASES} == {2, 4}
+    assert all(batch != 16 and seq_len != BASE.seq_len for *_, batch, seq_len in TP_BYTES_CASES)
 
 
 @pytest.mark.parametrize("mistake, answer", [
-    ("forward only", 2 * N_LAYER * B * T * D * 4),
-    ("divided by the lesson's degree 4, as if each rank summed a quarter", N_LAYER * B * T * D * 4),
-    ("section 5's batch of 16", 4 * N_LAYER * 16 * T * D * 4),
-    ("what each rank sends, 2(N-1)/N = 1.5 of it on 4 ranks", 1.5 * 4 * N_LAYER * B * T * D * 4),
+    ("forward only", lambda b, t, d, n: 2 * n * b * t * d * 4),
+    ("divided by degree 4, as if each rank summed a quarter", lambda b, t, d, n: n * b * t * d * 4),
+    ("what each rank sends, 2(N-1)/N = 1.5 of it on 4 ranks",
+     lambda b, t, d, n: 1.5 * 4 * n * b * t * d * 4),
+    ("bf16's 2 bytes", lambda b, t, d, n: 4 * n * b * t * d * 2),
 ])
 def test_tp_bytes_rejects_the_classic_mistakes(mistake, answer):
-    rejected(check_tp_bytes, answer, BASE, match="is not what this notebook measured")
+    rejected(check_tp_bytes, answer, BASE, match="yours is not what the run counted")
 
 
-def test_the_exercise_run_is_fixed_by_the_checker_not_by_the_call(monkeypatch):
-    """Whatever spec the call passes, the run counted is tensor parallel of degree 4 on batch 8:
-    the call cannot be pointed at a run whose figure a cell printed."""
-    from gpututor.lessons.tensor_parallel import exercises as ex
-    launched = []
+def test_tp_bytes_rejects_a_pasted_recorded_value():
+    """Section 5's degree-2 run at batch 16, halved to batch 8: the value the old exercise
+    accepted; a constant cannot match runs of other shapes."""
+    recorded = 4 * 4 * 16 * BASE.seq_len * 128 * 4 / 2
+    rejected(check_tp_bytes, lambda *shape: recorded, BASE, match="yours is not what the run counted")
 
-    class Counted:
-        def __init__(self, spec):
-            launched.append(spec)
 
-        def wait(self):
-            return {"comm_bytes_per_step": 123}
+def test_tp_bytes_refuses_launching_the_run():
+    from gpututor import launch
 
-    monkeypatch.setattr(ex, "launch", Counted)
-    monkeypatch.setattr(ex, "_COUNTED", {})
-    ex.check_tp_bytes(123, BASE.replace(strategy="ddp", world_size=2, batch_size=16))
-    (spec,) = launched
-    assert (spec.strategy, spec.world_size, spec.batch_size) == ("tp", 4, 8)
+    def launches(batch, seq_len, d_model, n_layer):
+        return launch(BASE.replace(strategy="tp", world_size=2, batch_size=batch,
+                                   seq_len=seq_len)).wait()["comm_bytes_per_step"]
+    rejected(check_tp_bytes, launches, BASE, match="launched a run or called the lesson's counting")
 
 
 def test_the_checkers_speak_chinese(capsys):
@@ -131,7 +130,7 @@ def test_the_checkers_speak_chinese(capsys):
         check_row_parallel(...)
         check_tp_bytes(..., BASE)
         out = capsys.readouterr().out
-        for chinese in ("行并行前向：尚未作答", "练习中那次 tp 运行每步全归约的字节数"):
+        for chinese in ("行并行前向：尚未作答", "tp 字节数：尚未作答"):
             assert chinese in out, (chinese, out)
     finally:
         set_language("en")
