@@ -121,8 +121,7 @@ WRONG = {
     },
     "03_sharding": {
         "my_saving": "my_saving = (4 + 8) * n_params * (2 - 1) / 2   # the 2-rank runs' saving, not 4's",
-        "my_state_bytes": ('my_state_bytes = model_state_bytes(13e9, zero_stage=3, dp=32, '
-                           'convention="mixed-adam")["total"]   # fits too, but shards more than needed'),
+        "my_fewest_gpus": "my_fewest_gpus = (30, 6)   # N >= 30.3 and 6.5 rounded down, not up",
         "my_zero3_bytes": "my_zero3_bytes = 2 * (4 - 1) / 4 * 4 * n_params   # ZeRO-2's two collectives",
         "my_reduce_scatter": textwrap.dedent('''\
             def my_reduce_scatter(flat, rank, world):    # lesson 02's phase 1 as it is: piece r+1

@@ -5,8 +5,8 @@ the call. ``...`` means "not answered yet".
 - :func:`check_state_saving`: the bytes of model state ZeRO-2 would save each rank against data
   parallel on more ranks than the runs used (4), counted on the runs' model
   (:func:`zero2_saving_per_rank`).
-- :func:`check_first_fit`: the per-rank model state of the first stage that fits a device, by the
-  formula (``plan.memory.model_state_bytes``); ``None`` when no stage fits.
+- :func:`check_fewest_gpus`: the fewest GPUs on which ZeRO-2 and ZeRO-3 each hold a model's state
+  and the room kept for activations, by the formula (``plan.memory.model_state_bytes``).
 - :func:`check_zero3_sent`: the bytes each rank would send per step under ZeRO-3 on more ranks
   than any run here used (8), counted on the run's model (:func:`zero3_sent_per_rank`).
 - :func:`check_reduce_scatter`: the learner's reduce-scatter (ZeRO-2's gradient partition) from
@@ -82,41 +82,41 @@ def check_state_saving(answer, runs: dict, world_size: int = 4) -> None:
 
 # ---- exercise 2: which stage first fits, at scale (formula) -----------------------------------
 
-def first_stage_that_fits(n_params: float, world_size: int, device_bytes: float,
-                          convention: str = "mixed-adam", other_bytes: float = 0.0):
-    """The lowest ZeRO stage (0 = data parallel) whose model state plus ``other_bytes`` (e.g.
-    activations) fits in ``device_bytes`` per rank, by the formula; None if none fits."""
-    for stage in range(4):
-        state = model_state_bytes(n_params, zero_stage=stage, dp=world_size,
+def fewest_gpus(n_params: float, zero_stage: int, device_bytes: float,
+                other_bytes: float = 0.0, convention: str = "mixed-adam",
+                most: int = 100_000) -> int | None:
+    """The fewest data-parallel ranks on which ``zero_stage``'s model state plus ``other_bytes``
+    fits in ``device_bytes`` per rank, by the formula; None if not even ``most`` ranks do (stages
+    0 and 1 keep a whole copy of parameters or gradients: more ranks do not shrink it)."""
+    for world in range(1, most + 1):
+        state = model_state_bytes(n_params, zero_stage=zero_stage, dp=world,
                                   convention=convention)["total"]
         if state + other_bytes <= device_bytes:
-            return stage
+            return world
     return None
 
 
-def check_first_fit(answer, n_params: float = 13e9, world_size: int = 32,
-                    device_bytes: float = 40e9, other_bytes: float = 8e9,
-                    convention: str = "mixed-adam") -> None:
-    """The bytes of model state per rank of the first stage whose state plus ``other_bytes``
-    fits in ``device_bytes``, by the formula; ``None`` is the right answer when none fits (the
-    defaults: lesson 03's exercise 2, a 13 B model on 32 GPUs of 40 GB, a case the ZeRO paper's
-    Figure 1 does not print)."""
-    what = "model state per rank of the first stage that fits"
-    stage = first_stage_that_fits(n_params, world_size, device_bytes, convention, other_bytes)
+def check_fewest_gpus(answer, n_params: float = 13e9, device_bytes: float = 40e9,
+                      other_bytes: float = 8e9, convention: str = "mixed-adam") -> None:
+    """``answer``: the fewest GPUs on which ZeRO-2 fits, and the fewest on which ZeRO-3 fits, as a
+    pair of whole numbers, exactly as the formula gives them (the defaults: lesson 03's exercise
+    2, a 13 B model with mixed-precision Adam on 40 GB GPUs keeping 8 GB each)."""
+    what = "fewest GPUs on which ZeRO-2 and ZeRO-3 fit"
     if answer is ...:
         check_answer(answer, None, what)
         return
-    if stage is None:   # nothing fits: None is the answer, and no number is
-        if answer is not None:
-            raise AssertionError(tr("{what}: {answer} is not what the formula gives. Try again.",
-                                    what=tr(what), answer=repr(answer)))
-        print(tr("Correct: by the formula no stage fits (even stage 3's model state and the rest "
-                 "exceed the device)."))
-        return
-    expected = model_state_bytes(n_params, zero_stage=stage, dp=world_size,
-                                 convention=convention)["total"]
-    check_answer(answer, expected, what, rel_tol=0.01, source="formula")
-    print(tr("That is stage {stage}.", stage=stage))
+    expected = tuple(fewest_gpus(n_params, stage, device_bytes, other_bytes, convention)
+                     for stage in (2, 3))
+    pair = tuple(answer) if isinstance(answer, (tuple, list)) else None
+    numbers = None if pair is None or len(pair) != 2 else tuple(as_number(x) for x in pair)
+    if numbers is None or None in numbers or any(n != int(n) for n in numbers):
+        raise AssertionError(tr("{what}: {answer} is not a pair of whole numbers (ZeRO-2's "
+                                "GPUs, ZeRO-3's GPUs).", what=tr(what), answer=repr(answer)))
+    if tuple(int(n) for n in numbers) != expected:
+        raise AssertionError(tr("{what}: {answer} is not what the formula gives. Try again.",
+                                what=tr(what), answer=repr(answer)))
+    print(tr("Correct: ZeRO-2 fits from {two} GPUs, ZeRO-3 from {three} (the formula, exactly).",
+             two=expected[0], three=expected[1]))
 
 
 # ---- exercise 3: what ZeRO-3 would send on more ranks, counted ------------------------------

@@ -16,9 +16,9 @@ from torch.distributed import reduce_scatter_tensor as imported_before   # bound
 
 from gpututor import RunSpec
 from gpututor.i18n import set_language
-from gpututor.lessons.sharding.exercises import (check_first_fit, check_reduce_scatter,
+from gpututor.lessons.sharding.exercises import (check_fewest_gpus, check_reduce_scatter,
                                                  check_state_saving, check_zero3_sent,
-                                                 first_stage_that_fits, zero2_saving_per_rank,
+                                                 fewest_gpus, zero2_saving_per_rank,
                                                  zero3_sent_per_rank)
 from gpututor.plan.memory import model_state_bytes
 from exercise_solutions import published as _published, rejected
@@ -90,36 +90,37 @@ def test_state_saving_says_when_the_runs_are_missing():
 
 # ---- exercise 2: what fits, at scale (formula) -------------------------------------------------
 
-def test_first_fit_accepts_the_published_bytes_and_names_the_stage(capsys):
-    answer = published("my_state_bytes")
-    assert first_stage_that_fits(13e9, 32, 40e9, other_bytes=8e9) == 2
-    for shape in (answer, np.float32(answer), torch.tensor(answer)):
-        check_first_fit(shape)
-    out = capsys.readouterr().out
-    assert "(the formula gives 3.169e+10)" in out and "That is stage 2." in out
+def test_fewest_gpus_accepts_the_published_pair_in_any_shape(capsys):
+    answer = published("my_fewest_gpus")
+    assert answer == (31, 7)
+    assert [fewest_gpus(13e9, stage, 40e9, 8e9) for stage in range(4)] == [None, None, 31, 7]
+    for shape in (answer, list(answer), (np.int64(31), torch.tensor(7)), (31.0, 7.0)):
+        check_fewest_gpus(shape)
+    assert "ZeRO-2 fits from 31 GPUs, ZeRO-3 from 7" in capsys.readouterr().out
 
 
 @pytest.mark.parametrize("mistake, answer", [
-    ("stage 3 fits too, but shards more than needed", 16 * 13e9 / 32),
-    ("stage 1: the optimizer state sharded, the gradients not yet", 4 * 13e9 + 12 * 13e9 / 32),
-    ("the model state plus the 8 GB kept for activations", 2 * 13e9 + 14 * 13e9 / 32 + 8e9),
-    ("the paper's Figure 1 case (7.5 B on 64 GPUs), stage 2", 2 * 7.5e9 + 14 * 7.5e9 / 64),
-    ("the stage's number, not its bytes", 2),
-    ("as if no stage fitted", None),
+    ("rounded down: N >= 30.3 and 6.5 taken as 30 and 6", (30, 6)),
+    ("the stages swapped", (7, 31)),
+    ("the 8 GB for activations left out (40 GB of state)",
+     (fewest_gpus(13e9, 2, 40e9), fewest_gpus(13e9, 3, 40e9))),
+    ("all 40 GB counted and the 8 GB added on top", (fewest_gpus(13e9, 2, 48e9), 7)),
+    ("the question's device count of old (32 GPUs) for both", (32, 32)),
 ])
-def test_first_fit_rejects_the_classic_mistakes(mistake, answer):
-    rejected(check_first_fit, answer, match="is not what the formula gives")
+def test_fewest_gpus_rejects_the_classic_mistakes(mistake, answer):
+    assert answer != (31, 7)
+    rejected(check_fewest_gpus, answer, match="is not what the formula gives")
 
 
-def test_first_fit_takes_none_where_nothing_fits_and_no_number(capsys):
-    tight = dict(device_bytes=14e9)         # even stage 3 (6.5 GB) + 8 GB is too much
-    assert first_stage_that_fits(13e9, 32, 14e9, other_bytes=8e9) is None
-    check_first_fit(None, **tight)
-    assert "by the formula no stage fits" in capsys.readouterr().out
-    rejected(check_first_fit, 16 * 13e9 / 32, **tight, match="is not what the formula gives")
-    roomy = dict(device_bytes=300e9)        # data parallel fits: stage 0's 208 GB
-    check_first_fit(16 * 13e9, **roomy)
-    rejected(check_first_fit, None, **roomy, match="is not what the formula gives")
+@pytest.mark.parametrize("answer", [31, "31, 7", (31,), (31, 7, 1), (31.5, 7), (None, 7)])
+def test_fewest_gpus_wants_a_pair_of_whole_numbers(answer):
+    rejected(check_fewest_gpus, answer, match="is not a pair of whole numbers")
+
+
+def test_fewest_gpus_follows_the_question():
+    check_fewest_gpus((fewest_gpus(7.5e9, 2, 40e9, 8e9), fewest_gpus(7.5e9, 3, 40e9, 8e9)),
+                      n_params=7.5e9)
+    rejected(check_fewest_gpus, (31, 7), n_params=7.5e9, match="is not what the formula gives")
 
 
 # ---- exercise 3: what ZeRO-3 would send on 8 ranks, counted ------------------------------------
@@ -330,17 +331,17 @@ def test_the_checkers_speak_chinese(capsys):
     set_language("zh")
     try:
         check_state_saving(9 * PSI, _runs())
-        check_first_fit(published("my_state_bytes"))
+        check_fewest_gpus(published("my_fewest_gpus"))
         check_zero3_sent(..., FOUR)
         check_reduce_scatter(...)
         out = capsys.readouterr().out
-        for chinese in ("在 4 个进程上，与 ddp 相比 zero2 为每个进程省下的模型状态字节数", "也就是阶段 2。",
+        for chinese in ("在 4 个进程上，与 ddp 相比 zero2 为每个进程省下的模型状态字节数", "ZeRO-2 从 31 张 GPU 起放得下",
                         "8 个进程上 zero3 每个进程每步发送的字节数", "归约分散：尚未作答"):
             assert chinese in out, (chinese, out)
         with pytest.raises(AssertionError, match="是 2 个进程上的运行测得的"):
             check_state_saving(6 * PSI, _runs())
         with pytest.raises(AssertionError, match="不是公式给出的值"):
-            check_first_fit(1.875e9)
+            check_fewest_gpus((30, 6))
         with pytest.raises(AssertionError, match="请传入第 8 节的 zero3 运行"):
             check_zero3_sent(1.0, {**FOUR, "strategy": "ddp"})
     finally:
