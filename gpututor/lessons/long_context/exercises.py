@@ -17,6 +17,8 @@ shows only the call. ``...`` means "not answered yet".
 """
 from __future__ import annotations
 
+import random
+
 import math
 import sys
 from dataclasses import dataclass
@@ -41,8 +43,21 @@ VISIBLE_CASES = ((96, 3, "contiguous", 2), (96, 3, "zigzag", 2), (64, 4, "zigzag
                  (120, 5, "contiguous", 1), (48, 2, "zigzag", 1), (256, 8, "zigzag", 5))
 
 
+def drawn_cases(count: int = 3, rng: random.Random | None = None) -> list[tuple]:
+    """``count`` more cases drawn afresh at each check: a table of answers made beforehand for
+    :data:`VISIBLE_CASES` (with ``causal_work``, outside the check) does not cover them."""
+    rng = rng or random.Random()
+    cases = []
+    for _ in range(count):
+        n = rng.randint(2, 8)
+        cases.append((2 * n * rng.randint(2, 12), n, rng.choice(("contiguous", "zigzag")),
+                      rng.randrange(n)))
+    return cases
+
+
 def check_visible_pairs(candidate: Callable) -> None:
-    """Run ``candidate(T, n, split, rank)`` on :data:`VISIBLE_CASES`: the query-key pairs rank
+    """Run ``candidate(T, n, split, rank)`` on :data:`VISIBLE_CASES` and three cases drawn at
+    random (:func:`drawn_cases`): the query-key pairs rank
     ``rank``'s causal attention sees when ``T`` tokens are split over ``n`` ranks, exactly
     :func:`~gpututor.parallel.context_parallel.causal_work`'s. ``causal_work``,
     ``ring_step_work`` and ``split_positions`` refuse while it runs."""
@@ -52,7 +67,8 @@ def check_visible_pairs(candidate: Callable) -> None:
     if not callable(candidate):
         raise AssertionError(tr("visible pairs: pass your function my_visible_pairs itself, not "
                                 "{got!r}.", got=candidate))
-    for seq_len, n, split, rank in VISIBLE_CASES:
+    cases = list(VISIBLE_CASES) + drawn_cases()
+    for seq_len, n, split, rank in cases:
         expected = causal_work(seq_len, n, split)[rank]
         where = tr("T = {T}, {n} ranks, {split} split, rank {rank}", T=seq_len, n=n, split=split,
                    rank=rank)
@@ -73,7 +89,7 @@ def check_visible_pairs(candidate: Callable) -> None:
                 "and 2n − 1 − r of 2n), and how many keys does the query at position p see?",
                 where=where, got=number))
     print(tr("Correct: your function counts the visible pairs of {cases} cases exactly: both "
-             "splits, 2 to 8 ranks, first, middle and last ranks.", cases=len(VISIBLE_CASES)))
+             "splits, 2 to 8 ranks, first, middle and last ranks.", cases=len(cases)))
 
 
 PREDICTED_SEQ_LEN = 192   # exercise 2: a length section 1 does not run
