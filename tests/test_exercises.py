@@ -215,7 +215,9 @@ WRONG = {
                               "    return (f * probs.mean(dim=0)).sum()"),
     },
     "12_failures_at_scale": {
-        "my_young": "my_young = math.sqrt(45 * 3600 / (2048 * rate))   # forgot the 2",
+        "my_young": textwrap.dedent('''\
+            def my_young(n_gpus, per_gpu_hour, blocked_s, save_s):   # the whole save, not what it blocks
+                return math.sqrt(2 * save_s * 3600 / (n_gpus * per_gpu_hour))'''),
         "my_lost_gpu_hours": textwrap.dedent('''\
             def my_lost_gpu_hours(interval_s, save_s, mtbf_s, n_gpus, restart_s):   # forgot the restarts
                 return (save_s / interval_s + interval_s / 2 / mtbf_s) * n_gpus * 24'''),

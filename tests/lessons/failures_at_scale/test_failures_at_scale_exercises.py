@@ -6,7 +6,8 @@ import math
 import pytest
 
 from gpututor.lessons.failures_at_scale.exercises import check_lost_gpu_hours, check_young_interval
-from gpututor.plan.interruptions import daly_interval, interruptions_per_gpu_hour, job_mtbf_s
+from gpututor.plan.interruptions import (daly_interval, interruptions_per_gpu_hour, job_mtbf_s,
+                                         young_interval)
 from exercise_solutions import published as _published, rejected
 
 
@@ -17,21 +18,24 @@ def published(variable: str, **names):
 RATE = interruptions_per_gpu_hour()
 
 
-def test_young_interval_for_the_exercises_job(capsys):
-    check_young_interval(published("my_young", rate=RATE))
-    # MTBF = 3600 / (2048 x 419 / 21,233,664) = 3600 x 10,368 / 419 = 89,080 s; sqrt(2 x 45 x 89,080)
-    assert "(the formula gives 2,831)" in capsys.readouterr().out
-    check_young_interval(daly_interval(45, job_mtbf_s(2048, RATE)))   # Daly's is within 2 %
-    wrong = {"forgot the 2": math.sqrt(45 * 3600 / (2048 * RATE)),
-             "all 466 interruptions, planned ones too": math.sqrt(
-                 2 * 45 * 3600 / (2048 * interruptions_per_gpu_hour(planned=True))),
-             "the 16,384-GPU job's MTBF": math.sqrt(2 * 45 * job_mtbf_s(16_384, RATE)),
-             "the MTBF in hours": math.sqrt(2 * 45 / (2048 * RATE)),
-             "in minutes": math.sqrt(2 * 45 * 3600 / (2048 * RATE)) / 60,
-             "the whole async save (300 s), not the 45 s it blocks": math.sqrt(
-                 2 * 300 * 3600 / (2048 * RATE))}
-    for mistake, answer in wrong.items():
-        rejected(check_young_interval, answer, match="is not what the formula gives")
+def test_young_interval_code_exercise(capsys):
+    solution = published("my_young")
+    check_young_interval(solution)
+    assert "Correct: your function gives Young's interval on 4 jobs." in capsys.readouterr().out
+    # the question's job: MTBF = 3600 / (2048 x 419 / 21,233,664) = 89,080 s; sqrt(2 x 45 x 89,080)
+    assert round(solution(2048, RATE, 45, 300)) == 2831
+    wrong = {"forgot the 2": lambda n, r, b, s: math.sqrt(b * 3600 / (n * r)),
+             "the whole save, not what it blocks": lambda n, r, b, s: math.sqrt(2 * s * 3600 / (n * r)),
+             "one GPU's MTBF": lambda n, r, b, s: math.sqrt(2 * b * 3600 / r),
+             "the MTBF in hours": lambda n, r, b, s: math.sqrt(2 * b / (n * r)),
+             "in minutes": lambda n, r, b, s: math.sqrt(2 * b * 3600 / (n * r)) / 60,
+             "Daly's interval (not Young's)": lambda n, r, b, s: daly_interval(b, 3600 / (n * r)),
+             "the question's number for every job": lambda n, r, b, s: 2831.0}
+    for mistake, candidate in wrong.items():
+        rejected(check_young_interval, candidate, match="not the formula's|called the package's")
+    rejected(check_young_interval, lambda n, r, b, s: young_interval(b, job_mtbf_s(n, r)),
+             match="called the package's")
+    rejected(check_young_interval, 2831.0, match="pass your function")
     check_young_interval(...)
     assert "not answered yet" in capsys.readouterr().out
 
@@ -77,12 +81,14 @@ def test_the_checkers_speak_chinese(capsys):
     from gpututor.i18n import set_language
     set_language("zh")
     try:
-        check_young_interval(published("my_young", rate=RATE))
+        check_young_interval(published("my_young"))
         check_lost_gpu_hours(published("my_lost_gpu_hours"))
         check_lost_gpu_hours(...)
         out = capsys.readouterr().out
-        for chinese in ("Young 间隔", "公式给出", "正确：你的函数在 4 个作业上", "尚未作答"):
+        for chinese in ("给出了 Young 间隔", "正确：你的函数在 4 个作业上", "尚未作答"):
             assert chinese in out, (chinese, out)
+        with pytest.raises(AssertionError, match="Young 间隔：.*不是公式给出的值"):
+            check_young_interval(lambda n, r, b, s: math.sqrt(b * 3600 / (n * r)))
         with pytest.raises(AssertionError, match="不是公式给出的值"):
             check_lost_gpu_hours(lambda t, d, m, n, r: (d / t + t / 2 / m) * n * 24)
     finally:
