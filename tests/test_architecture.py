@@ -315,3 +315,13 @@ def test_the_architecture_doc_draws_the_tree_as_it_is():
     docstring's first sentence (redraw it with ``python tests/architecture_tree.py``)."""
     from architecture_tree import drawn, tree
     assert drawn() == tree(), "the package changed: run python tests/architecture_tree.py"
+
+
+def test_no_two_test_files_share_a_name():
+    """The test folders are not packages: pytest imports each test file by its bare name, so a
+    second ``test_devices.py`` anywhere under tests/ stops the whole run at collection ("import
+    file mismatch"; a fresh-clone make test failed so)."""
+    from collections import Counter
+    tests = Path(__file__).resolve().parent
+    names = Counter(p.name for p in tests.rglob("test_*.py"))
+    assert not [n for n, count in names.items() if count > 1], names.most_common(3)

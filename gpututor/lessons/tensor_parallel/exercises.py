@@ -12,6 +12,8 @@ answered yet".
 """
 from __future__ import annotations
 
+import sys
+
 from dataclasses import dataclass
 from typing import Callable
 
@@ -103,10 +105,24 @@ def check_row_parallel(candidate, world_sizes: tuple = (2, 3)) -> None:
              "dense nn.Linear.", worlds=" & ".join(map(str, world_sizes))))
 
 
-_COUNTED: dict = {}   # spec -> the bytes per step its run counted (one launch per spec)
 # exercise 2's cases: (model size, tp degree, batch, sequence length), none of them a run a cell
 # of lesson 04 makes (the lesson runs batch 16 at base's sequence length), degrees 2 and 4
 TP_BYTES_CASES = (("tiny", 2, 3, 24), ("small", 4, 5, 40))
+
+
+def _cache():
+    """The runs' counts, one launch per spec, kept in a closure: no module attribute holds them
+    (a learner's function could read one), and the checker refuses this reader while it runs."""
+    counted: dict = {}
+
+    def count(spec: RunSpec) -> int:
+        if spec not in counted:
+            counted[spec] = launch(spec).wait()["comm_bytes_per_step"]
+        return counted[spec]
+    return count
+
+
+_count_run = _cache()
 
 
 def counted_tp_bytes(base: RunSpec, size: str, degree: int, batch: int, seq_len: int) -> int:
@@ -114,11 +130,8 @@ def counted_tp_bytes(base: RunSpec, size: str, degree: int, batch: int, seq_len:
     sequence length) all-reduces per step, as the package's meter counts them
     (``comm_bytes_per_step``: each all-reduce by the size of what it sums); launched once per
     spec and kept."""
-    spec = base.replace(strategy="tp", model_size=size, world_size=degree, batch_size=batch,
-                        seq_len=seq_len, steps=4)
-    if spec not in _COUNTED:
-        _COUNTED[spec] = launch(spec).wait()["comm_bytes_per_step"]
-    return _COUNTED[spec]
+    return _count_run(base.replace(strategy="tp", model_size=size, world_size=degree,
+                                   batch_size=batch, seq_len=seq_len, steps=4))
 
 
 def check_tp_bytes(candidate, base: RunSpec) -> None:
@@ -139,7 +152,9 @@ def check_tp_bytes(candidate, base: RunSpec) -> None:
                   "{layers}", degree=degree, batch=batch, seq_len=seq_len, d=cfg.d_model,
                   layers=cfg.n_layer)
         got = call_refusing(candidate, (batch, seq_len, cfg.d_model, cfg.n_layer),
-                            refused=(launch, tp_allreduces, count_collectives),
+                            refused=(launch, tp_allreduces, count_collectives,
+                                     counted_tp_bytes),
+                            attributes=((sys.modules[__name__], "_count_run"),),
                             called=tr("tp bytes: your function launched a run or called the "
                                       "lesson's counting helpers: count the bytes yourself."),
                             failed=tr("tp bytes [{case}]: your function raised {error}"),

@@ -1,5 +1,5 @@
 """Lesson 04's message counts: DDP's buckets and tensor parallel's all-reduces from a run's records
-(the sentence on where the runs go is tested in ``tests/lessons/common/test_devices.py``)."""
+(the sentence on where the runs go is tested in ``tests/lessons/common/test_device_line.py``)."""
 from gpututor import RunSpec
 from gpututor.lessons.tensor_parallel import messages
 

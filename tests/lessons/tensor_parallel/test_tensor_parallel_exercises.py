@@ -115,6 +115,26 @@ def test_tp_bytes_rejects_a_pasted_recorded_value():
     rejected(check_tp_bytes, lambda *shape: recorded, BASE, match="yours is not what the run counted")
 
 
+def test_tp_bytes_cannot_read_what_the_checker_counted():
+    """The check reading's two ways round it: the counts kept where a function could read
+    them (a module dict, then a closure reader), and the checker's counting helper, which
+    answers from that cache without launching."""
+    from gpututor.lessons.tensor_parallel import exercises as ex
+    check_tp_bytes(published("my_tp_bytes"), BASE)   # the counts are cached now
+
+    def from_the_helper(batch, seq_len, d_model, n_layer):
+        case = next(c for c in ex.TP_BYTES_CASES if c[2] == batch)
+        return ex.counted_tp_bytes(BASE, *case)
+
+    def from_the_cache(batch, seq_len, d_model, n_layer):
+        size, degree, _, _ = next(c for c in ex.TP_BYTES_CASES if c[2] == batch)
+        return ex._count_run(BASE.replace(strategy="tp", model_size=size, world_size=degree,
+                                          batch_size=batch, seq_len=seq_len, steps=4))
+    assert not hasattr(ex, "_COUNTED")
+    for cheat in (from_the_helper, from_the_cache):
+        rejected(check_tp_bytes, cheat, BASE, match="launched a run or called the lesson's counting")
+
+
 def test_tp_bytes_refuses_launching_the_run():
     from gpututor import launch
 
