@@ -4,7 +4,7 @@ import nbformat
 
 from cuda_shape import shaped_record
 from gpututor import RunSpec
-from test_exercises import cuda_shaped, failing_cells
+from test_exercises import cuda_shaped, problems
 
 RECORD = {"rank": 1, "step": 3, "step_time_s": 0.1, "comm_s": 0.02, "compute_s": 0.08,
           "mem_peak": 1000, "mem_allocator_peak": None, "device": "cpu"}
@@ -27,10 +27,14 @@ def test_a_failure_names_the_lessons_cell():
         cell.metadata["lesson_cell"] = index
     added = nbformat.v4.new_code_cell("# added by tests/test_exercises.py: the published solution\n")
     nb = cuda_shaped(nbformat.v4.new_notebook(cells=cells + [added]), (8, 32))
-    output = ("_____ /tmp/x/03.ipynb::Cell 2 _____\nTraceback:\n\x1b[31mTypeError\x1b[39m: "
-              "unsupported operand type(s) for *: 'NoneType' and 'float'\n"
-              "_ /tmp/pytest-of-root/popen-gw0/x/03.ipynb::Cell 3 _\nAssertionError: 1 is not 2\n"
-              "===== short test summary info =====\n")
-    assert failing_cells(output, nb) == [
+    nb.cells[3].outputs = [nbformat.v4.new_output(
+        "error", ename="TypeError", evalue="unsupported operand type(s) for *: 'NoneType' and 'float'",
+        traceback=[])]
+    nb.cells[4].outputs = [nbformat.v4.new_output("error", ename="AssertionError",
+                                                  evalue="1 is not 2", traceback=[])]
+    nb.cells[0].outputs = [nbformat.v4.new_output("error", ename="ImportError", evalue="no",
+                                                  traceback=[])]
+    assert problems(nb, "03_sharding") == [
         "cell 2: TypeError: unsupported operand type(s) for *: 'NoneType' and 'float'",
+        "the test's setup cell: ImportError: no",
         "the published solution the test runs after cell 2: AssertionError: 1 is not 2"]

@@ -9,7 +9,8 @@ values, and are searched for as they are); a widget shows a bad-input error's fr
 (:func:`error_text`, built from the fields of ``gpututor.checks.InvalidValue``), and so does a
 code cell, on a line under the traceback (``gpututor.ui.errors``).
 
-Lessons print their sentences with :func:`say` (``print`` through :func:`tr`).
+Lessons show their sentences with :func:`say` (:func:`tr`, then :func:`show`: rendered in a
+notebook, printed elsewhere).
 
 Text is looked up by its English form, as gettext does: ``tr("Run")`` or, for a sentence with
 values, ``tr("{what}: not answered yet.", what=...)``, whose English template is the msgid; a
@@ -24,6 +25,10 @@ where text is shown; ranks never read it.
 from __future__ import annotations
 
 from ..checks import InvalidValue, choice
+from .shown import show, show_code, show_table
+
+__all__ = ["LANGUAGES", "error_text", "language", "ntr", "say", "set_language", "show",
+           "show_code", "show_table", "table", "tr"]
 
 LANGUAGES = ("en", "zh")
 _current = ["en"]
@@ -77,10 +82,10 @@ def ntr(singular: str, plural: str, n: int, **values) -> str:
 
 
 def say(template: str, **values) -> None:
-    """Print ``tr(template, **values)``: a lesson's printed sentence, in the notebook's language.
-    Write ``say("{n} ranks ran {x:.2f}x as fast", n=n, x=x)`` where a lesson would print an
-    f-string; the English output is the same."""
-    print(tr(template, **values))
+    """Show ``tr(template, **values)``: a lesson's sentence, in the notebook's language, rendered
+    in a notebook and printed elsewhere (:func:`.shown.show`). Write ``say("{n} ranks ran {x:.2f}x
+    as fast", n=n, x=x)`` where a lesson would print an f-string; the English words are the same."""
+    show(tr(template, **values))
 
 
 def error_text(error: BaseException | str) -> str:

@@ -29,7 +29,10 @@ host's (an op's bar is its launch; the kernel runs later), and ``top_ops`` reads
 """
 from __future__ import annotations
 
+import contextlib
 import itertools
+import os
+import sys
 import tempfile
 from bisect import bisect_right
 from dataclasses import dataclass, field
@@ -168,7 +171,7 @@ def profile_steps(model: torch.nn.Module, batches, optimizer=None, steps: int = 
     for x, y in taken[:warmup]:            # first steps pay for allocation and lazy setup
         train_step(model, optimizer, x, y, device)
     losses = []
-    with profile(activities=activities) as prof:
+    with quiet_profiler(), profile(activities=activities) as prof:
         synchronize()                      # the warm-up's queued work ends before step 0
         for i, (x, y) in enumerate(taken[warmup:]):
             with record_function(f"{STEP}{i}"):
@@ -179,6 +182,35 @@ def profile_steps(model: torch.nn.Module, batches, optimizer=None, steps: int = 
         trace_path = str(trace_path)
         prof.export_chrome_trace(trace_path)
     return read_profile(prof, [loss.item() for loss in losses], on_cuda, trace_path)
+
+
+# what the profiler's own C++ logger (Kineto) writes to file descriptor 2 at every start and stop
+# (torch 2.13: "USDT:... profiler_start"), whatever KINETO_LOG_LEVEL says: noise under a lesson
+PROFILER_NOISE = ("USDT:", "STAGE:")
+
+
+@contextlib.contextmanager
+def quiet_profiler():
+    """Run the block with the profiler's own start and stop lines (:data:`PROFILER_NOISE`) kept
+    out of the output; anything else written to file descriptor 2 meanwhile is written after."""
+    try:
+        sys.stderr.flush()
+        saved = os.dup(2)
+    except (OSError, ValueError, AttributeError):   # no descriptor 2 to redirect: leave it
+        yield
+        return
+    with tempfile.TemporaryFile() as caught:
+        os.dup2(caught.fileno(), 2)
+        try:
+            yield
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+            caught.seek(0)
+            kept = [line for line in caught.read().decode(errors="replace").splitlines(True)
+                    if not line.startswith(PROFILER_NOISE)]
+            if kept:
+                sys.stderr.write("".join(kept))
 
 
 def _holding(rows: list[dict], starts: list[float], t: float) -> dict | None:

@@ -11,7 +11,8 @@ import math
 from dataclasses import dataclass
 
 from ..catalog import CURRENCY_SYMBOLS, GB, currency, money
-from ..i18n import tr
+from ..i18n import show, show_table, tr
+from ..i18n.shown import table_text
 
 
 @dataclass
@@ -37,22 +38,31 @@ class Recommendation:
             best.setdefault(e.config.gpu, e)
         return best
 
-    def table(self, top: int = 10) -> str:
-        """The best ``top`` configurations as plain text, one line each; every row fits (the
-        ``fits`` column says so); ``meets``: within the deadline and budget."""
+    def rows(self, top: int = 10) -> tuple[list[str], list[list[str]]]:
+        """The best ``top`` configurations, a row each; every row fits (the ``fits`` column
+        says so); ``meets``: within the deadline and budget."""
         cost_label = tr("cost {symbol}", symbol=CURRENCY_SYMBOLS[currency()])   # set_currency's
         yes, no = tr("yes"), tr("no")
-        lines = [f"{'#':>2}  {tr('configuration'):<72} {tr('GB/GPU'):>7} {tr('fits'):>4} "
-                 f"{tr('days'):>8} {cost_label:>10}  {tr('meets')}"]
-        for i, e in enumerate(self.ranked[:top], 1):
-            cost = f"{e.cost:,.0f}" if e.cost is not None else tr("not priced")
-            lines.append(f"{i:>2}  {e.config.shown:<72} {e.memory['total'] / GB:7.1f} "
-                         f"{yes if e.fits else no:>4} {e.days:8.2f} {cost:>10}  "
-                         f"{yes if e.meets else no}")
-        if self.rejected:
-            lines.append("    " + tr("({count} GPU counts and links where no layout fits are left "
-                                     "out: see the notes)", count=len(self.rejected)))
-        return "\n".join(lines)
+        columns = ["#", tr("configuration"), tr("GB/GPU"), tr("fits"), tr("days"), cost_label,
+                   tr("meets")]
+        rows = [[str(i), e.config.shown, f"{e.memory['total'] / GB:.1f}", yes if e.fits else no,
+                 f"{e.days:.2f}", f"{e.cost:,.0f}" if e.cost is not None else tr("not priced"),
+                 yes if e.meets else no] for i, e in enumerate(self.ranked[:top], 1)]
+        return columns, rows
+
+    def left_out(self) -> list[str]:
+        """The line saying how many GPU counts and links no layout fits (none if none)."""
+        return [tr("({count} GPU counts and links where no layout fits are left out: see the "
+                   "notes)", count=len(self.rejected))] if self.rejected else []
+
+    def table(self, top: int = 10) -> str:
+        """:meth:`rows` as plain text, one line each."""
+        return "\n".join([table_text(*self.rows(top))] + ["    " + line for line in self.left_out()])
+
+    def show(self, top: int = 10) -> None:
+        """:meth:`rows` as a table, then the notes (in a notebook; printed elsewhere)."""
+        show_table(*self.rows(top))
+        show("\n".join(self.left_out() + list(self.notes)))
 
 
 def meets(est, budget, deadline_days) -> bool:

@@ -15,13 +15,13 @@ cannot re-create FSDP2 on a 2-D DeviceMesh of DTensors (``fsdp+tp``) after the f
 """
 from __future__ import annotations
 
-import warnings
 from contextlib import contextmanager
 
 import torch
 import torch.distributed as dist
 
 from ..parallel import check_spec
+from .guard import cores_unsaid
 from .launcher import launch
 from .worker import train
 
@@ -85,8 +85,7 @@ def dry_run(spec) -> list[dict]:
                          + NOT_SUPPORTED[spec.strategy])
     spec = check_spec(spec.replace(device="cpu", steps=1, device_memory=None,
                                    checkpoint_every=0, save_state=None, inject_fault=None))
-    with warnings.catch_warnings():   # sharing cores does not change bytes: no warning here
-        warnings.filterwarnings("ignore", message=".*ranks will share cores")
+    with cores_unsaid():   # sharing cores does not change bytes: nothing to say here
         records = launch(spec, task=DryRunRank()).wait()
     return sorted(({k: r[k] for k in ("rank", "params", "grads", "optimizer", "total")}
                    for r in records), key=lambda r: r["rank"])

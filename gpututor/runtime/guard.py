@@ -6,7 +6,8 @@
   with an error only the rank's stderr shows): said here, with the fix, before anything starts.
   A notebook kernel has no main script, so nothing is checked there.
 - :func:`warn_if_oversubscribed`: more CPU ranks than usable cores is allowed (the lessons do it
-  on purpose), but times then measure ranks taking turns: said once, as a warning.
+  on purpose), but times then measure ranks taking turns: said as a warning, or in a notebook
+  kernel as a grey note, once per kernel.
 - :func:`check_machine`: what this machine can do for the spec (``device="cuda"`` needs a GPU
   per local rank; fp16 needs a GPU, bf16 on a GPU compute capability 8.0; a strategy's own
   device checks). A ``RunSpec`` checks only
@@ -17,13 +18,15 @@
 from __future__ import annotations
 
 import ast
+import contextlib
 import os
 import sys
 import warnings
 
 from ..checks import InvalidValue
 from ..hardware import usable_cpu_cores
-from ..i18n import tr
+from ..i18n import show, tr
+from ..i18n.shown import in_notebook
 
 
 def check_machine(spec, gpus: int | None = None) -> str:
@@ -110,15 +113,38 @@ def _is_main_guard(node: ast.If) -> bool:
             and test.comparators[0].value == "__main__")
 
 
+# the oversubscription notes this kernel has shown (one is enough); SILENT: inside
+# cores_unsaid(), where sharing cores changes nothing the caller reports
+NOTED: list[str] = []
+SILENT: list[bool] = []
+
+
+@contextlib.contextmanager
+def cores_unsaid():
+    """Launch without saying that ranks share cores (a dry run counts bytes, not time)."""
+    SILENT.append(True)
+    try:
+        yield
+    finally:
+        SILENT.pop()
+
+
 def warn_if_oversubscribed(spec) -> None:
-    """Warn when CPU ranks (times their threads) outnumber the usable cores."""
+    """Say when CPU ranks (times their threads) outnumber the usable cores: a ``UserWarning``
+    outside a notebook; in a notebook kernel a grey note, once per kernel (a lesson that runs
+    four ranks on a 2-core laptop would otherwise show the same pink box under every run)."""
     if spec.resolved_device() != "cpu":
         return
     cores, wanted = usable_cpu_cores(), spec.world_size * spec.threads_per_rank
-    if wanted > cores:
-        warnings.warn(tr(
-            "{wanted} threads ({world} ranks x {threads} per rank), more than the usable CPU "
-            "cores ({cores}): the ranks will share cores and take turns, so each step takes "
-            "longer and throughput and speedups measure the sharing, not the parallelism "
-            "(losses and memory are unaffected)", wanted=wanted, world=spec.world_size,
-            threads=spec.threads_per_rank, cores=cores), stacklevel=3)
+    if wanted <= cores or SILENT:
+        return
+    text = tr("{wanted} threads ({world} ranks x {threads} per rank), more than the usable CPU "
+              "cores ({cores}): the ranks will share cores and take turns, so each step takes "
+              "longer and throughput and speedups measure the sharing, not the parallelism "
+              "(losses and memory are unaffected)", wanted=wanted, world=spec.world_size,
+              threads=spec.threads_per_rank, cores=cores)
+    if not in_notebook():
+        warnings.warn(text, stacklevel=3)
+    elif not NOTED:
+        NOTED.append(text)
+        show(text, kind="note")

@@ -4,7 +4,7 @@
   buttons, a status line and plots (loss, tokens/s per rank, memory per rank) that fill while the
   ranks train. A click returns at once: a background thread follows the run, so Stop still works.
 - Finished runs go to a :class:`~gpututor.ui.comparison.Comparison` (speedup over one rank);
-  records become plot series in :mod:`gpututor.ui.series`.
+  records become plot series in :mod:`gpututor.ui.series`; colours are :mod:`gpututor.ui.style`'s.
 
 The plots are a plain ``go.Figure`` (:func:`build_figure`, :func:`fill_figure`), drawn while the
 ranks train by a :class:`~gpututor.ui.live_figure.LiveFigure`: canvases and a few kilobytes of
@@ -38,6 +38,7 @@ from ..runtime.summary import failure_note
 from .comparison import Comparison
 from .follow import UPDATE_INTERVAL_S, Follower
 from .live_figure import LiveFigure
+from .style import COLOURS
 from .series import (downsample, failure_marks, global_loss, memory_by_rank,
                      step_breakdown_by_rank, summary_line, throughput_by_rank)
 
@@ -51,8 +52,6 @@ STATUS_COLORS = {"finished": "#1a7f37", "failed": "#cf222e", "invalid": "#cf222e
                  "stopped": "#9a6700"}
 
 
-# ---- figures ----------------------------------------------------------------------------------
-
 def build_figure(world_size: int, title: str = "") -> go.Figure:
     """Empty live-run plots: trace 0 is the loss, then tokens/s per rank, then memory bars,
     then the step-time breakdown bars (compute, exposed communication)."""
@@ -65,9 +64,9 @@ def build_figure(world_size: int, title: str = "") -> go.Figure:
         fig.add_scatter(x=[], y=[], mode="lines", name=tr("rank {rank} tokens/s", rank=rank), row=1, col=2)
     ranks = [tr("rank {rank}", rank=rank) for rank in range(world_size)]
     for category in MEMORY_CATEGORIES:
-        fig.add_bar(x=ranks, y=[0] * world_size, name=tr(category), row=2, col=1)
-    fig.add_bar(x=ranks, y=[0] * world_size, name=tr("compute"), row=2, col=2)
-    fig.add_bar(x=ranks, y=[0] * world_size, name=tr("waiting for communication"), row=2, col=2)
+        fig.add_bar(x=ranks, y=[0] * world_size, name=tr(category), row=2, col=1, marker_color=COLOURS[category])
+    for name, kind in (("compute", "compute"), ("waiting for communication", "communication")):
+        fig.add_bar(x=ranks, y=[0] * world_size, name=tr(name), row=2, col=2, marker_color=COLOURS[kind])
     fig.update_layout(barmode="stack", height=620, title=title, margin=dict(t=70, b=40),
                       legend=dict(orientation="h", y=-0.2))
     fig.update_xaxes(title_text=tr("step"), row=1, col=1)

@@ -15,7 +15,7 @@ from plotly.subplots import make_subplots
 from ..formulas import bus_factor
 from ..i18n import tr
 from ..precision.formats import smallest_subnormal
-from .style import LAYOUT
+from .style import COLOURS, LAYOUT
 from ..formulas import MB
 
 CATEGORY_LABELS = {"params": "parameters", "grads": "gradients",
@@ -40,7 +40,8 @@ def memory_by_category(summaries: dict[str, dict], rank: int = 0,
     fig = go.Figure()
     for category, name in CATEGORY_LABELS.items():
         values = [_category(summaries[label], category, rank) for label in labels]
-        fig.add_bar(x=[tr(label) for label in labels], y=[(v or 0) / MB for v in values], name=tr(name))
+        fig.add_bar(x=[tr(label) for label in labels], y=[(v or 0) / MB for v in values], name=tr(name),
+                    marker_color=COLOURS[category])
     fig.update_layout(barmode="stack", title=tr(title), yaxis_title="MB", **LAYOUT)
     return fig
 
@@ -102,12 +103,14 @@ def step_breakdown(summaries: dict[str, dict], title: str = "Median step: comput
     unmetered = [k for k in labels if summaries[k]["comm_s"] is None]
     shown = [tr(k) for k in labels]   # a lesson's run names, in its language where it has them
     fig = go.Figure()
-    fig.add_bar(x=shown, y=[ms(summaries[k]["compute_s"]) for k in labels], name=tr("compute"))
+    fig.add_bar(x=shown, y=[ms(summaries[k]["compute_s"]) for k in labels], name=tr("compute"),
+                marker_color=COLOURS["compute"])
     fig.add_bar(x=shown, y=[ms(summaries[k]["comm_s"]) for k in labels],
-                name=tr("waiting for communication"))
+                name=tr("waiting for communication"), marker_color=COLOURS["communication"])
     if unmetered:   # their whole step, in grey: compute and communication not told apart
         fig.add_bar(x=[tr(k) for k in unmetered], y=[ms(summaries[k]["step_time_s"]) for k in unmetered],
-                    name=tr("whole step (communication not measured)"), marker_color="lightgray")
+                    name=tr("whole step (communication not measured)"),
+                    marker_color=COLOURS["not measured"])
     fig.update_layout(barmode="stack", title=tr(title), yaxis_title=tr("milliseconds per step"),
                       **LAYOUT)
     return fig

@@ -21,12 +21,12 @@ them blocking (DDP's one bucket of a small model starts only when backward is do
 from __future__ import annotations
 
 import statistics
-import unicodedata
 from dataclasses import dataclass
 
 from ...checks import InvalidValue
 from ...formulas import block_params, bubble_to_compute_ratio, training_flops_per_token
-from ...i18n import tr
+from ...i18n import show, show_table, tr
+from ...i18n.shown import table_text
 from ...models import build_model, config_of
 from ...parallel import STRATEGIES, check_spec, get_strategy
 from ...plan.as_built import as_built, tiny_gpt_memory
@@ -269,31 +269,26 @@ def _line(row: dict) -> str:
             f" predicted ({pct(row['step_error'])}{', fitted' if row['fitted'] else ''})")
 
 
-def _pad(text: str, width: int, left: bool = False) -> str:
-    """``text`` padded to ``width`` columns of a fixed-width font (a Chinese character takes two)."""
-    used = sum(2 if unicodedata.east_asian_width(ch) in "WF" else 1 for ch in text)
-    fill = " " * max(width - used, 0)
-    return text + fill if left else fill + text
-
-
-def calibration_table(cal: Calibration) -> str:
-    """Predicted vs measured, one line per run: peak memory (MB) and step time (ms), in the
-    notebook's language (numbers, units and strategy names as they are)."""
+def calibration_rows(cal: Calibration) -> tuple[list[str], list[list[str]]]:
+    """Predicted vs measured, one row per run: peak memory (MB) and step time (ms), in the
+    notebook's language (numbers, units and strategy names as they are); ``*``: fitted."""
     shown = {"single (reference)": tr("single (reference)"),
              "single, half batch (ref.)": tr("single, half batch (ref.)"),
              "single + checkpointing": tr("single + checkpointing")}
-    heads = [(tr("run"), 26), (tr("ranks"), 6), (tr("peak MB"), 10), (tr("predicted"), 10),
-             (tr("off by"), 8), (tr("formula"), 9), (tr("off by"), 8), (tr("step ms"), 9),
-             (tr("predicted"), 10), (tr("off by"), 9)]
-    lines = ["".join(_pad(h, w, left=(i == 0)) for i, (h, w) in enumerate(heads))]
+    columns = [tr("run"), tr("ranks"), tr("peak MB"), tr("predicted"), tr("off by"), tr("formula"),
+               tr("off by"), tr("step ms"), tr("predicted"), tr("off by")]
     pct = lambda v: "n/a" if v is None or v != v else f"{v:+.1%}"
-    for r in cal.rows:
-        lines.append(_pad(shown.get(r["run"], r["run"]), 26, left=True)
-                     + f"{r['world_size']:>6}{r['measured_peak'] / MB:10.2f}"
-                     f"{r['predicted_peak'] / MB:10.2f}{pct(r['peak_error']):>8}"
-                     f"{r['formula_peak'] / MB:9.2f}{pct(r['formula_error']):>8}"
-                     f"{r['measured_step_s'] * 1e3:9.1f}{r['predicted_step_s'] * 1e3:10.1f}"
-                     f"{pct(r['step_error']) + ('*' if r['fitted'] else ' '):>10}")
+    rows = [[shown.get(r["run"], r["run"]), str(r["world_size"]), f"{r['measured_peak'] / MB:.2f}",
+             f"{r['predicted_peak'] / MB:.2f}", pct(r["peak_error"]), f"{r['formula_peak'] / MB:.2f}",
+             pct(r["formula_error"]), f"{r['measured_step_s'] * 1e3:.1f}",
+             f"{r['predicted_step_s'] * 1e3:.1f}", pct(r["step_error"]) + ("*" if r["fitted"] else "")]
+            for r in cal.rows]
+    return columns, rows
+
+
+def calibration_notes(cal: Calibration) -> list[str]:
+    """What goes under the table: the machine's fitted figures, what ``*`` means, what was
+    skipped."""
     m = cal.machine
     shared = tr(", {shared:.1f} per rank with {n} busy (x{slowdown:.2f} slower)",
                 shared=m.matmul_flops_shared / 1e9, n=m.world_size,
@@ -302,16 +297,25 @@ def calibration_table(cal: Calibration) -> str:
               beta=m.comm["all_reduce"][1] / 1e9, alpha=m.comm["all_reduce"][0] * 1e6) \
         if m.comm else ""
     load = tr("; load average {load:.1f}", load=m.load_average) if m.load_average else ""
-    lines.append(tr("machine: {device}, matmul {flops:.1f} GFLOP/s on one rank{shared}; fitted on "
-                    "the references: efficiency {efficiency:.0%} of the matmul rate + {overhead:.1f} "
-                    "ms per step{comm}{load}", device=m.device, flops=m.matmul_flops / 1e9,
-                    shared=shared, efficiency=m.efficiency, overhead=m.overhead_s * 1e3,
-                    comm=comm, load=load))
-    lines.append(tr("* fitted: the step-time model was fitted to these two runs (their first "
-                    "repeat)"))
-    for name, why in cal.skipped:
-        lines.append(tr("skipped {name}: {why}", name=name, why=why))
-    return "\n".join(lines)
+    lines = [tr("machine: {device}, matmul {flops:.1f} GFLOP/s on one rank{shared}; fitted on "
+                "the references: efficiency {efficiency:.0%} of the matmul rate + {overhead:.1f} "
+                "ms per step{comm}{load}", device=m.device, flops=m.matmul_flops / 1e9,
+                shared=shared, efficiency=m.efficiency, overhead=m.overhead_s * 1e3,
+                comm=comm, load=load),
+             tr("* fitted: the step-time model was fitted to these two runs (their first "
+                "repeat)")]
+    return lines + [tr("skipped {name}: {why}", name=name, why=why) for name, why in cal.skipped]
+
+
+def calibration_table(cal: Calibration) -> str:
+    """:func:`calibration_rows` as plain text, with :func:`calibration_notes` under it."""
+    return "\n".join([table_text(*calibration_rows(cal))] + calibration_notes(cal))
+
+
+def show_calibration(cal: Calibration) -> None:
+    """:func:`calibration_rows` as a table, :func:`calibration_notes` under it."""
+    show_table(*calibration_rows(cal))
+    show("\n".join(calibration_notes(cal)))
 
 
 def summary_errors(cal: Calibration) -> dict:

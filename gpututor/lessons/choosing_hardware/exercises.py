@@ -25,7 +25,7 @@ import math
 from typing import Callable
 
 from ... import catalog, formulas
-from ...i18n import tr
+from ...i18n import say, tr
 from ...plan import published as published_runs
 from ...plan import time as plan_time
 from ...plan.memory import CONVENTIONS, model_state_bytes, per_device_memory
@@ -46,7 +46,7 @@ def check_bytes_per_param(candidate: Callable) -> None:
     relative :data:`BYTES_PER_PARAM_TOLERANCE`; the planner's formulas refuse while it runs.
     Says which case is wrong, not what the answer is."""
     if candidate is ...:
-        print(tr("bytes per parameter: not answered yet. Define your function and pass it in."))
+        say("bytes per parameter: not answered yet. Define your function and pass it in.")
         return
     for stage, dp in BYTES_PER_PARAM_CASES:
         expected = model_state_bytes(1, "bf16", "adam", zero_stage=stage, dp=dp)["total"]
@@ -63,8 +63,8 @@ def check_bytes_per_param(candidate: Callable) -> None:
                                     "not the formula's. Which of weights, gradients and optimizer "
                                     "state does this stage divide over the GPUs?",
                                     stage=stage, dp=dp))
-    print(tr("Correct: your bytes per parameter equal the planner's for ZeRO stages 0 to 3, in "
-             "{cases} cases.", cases=len(BYTES_PER_PARAM_CASES)))
+    say("Correct: your bytes per parameter equal the planner's for ZeRO stages 0 to 3, in "
+             "{cases} cases.", cases=len(BYTES_PER_PARAM_CASES))
 
 
 def smallest_count(n_params: float, gpu: str, zero_stage: int = 3,
@@ -84,7 +84,7 @@ def check_smallest_count(answer, model, gpu: str = "H200-141GB", zero_stage: int
     what = f"fewest {gpu} for the states with ZeRO-{zero_stage}"
     if expected is None and answer is not ...:   # nothing fits: None is right, any number wrong
         if answer is None:
-            print(tr("Correct. {what}: None, no count fits", what=tr(what)))
+            say("Correct. {what}: None, no count fits", what=tr(what))
             return
         raise AssertionError(tr("{what}: {answer} is not what the formula gives. Try again.",
                                 what=tr(what), answer=repr(answer)))
@@ -108,7 +108,7 @@ def check_days_at_hfu(candidate: Callable, recommendation, model, tokens: float 
     at that HFU within a relative :data:`DAYS_TOLERANCE`; ``estimate`` and the step-time model
     refuse while it runs. Says which case is wrong, not what the answer is."""
     if candidate is ...:
-        print(tr("days at another HFU: not answered yet. Define your function and pass it in."))
+        say("days at another HFU: not answered yet. Define your function and pass it in.")
         return
     smallest = recommendation.smallest
     if smallest is None:
@@ -135,8 +135,8 @@ def check_days_at_hfu(candidate: Callable, recommendation, model, tokens: float 
             raise AssertionError(tr("days at another HFU [{case}]: yours are not the planner's. "
                                     "Which parts of the step grow when the GPUs compute more "
                                     "slowly, and what does a longer backward hide?", case=case))
-    print(tr("Correct: your days equal the planner's for {cases} layouts, the smallest cluster "
-             "among them.", cases=len(cases)))
+    say("Correct: your days equal the planner's for {cases} layouts, the smallest cluster "
+             "among them.", cases=len(cases))
 
 
 # made-up peaks the checker adds to the calibration's rows: the formula above and below the
@@ -152,7 +152,7 @@ def check_formula_error(candidate: Callable, calibration) -> None:
     and the answer is ``(formula - measured) / measured`` within a relative
     :data:`FORMULA_ERROR_TOLERANCE`. Says which run is wrong, not what the answer is."""
     if candidate is ...:
-        print(tr("formula error: not answered yet. Define your function and pass it in."))
+        say("formula error: not answered yet. Define your function and pass it in.")
         return
     measured = [r for r in calibration.rows
                 if r.get("measured_peak") is not None and r.get("formula_peak") is not None]
@@ -174,9 +174,9 @@ def check_formula_error(candidate: Callable, calibration) -> None:
             raise AssertionError(tr("formula error [{case}]: yours is not (formula - measured) / "
                                     "measured. Which peak is the reference, and which sign means "
                                     "the formula predicted too little?", case=name))
-    print(tr("Correct: your formula error equals (formula - measured) / measured for {runs} "
+    say("Correct: your formula error equals (formula - measured) / measured for {runs} "
              "measured runs and {made_up} made-up ones.", runs=len(measured),
-             made_up=len(MADE_UP_PEAKS)))
+             made_up=len(MADE_UP_PEAKS))
 
 
 # ---- exercise 5: the model states of a ZeRO stage, as code -------------------------------------
@@ -196,7 +196,7 @@ def check_state_bytes(candidate: Callable) -> None:
     :data:`STATE_CASES`; the package's formula refuses while it runs. Says which case is wrong,
     not what the answer is."""
     if candidate is ...:
-        print(tr("model-state bytes: not answered yet. Define your function and pass it in."))
+        say("model-state bytes: not answered yet. Define your function and pass it in.")
         return
     for n_params, name, stage, dp in STATE_CASES:
         per_param = CONVENTIONS[name]
@@ -215,9 +215,9 @@ def check_state_bytes(candidate: Callable) -> None:
                                     "formula's. Which of weights, gradients and optimizer state "
                                     "does stage {stage} divide over the GPUs?",
                                     case=case, stage=stage))
-    print(tr("Correct: your bytes per GPU equal the planner's model_state_bytes for ZeRO stages "
+    say("Correct: your bytes per GPU equal the planner's model_state_bytes for ZeRO stages "
              "0 to 3, in {cases} cases with {conventions} conventions.", cases=len(STATE_CASES),
-             conventions=len({name for _, name, _, _ in STATE_CASES})))
+             conventions=len({name for _, name, _, _ in STATE_CASES}))
 
 
 # ---- exercise 6: the MFU a published run implies, as code --------------------------------------
@@ -244,7 +244,7 @@ def check_implied_mfu(candidate: Callable) -> None:
     the package's FLOPs formulas refuse while it runs. A percentage passes as well as a
     fraction. Says which case is wrong, not what the answer is."""
     if candidate is ...:
-        print(tr("implied MFU: not answered yet. Define your function and pass it in."))
+        say("implied MFU: not answered yet. Define your function and pass it in.")
         return
     cases = mfu_cases()
     for n, layers, seq, width, tokens, seconds, peak, name in cases:
@@ -267,5 +267,5 @@ def check_implied_mfu(candidate: Callable) -> None:
             raise AssertionError(tr("implied MFU [{case}]: yours is not the formula's. Are the "
                                     "FLOPs the model's (no recomputation), with attention counted "
                                     "causal, and the time in GPU-seconds?", case=name))
-    print(tr("Correct: your implied MFU equals the package's for {cases} runs, the published "
-             "ones of section 5 among them.", cases=len(cases)))
+    say("Correct: your implied MFU equals the package's for {cases} runs, the published "
+             "ones of section 5 among them.", cases=len(cases))

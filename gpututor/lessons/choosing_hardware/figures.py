@@ -18,7 +18,8 @@ import ipywidgets as W
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from ...i18n import tr
+from ...i18n import show_table, tr
+from ...i18n.shown import table_text
 from ... import catalog, checks
 from ...plan.memory import transformer_for_params
 from ...plan.recommend import (DEFAULT_CAUSAL, DEFAULT_COMM_EFFICIENCY, DEFAULT_HFU,
@@ -245,19 +246,29 @@ def gpu_choice_figure(rec: Recommendation, deadline_days: float | None = None,
     return fig
 
 
-def published_table_text(rows: list[dict]) -> str:
-    """:func:`gpututor.plan.published.published_table`'s rows as a narrow text table: run,
-    what is compared, published, predicted, predicted / published, implied MFU (causal count;
+def published_rows(rows: list[dict]) -> tuple[list[str], list[list[str]]]:
+    """:func:`gpututor.plan.published.published_table`'s rows as table rows: run, what is
+    compared, published, predicted, predicted / published, implied MFU (causal count;
     whole-square count in brackets, as PaLM and torchtitan count), and whether the predicted
     plan fits its GPUs' usable memory."""
-    head = (f"{tr('run'):<24} {tr('figure'):<13} {tr('published'):>11} {tr('predicted'):>11} "
-            f"{tr('ratio'):>6}  {tr('implied MFU'):<15} {tr('fits')}")
-    lines = [head]
+    columns = [tr("run"), tr("figure"), tr("published"), tr("predicted"), tr("ratio"),
+               tr("implied MFU"), tr("fits")]
+    table = []
     for r in rows:
         predicted = f"{r['predicted']:,.0f}" if r["predicted"] is not None else tr("none fits")
         ratio = f"{r['ratio']:.2f}" if r["ratio"] is not None else "-"
         fits = "-" if r["fits"] is None else tr("yes") if r["fits"] else tr("no")
         mfu = f"{r['implied_mfu']:.1%} ({r['implied_mfu_full_square']:.1%})"
-        lines.append(f"{r['run']:<24} {tr(r['measure']):<13} {r['published']:>11,.0f} "
-                     f"{predicted:>11} {ratio:>6}  {mfu:<15} {fits}")
-    return "\n".join(lines)
+        table.append([r["run"], tr(r["measure"]), f"{r['published']:,.0f}", predicted, ratio,
+                      mfu, fits])
+    return columns, table
+
+
+def published_table_text(rows: list[dict]) -> str:
+    """:func:`published_rows` as a narrow text table."""
+    return table_text(*published_rows(rows))
+
+
+def show_published(rows: list[dict]) -> None:
+    """:func:`published_rows` as a table."""
+    show_table(*published_rows(rows))

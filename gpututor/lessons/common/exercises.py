@@ -12,7 +12,7 @@ import numbers
 import torch
 
 from ... import checks
-from ...i18n import tr
+from ...i18n import say, tr
 from ...runtime.launcher import RunFailed, launch
 
 
@@ -53,8 +53,8 @@ def check_answer(answer, expected: float | None, what: str, rel_tol: float = 0.0
     formula gives, or counted on a model: the messages say which (:data:`SOURCES`)."""
     checks.choice("source", source, tuple(SOURCES))
     if answer is ...:
-        print(tr("{what}: not answered yet. Replace ... with your answer and run the cell again.",
-                 what=tr(what)))
+        say("{what}: not answered yet. Replace ... with your answer and run the cell again.",
+                 what=tr(what))
         return
     if expected is None:
         raise AssertionError(tr("{what}: this notebook has not measured it yet (did every cell "
@@ -64,7 +64,7 @@ def check_answer(answer, expected: float | None, what: str, rel_tol: float = 0.0
     wrong, right = SOURCES[source]
     if number is None or not math.isclose(number, expected, rel_tol=rel_tol):
         raise AssertionError(tr(wrong, what=tr(what), answer=repr(answer)))
-    print(tr(right, what=tr(what), number=f"{number:,.4g}", expected=f"{expected:,.4g}"))
+    say(right, what=tr(what), number=f"{number:,.4g}", expected=f"{expected:,.4g}")
 
 
 

@@ -6,7 +6,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from ...i18n import tr
-from ...ui.style import TEMPLATE
+from ...ui.style import TEMPLATE, colours_for
 from ...formulas import MB
 
 
@@ -16,10 +16,12 @@ def attention_figure(rows: list[dict]) -> go.Figure:
     time of forward + backward (ms), one line per way of computing attention."""
     fig = make_subplots(rows=1, cols=2, subplot_titles=(
         tr("kept for backward (MB, measured)"), tr("forward + backward (ms, measured)")))
-    for i, way in enumerate(dict.fromkeys(r["way"] for r in rows)):
+    colours = colours_for(r["way"] for r in rows)   # a way's two lines in its one colour
+    for way, colour in colours.items():
         mine = sorted((r for r in rows if r["way"] == way), key=lambda r: r["seq_len"])
         x = [r["seq_len"] for r in mine]
-        style = dict(mode="lines+markers", name=tr(way), legendgroup=way)
+        style = dict(mode="lines+markers", name=tr(way), legendgroup=way,
+                     line=dict(color=colour), marker=dict(color=colour))
         fig.add_scatter(x=x, y=[r["saved_bytes"] / MB for r in mine], row=1, col=1, **style)
         fig.add_scatter(x=x, y=[r["seconds"] * 1e3 for r in mine], row=1, col=2,
                         showlegend=False, **style)

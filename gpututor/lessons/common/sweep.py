@@ -50,7 +50,7 @@ def print_result(summary: dict) -> None:
              shown("step time", None if step is None else step * 1e3, ".0f", " ms"),
              shown("peak memory used", peak / 1e6 if peak else None, ".1f", " MB"),
              shown("final loss", summary["final_loss"], ".3f")]
-    print(f"{summary['sweep_field']}={summary['sweep_value']!r}: " + ", ".join(parts))
+    show(f"{summary['sweep_field']}={summary['sweep_value']!r}: " + ", ".join(parts))
 
 
 @dataclass(frozen=True)

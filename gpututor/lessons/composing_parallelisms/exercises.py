@@ -25,7 +25,7 @@ import torch
 
 from ...config import RunSpec
 from ...models import build_model
-from ...i18n import tr
+from ...i18n import say, tr
 from ...parallel.mesh import RankGrid, build_groups, device_mesh
 from ...plan.layouts import HEADROOM, layouts, predict_layouts, transformer_of
 from ..common.code_exercise import call_refusing
@@ -61,8 +61,8 @@ def check_group(answer, dim: str, rank: int = QUESTION_RANK, shape: tuple = QUES
     any order), against :meth:`RankGrid.group_of`."""
     grid = _grid_name(shape)
     if answer is ...:
-        print(tr("rank {rank}'s {dim} group: not answered yet. Replace ... with a list of ranks "
-                 "and run the cell again.", rank=rank, dim=dim))
+        say("rank {rank}'s {dim} group: not answered yet. Replace ... with a list of ranks "
+                 "and run the cell again.", rank=rank, dim=dim)
         return
     given = _ranks(answer)
     if given is None:
@@ -75,8 +75,8 @@ def check_group(answer, dim: str, rank: int = QUESTION_RANK, shape: tuple = QUES
         raise AssertionError(tr("{answer} is not rank {rank}'s {dim} group in the grid {grid}. "
                                 "Try again: which ranks differ from it only in the {dim} index?",
                                 answer=repr(answer), rank=rank, dim=dim, grid=grid))
-    print(tr("Correct: rank {rank}'s {dim} group in the grid {grid} is {group}.", rank=rank,
-             dim=dim, grid=grid, group=expected))
+    say("Correct: rank {rank}'s {dim} group in the grid {grid} is {group}.", rank=rank,
+             dim=dim, grid=grid, group=expected)
 
 
 def check_pp_group(answer, rank: int = QUESTION_RANK, shape: tuple = QUESTION_GRID) -> None:
@@ -138,8 +138,8 @@ def check_layouts_that_fit(answer, spec, capacity: float, world_size: int = 4,
     what = tr("layouts predicted to fit {share} of the capacity",
               share=str(Fraction(share).limit_denominator(100)))
     if answer is ...:
-        print(tr("{what}: not answered yet. Replace ... with a list of names and run the cell "
-                 "again.", what=what))
+        say("{what}: not answered yet. Replace ... with a list of names and run the cell "
+                 "again.", what=what)
         return
     expected = layouts_that_fit(spec, capacity, world_size, share)
     given = [] if answer is None else answer
@@ -157,7 +157,7 @@ def check_layouts_that_fit(answer, spec, capacity: float, world_size: int = 4,
                                 "of {share} x the capacity.", what=what,
                                 given=repr(sorted(set(given))), headroom=HEADROOM,
                                 share=str(Fraction(share).limit_denominator(100))))
-    print(tr("Correct. {what}: {names}", what=what, names=expected or tr("none")))
+    say("Correct. {what}: {names}", what=what, names=expected or tr("none"))
 
 
 # ---- exercise 5 (code): every group of a grid -----------------------------------------------
@@ -206,7 +206,7 @@ def check_groups(candidate: Callable) -> None:
     any order, each in order along ``dim``); then compare its groups of lesson 09's 3-D grid
     with torch's ``DeviceMesh`` in 8 real ranks. Says what is wrong, not what is right."""
     if candidate is ...:
-        print(tr("groups of a grid: not answered yet. Define your function and pass it in."))
+        say("groups of a grid: not answered yet. Define your function and pass it in.")
         return
     refused = (RankGrid.groups, RankGrid.group_of, RankGrid.index, RankGrid.ranks.fget,
                RankGrid.__str__, build_groups, device_mesh)
@@ -254,6 +254,6 @@ def check_groups(candidate: Callable) -> None:
         raise AssertionError(tr("groups of a grid: in {world} real ranks, rank {rank}'s {dim} "
                                 "group is not torch's DeviceMesh's mesh['{dim}'].", world=world,
                                 rank=different[0]["rank"], dim=different[0]["dim"]))
-    print(tr("Correct: your groups are RankGrid's along every dim of {count} grids, and on "
+    say("Correct: your groups are RankGrid's along every dim of {count} grids, and on "
              "{grid} the same as torch's DeviceMesh in {world} real ranks.",
-             count=len(GROUP_GRIDS), grid=_grid_name(shape), world=world))
+             count=len(GROUP_GRIDS), grid=_grid_name(shape), world=world)

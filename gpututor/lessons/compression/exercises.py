@@ -25,7 +25,7 @@ import torch.nn as nn
 
 from ...compression import quantize
 from ...compression.prune import mask_neurons, shrink_mlps
-from ...i18n import tr
+from ...i18n import say, tr
 from ...model_sizes import GPTConfig
 from ...models import GPT, count_parameters
 from ..common.code_exercise import call_refusing
@@ -77,7 +77,7 @@ def check_removed_parameters(candidate: Callable, student: nn.Module, share: flo
     models ``shrink_mlps`` builds, exactly; ``shrink_mlps`` and ``mask_neurons`` refuse while it
     runs. Says which shape is wrong, not what the answer is."""
     if candidate is ...:
-        print(tr("parameters removed: not answered yet. Define your function and pass it in."))
+        say("parameters removed: not answered yet. Define your function and pass it in.")
         return
     cfg = student.cfg
     cases = [(cfg.d_model, cfg.n_layer, share,
@@ -101,8 +101,8 @@ def check_removed_parameters(candidate: Callable, student: nn.Module, share: flo
                                     "shrunk model. Which weights and biases does one hidden "
                                     "neuron own in fc and in proj, and does proj's bias go?",
                                     case=case))
-    print(tr("Correct: your count equals the parameters shrink_mlps removes, exactly, for {cases} "
-             "shapes, the student's among them.", cases=len(cases)))
+    say("Correct: your count equals the parameters shrink_mlps removes, exactly, for {cases} "
+             "shapes, the student's among them.", cases=len(cases))
 
 
 def check_int8_bytes(answer, quantized: dict, variant: str = "int8 from scratch") -> None:
@@ -223,12 +223,12 @@ def check_quantize(candidate: Callable) -> None:
     say the first thing that differs (dtype, shape, a row's scale, range, rounding), not the
     answer."""
     if candidate is ...:
-        print(tr("quantize: not answered yet. Define your function and pass it in."))
+        say("quantize: not answered yet. Define your function and pass it in.")
         return
     for case, weight in checker_weights().items():
         q, scale = _run(candidate, weight, tr(case))
         _compare(q, scale, weight, tr(case))
-    print(tr("Correct: your int8 values and scales match the package's (scales within 10^-5, "
+    say("Correct: your int8 values and scales match the package's (scales within 10^-5, "
              "values equal but at half steps) on {count} weights (a row of zeros, negative "
              "extremes, rows 10^7 apart in size, a layer's Parameter).",
-             count=len(checker_weights())))
+             count=len(checker_weights()))

@@ -27,7 +27,7 @@ import torch.distributed as dist
 
 from ...config import RunSpec
 from ...formulas import bus_factor, ring_steps
-from ...i18n import tr
+from ...i18n import say, tr
 from ...models import build_model, count_parameters
 from ...parallel.data_parallel import ring
 from ..common.code_exercise import CalledTheReference, call_refusing
@@ -135,7 +135,7 @@ def check_allreduce(candidate, world_sizes: tuple = (3, 4)) -> None:
     that sends the wrong way would pass). Prints what matched; raises ``AssertionError``
     saying what did not, or that it called a built-in collective or the package's ring."""
     if candidate is Ellipsis:
-        print(tr("ring all-reduce: not answered yet. Define your function and pass it in."))
+        say("ring all-reduce: not answered yet. Define your function and pass it in.")
         return
     for world_size in world_sizes:
         spec = RunSpec(world_size=world_size, device="cpu", timeout=20)
@@ -176,9 +176,9 @@ def check_allreduce(candidate, world_sizes: tuple = (3, 4)) -> None:
     *first, last = world_sizes
     sizes = tr("{sizes} and {last}", sizes=", ".join(map(str, first)), last=last) if first \
         else str(last)
-    print(tr("Correct: equals dist.all_reduce on {sizes} ranks, from point-to-point messages "
+    say("Correct: equals dist.all_reduce on {sizes} ranks, from point-to-point messages "
              "only, each rank sending only to its right neighbour and no more than a ring does",
-             sizes=sizes))
+             sizes=sizes)
 
 
 def _ddp_bytes(runs: dict) -> float | None:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 from typing import Callable
 
-from ...i18n import tr
+from ...i18n import say, tr
 from ...plan import interruptions
 from ...plan.interruptions import (interruptions_per_gpu_hour, job_mtbf_s,
                                   lost_gpu_hours_per_day, young_interval)
@@ -37,7 +37,7 @@ def check_young_interval(candidate: Callable) -> None:
     blocks; ``young_interval``, ``daly_interval`` and ``job_mtbf_s`` refuse while it runs. Within
     1e-6 relative."""
     if candidate is ...:
-        print(tr("Young's interval: not answered yet. Define your function and pass it in."))
+        say("Young's interval: not answered yet. Define your function and pass it in.")
         return
     if not callable(candidate):
         raise AssertionError(tr("Young's interval: pass your function my_young itself, not "
@@ -59,7 +59,7 @@ def check_young_interval(candidate: Callable) -> None:
                 "Young's interval: for {where} yours gives {got:,.4g} s, not the formula's. "
                 "What is the job's MTBF in seconds, and which part of a save does training lose?",
                 where=where, got=number))
-    print(tr("Correct: your function gives Young's interval on {n} jobs.", n=len(YOUNG_JOBS)))
+    say("Correct: your function gives Young's interval on {n} jobs.", n=len(YOUNG_JOBS))
 
 
 def check_lost_gpu_hours(candidate: Callable) -> None:
@@ -67,7 +67,7 @@ def check_lost_gpu_hours(candidate: Callable) -> None:
     against :func:`~gpututor.plan.interruptions.lost_gpu_hours_per_day`, which refuses while the
     learner's function runs."""
     if candidate is ...:
-        print(tr("GPU-hours lost per day: not answered yet. Define your function and pass it in."))
+        say("GPU-hours lost per day: not answered yet. Define your function and pass it in.")
         return
     for case in CASES:
         expected = lost_gpu_hours_per_day(*case)
@@ -89,5 +89,5 @@ def check_lost_gpu_hours(candidate: Callable) -> None:
                 "value. Count the three costs: the saves (save time per interval), half an "
                 "interval of work and the restart per failure; then all the GPUs for 24 hours.",
                 where=where, got=number))
-    print(tr("Correct: your function gives the formula's GPU-hours lost per day on {n} jobs.",
-             n=len(CASES)))
+    say("Correct: your function gives the formula's GPU-hours lost per day on {n} jobs.",
+             n=len(CASES))

@@ -7,7 +7,7 @@ from plotly.subplots import make_subplots
 
 from ...i18n import tr
 from ...plan.interruptions import job_mtbf_s, lost_gpu_hours_per_day, young_interval
-from ...ui.style import TEMPLATE
+from ...ui.style import TEMPLATE, colours_for
 from ...formulas import HOUR, MB
 
 
@@ -59,18 +59,19 @@ def lost_work_figure(save_s: float, restart_s: float, per_gpu_hour: float, sizes
     ``n × 24``): beyond, the formula has left the range where it holds (``δ ≪ τ ≪ M``)."""
     fig = go.Figure()
     intervals = [60 * 10 ** (k / 20) for k in range(0, 81)]   # 1 minute to about 69 days
+    colours = colours_for(sizes)   # a job size's curve and its diamond in one colour
     for n in sizes:
         mtbf = job_mtbf_s(n, per_gpu_hour)
         kept = [(t, lost) for t in intervals
                 if (lost := lost_gpu_hours_per_day(t, save_s, mtbf, n, restart_s)) < n * 24]
         best = young_interval(save_s, mtbf)
         line = fig.add_scatter(x=[t / HOUR for t, _ in kept], y=[lost for _, lost in kept],
-                               mode="lines",
+                               mode="lines", line=dict(color=colours[n]),
                                name=tr("{n:,} GPUs", n=n)).data[-1]
         at_best = lost_gpu_hours_per_day(best, save_s, mtbf, n, restart_s)
         shown = at_best < n * 24   # as the curves: no diamond where the share lost reaches 1
         fig.add_scatter(x=[best / HOUR] if shown else [], y=[at_best] if shown else [],
-                        mode="markers", marker=dict(size=11, symbol="diamond"),
+                        mode="markers", marker=dict(size=11, symbol="diamond", color=colours[n]),
                         name=tr("{n:,} GPUs: Young's interval {hours:.2g} h", n=n,
                                 hours=best / HOUR), legendgroup=line.name)
     fig.update_xaxes(type="log", title_text=tr("hours between checkpoints"))

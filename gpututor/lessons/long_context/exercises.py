@@ -28,7 +28,7 @@ import torch
 
 from ...config import RunSpec
 from ...formulas import ring_attention_shifts
-from ...i18n import tr
+from ...i18n import say, tr
 from ...models import build_model, count_parameters
 from ...parallel.context_parallel import Ring, causal_work, ring_step_work, split_positions
 from ...parallel.context_parallel.ring_attention import merge, ring_forward, visible_tile
@@ -62,7 +62,7 @@ def check_visible_pairs(candidate: Callable) -> None:
     :func:`~gpututor.parallel.context_parallel.causal_work`'s. ``causal_work``,
     ``ring_step_work`` and ``split_positions`` refuse while it runs."""
     if candidate is ...:
-        print(tr("visible pairs: not answered yet. Define your function and pass it in."))
+        say("visible pairs: not answered yet. Define your function and pass it in.")
         return
     if not callable(candidate):
         raise AssertionError(tr("visible pairs: pass your function my_visible_pairs itself, not "
@@ -88,8 +88,8 @@ def check_visible_pairs(candidate: Callable) -> None:
                 "causal attention allows. Which positions does this rank hold (zig-zag: chunks r "
                 "and 2n − 1 − r of 2n), and how many keys does the query at position p see?",
                 where=where, got=number))
-    print(tr("Correct: your function counts the visible pairs of {cases} cases exactly: both "
-             "splits, 2 to 8 ranks, first, middle and last ranks.", cases=len(cases)))
+    say("Correct: your function counts the visible pairs of {cases} cases exactly: both "
+             "splits, 2 to 8 ranks, first, middle and last ranks.", cases=len(cases))
 
 
 PREDICTED_SEQ_LEN = 192   # exercise 2: a length section 1 does not run
@@ -269,7 +269,7 @@ def check_merge(candidate: Callable, world_size: int = 3) -> None:
     every rank merges blocks it half sees). The package's ``merge`` refuses while it runs (and
     ``ring_forward`` too in the first part)."""
     if candidate is ...:
-        print(tr("merge: not answered yet. Define your function and pass it in."))
+        say("merge: not answered yet. Define your function and pass it in.")
         return
     for name, hint, inputs in MERGE_CASES:
         parts, full_out, full_lse = _case(**inputs)
@@ -307,7 +307,7 @@ def check_merge(candidate: Callable, world_size: int = 3) -> None:
         raise AssertionError(tr("merge: as ring_forward's merge on {world} ranks your function "
                                 "does not give causal attention over the whole sequence.",
                                 world=world_size))
-    print(tr("Correct: your merge gives attention over all the keys, output and log-sum-exp, in "
+    say("Correct: your merge gives attention over all the keys, output and log-sum-exp, in "
              "{cases} cases: causal blocks a query does not see, large scores, four blocks in "
              "turn; and as ring_forward's merge on {world} ranks.", cases=len(MERGE_CASES),
-             world=world_size))
+             world=world_size)

@@ -6,7 +6,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from ...i18n import tr
-from ...ui.style import TEMPLATE
+from ...ui.style import COLOURS, TEMPLATE
 from ...formulas import MB
 
 
@@ -40,7 +40,7 @@ def work_figure(works: dict) -> go.Figure:
         for split in dict.fromkeys(s for s, _ in works):
             if (split, n) in works:
                 fig.add_bar(x=[tr("rank {rank}", rank=r) for r in range(n)], y=works[(split, n)],
-                            name=tr(split),
+                            name=tr(split), marker_color=COLOURS[split],
                             legendgroup=split, showlegend=col == 1, row=1, col=col)
     fig.update_yaxes(title_text=tr("visible query-key pairs"), row=1, col=1)
     fig.update_layout(title=tr("Causal attention's work per rank: contiguous and zig-zag splits"),

@@ -20,7 +20,7 @@ from typing import Callable, Iterable
 
 import torch
 
-from ...i18n import tr
+from ...i18n import say, tr
 from ...precision.formats import format_table
 from ...precision.loss_scaling import DynamicLossScaler, replay_scalers
 from ...models import build_model
@@ -95,7 +95,7 @@ def check_loss_scaler(update_rule, gradients: list[float], init_scale: float = 2
     the same scale): on the lesson's ``gradients`` (from ``init_scale``, ``growth_interval``),
     then on :data:`STREAMS`, which the learner does not choose."""
     if update_rule is ...:
-        print(tr("Not answered yet: define my_update and run the cell again."))
+        say("Not answered yet: define my_update and run the cell again.")
         return
     cases = [(tuple(gradients), init_scale, growth_interval)] + \
         [(stream, start, interval) for start, interval, stream in STREAMS]
@@ -115,9 +115,9 @@ def check_loss_scaler(update_rule, gradients: list[float], init_scale: float = 2
             "step {step} ({event}) your rule's scale is {mine!r}, {how} against GradScaler's. "
             "Try again.", where=where, start=start, interval=interval, step=step, event=event,
             mine=mine, how=how))
-    print(tr("Correct: the same scale as GradScaler at every step of section 3's stream and of "
+    say("Correct: the same scale as GradScaler at every step of section 3's stream and of "
              "{count} streams of the checker's (other start scales and growth intervals).",
-             count=len(STREAMS)))
+             count=len(STREAMS))
 
 
 # ---- exercise 2: what the fp16 trainer holds, on a model the lesson did not count -----------------
@@ -133,7 +133,7 @@ def check_fp16_trainer_bytes(candidate, spec) -> None:
     :class:`MasterWeightsTrainer` measured here after one fp16 step that was taken (a short
     batch: what is held between steps does not depend on it), within 1 %."""
     if candidate is ...:
-        print(tr("fp16 trainer bytes: not answered yet. Define your function and pass it in."))
+        say("fp16 trainer bytes: not answered yet. Define your function and pass it in.")
         return
     refused = (train_master_weights, MasterWeightsTrainer.__init__, MasterWeightsTrainer.step,
                MasterWeightsTrainer.memory)
@@ -154,8 +154,8 @@ def check_fp16_trainer_bytes(candidate, spec) -> None:
                 "bytes, {how} than the trainer holds between steps (more than 1 % off). Try "
                 "again.", model=model, size=size, got=got,
                 how=tr("more") if got > held else tr("fewer")))
-    print(tr("Correct: within 1 % of what the fp16 trainer holds between steps on {count} "
-             "models the lesson never counted.", count=len(TRAINER_MODELS)))
+    say("Correct: within 1 % of what the fp16 trainer holds between steps on {count} "
+             "models the lesson never counted.", count=len(TRAINER_MODELS))
 
 
 def _held_after_a_taken_step(spec) -> int:

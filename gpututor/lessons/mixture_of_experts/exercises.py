@@ -16,7 +16,7 @@ from typing import Callable
 
 import torch
 
-from ...i18n import tr
+from ...i18n import say, tr
 from ...moe import expert_capacity, load_balancing_loss, route
 from ..common.code_exercise import call_refusing
 from ..common.exercises import check_answer
@@ -61,7 +61,7 @@ def check_balancing_loss(candidate: Callable) -> None:
     routings it does not choose; both the value and the gradient that reaches ``probs`` (through
     ``P_e`` only: ``f_e`` counts choices and has none) must match."""
     if candidate is ...:
-        print(tr("balancing loss: not answered yet. Define your function and pass it in."))
+        say("balancing loss: not answered yet. Define your function and pass it in.")
         return
     for seed, (tokens, n_expert, top_k) in enumerate(((12, 4, 2), (40, 8, 2), (33, 6, 1))):
         probs, experts = _router_outputs(seed, tokens, n_expert, top_k)
@@ -89,5 +89,5 @@ def check_balancing_loss(candidate: Callable) -> None:
                                     "gradient to the router probabilities is not: the loss "
                                     "must reach the router through P_e (f_e only counts "
                                     "choices).", shape=shape))
-    print(tr("Correct: your balancing loss equals gpututor.moe.load_balancing_loss, value and "
-             "gradient, on three routings."))
+    say("Correct: your balancing loss equals gpututor.moe.load_balancing_loss, value and "
+             "gradient, on three routings.")

@@ -25,7 +25,7 @@ import torch
 
 from ...attention import naive_attention, sdpa_attention, tiled_attention, tiled_backward, \
     tiled_forward
-from ...i18n import tr
+from ...i18n import say, tr
 from ..common.code_exercise import call_refusing
 from ..common.exercises import check_answer
 
@@ -41,9 +41,9 @@ def check_probs_bytes(answer, attention_rows: list[dict], seq_len: int = 512, ba
     naive = next((r for r in attention_rows if r["way"] == "naive" and r["seq_len"] == seq_len),
                  None)
     if answer is not ... and naive is not None:
-        print(tr("measured, all naive attention kept at T = {T}: {nbytes:,} bytes, of which P is "
+        say("measured, all naive attention kept at T = {T}: {nbytes:,} bytes, of which P is "
                  "{share:.0%}", T=seq_len, nbytes=naive["saved_bytes"],
-                 share=expected / naive["saved_bytes"]))
+                 share=expected / naive["saved_bytes"])
 
 
 def padded_state_bytes(model: torch.nn.Module, block: int = 64) -> float:
@@ -70,12 +70,12 @@ def check_8bit_state_bytes(answer, adam: dict, block: int = 64) -> None:
                  rel_tol=STATE_BYTES_TOLERANCE, source="formula")
     run = adam.get("Adam, 8-bit state")
     if answer is not ... and run is not None:
-        print(tr("section 3's run measured {measured:.4f} bytes per parameter: the padding of each "
-                 "tensor to whole blocks adds the rest", measured=run["state_bytes_per_param"]))
+        say("section 3's run measured {measured:.4f} bytes per parameter: the padding of each "
+                 "tensor to whole blocks adds the rest", measured=run["state_bytes_per_param"])
         if run.get("model") is not None:
-            print(tr("counted on the run's model with each tensor padded to whole blocks of "
+            say("counted on the run's model with each tensor padded to whole blocks of "
                      "{block}: {padded:.4f} bytes per parameter", block=block,
-                     padded=padded_state_bytes(run["model"], block)))
+                     padded=padded_state_bytes(run["model"], block))
 
 
 # section 2 prints what each policy kept in MB with one decimal: about 3.6 MB for full
@@ -119,10 +119,10 @@ def check_offload_link_bytes(answer, off: dict, grad_bytes: int = FP32_BYTES,
                  rel_tol=0, source="formula")
     if run.get("bytes_per_step"):
         counted = run["bytes_per_step"]
-        print(tr("section 4's fp32 run counted {to_host:,} bytes to the host and {to_device:,} "
+        say("section 4's fp32 run counted {to_host:,} bytes to the host and {to_device:,} "
                  "back per step: {per_number} bytes a number each way",
                  to_host=counted["to_host"], to_device=counted["to_device"],
-                 per_number=counted["to_host"] // run["parameters"]))
+                 per_number=counted["to_host"] // run["parameters"])
 
 
 # ---- the online-softmax update, run against softmax(S) @ V whole ------------------------------
@@ -184,7 +184,7 @@ def check_online_softmax(update: Callable) -> None:
     first keys, computed whole: the new state must be that of the keys so far, so an update that
     keeps the blocks it saw, rather than the running state, fails."""
     if update is ...:
-        print(tr("Not answered yet: define my_update and run the cell again."))
+        say("Not answered yet: define my_update and run the cell again.")
         return
     scores, values = _scores_and_values(7)
     expected = torch.softmax(scores, dim=-1) @ values
@@ -221,5 +221,5 @@ def check_online_softmax(update: Callable) -> None:
                     "keys {split}-{end_last}, your {name} is not that of keys 0-{end_last}: the "
                     "update must use the m, l and acc it is given, nothing kept from earlier "
                     "calls.", last=split - 1, split=split, end_last=end - 1, name=name))
-    print(tr("Correct: the same as softmax(S) @ V whole, for key blocks of 23, 8, 5 and 1, and "
-             "from running states your update did not make"))
+    say("Correct: the same as softmax(S) @ V whole, for key blocks of 23, 8, 5 and 1, and "
+             "from running states your update did not make")

@@ -13,6 +13,7 @@ from torch.profiler import ProfilerActivity, profile
 from torch.utils.flop_counter import FlopCounterMode
 
 from ...attention import naive_attention, tiled_attention
+from ...measure.profile import quiet_profiler
 from ...models import build_model
 from ..common.one_device import adam_fp32_vs_8bit, train_with
 
@@ -65,7 +66,7 @@ def operator_calls(seq_len: int, batch: int = 1, heads: int = 4, head_dim: int =
     out = {}
     for name, way in ways.items():
         way(q, k, v).sum().backward()                      # warm-up
-        with profile(activities=[ProfilerActivity.CPU]) as prof:
+        with quiet_profiler(), profile(activities=[ProfilerActivity.CPU]) as prof:
             start = time.perf_counter()
             way(q, k, v).sum().backward()
             wall = time.perf_counter() - start

@@ -15,7 +15,7 @@ import random
 from typing import Callable
 
 from ...formulas import bytes_per_value
-from ...i18n import tr
+from ...i18n import say, tr
 from ...measure.roofline import catalog_roofs, matmul_elements, matmul_intensity
 from ...models import MLP, build_model
 from ..common.code_exercise import call_refusing
@@ -52,7 +52,7 @@ def check_matmul_intensity(function: Callable) -> None:
     (``2·m·k·n`` FLOPs over both inputs read and the output written once). The package's own
     count refuses while your function runs."""
     if function is ...:
-        print(tr("Not answered yet: define my_matmul_intensity and run the cell again."))
+        say("Not answered yet: define my_matmul_intensity and run the cell again.")
         return
     if not callable(function):
         raise AssertionError(tr("my_matmul_intensity must be a function of (m, k, n, "
@@ -78,8 +78,8 @@ def check_matmul_intensity(function: Callable) -> None:
                     "your function gives {got}, not the roofline's FLOPs per byte. {hint}",
                     m=m, k=k, n=n, size=size, got=repr(got),
                     hint=_mistake(number, m, k, n, size) if number is not None else ""))
-    print(tr("Correct: the roofline's FLOPs per byte for {shapes} shapes, at 4 and at 2 bytes "
-             "per element", shapes=len(shapes)))
+    say("Correct: the roofline's FLOPs per byte for {shapes} shapes, at 4 and at 2 bytes "
+             "per element", shapes=len(shapes))
 
 
 def _up_projection(spec) -> tuple[int, int]:

@@ -17,7 +17,7 @@ from __future__ import annotations
 from typing import Callable
 
 from ...formulas import theoretical_bubble_fraction
-from ...i18n import tr
+from ...i18n import say, tr
 from ...parallel.pipeline.schedules import one_f_one_b
 from ...parallel.pipeline.timeline import free_handoff_bubble, measured_bubble_fraction
 from ..common.code_exercise import call_refusing, number_from
@@ -77,7 +77,7 @@ def check_measured_bubble(candidate, sweep: dict, microbatches: int = 8) -> None
     refused: on :data:`TIMELINES`, which no run recorded, within 1e-6 (relative); then on the
     last step of ``sweep[microbatches]``, against the bubble its ranks recorded."""
     if candidate is ...:
-        print(tr("Measured bubble: not answered yet. Define your function and pass it in."))
+        say("Measured bubble: not answered yet. Define your function and pass it in.")
         return
     refused = (measured_bubble_fraction, free_handoff_bubble, timeline_bubble)
     for number, events in enumerate(TIMELINES, start=1):
@@ -98,16 +98,16 @@ def check_measured_bubble(candidate, sweep: dict, microbatches: int = 8) -> None
     run = sweep.get(microbatches)
     records = [r for r in (run.records if run is not None else []) if r.get("rank") == 0]
     if not records or records[-1].get("timeline") is None:
-        print(tr("Correct on the checker's {count} timelines (section 5 has not measured its "
-                 "m={m} run yet).", count=len(TIMELINES), m=microbatches))
+        say("Correct on the checker's {count} timelines (section 5 has not measured its "
+                 "m={m} run yet).", count=len(TIMELINES), m=microbatches)
         return
     last = records[-1]["step"]
     events = {r["rank"]: r["timeline"] for r in run.records
               if r["step"] == last and r.get("timeline") is not None}
-    print(tr("Correct on the checker's {count} timelines; on the m={m} run's last step your "
+    say("Correct on the checker's {count} timelines; on the m={m} run's last step your "
              "function gives {mine:.4f}, its ranks recorded {recorded:.4f}.",
              count=len(TIMELINES), m=microbatches, mine=float(candidate(events)),
-             recorded=records[-1]["bubble_fraction"]))
+             recorded=records[-1]["bubble_fraction"])
 
 
 class _Recorder:
@@ -141,7 +141,7 @@ def check_1f1b_order(candidate: Callable) -> None:
     for every stage of four pipelines, fewer micro-batches than stages among them, against
     :func:`reference_1f1b_order`; say where the first difference is, not what the answer is."""
     if candidate is ...:
-        print(tr("1F1B order: not answered yet. Define your function and pass it in."))
+        say("1F1B order: not answered yet. Define your function and pass it in.")
         return
     cases = [(stages, m, stage) for stages, m in ((2, 4), (4, 8), (4, 2), (3, 5))
              for stage in range(stages)]
@@ -169,5 +169,5 @@ def check_1f1b_order(candidate: Callable) -> None:
             "1F1B order: stage {stage} of {stages} with m={m} runs the right operations, but "
             "from position {position} on in another order. How many forwards does a stage run "
             "before its first backward?", stage=stage, stages=stages, m=m, position=first))
-    print(tr("Correct: your order is 1F1B's for every stage of 2, 3 and 4-stage pipelines, also "
-             "with fewer micro-batches than stages."))
+    say("Correct: your order is 1F1B's for every stage of 2, 3 and 4-stage pipelines, also "
+             "with fewer micro-batches than stages.")

@@ -25,7 +25,7 @@ import torch.nn as nn
 
 from ...config import RunSpec
 from ...formulas import bus_factor
-from ...i18n import tr
+from ...i18n import say, tr
 from ...measure.timing import CommMeter
 from ...parallel.data_parallel.ring import ring_allreduce
 from ...parallel.sharding.flat import FlatShard, reduce_scatter_mean
@@ -115,8 +115,8 @@ def check_fewest_gpus(answer, n_params: float = 13e9, device_bytes: float = 40e9
     if tuple(int(n) for n in numbers) != expected:
         raise AssertionError(tr("{what}: {answer} is not what the formula gives. Try again.",
                                 what=tr(what), answer=repr(answer)))
-    print(tr("Correct: ZeRO-2 fits from {two} GPUs, ZeRO-3 from {three} (the formula, exactly).",
-             two=expected[0], three=expected[1]))
+    say("Correct: ZeRO-2 fits from {two} GPUs, ZeRO-3 from {three} (the formula, exactly).",
+             two=expected[0], three=expected[1])
 
 
 # ---- exercise 3: what ZeRO-3 would send on more ranks, counted ------------------------------
@@ -264,7 +264,7 @@ def check_reduce_scatter(candidate, world_sizes: tuple = (3, 4)) -> None:
     point-to-point messages only, sending no more than a reduce-scatter must. Prints what matched;
     raises ``AssertionError`` saying what did not."""
     if candidate is ...:
-        print(tr("reduce-scatter: not answered yet. Define your function and pass it in."))
+        say("reduce-scatter: not answered yet. Define your function and pass it in.")
         return
     for world in world_sizes:
         spec = RunSpec(world_size=world, device="cpu", timeout=20)
@@ -281,9 +281,9 @@ def check_reduce_scatter(candidate, world_sizes: tuple = (3, 4)) -> None:
                                     "reduce-scatter or ring: write the messages yourself."))
         for step in sorted({r["step"] for r in records}):
             _judge([r for r in records if r["step"] == step], world)
-    print(tr("Correct: each rank's piece of the average, as the package's reduce-scatter gives it, "
+    say("Correct: each rank's piece of the average, as the package's reduce-scatter gives it, "
              "on {worlds} ranks, from point-to-point messages only and no more bytes than a "
-             "reduce-scatter must send.", worlds=" & ".join(map(str, world_sizes))))
+             "reduce-scatter must send.", worlds=" & ".join(map(str, world_sizes)))
 
 
 def _judge(records: list[dict], world: int) -> None:

@@ -29,7 +29,7 @@ from ...runtime.launcher import RunFailed, launch
 from ...ui.follow import Follower
 from ...ui.live_figure import LiveFigure
 from ...ui.series import global_loss, memory_by_rank
-from ...ui.style import TEMPLATE
+from ...ui.style import COLOURS, TEMPLATE
 from ...formulas import MB
 
 ORDER = ("ddp", "zero1", "zero2", "zero3", "fsdp")   # lesson 03's runs, replicas first
@@ -96,7 +96,7 @@ def memory_figure(rows: list[dict], title: str = "Per-rank memory: measured bars
     fig = go.Figure()
     for c in MEMORY_CATEGORIES:
         fig.add_bar(x=labels, y=[r[f"measured_{c}"] / MB for r in rows],
-                    name=tr("{category} (measured)", category=tr(c)))
+                    name=tr("{category} (measured)", category=tr(c)), marker_color=COLOURS[c])
     if any(r.get("buckets") for r in rows):
         fig.add_bar(x=labels, y=[r.get("buckets", 0) / MB for r in rows],
                     name=tr("DDP's buckets (read from DDP)"))

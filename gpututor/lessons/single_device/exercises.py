@@ -23,7 +23,7 @@ from torch.utils.flop_counter import FlopCounterMode
 from ... import formulas
 from ...config import RunSpec
 from ...data import batches
-from ...i18n import tr
+from ...i18n import say, tr
 from ...measure import flops
 from ...measure.memory import LiveBytesProbe, adamw_state_bytes
 from ...models import GPT, build_model, count_parameters
@@ -40,7 +40,7 @@ def check_optimizer_bytes(candidate: Callable) -> None:
     the bytes of the state ``torch.optim.AdamW`` holds for it after a step, counted here
     (``gpututor.measure.memory.adamw_state_bytes``); exactly."""
     if candidate is ...:
-        print(tr("AdamW state in bytes: not answered yet. Define your function and pass it in."))
+        say("AdamW state in bytes: not answered yet. Define your function and pass it in.")
         return
     for size in OPTIMIZER_SIZES:
         model = build_model(RunSpec(model="gpt", model_size=size))
@@ -60,8 +60,8 @@ def check_optimizer_bytes(candidate: Callable) -> None:
                  "tensors) yours is less than AdamW holds. Two fp32 averages per parameter, 4 "
                  "bytes each, and a 4-byte step counter per tensor.")
         raise AssertionError(tr(wrong, **case))
-    print(tr("Correct: your formula gives exactly the bytes AdamW holds after a step, for the "
-             "tiny and the medium GPT."))
+    say("Correct: your formula gives exactly the bytes AdamW holds after a step, for the "
+             "tiny and the medium GPT.")
 
 
 def forward_activation_bytes(spec) -> int:
@@ -118,7 +118,7 @@ def check_flops_per_step(candidate: Callable) -> None:
     :func:`reference_flops_per_step` (within 0.1 %), with the package's FLOP functions refused
     while it runs; say whether it is too much or too little and what to look at, not by how much."""
     if candidate is ...:
-        print(tr("FLOPs per step: not answered yet. Define your function and pass it in."))
+        say("FLOPs per step: not answered yet. Define your function and pass it in.")
         return
     for size, batch_size, seq_len in FLOPS_CASES:
         model = build_model(RunSpec(model="gpt", model_size=size, batch_size=batch_size,
@@ -146,6 +146,6 @@ def check_flops_per_step(candidate: Callable) -> None:
                  "yours is less than the formula gives. Did you count the backward (twice the "
                  "forward), attention's term, and every token of the step?")
         raise AssertionError(tr(wrong, **case))
-    print(tr("Correct: your FLOPs per step equal the formula's (which FlopCounterMode counts too) "
+    say("Correct: your FLOPs per step equal the formula's (which FlopCounterMode counts too) "
              "for the tiny and the medium GPT, at batch and sequence lengths other than the "
-             "lesson's."))
+             "lesson's.")

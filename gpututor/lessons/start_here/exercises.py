@@ -19,7 +19,7 @@ from torch.utils.data import DistributedSampler
 
 from ...config import RunSpec
 from ...data import batches
-from ...i18n import tr
+from ...i18n import say, tr
 from ...measure.memory import adamw_state_bytes
 from ...models import build_model
 from ..common.code_exercise import call_refusing
@@ -30,8 +30,8 @@ def check_rows_per_rank(answer, spec, world_size: int = 4) -> None:
     """Sequences per step that rank 0 of ``world_size`` data-parallel ranks trains on with
     ``spec``'s global batch: the rows ``gpututor.batches`` really yields it."""
     if answer is ...:
-        print(tr("{what}: not answered yet. Replace ... with your answer and run the cell again.",
-                 what=tr("sequences per rank per step")))
+        say("{what}: not answered yet. Replace ... with your answer and run the cell again.",
+                 what=tr("sequences per rank per step"))
         return
     inputs, _ = next(batches(spec.replace(world_size=world_size), rank=0, world_size=world_size))
     expected, number = inputs.shape[0], as_number(answer)
@@ -39,8 +39,8 @@ def check_rows_per_rank(answer, spec, world_size: int = 4) -> None:
     if number != expected:
         raise AssertionError(tr("{what}: {answer} is not how many gpututor.batches gives rank 0. "
                                 "Try again.", what=what, answer=repr(answer)))
-    print(tr("Correct. {what}: {number} (gpututor.batches gives rank 0 {expected})", what=what,
-             number=f"{number:g}", expected=expected))
+    say("Correct. {what}: {number} (gpututor.batches gives rank 0 {expected})", what=what,
+             number=f"{number:g}", expected=expected)
 
 
 # dataset lengths and world sizes: even splits, uneven ones, fewer samples than ranks, and
@@ -73,7 +73,7 @@ def check_rank_indices(candidate: Callable) -> None:
     against :func:`reference_rank_indices`, with ``DistributedSampler`` refused while it runs;
     say what is wrong (how many, which ones, their order), not what the indices are."""
     if candidate is ...:
-        print(tr("rank indices: not answered yet. Define your function and pass it in."))
+        say("rank indices: not answered yet. Define your function and pass it in.")
         return
     cases = [(n, world, rank) for n, world in SAMPLER_CASES for rank in range(world)]
     expected = {case: reference_rank_indices(case[0], case[2], case[1]) for case in cases}
@@ -106,8 +106,8 @@ def check_rank_indices(candidate: Callable) -> None:
             "r + 2N, ...? Where do the extra ones come from when n does not divide?",
             position=next(i for i, (a, b) in enumerate(zip(indices, want)) if a != b), **where))
     sizes = ", ".join(f"(n={n}, N={world})" for n, world in SAMPLER_CASES)
-    print(tr("Correct: your indices are DistributedSampler's for every rank of {sizes}.",
-             sizes=sizes))
+    say("Correct: your indices are DistributedSampler's for every rank of {sizes}.",
+             sizes=sizes)
 
 
 def check_ideal_throughput(answer, ddp: dict, solo: dict) -> None:

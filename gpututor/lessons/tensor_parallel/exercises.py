@@ -22,7 +22,7 @@ import torch.nn as nn
 
 from ...config import RunSpec
 from ...models import build_model
-from ...i18n import tr
+from ...i18n import say, tr
 from ...parallel.tensor_parallel.megatron import RowParallelLinear, TensorParallelGroup, owned_indices
 from ...runtime.launcher import launch
 from ..common.code_exercise import CalledTheReference, call_refusing
@@ -81,7 +81,7 @@ def check_row_parallel(candidate, world_sizes: tuple = (2, 3)) -> None:
     ``world_sizes`` and compare its output and gradients with one dense ``nn.Linear``. Raises
     ``AssertionError`` saying what differs."""
     if candidate is ...:
-        print(tr("row-parallel forward: not answered yet. Define your function and pass it in."))
+        say("row-parallel forward: not answered yet. Define your function and pass it in.")
         return
     for world in world_sizes:
         spec = RunSpec(world_size=world, device="cpu", timeout=20)
@@ -101,8 +101,8 @@ def check_row_parallel(candidate, world_sizes: tuple = (2, 3)) -> None:
                 if not record[part] <= 1e-5:
                     raise AssertionError(tr(message, world=world, rank=record["rank"],
                                             error=record[part]))
-    print(tr("Correct: on {worlds} ranks the output and the input and weight gradients equal one "
-             "dense nn.Linear.", worlds=" & ".join(map(str, world_sizes))))
+    say("Correct: on {worlds} ranks the output and the input and weight gradients equal one "
+             "dense nn.Linear.", worlds=" & ".join(map(str, world_sizes)))
 
 
 # exercise 2's cases: (model size, tp degree, batch, sequence length), none of them a run a cell
@@ -141,7 +141,7 @@ def check_tp_bytes(candidate, base: RunSpec) -> None:
     exactly; ``launch``, the lesson's ``tp_allreduces`` and ``count_collectives`` refuse while
     it runs. Says which case is wrong, not what the answer is."""
     if candidate is ...:
-        print(tr("tp bytes: not answered yet. Define your function and pass it in."))
+        say("tp bytes: not answered yet. Define your function and pass it in.")
         return
     from .collectives import count_collectives
     from .messages import tp_allreduces
@@ -167,6 +167,6 @@ def check_tp_bytes(candidate, base: RunSpec) -> None:
             raise AssertionError(tr("tp bytes [{case}]: yours is not what the run counted. How "
                                     "many all-reduces does one block make, forward and backward, "
                                     "and how big is what each one sums?", case=case))
-    print(tr("Correct: your count equals the bytes the runs counted, exactly, for {cases} tp "
+    say("Correct: your count equals the bytes the runs counted, exactly, for {cases} tp "
              "runs no cell made (degrees {degrees}).", cases=len(TP_BYTES_CASES),
-             degrees=" & ".join(str(c[1]) for c in TP_BYTES_CASES)))
+             degrees=" & ".join(str(c[1]) for c in TP_BYTES_CASES))

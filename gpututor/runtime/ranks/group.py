@@ -178,6 +178,7 @@ class RankGroup:
 
     def _take(self, outcome: RankOutcome, reply: dict) -> None:
         outcome.text, outcome.value, outcome.error = reply["text"], reply["value"], reply["error"]
+        outcome.unanswered = reply.get("unanswered") or []
         outcome.seconds = reply["seconds"]
         outcome.state = "done" if reply["error"] is None else "error"
         if reply["error"] is not None and reply["error"]["type"] == "KeyboardInterrupt":

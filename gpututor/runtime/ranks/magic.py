@@ -18,7 +18,7 @@ from IPython.core.magic import Magics, line_cell_magic, magics_class
 from IPython.display import display
 
 from ...checks import InvalidValue
-from ...i18n import tr
+from ...i18n import say, tr
 from .checks import check_group, check_timeout, cpu_ceiling
 from .group import CellInterrupted, RankGroup
 
@@ -88,7 +88,7 @@ class RanksMagics(Magics):
             return self._start(rest)
         if command == "stop":
             self.stop()
-            print(tr("The ranks are stopped: no process or temp file of theirs is left."))
+            say("The ranks are stopped: no process or temp file of theirs is left.")
             return None
         if command == "gather":
             if len(rest) != 1:
@@ -101,8 +101,8 @@ class RanksMagics(Magics):
         if command == "restart":
             group = self._running()
             group.restart()
-            print(tr("The group was restarted ({n} fresh ranks, in {seconds:.1f} s); every "
-                     "rank's names are gone.", n=group.world_size, seconds=group.started_s))
+            say("The group was restarted ({n} fresh ranks, in {seconds:.1f} s); every "
+                     "rank's names are gone.", n=group.world_size, seconds=group.started_s)
             return None
         raise InvalidValue("command", command, f"start, status, restart, stop, gather ({USAGE})")
 
@@ -122,9 +122,9 @@ class RanksMagics(Magics):
         check_group(world_size, device=device, timeout=timeout)   # a typo keeps the live group
         self.stop()
         self.group = RankGroup(world_size, device=device, timeout=timeout)
-        print(tr("{n} ranks started on {device} in {seconds:.2f} s: run a cell on them with "
+        say("{n} ranks started on {device} in {seconds:.2f} s: run a cell on them with "
                  "%%ranks.", n=world_size, device=self.group.device,
-                 seconds=self.group.started_s))
+                 seconds=self.group.started_s)
 
     def _cell(self, words: list[str], code: str):
         options = _options(words, {"--no-collectives"}, {"--timeout"}, "%%ranks")

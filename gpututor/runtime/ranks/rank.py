@@ -110,9 +110,19 @@ def user_names(namespace: dict, preset: set) -> list[str]:
     return sorted(k for k in namespace if k not in preset and not k.startswith("_"))
 
 
+def unanswered(tree: ast.Module, namespace: dict) -> list[str]:
+    """The names the cell reads that are still ``...`` (an exercise's placeholder, answered
+    nowhere yet) and that the cell does not bind itself: running it would only show
+    "'ellipsis' object is not callable" on every rank."""
+    bound = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and not isinstance(n.ctx, ast.Load)}
+    read = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
+    return sorted(name for name in read - bound if namespace.get(name, None) is Ellipsis)
+
+
 def run_cell(code: str, cell: int, namespace: dict, guarded: bool, interrupts: Interrupts) -> dict:
     """Run ``code`` as IPython would (the last expression's value is shown) and say what came of
-    it: ``text`` (what it printed, as ``(stream, text)`` pairs), ``value``, ``error``."""
+    it: ``text`` (what it printed, as ``(stream, text)`` pairs), ``value``, ``error``, and
+    ``unanswered``: the placeholders it would have read (:func:`unanswered`; then it does not run)."""
     filename = cell_name(cell)
     linecache.cache[filename] = (len(code), None, code.splitlines(True), filename)
     kept = KeptOutput()
@@ -122,6 +132,10 @@ def run_cell(code: str, cell: int, namespace: dict, guarded: bool, interrupts: I
     started = time.perf_counter()
     try:
         tree = ast.parse(code, filename)
+        waiting_for = unanswered(tree, namespace)
+        if waiting_for:
+            return {"text": [], "value": None, "error": None, "unanswered": waiting_for,
+                    "seconds": time.perf_counter() - started}
         last = tree.body.pop() if tree.body and isinstance(tree.body[-1], ast.Expr) else None
         body = compile(tree, filename, "exec")
         tail = compile(ast.Expression(last.value), filename, "eval") if last else None
@@ -146,7 +160,7 @@ def run_cell(code: str, cell: int, namespace: dict, guarded: bool, interrupts: I
                  "traceback": cell_traceback(exc, filename)}
     finally:
         sys.stdout, sys.stderr = saved
-    return {"text": kept.joined(), "value": value, "error": error,
+    return {"text": kept.joined(), "value": value, "error": error, "unanswered": [],
             "seconds": time.perf_counter() - started}
 
 

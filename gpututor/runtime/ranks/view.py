@@ -26,6 +26,7 @@ class RankOutcome:
     error: dict | None = None     # {"type", "message", "traceback"}
     seconds: float | None = None  # None: the rank did not finish the cell
     state: str = "done"           # done | error | waiting | interrupted | died | idle
+    unanswered: list = field(default_factory=list)   # placeholders (``...``) it would have read
 
     @property
     def stdout(self) -> str:
@@ -85,8 +86,16 @@ def _heading(outcome: RankOutcome) -> str:
     return tr("rank {rank}", rank=outcome.rank) + (f" ({state})" if state else "")
 
 
+def _unanswered_text(outcome: RankOutcome) -> str:
+    return tr("not answered yet: {names} is still ... here; write your answer in the cell above, "
+              "run it, then run this cell again", names=", ".join(outcome.unanswered))
+
+
 def _cell_html(outcome: RankOutcome) -> str:
     parts = []
+    if outcome.unanswered:
+        parts.append(f"<div style='color:#57606a;white-space:normal'>"
+                     f"{html.escape(_unanswered_text(outcome))}</div>")
     for stream, text in outcome.text:
         color = "#b00" if stream == "stderr" else "inherit"
         parts.append(f"<pre style='margin:0;color:{color}'>{html.escape(text)}</pre>")
@@ -99,7 +108,7 @@ def _cell_html(outcome: RankOutcome) -> str:
 
 
 def _cell_lines(outcome: RankOutcome) -> list[str]:
-    text = "".join(t for _, t in outcome.text)
+    text = "".join(t for _, t in outcome.text) + (_unanswered_text(outcome) if outcome.unanswered else "")
     if outcome.value is not None:
         text += ("" if not text or text.endswith("\n") else "\n") + outcome.value
     if outcome.error is not None:
