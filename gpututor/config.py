@@ -200,6 +200,16 @@ class RunSpec:
         checks.choice("section", name, SECTIONS)
         return {f: getattr(self, f) for f in SECTIONS[name]}
 
+    def _repr_html_(self) -> str:
+        """In a notebook: the fields as a table, one column per section (the plain repr is one
+        line wider than any cell)."""
+        import html
+        cells = "".join("<td style='vertical-align:top;text-align:left'>" + "<br>".join(
+            f"{f} = <code>{html.escape(repr(v))}</code>" for f, v in self.section(name).items())
+            + "</td>" for name in SECTIONS)
+        head = "".join(f"<th style='text-align:left'>{name}</th>" for name in SECTIONS)
+        return f"<table><tr>{head}</tr><tr>{cells}</tr></table>"
+
     def option(self, name: str, default=None):
         return dict(self.options).get(name, default)
 

@@ -176,10 +176,14 @@ def _drive_lesson(page, server: LabServer, timings: dict) -> None:
     code_cells = run_all_cells(page, timings)
     # the panels' speedup is set beside what the DDP panel's view used; under Run All the
     # browser's drawing time reaches the kernel only after the queued cells (said so)
-    gap = code_cells.filter(has_text="view_gap_line(quiet").locator(".jp-OutputArea").inner_text()
+    # (in the verdict's details: text_content reads them folded too)
+    gap = code_cells.filter(has_text="view_gap_line(quiet").locator(".jp-OutputArea").text_content()
     assert re.search(r"CPU-s in the kernel( and [0-9.]+ s of drawing in the browser|, [0-9.]+% "
                      r"of 2 cores \(one per rank\) over the run's wall time. The browser's drawing time was not reported)",
                      gap), gap
+    # the bad-input cell: launch refuses the spec before any rank starts, and says why
+    refused = code_cells.filter(has_text="batch_size=33").locator(".jp-OutputArea").inner_text()
+    assert "ValueError: batch_size=33 is invalid: allowed is a multiple of 2" in refused, refused
     timings["view_gap_line"] = next((line for line in gap.splitlines() if "panels' speedup" in
                                      line and "without a view" in line), gap)[:600]
     cell = code_cells.filter(has_text=PANEL_CELL)

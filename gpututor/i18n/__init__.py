@@ -25,10 +25,10 @@ where text is shown; ranks never read it.
 from __future__ import annotations
 
 from ..checks import InvalidValue, choice
-from .shown import show, show_code, show_table
+from .shown import show, show_code, show_table, verdict
 
 __all__ = ["LANGUAGES", "error_text", "language", "ntr", "say", "set_language", "show",
-           "show_code", "show_table", "table", "tr"]
+           "show_code", "show_table", "show_verdict", "table", "tr"]
 
 LANGUAGES = ("en", "zh")
 _current = ["en"]
@@ -86,6 +86,13 @@ def say(template: str, **values) -> None:
     in a notebook and printed elsewhere (:func:`.shown.show`). Write ``say("{n} ranks ran {x:.2f}x
     as fast", n=n, x=x)`` where a lesson would print an f-string; the English words are the same."""
     show(tr(template, **values))
+
+
+def show_verdict(headline: str, details: str = "", tone: str = "mixed") -> None:
+    """What a run showed, first: ``headline`` with ``details`` one click away, in a callout of
+    ``tone`` ("good", "bad", "mixed"; :func:`.shown.verdict`), the toggle in the notebook's
+    language."""
+    verdict(headline, details, tone, tr("details"))
 
 
 def error_text(error: BaseException | str) -> str:

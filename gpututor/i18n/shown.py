@@ -119,3 +119,32 @@ def show_table(columns: list[str], rows: list[list]) -> None:
         return
     _display().display({"text/html": table_html(columns, rows),
                         "text/plain": table_text(columns, rows)}, raw=True)
+
+
+# a verdict's tone: what the run showed went the way the lesson hoped, the other way, or neither
+TONES = {"good": "#1a7f37", "bad": "#cf222e", "mixed": "#9a6700"}
+
+
+def verdict_html(headline: str, details: str = "", tone: str = "mixed",
+                 toggle: str = "details") -> str:
+    """A callout: the headline in bold beside a bar of the tone's colour, the details (lines of
+    text) one click away in a ``<details>`` element whose toggle says ``toggle``."""
+    more = "" if not details else (
+        f"<details><summary style='cursor:pointer;color:#57606a'>{html.escape(toggle)}"
+        f"</summary>{as_html(details)}</details>")
+    return (f"<div class='gpututor-verdict {NO_MATH}' style='border-left:4px solid {TONES[tone]};"
+            f"padding:0.3em 0.8em;margin:0.3em 0;background:rgba(127,127,127,0.06)'>"
+            f"<b>{html.escape(headline)}</b>{more}</div>")
+
+
+def verdict(headline: str, details: str = "", tone: str = "mixed", toggle: str = "details") -> None:
+    """Show what a run showed, first: ``headline`` (one sentence, chosen from the run's numbers)
+    with ``details`` behind a click (a toggle saying ``toggle``) in a notebook; both printed
+    elsewhere. ``tone``: "good", "bad" or "mixed"."""
+    choice("tone", tone, tuple(TONES))
+    text = headline + ("\n" + details if details else "")
+    if not in_notebook():
+        print(text)
+        return
+    _display().display({"text/html": verdict_html(headline, details, tone, toggle),
+                        "text/plain": text}, raw=True)

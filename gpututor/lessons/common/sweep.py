@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Callable, Iterable, Optional
 
 from ...config import RunSpec
-from ...i18n import tr
+from ...i18n import show, tr
 from ...runtime.launcher import launch
 from ...measure.profile import PHASES
 

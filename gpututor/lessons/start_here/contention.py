@@ -247,3 +247,38 @@ def matmul_rate_line(spec, world_size: int = 2) -> str:
     return tr("matmuls {part_rows} rows tall (a rank's share) ran at {part:.1f} GFLOP/s, {rows} "
               "rows tall (one rank's whole batch) at {whole:.1f}: within 5 % of each other "
               "({ratio:.0%}), so the smaller pieces cost little here", **values)
+
+
+def speedups(quiet: dict, panel_speedup: float | None) -> dict:
+    """Each bar of lesson 00's speedup figure, over one rank's tokens/s without a live view: the
+    ideal (the world size), the independent pair (two ranks that never talk), DDP without a
+    view, and DDP with the panels' views (``panel_speedup``); None where not measured."""
+    one, ddp, pair = (quiet["one"]["tokens_per_s"], quiet["ddp"]["tokens_per_s"],
+                      quiet["pair"]["tokens_per_s"])
+    ratio = lambda v: None if v is None or not one else v / one
+    return {"ideal": float(quiet["ddp"]["world_size"]), "independent pair": ratio(pair),
+            "DDP, no live view": ratio(ddp), "DDP, with the live view": panel_speedup}
+
+
+def speedup_verdict(quiet: dict, panel_speedup: float | None) -> tuple[str, str]:
+    """``(headline, tone)``: what this run showed about 2 ranks against one, in one sentence
+    chosen from the measured speedups (:func:`speedups`), and whether it is the speedup data
+    parallel is for ("good"), a partial one ("mixed") or none ("bad")."""
+    s = speedups(quiet, panel_speedup)
+    ddp, pair, ideal = s["DDP, no live view"], s["independent pair"], s["ideal"]
+    if ddp is None or pair is None:
+        return tr("A run measured no steady tokens/s: no speedup to report."), "mixed"
+    # below the ideal, what was lost to sharing the machine (the pair's own shortfall) against
+    # what was lost to communication (DDP's shortfall from the pair)
+    limit = (tr("two runs that never talk reached {pair:.2f}×: this machine's sharing limits it "
+                "more than communication", pair=pair) if ideal - pair >= pair - ddp else
+             tr("two runs that never talk reached {pair:.2f}×: most of the rest is what DDP "
+                "adds to them, its all-reduce and the work around it", pair=pair))
+    if ddp >= 0.75 * ideal:
+        return tr("{n:.0f} ranks trained {ddp:.2f}× as fast as one: near the ideal {n:.0f}× ({limit})",
+                  n=ideal, ddp=ddp, limit=limit), "good"
+    if ddp > 1.1:
+        return tr("{n:.0f} ranks trained {ddp:.2f}× as fast as one, short of the ideal {n:.0f}×: "
+                  "{limit}", n=ideal, ddp=ddp, limit=limit), "mixed"
+    return tr("{n:.0f} ranks were no faster than one here ({ddp:.2f}×): {limit}", n=ideal,
+              ddp=ddp, limit=limit), "bad"
