@@ -81,7 +81,8 @@ def ring_send_bound(numel: int, world: int) -> int:
 class AllReduceCheck:
     """In every rank: the candidate and ``dist.all_reduce`` on the same tensors, compared. While
     the candidate runs, every built-in collective refuses (:class:`OnlyPointToPoint`) and so does
-    the package's ring (``ring_allreduce`` and its exchange): the exercise is to build it from
+    the package's ring (``ring_allreduce``, its exchange and its schedule, ``ring_steps``, which
+    the lesson draws): the exercise is to build it from
     point-to-point messages. The sizes are at least one element per rank and not all multiples
     of the world size, so ``torch.chunk`` and ``torch.tensor_split`` solutions both work and
     uneven pieces are tried. Every send is recorded (:class:`RecordedSends`): one to a rank
@@ -99,8 +100,8 @@ class AllReduceCheck:
             given = x.clone()
             with OnlyPointToPoint() as guard, RecordedSends() as sent:
                 try:
-                    got = call_refusing(self.candidate, (given, rank, world),
-                                        refused=(ring.ring_allreduce, ring._exchange))
+                    got = call_refusing(self.candidate, (given, rank, world), refused=(
+                        ring.ring_allreduce, ring._exchange, ring.ring_steps))
                 except CalledTheReference:
                     emit({"step": step, "numel": numel, "max_error": float("inf"),
                           "reference": True})

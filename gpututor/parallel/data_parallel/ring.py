@@ -24,16 +24,33 @@ def _exchange(send: torch.Tensor, recv_like: torch.Tensor, right: int, left: int
     return incoming
 
 
+def ring_steps(world: int) -> list[dict]:
+    """The ring's schedule, the one :func:`ring_allreduce` follows (and lesson 02 draws): a step
+    per entry, ``phase`` ("reduce-scatter" or "all-gather"), ``step`` (from 0 in its phase) and,
+    per rank, the chunk it sends to its right neighbour and the chunk it receives from its left
+    one (``send``, ``recv``: lists indexed by rank). In the reduce-scatter the received chunk is
+    added; in the all-gather it is copied."""
+    steps = []
+    for phase, shift in (("reduce-scatter", 0), ("all-gather", 1)):
+        for step in range(world - 1):
+            steps.append({"phase": phase, "step": step,
+                          "send": [(r - step + shift) % world for r in range(world)],
+                          "recv": [(r - step - 1 + shift) % world for r in range(world)]})
+    return steps
+
+
 def ring_allreduce(tensor: torch.Tensor, rank: int, world: int) -> torch.Tensor:
-    """Sum ``tensor`` over all ranks, in place, with a ring of sends and receives."""
+    """Sum ``tensor`` over all ranks, in place, with a ring of sends and receives
+    (:func:`ring_steps`' schedule)."""
     if world == 1:
         return tensor
     chunks = list(tensor.view(-1).tensor_split(world))   # views into tensor
     right, left = (rank + 1) % world, (rank - 1) % world
-    for step in range(world - 1):                        # phase 1: reduce-scatter
-        send, recv = (rank - step) % world, (rank - step - 1) % world
-        chunks[recv] += _exchange(chunks[send], chunks[recv], right, left)
-    for step in range(world - 1):                        # phase 2: all-gather
-        send, recv = (rank - step + 1) % world, (rank - step) % world
-        chunks[recv].copy_(_exchange(chunks[send], chunks[recv], right, left))
+    for step in ring_steps(world):
+        send, recv = step["send"][rank], step["recv"][rank]
+        incoming = _exchange(chunks[send], chunks[recv], right, left)
+        if step["phase"] == "reduce-scatter":            # phase 1: add what arrives
+            chunks[recv] += incoming
+        else:                                            # phase 2: pass finished chunks on
+            chunks[recv].copy_(incoming)
     return tensor
