@@ -18,7 +18,7 @@ from typing import Callable
 
 from ...formulas import theoretical_bubble_fraction
 from ...i18n import say, tr
-from ...parallel.pipeline.schedules import one_f_one_b
+from ...parallel.pipeline.schedules import call_order, one_f_one_b
 from ...parallel.pipeline.timeline import free_handoff_bubble, measured_bubble_fraction
 from ..common.code_exercise import call_refusing, number_from
 from ..common.exercises import check_answer
@@ -110,25 +110,10 @@ def check_measured_bubble(candidate, sweep: dict, microbatches: int = 8) -> None
              recorded=records[-1]["bubble_fraction"])
 
 
-class _Recorder:
-    """Stands for a stage: records the order in which a schedule calls forward and backward."""
-
-    def __init__(self, index: int, count: int):
-        self.index, self.count, self.order = index, count, []
-
-    def forward(self, i: int) -> None:
-        self.order.append(("F", i))
-
-    def backward(self, i: int) -> None:
-        self.order.append(("B", i))
-
-
 def reference_1f1b_order(stage: int, stages: int, microbatches: int) -> list[tuple[str, int]]:
     """The order stage ``stage`` of ``stages`` runs its forwards and backwards in the package's
     1F1B schedule with ``microbatches`` micro-batches."""
-    worker = _Recorder(stage, stages)
-    one_f_one_b(worker, microbatches)
-    return worker.order
+    return call_order("1f1b", stage, stages, microbatches)
 
 
 def _as_order(ops) -> list[tuple]:

@@ -9,6 +9,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from ...i18n import tr
+from ...parallel.pipeline.schedules import ideal_timeline
 from ...parallel.pipeline.timeline import step_events, step_stages, theoretical_bubble_fraction
 from ...ui.follow import UPDATE_INTERVAL_S, Follower
 from ...ui.live_figure import LiveFigure
@@ -173,4 +174,33 @@ def implementations_figure(pairs: dict[str, tuple[dict, dict]],
         fig.add_bar(x=names, y=[pairs[n][i]["bubble_fraction"] for n in names], name=label,
                     marker_color=color, legendgroup=label, showlegend=False, row=1, col=2)
     fig.update_layout(title=tr(title), barmode="group", template=TEMPLATE, height=360)
+    return fig
+
+
+def kept_at_once(events: dict[int, list], stage: int) -> int:
+    """The most micro-batches whose forward has ended and backward not yet started on ``stage``:
+    how many micro-batches' activations it keeps at once."""
+    ends = sorted([(e, 1) for k, _, _, e in events[stage] if k == "F"] +
+                  [(s, -1) for k, _, s, _ in events[stage] if k == "B"])
+    kept = most = 0
+    for _, change in ends:
+        kept += change
+        most = max(most, kept)
+    return most
+
+
+def schedule_schematic(schedule: str, stages: int = 4, m: int = 8) -> go.Figure:
+    """The order of ``schedule`` (GPipe's or 1F1B's own function) on ``stages`` stages and ``m``
+    micro-batches, drawn as its Gantt chart on an ideal machine (a forward takes one unit, a
+    backward two, hand-offs are free: ``ideal_timeline``); the title gives the idle share and the
+    most micro-batches stage 0 keeps at once."""
+    events = ideal_timeline(schedule, stages, m)
+    span = max(e for evs in events.values() for *_, e in evs)
+    busy = sum(e - s for evs in events.values() for *_, s, e in evs)
+    units = {r: [(k, i, s / 1e3, e / 1e3) for k, i, s, e in evs] for r, evs in events.items()}
+    name = {"gpipe": "GPipe", "1f1b": "1F1B"}[schedule]
+    fig = gantt(units, tr("{name}, {stages} stages, m={m}: idle {idle:.0%}; stage 0 keeps up to "
+                          "{kept} micro-batches", name=name, stages=stages, m=m,
+                          idle=1 - busy / (stages * span), kept=kept_at_once(events, 0)))
+    fig.update_layout(xaxis_title=tr("time, in forwards of one micro-batch (a backward takes two)"))
     return fig

@@ -232,6 +232,56 @@ SCHEDULE_FUNCTIONS = {"naive": naive, "gpipe": gpipe, "1f1b": one_f_one_b,
                       "interleaved-1f1b": interleaved_1f1b}
 
 
+class _CallOrder:
+    """Stands in for a :class:`StageWorker`: records the order of its forward and backward calls."""
+
+    def __init__(self, index: int, count: int):
+        self.index, self.count, self.calls = index, count, []
+
+    def forward(self, i: int) -> None:
+        self.calls.append(("F", i))
+
+    def backward(self, i: int) -> None:
+        self.calls.append(("B", i))
+
+
+def call_order(schedule: str, stage: int, stages: int, m: int) -> list[tuple[str, int]]:
+    """The ``("F" | "B", micro-batch)`` calls the schedule's function makes on stage ``stage``
+    of ``stages`` with ``m`` micro-batches, in order."""
+    order = _CallOrder(stage, stages)
+    SCHEDULE_FUNCTIONS[schedule](order, m)
+    return order.calls
+
+
+def ideal_timeline(schedule: str, stages: int, m: int, forward: float = 1.0,
+                   backward: float = 2.0) -> dict[int, list]:
+    """``{stage: [(kind, micro_batch, start, end)]}``: the calls the schedule's own function
+    (GPipe's or 1F1B's, above) makes on each stage, each started as soon as the stage is free and
+    its input has arrived (a forward after the previous stage's forward of that micro-batch, a
+    backward after the next stage's backward), a forward taking ``forward`` and a backward
+    ``backward``, hand-offs free. Lesson 05 draws it: the picture is the code's order."""
+    checks.choice("schedule", schedule, ("gpipe", "1f1b"))
+    orders = {s: call_order(schedule, s, stages, m) for s in range(stages)}
+    done, free, at = {}, [0.0] * stages, [0] * stages
+    events = {s: [] for s in range(stages)}
+    while any(at[s] < len(orders[s]) for s in range(stages)):
+        moved = False
+        for s in range(stages):
+            while at[s] < len(orders[s]):
+                kind, i = orders[s][at[s]]
+                needs = (("F", s - 1, i) if kind == "F" and s > 0 else
+                         ("B", s + 1, i) if kind == "B" and s < stages - 1 else None)
+                if needs is not None and needs not in done:
+                    break
+                start = max(free[s], done.get(needs, 0.0))
+                free[s] = done[(kind, s, i)] = start + (forward if kind == "F" else backward)
+                events[s].append((kind, i, start, free[s]))
+                at[s], moved = at[s] + 1, True
+        if not moved:
+            raise RuntimeError(f"schedule {schedule!r} waits forever on {stages} stages, m={m}")
+    return events
+
+
 # ---- the strategy ------------------------------------------------------------------------------
 
 class PipelineParallel(PipelineStrategy):
