@@ -13,7 +13,7 @@ from ...parallel.base import STATES
 from ...parallel.sharding.flat import FlatShard, unit_parameters
 from ...ui.style import COLOURS, TEMPLATE
 
-STRATEGIES = ("ddp", "zero1", "zero2", "zero3")
+DRAWN = ("ddp", "zero1", "zero2", "zero3")   # the strategies the picture compares
 LABELS = {"params": "parameters", "grads": "gradients", "optimizer": "optimizer state"}
 
 
@@ -41,12 +41,12 @@ def held_ranges(spec, world: int, strategy: str) -> dict:
 def zero_schematic(spec, world: int = 4) -> go.Figure:
     """One panel per strategy (DDP, ZeRO-1, -2, -3) on ``world`` ranks: for each rank, which
     stretches of the model's parameters it keeps as parameters, gradients and optimizer state."""
-    fig = make_subplots(rows=1, cols=len(STRATEGIES), shared_yaxes=True, horizontal_spacing=0.03,
+    fig = make_subplots(rows=1, cols=len(DRAWN), shared_yaxes=True, horizontal_spacing=0.03,
                         subplot_titles=[s.upper().replace("ZERO", "ZeRO-") if s != "ddp" else "DDP"
-                                        for s in STRATEGIES])
+                                        for s in DRAWN])
     rows = [tr("rank {rank}", rank=r) + " · " + tr(LABELS[state])
             for r in range(world) for state in reversed(STATES)]
-    for col, strategy in enumerate(STRATEGIES, start=1):
+    for col, strategy in enumerate(DRAWN, start=1):
         held = held_ranges(spec, world, strategy)
         for state in reversed(STATES):
             spans = [(r, a, b) for r in range(world) for a, b in held[r, state] if b > a]
