@@ -1,0 +1,40 @@
+"""Lesson 10's picture of ring attention's steps, drawn from the code that runs them: the block
+each rank holds at each step (rank r holds rank r−s's at step s, as ``RingAttention`` builds its
+tiles) and the query-key pairs causal attention allows there (``ring_step_work``, from
+``split_positions`` and ``visible_tile``)."""
+from __future__ import annotations
+
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+from ...i18n import tr
+from ...parallel.context_parallel.split import ring_step_work
+from ...ui.style import TEMPLATE
+
+
+def ring_schematic(seq_len: int = 16, cp: int = 4) -> go.Figure:
+    """Two panels, the contiguous and the zig-zag split of ``seq_len`` positions over ``cp``
+    ranks: one cell per rank and ring step, naming the key/value block the rank holds and how
+    many of its query-key pairs are visible (white: none, the step computes nothing there); each
+    panel's title sums the steps' busiest ranks (what the ring takes) against all the pairs."""
+    splits = ("contiguous", "zigzag")
+    work = {s: ring_step_work(seq_len, cp, s).tolist() for s in splits}
+    top = max(max(max(row) for row in w) for w in work.values())
+    fig = make_subplots(rows=1, cols=2, horizontal_spacing=0.08, subplot_titles=[
+        tr("{split}: busiest rank per step, summed: {longest} pairs; all ranks: {total}",
+           split=tr(s), longest=sum(max(row) for row in work[s]),
+           total=sum(sum(row) for row in work[s])) for s in splits])
+    for col, split in enumerate(splits, start=1):
+        z = [[work[split][step][r] for step in range(cp)] for r in range(cp)]
+        text = [[tr("KV of rank {src}: {pairs}", src=(r - step) % cp, pairs=z[r][step])
+                 for step in range(cp)] for r in range(cp)]
+        fig.add_heatmap(z=z, x=[tr("step {step}", step=s) for s in range(cp)],
+                        y=[tr("rank {rank}", rank=r) for r in range(cp)], text=text,
+                        texttemplate="%{text}", hovertemplate="%{text}<extra></extra>",
+                        colorscale="Blues", zmin=0, zmax=top, showscale=False, xgap=2, ygap=2,
+                        row=1, col=col)
+    fig.update_yaxes(autorange="reversed")
+    fig.update_layout(title=tr("Ring attention on {cp} ranks, {T} positions: the block each rank "
+                               "holds at each step, and its visible query-key pairs", cp=cp, T=seq_len),
+                      height=120 + 45 * cp, template=TEMPLATE, margin=dict(l=70, r=20, t=90, b=40))
+    return fig
