@@ -59,10 +59,11 @@ class Recommendation:
         """:meth:`rows` as plain text, one line each."""
         return "\n".join([table_text(*self.rows(top))] + ["    " + line for line in self.left_out()])
 
-    def show(self, top: int = 10) -> None:
-        """:meth:`rows` as a table, then the notes (in a notebook; printed elsewhere)."""
+    def show(self, top: int = 10, notes: bool = True) -> None:
+        """:meth:`rows` as a table, then (``notes``) the notes (in a notebook; printed elsewhere)."""
         show_table(*self.rows(top))
-        show("\n".join(self.left_out() + list(self.notes)))
+        if notes:
+            show("\n".join(self.left_out() + list(self.notes)))
 
 
 def meets(est, budget, deadline_days) -> bool:

@@ -282,3 +282,18 @@ def speedup_verdict(quiet: dict, panel_speedup: float | None) -> tuple[str, str]
                   "{limit}", n=ideal, ddp=ddp, limit=limit), "mixed"
     return tr("{n:.0f} ranks were no faster than one here ({ddp:.2f}×): {limit}", n=ideal,
               ddp=ddp, limit=limit), "bad"
+
+
+def panel_verdict(speedup: float | None, world_size: int) -> tuple[str, str]:
+    """``(headline, tone)`` for the panels' speedup (each run drawn live): how it compares with
+    the ideal, in words chosen from the value; the sections after it measure why."""
+    if speedup is None:
+        return tr("The panels measured no steady tokens/s: no speedup to report."), "mixed"
+    tone = "good" if speedup >= 0.75 * world_size else "mixed" if speedup > 1.1 else "bad"
+    if speedup >= world_size:
+        return tr("With their live views, {n} ranks ran {speedup:.2f}× as fast as one, at or above "
+                  "the ideal {n}×; the next sections measure how", n=world_size,
+                  speedup=speedup), tone
+    return tr("With their live views, {n} ranks ran {speedup:.2f}× as fast as one (the ideal is "
+              "{n}×); the next sections measure what took the rest", n=world_size,
+              speedup=speedup), tone
