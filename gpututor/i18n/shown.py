@@ -15,6 +15,7 @@ Preprocessor" and "Document Options", ``ignoreHtmlClass``).
 from __future__ import annotations
 
 import html
+import re
 import sys
 import unicodedata
 
@@ -79,10 +80,23 @@ def show_code(*objects) -> None:
     shown.display(shown.Code(source, language="python"))
 
 
+def _numeric(text: str) -> bool:
+    """Whether a formatted cell reads as a number ("1,234", "-7.1%", "0.50×", "12 ms", "n/a")."""
+    return bool(re.fullmatch(r"[-+]?[\d,.]+(e[-+]?\d+)?\s*(%|×|x|\*|[a-zA-Z/]{0,3})?|n/a|-",
+                             text.strip()))
+
+
+def _aligns(columns: list[str], rows: list[list]) -> list[str]:
+    """Each column's alignment: right where every cell is a number, else left."""
+    return ["right" if rows and all(_numeric(str(r[i])) for r in rows) else "left"
+            for i in range(len(columns))]
+
+
 def table_html(columns: list[str], rows: list[list]) -> str:
-    """An HTML table of ``rows`` (lists of cells, already formatted) under ``columns``: the
-    first column to the left, the others (numbers) to the right."""
-    align = lambda i: "left" if i == 0 else "right"
+    """An HTML table of ``rows`` (lists of cells, already formatted) under ``columns``: columns
+    of numbers to the right, the others to the left."""
+    aligns = _aligns(columns, rows)
+    align = lambda i: aligns[i]
     head = "".join(f"<th style='text-align:{align(i)}'>{html.escape(str(c))}</th>"
                    for i, c in enumerate(columns))
     body = "".join("<tr>" + "".join(f"<td style='text-align:{align(i)}'>{html.escape(str(c))}</td>"
@@ -97,11 +111,12 @@ def columns_of(text: str) -> int:
 
 
 def table_text(columns: list[str], rows: list[list]) -> str:
-    """The same table as aligned plain text (a console, a script, a test): the first column to
-    the left, the others to the right."""
+    """The same table as aligned plain text (a console, a script, a test), aligned as
+    :func:`table_html` aligns it."""
     cells = [[str(c) for c in columns]] + [[str(c) for c in row] for row in rows]
     widths = [max(columns_of(r[i]) for r in cells) for i in range(len(columns))]
-    pad = lambda text, width, i: (text + " " * (width - columns_of(text)) if i == 0
+    aligns = _aligns(columns, rows)
+    pad = lambda text, width, i: (text + " " * (width - columns_of(text)) if aligns[i] == "left"
                                   else " " * (width - columns_of(text)) + text)
     return "\n".join("  ".join(pad(c, w, i) for i, (c, w) in enumerate(zip(r, widths))).rstrip()
                      for r in cells)

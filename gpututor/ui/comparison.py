@@ -8,7 +8,7 @@ from collections import defaultdict
 import ipywidgets as W
 import plotly.graph_objects as go
 
-from ..i18n import tr
+from ..i18n import show, tr
 from .live_figure import LiveFigure
 from .series import comparison_key, speedup_rows, weak_scaling
 
@@ -54,11 +54,19 @@ def weak_scaling_figure(run: dict, one_rank: dict) -> go.Figure:
     return fig
 
 
-def show_static(*items) -> None:
-    """Display plain ``go.Figure`` copies of panels or comparisons (front ends without widgets)."""
+def show_static(*items, always: bool = False) -> None:
+    """Display plain ``go.Figure`` copies of panels or comparisons, for front ends that cannot
+    draw their live views (VS Code, Colab). A view whose front end reported drawing it
+    (``LiveFigure.draw_ms``) needs no copy: only the others are drawn, unless ``always``; where
+    every view was drawn, one grey line says so. (Under Run All a browser's report reaches the
+    kernel only after the queued cells, so there the copies are drawn.)"""
     from IPython.display import display
-    for item in items:
+    undrawn = [item for item in items if always or getattr(item.view, "draw_ms", None) is None]
+    for item in undrawn:
         display(item.static_figure())
+    if not undrawn:
+        show(tr("The live plots above were drawn by this front end: no static copies needed."),
+             kind="note")
 
 
 class Comparison:

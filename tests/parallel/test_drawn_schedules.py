@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from gpututor.lessons.pipeline_parallel.figures import kept_at_once
-from gpututor.parallel.data_parallel.ring import ring_steps
+from gpututor.parallel.data_parallel.ring import ring_schedule
 from gpututor.parallel.pipeline.schedules import call_order, ideal_timeline
 
 
@@ -14,7 +14,7 @@ def test_the_drawn_ring_sums_every_chunk_on_every_rank(world):
     # each rank's chunks as sets of the ranks whose values they hold
     held = [[{r} for _ in range(world)] for r in range(world)]
     sent = [0] * world
-    for step in ring_steps(world):
+    for step in ring_schedule(world):
         arriving = [set(held[(r - 1) % world][step["send"][(r - 1) % world]]) for r in range(world)]
         for r in range(world):
             assert step["recv"][r] == step["send"][(r - 1) % world]   # the left neighbour's chunk
@@ -38,3 +38,9 @@ def test_the_drawn_pipeline_leaves_the_formulas_bubble(stages, m):
             assert [(k, i) for k, i, *_ in events[s]] == call_order(schedule, s, stages, m)
     assert kept_at_once(ideal_timeline("gpipe", stages, m), 0) == m
     assert kept_at_once(ideal_timeline("1f1b", stages, m), 0) == min(stages, m)
+
+
+def test_every_stage_keeps_as_many_as_the_schedule_holds():
+    stages, m = 4, 8
+    assert [kept_at_once(ideal_timeline("gpipe", stages, m), s) for s in range(stages)] == [m] * stages
+    assert [kept_at_once(ideal_timeline("1f1b", stages, m), s) for s in range(stages)] == [4, 3, 2, 1]

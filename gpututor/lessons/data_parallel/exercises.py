@@ -81,7 +81,7 @@ def ring_send_bound(numel: int, world: int) -> int:
 class AllReduceCheck:
     """In every rank: the candidate and ``dist.all_reduce`` on the same tensors, compared. While
     the candidate runs, every built-in collective refuses (:class:`OnlyPointToPoint`) and so does
-    the package's ring (``ring_allreduce``, its exchange and its schedule, ``ring_steps``, which
+    the package's ring (``ring_allreduce``, its exchange and its schedule, ``ring_schedule``, which
     the lesson draws): the exercise is to build it from
     point-to-point messages. The sizes are at least one element per rank and not all multiples
     of the world size, so ``torch.chunk`` and ``torch.tensor_split`` solutions both work and
@@ -101,7 +101,7 @@ class AllReduceCheck:
             with OnlyPointToPoint() as guard, RecordedSends() as sent:
                 try:
                     got = call_refusing(self.candidate, (given, rank, world), refused=(
-                        ring.ring_allreduce, ring._exchange, ring.ring_steps))
+                        ring.ring_allreduce, ring._exchange, ring.ring_schedule))
                 except CalledTheReference:
                     emit({"step": step, "numel": numel, "max_error": float("inf"),
                           "reference": True})
@@ -143,8 +143,8 @@ def check_allreduce(candidate, world_sizes: tuple = (3, 4)) -> None:
         records = records_in_ranks(AllReduceCheck(candidate), spec,
                                    "on {world} ranks your function failed: {error}")
         if any(r.get("reference") for r in records):
-            raise AssertionError(tr("your function called the package's ring_allreduce: write "
-                                    "the ring yourself"))
+            raise AssertionError(tr("your function called the package's ring (ring_allreduce or "
+                                    "ring_schedule): write the ring yourself"))
         built_in = [r["built_in"] for r in records if "built_in" in r]
         if built_in:
             raise AssertionError(tr("your function called the built-in collective {name}: "

@@ -1,12 +1,12 @@
 """Lesson 02's schematic of the ring all-reduce, drawn from the schedule the package's ring
-follows (``gpututor.parallel.data_parallel.ring.ring_steps``): the picture cannot disagree with
+follows (``gpututor.parallel.data_parallel.ring.ring_schedule``): the picture cannot disagree with
 the code that runs."""
 from __future__ import annotations
 
 import plotly.graph_objects as go
 
 from ...i18n import tr
-from ...parallel.data_parallel.ring import ring_steps
+from ...parallel.data_parallel.ring import ring_schedule
 from ...ui.style import SERIES, TEMPLATE
 
 
@@ -14,7 +14,7 @@ def ring_figure(world: int = 4) -> go.Figure:
     """One column per step of the ring on ``world`` ranks, one row per rank: the chunk each rank
     sends to its right neighbour at that step (its colour: the chunk), with what it does with
     the chunk arriving from the left (added in the reduce-scatter, copied in the all-gather)."""
-    steps = ring_steps(world)
+    steps = ring_schedule(world)
     columns = [tr("{phase} {k}", phase=tr(s["phase"]), k=s["step"] + 1) for s in steps]
     ranks = [tr("rank {rank}", rank=r) for r in range(world)]
     sends = [[s["send"][r] for s in steps] for r in range(world)]

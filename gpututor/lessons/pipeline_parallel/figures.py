@@ -40,7 +40,9 @@ def gantt(events: dict[int, list], title: str = "Measured pipeline timeline",
             y=[tr("stage {stage}", stage=rank) for rank, *_ in rows],
             text=[str(m) for _, m, *_ in rows],
             hovertext=[tr("virtual stage {stage}, micro-batch {micro_batch}", stage=v,
-                          micro_batch=m) for _, m, _, _, v in rows],
+                          micro_batch=m) if stages else
+                       tr("stage {stage}, micro-batch {micro_batch}", stage=v, micro_batch=m)
+                       for _, m, _, _, v in rows],
             marker_opacity=[1.0 if v == rank else 0.55 for rank, *_, v in rows],
             name=tr(NAMES[kind])))
     if len(fig.data) == len(traces):   # a figure made here before: update it (the live chart's)
@@ -178,13 +180,14 @@ def implementations_figure(pairs: dict[str, tuple[dict, dict]],
 
 
 def kept_at_once(events: dict[int, list], stage: int) -> int:
-    """The most micro-batches whose forward has ended and backward not yet started on ``stage``:
-    how many micro-batches' activations it keeps at once."""
-    ends = sorted([(e, 1) for k, _, _, e in events[stage] if k == "F"] +
-                  [(s, -1) for k, _, s, _ in events[stage] if k == "B"])
+    """The most micro-batches whose forward has ended and backward not yet ended on ``stage``:
+    how many micro-batches' activations it keeps at once (a backward frees its micro-batch's
+    when it ends; at equal times the keeping counts first)."""
+    ends = sorted([(e, -1) for k, _, _, e in events[stage] if k == "F"] +
+                  [(e, 1) for k, _, _, e in events[stage] if k == "B"])
     kept = most = 0
     for _, change in ends:
-        kept += change
+        kept -= change
         most = max(most, kept)
     return most
 

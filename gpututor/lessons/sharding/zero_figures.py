@@ -55,7 +55,9 @@ def zero_schematic(spec, world: int = 4) -> go.Figure:
                         y=[tr("rank {rank}", rank=r) + " · " + tr(LABELS[state]) for r, _, _ in spans],
                         marker_color=COLOURS[state], name=tr(LABELS[state]), legendgroup=state,
                         showlegend=col == 1, row=1, col=col,
-                        hovertemplate=tr("%{x:.3f} M parameters from %{base:.3f} M") + "<extra></extra>")
+                        customdata=[[b - a, a, b] for _, a, b in spans],
+                        hovertemplate=tr("%{customdata[0]:.3f} M parameters, from %{customdata[1]:.3f} M "
+                                         "to %{customdata[2]:.3f} M") + "<extra></extra>")
     fig.update_yaxes(categoryorder="array", categoryarray=rows, autorange="reversed")
     fig.update_xaxes(title_text=tr("the model's parameters (M)"), row=1, col=1)
     fig.update_layout(barmode="overlay", height=140 + 22 * len(rows), template=TEMPLATE,

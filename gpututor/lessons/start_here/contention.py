@@ -252,36 +252,49 @@ def matmul_rate_line(spec, world_size: int = 2) -> str:
 def speedups(quiet: dict, panel_speedup: float | None) -> dict:
     """Each bar of lesson 00's speedup figure, over one rank's tokens/s without a live view: the
     ideal (the world size), the independent pair (two ranks that never talk), DDP without a
-    view, and DDP with the panels' views (``panel_speedup``); None where not measured."""
+    view; and the panels' speedup (``panel_speedup``: DDP's panel over the one-rank panel, both
+    drawn live); None where not measured."""
     one, ddp, pair = (quiet["one"]["tokens_per_s"], quiet["ddp"]["tokens_per_s"],
                       quiet["pair"]["tokens_per_s"])
     ratio = lambda v: None if v is None or not one else v / one
     return {"ideal": float(quiet["ddp"]["world_size"]), "independent pair": ratio(pair),
-            "DDP, no live view": ratio(ddp), "DDP, with the live view": panel_speedup}
+            "DDP, no live view": ratio(ddp), "panels (both runs with live views)": panel_speedup}
 
 
 def speedup_verdict(quiet: dict, panel_speedup: float | None) -> tuple[str, str]:
-    """``(headline, tone)``: what this run showed about 2 ranks against one, in one sentence
-    chosen from the measured speedups (:func:`speedups`), and whether it is the speedup data
-    parallel is for ("good"), a partial one ("mixed") or none ("bad")."""
+    """``(headline, tone)``: what the runs without a live view showed about N ranks against one,
+    in one sentence chosen from the measured speedups (:func:`speedups`): how far from the ideal
+    (at or above it, a share of it, about one rank's speed, or slower), and where the shortfall
+    is (DDP level with the pair that never talks: nothing measurable went to communication; else
+    the larger of the pair's own shortfall, there without any communication, and DDP's gap to the
+    pair). ``tone``: "good" from 75 % of the ideal, "bad" at about one rank's speed or below."""
     s = speedups(quiet, panel_speedup)
     ddp, pair, ideal = s["DDP, no live view"], s["independent pair"], s["ideal"]
     if ddp is None or pair is None:
         return tr("A run measured no steady tokens/s: no speedup to report."), "mixed"
-    # below the ideal, what was lost to sharing the machine (the pair's own shortfall) against
-    # what was lost to communication (DDP's shortfall from the pair)
-    limit = (tr("two runs that never talk reached {pair:.2f}×: this machine's sharing limits it "
-                "more than communication", pair=pair) if ideal - pair >= pair - ddp else
-             tr("two runs that never talk reached {pair:.2f}×: most of the rest is what DDP "
-                "adds to them, its all-reduce and the work around it", pair=pair))
-    if ddp >= 0.75 * ideal:
-        return tr("{n:.0f} ranks trained {ddp:.2f}× as fast as one: near the ideal {n:.0f}× ({limit})",
-                  n=ideal, ddp=ddp, limit=limit), "good"
+    n = int(ideal)
+    if ddp >= ideal:
+        return tr("Without a live view, {n} ranks trained {ddp:.2f}× as fast as one: at or above "
+                  "the ideal {n}×", n=n, ddp=ddp), "good"
+    if ddp >= 0.95 * pair:
+        where = tr("DDP kept up with two runs that never talk ({pair:.2f}×): communication cost "
+                   "nothing measurable here", pair=pair)
+    elif ideal - pair >= pair - ddp:
+        where = tr("most of the shortfall is there without any communication: two runs that never "
+                   "talk reached {pair:.2f}× (the ranks share this machine, or half a batch does not "
+                   "run twice as fast)", pair=pair)
+    else:
+        where = tr("most of the shortfall is what DDP adds to two runs that never talk ({pair:.2f}×): "
+                   "its all-reduce and the work around it", pair=pair)
     if ddp > 1.1:
-        return tr("{n:.0f} ranks trained {ddp:.2f}× as fast as one, short of the ideal {n:.0f}×: "
-                  "{limit}", n=ideal, ddp=ddp, limit=limit), "mixed"
-    return tr("{n:.0f} ranks were no faster than one here ({ddp:.2f}×): {limit}", n=ideal,
-              ddp=ddp, limit=limit), "bad"
+        return tr("Without a live view, {n} ranks trained {ddp:.2f}× as fast as one, {share:.0%} of "
+                  "the ideal {n}×; {where}", n=n, ddp=ddp, share=ddp / ideal, where=where), \
+            "good" if ddp >= 0.75 * ideal else "mixed"
+    if ddp >= 0.9:
+        return tr("Without a live view, {n} ranks were about as fast as one ({ddp:.2f}×); {where}",
+                  n=n, ddp=ddp, where=where), "bad"
+    return tr("Without a live view, {n} ranks were slower than one ({ddp:.2f}×); {where}", n=n,
+              ddp=ddp, where=where), "bad"
 
 
 def panel_verdict(speedup: float | None, world_size: int) -> tuple[str, str]:

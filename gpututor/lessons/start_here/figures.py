@@ -31,24 +31,24 @@ def show_claims(rows: list[dict]):
 
 def speedup_figure(bars: dict):
     """Lesson 00's speedups as one bar chart (``contention.speedups``): the ideal, two ranks that
-    never talk, DDP without a view, DDP with the panels' views; a bar not measured is left out
+    never talk, DDP without a view, the panels (both runs drawn live); a bar not measured is left out
     and the title names it; the dashed line is one rank."""
     import plotly.graph_objects as go
 
     from ...ui.style import COLOURS, LAYOUT, SERIES
     colours = {"ideal": COLOURS["not measured"], "independent pair": SERIES[2],
-               "DDP, no live view": SERIES[0], "DDP, with the live view": SERIES[4]}
+               "DDP, no live view": SERIES[0], "panels (both runs with live views)": SERIES[4]}
     missing = [tr(k) for k, v in bars.items() if v is None]
     bars = {k: v for k, v in bars.items() if v is not None}
     values = list(bars.values())
     fig = go.Figure(go.Bar(x=[tr(k) for k in bars], y=values, text=[f"{v:.2f}×" for v in values],
-                           textposition="outside", marker_color=[colours[k] for k in bars],
+                           textposition="inside", insidetextanchor="end", marker_color=[colours[k] for k in bars],
                            showlegend=False))
     fig.add_hline(y=1, line_dash="dash", line_color="gray", annotation_text=tr("one rank = 1×"),
-                  annotation_position="bottom right")
+                  annotation_position="top left")
     title = tr("Speedup over one rank, measured in this notebook")
     if missing:
-        title += "<br><sup>" + tr("not measured: {what}", what=", ".join(missing)) + "</sup>"
+        title += "<br><sup>" + tr("not measured: {what}", what="; ".join(missing)) + "</sup>"
     fig.update_layout(title=title,
                       yaxis=dict(title=tr("× one rank's tokens/s"), rangemode="tozero",
                                  range=[0, max(values, default=1) * 1.2]), **LAYOUT)

@@ -33,7 +33,8 @@ def split_schematic(d_model: int = 8, hidden: int = 16, tp: int = 2) -> go.Figur
     b = [[by_hidden[i]] * d_model for i in range(hidden)]   # B[i, j]: owner of row i
     fig = make_subplots(rows=1, cols=3, horizontal_spacing=0.08, column_widths=[0.4, 0.4, 0.2],
                         subplot_titles=(tr("A ({rows} × {cols}): split by columns", rows=d_model, cols=hidden),
-                                        tr("Y = GELU(X A): each rank its columns, no communication"),
+                                        tr("Y = GELU(X A) ({rows} × {cols}): each rank its columns, no "
+                                           "communication", rows=4, cols=hidden),
                                         tr("B ({rows} × {cols}): split by rows", rows=hidden, cols=d_model)))
     scale = [[r / max(tp - 1, 1), SERIES[r % len(SERIES)]] for r in range(tp)]
     for col, z in enumerate((a, y, b), start=1):

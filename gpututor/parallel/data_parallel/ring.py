@@ -24,7 +24,7 @@ def _exchange(send: torch.Tensor, recv_like: torch.Tensor, right: int, left: int
     return incoming
 
 
-def ring_steps(world: int) -> list[dict]:
+def ring_schedule(world: int) -> list[dict]:
     """The ring's schedule, the one :func:`ring_allreduce` follows (and lesson 02 draws): a step
     per entry, ``phase`` ("reduce-scatter" or "all-gather"), ``step`` (from 0 in its phase) and,
     per rank, the chunk it sends to its right neighbour and the chunk it receives from its left
@@ -41,12 +41,12 @@ def ring_steps(world: int) -> list[dict]:
 
 def ring_allreduce(tensor: torch.Tensor, rank: int, world: int) -> torch.Tensor:
     """Sum ``tensor`` over all ranks, in place, with a ring of sends and receives
-    (:func:`ring_steps`' schedule)."""
+    (:func:`ring_schedule`' schedule)."""
     if world == 1:
         return tensor
     chunks = list(tensor.view(-1).tensor_split(world))   # views into tensor
     right, left = (rank + 1) % world, (rank - 1) % world
-    for step in ring_steps(world):
+    for step in ring_schedule(world):
         send, recv = step["send"][rank], step["recv"][rank]
         incoming = _exchange(chunks[send], chunks[recv], right, left)
         if step["phase"] == "reduce-scatter":            # phase 1: add what arrives

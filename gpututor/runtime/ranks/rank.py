@@ -115,6 +115,10 @@ def unanswered(tree: ast.Module, namespace: dict) -> list[str]:
     nowhere yet) and that the cell does not bind itself: running it would only show
     "'ellipsis' object is not callable" on every rank."""
     bound = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and not isinstance(n.ctx, ast.Load)}
+    bound |= {n.name for n in ast.walk(tree)
+              if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))}
+    bound |= {(a.asname or a.name).split(".")[0] for n in ast.walk(tree)
+              if isinstance(n, (ast.Import, ast.ImportFrom)) for a in n.names}
     read = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
     return sorted(name for name in read - bound if namespace.get(name, None) is Ellipsis)
 

@@ -108,14 +108,21 @@ def _ways_to_the_packages_ring() -> dict:
             chunks[r] += imported_ring._exchange(chunks[s], chunks[r], right, left)
         return tensor
 
-    return {f.__name__: f for f in (import_inside, import_made_before, its_exchange_helper)}
+    def its_drawn_schedule(tensor, rank, world):   # the schedule lesson 02 draws, read, not written
+        from gpututor.parallel.data_parallel.ring import ring_schedule
+        for step in ring_schedule(world):
+            step["send"][rank]
+        return tensor
+
+    return {f.__name__: f for f in (import_inside, import_made_before, its_exchange_helper,
+                                    its_drawn_schedule)}
 
 
 @pytest.mark.parametrize("way", list(_ways_to_the_packages_ring()))
 def test_the_packages_ring_is_refused(way):
     rejected(check_allreduce, _ways_to_the_packages_ring()[way], world_sizes=(3,),
-             match=re.escape("your function called the package's ring_allreduce: write the ring "
-                             "yourself"))
+             match=re.escape("your function called the package's ring (ring_allreduce or "
+                             "ring_schedule): write the ring yourself"))
 
 
 # ---- exercise 1: right sums that are not a ring -------------------------------------------
