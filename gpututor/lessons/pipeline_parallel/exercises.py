@@ -14,6 +14,7 @@ shows only the call. ``...`` means "not answered yet".
 """
 from __future__ import annotations
 
+import random
 from typing import Callable
 
 from ...formulas import theoretical_bubble_fraction
@@ -121,14 +122,31 @@ def _as_order(ops) -> list[tuple]:
     return [tuple(op) for op in ops]
 
 
+# the pipelines every check runs (fewer micro-batches than stages among them), and two drawn at
+# random on each check: a table of answers made before the call cannot cover them
+FIXED_PIPELINES = ((2, 4), (4, 8), (4, 2), (3, 5))
+
+
+def drawn_pipelines(count: int = 2, rng: random.Random | None = None) -> list[tuple[int, int]]:
+    """``count`` (stages, micro-batches) pairs drawn at random, none of them a fixed one: 2 to 7
+    stages, 1 to 12 micro-batches."""
+    rng, drawn = rng or random.Random(), []
+    while len(drawn) < count:
+        pair = (rng.randint(2, 7), rng.randint(1, 12))
+        if pair not in FIXED_PIPELINES:
+            drawn.append(pair)
+    return drawn
+
+
 def check_1f1b_order(candidate: Callable) -> None:
     """Run ``candidate(stage, stages, microbatches)`` (a list of ``("F", i)`` / ``("B", i)``)
-    for every stage of four pipelines, fewer micro-batches than stages among them, against
+    for every stage of four fixed pipelines, fewer micro-batches than stages among them, and two
+    drawn at random on each check (:func:`drawn_pipelines`), against
     :func:`reference_1f1b_order`; say where the first difference is, not what the answer is."""
     if candidate is ...:
         say("1F1B order: not answered yet. Define your function and pass it in.")
         return
-    cases = [(stages, m, stage) for stages, m in ((2, 4), (4, 8), (4, 2), (3, 5))
+    cases = [(stages, m, stage) for stages, m in FIXED_PIPELINES + drawn_pipelines()
              for stage in range(stages)]
     expected = {case: reference_1f1b_order(case[2], case[0], case[1]) for case in cases}
     for stages, m, stage in cases:

@@ -404,6 +404,16 @@ def test_1f1b_order_checker_runs_the_function_and_rejects_the_classic_mistakes(c
     rejected(check_1f1b_order, uncapped_warmup, match="exactly once, .* yours runs other")
     rejected(check_1f1b_order, lambda stage, stages, m: None, match="did not return a list")
 
+    from gpututor.lessons.pipeline_parallel.exercises import FIXED_PIPELINES
+    from gpututor.parallel.pipeline.schedules import call_order
+    table = {(stage, stages, m): call_order("1f1b", stage, stages, m)     # made before the check
+             for stages, m in FIXED_PIPELINES for stage in range(stages)}
+
+    def answers_from_a_table(stage, stages, m):
+        return table.get((stage, stages, m), [])
+
+    rejected(check_1f1b_order, answers_from_a_table, match="exactly once")
+
     def calls_the_package(stage, stages, m):      # the schedule it is asked to write
         return reference_1f1b_order(stage, stages, m)
 
