@@ -146,7 +146,7 @@ def check_1f1b_order(candidate: Callable) -> None:
     if candidate is ...:
         say("1F1B order: not answered yet. Define your function and pass it in.")
         return
-    cases = [(stages, m, stage) for stages, m in FIXED_PIPELINES + drawn_pipelines()
+    cases = [(stages, m, stage) for stages, m in list(FIXED_PIPELINES) + drawn_pipelines()
              for stage in range(stages)]
     expected = {case: reference_1f1b_order(case[2], case[0], case[1]) for case in cases}
     for stages, m, stage in cases:
