@@ -31,3 +31,11 @@ def test_a_cell_that_defines_the_name_runs(cell):
 
 def test_a_name_already_answered_runs():
     assert unanswered(ast.parse("my_allreduce(x, 0, 2)"), {"my_allreduce": print}) == []
+
+
+def test_a_cell_every_rank_held_back_is_said_once():
+    from gpututor.runtime.ranks.view import CellResult, RankOutcome
+    held = CellResult(3, [RankOutcome(r, unanswered=["my_allreduce"]) for r in range(4)])
+    assert str(held).count("not answered yet") == 1 and held._repr_html_().count("not answered") == 1
+    mixed = CellResult(3, [RankOutcome(0, unanswered=["f"]), RankOutcome(1, text=[("stdout", "hi")])])
+    assert "rank 1" in str(mixed) and "not answered yet" in str(mixed)

@@ -60,7 +60,15 @@ class CellResult:
                        + ", ".join(str(o.rank) for o in self.outcomes))
 
     # ---- drawing --------------------------------------------------------------------------
+    def _unanswered_everywhere(self) -> bool:
+        """Every rank held the cell back for the same placeholders: said once, not per rank."""
+        first = self.outcomes[0].unanswered if self.outcomes else []
+        return bool(first) and all(o.unanswered == first and not o.text for o in self.outcomes)
+
     def _repr_html_(self) -> str:
+        if self._unanswered_everywhere():
+            return (f"<div style='color:#57606a'>{html.escape(tr('every rank:'))} "
+                    f"{html.escape(_unanswered_text(self.outcomes[0]))}</div>")
         head = "".join(f"<th style='text-align:left'>{html.escape(_heading(o))}</th>"
                        for o in self.outcomes)
         cells = "".join(f"<td style='vertical-align:top;text-align:left'>{_cell_html(o)}</td>"
@@ -70,6 +78,8 @@ class CellResult:
         return (f"<table class='gpututor-ranks'><tr>{head}</tr><tr>{cells}</tr></table>{note}")
 
     def __str__(self) -> str:
+        if self._unanswered_everywhere():
+            return tr("every rank:") + " " + _unanswered_text(self.outcomes[0])
         columns = [[_heading(o), "-" * COLUMN_CHARS] + _cell_lines(o) for o in self.outcomes]
         height = max(len(c) for c in columns)
         rows = [" | ".join(c[i].ljust(COLUMN_CHARS) if i < len(c) else " " * COLUMN_CHARS
