@@ -59,7 +59,8 @@ def throughput_and_memory(summaries: list[dict], rank: int = 0, log_x: bool = Fa
                     mode="lines+markers", name=tr("peak memory"), row=1, col=2)
     fig.add_scatter(x=x, y=[(_category(s, "activations", rank) or 0) / MB for s in summaries],
                     mode="lines+markers", name=tr("activations"), row=1, col=2)
-    fig.update_xaxes(title_text=field, type="log" if log_x else None)
+    fig.update_xaxes(title_text=field, type="log" if log_x else None,
+                     **(dict(tickvals=x, ticktext=[str(v) for v in x]) if log_x else {}))
     fig.update_yaxes(title_text="tokens/s", rangemode="tozero", row=1, col=1)
     fig.update_yaxes(title_text="MB", rangemode="tozero", row=1, col=2)
     fig.update_layout(title=tr(title), **LAYOUT)

@@ -25,7 +25,9 @@ def attention_figure(rows: list[dict]) -> go.Figure:
         fig.add_scatter(x=x, y=[r["saved_bytes"] / MB for r in mine], row=1, col=1, **style)
         fig.add_scatter(x=x, y=[r["seconds"] * 1e3 for r in mine], row=1, col=2,
                         showlegend=False, **style)
-    fig.update_xaxes(title_text=tr("sequence length T"), type="log")
+    lengths = sorted({r["seq_len"] for r in rows})   # ticks at the lengths measured
+    fig.update_xaxes(title_text=tr("sequence length T"), type="log", tickvals=lengths,
+                     ticktext=[str(t) for t in lengths])
     fig.update_yaxes(type="log")
     fig.update_layout(title=tr("Attention three ways, on this machine"), height=380,
                       template=TEMPLATE)
@@ -87,9 +89,11 @@ def capacity_figure(rows: list[dict], capacity: int) -> go.Figure:
         fig.add_bar(x=[f"{tr(r['model_size'])} ({r['parameters'] / 1e6:.2f} M)" for r in mine],
                     y=[r["peak_bytes"] / MB for r in mine], name=tr(name),
                     text=[tr("fits") if r["fits"] else tr("out of memory") for r in mine],
-                    textposition="outside")
-    fig.add_hline(y=capacity / MB, line_dash="dash",
+                    textposition="outside", cliponaxis=False)
+    fig.add_hline(y=capacity / MB, line_dash="dash", annotation_position="top left",
                   annotation_text=tr("capacity {mb:.0f} MB", mb=capacity / MB))
+    top = max([r["peak_bytes"] / MB for r in rows] + [capacity / MB])
+    fig.update_yaxes(range=[0, top * 1.2])   # room above the tallest bar for its label
     fig.update_layout(barmode="group", title=tr("What fits one device of this capacity"),
                       yaxis_title=tr("MB (peak of a step, or held when it failed)"), height=380,
                       template=TEMPLATE)
