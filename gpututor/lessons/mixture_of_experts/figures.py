@@ -8,12 +8,7 @@ from ...i18n import tr
 from ...ui.follow import UPDATE_INTERVAL_S, Follower
 from ...ui.live_figure import LiveFigure
 from ...ui.style import TEMPLATE
-
-
-def imbalance(kept: list[int], dropped: list[int]) -> float:
-    """The busiest expert's routed slots over the mean (1 = perfectly balanced)."""
-    routed = [k + d for k, d in zip(kept, dropped)]
-    return max(routed) / (sum(routed) / len(routed))
+from .load import imbalance
 
 
 def expert_load_figure(records: list[dict], layer: int = 0, fig=None) -> go.Figure:
