@@ -82,8 +82,8 @@ def show_code(*objects) -> None:
 
 def _numeric(text: str) -> bool:
     """Whether a formatted cell reads as a number ("1,234", "-7.1%", "0.50×", "12 ms", "n/a")."""
-    return bool(re.fullmatch(r"[-+]?[\d,.]+(e[-+]?\d+)?\s*(%|×|x|\*|[a-zA-Z/]{0,3})?|n/a|-",
-                             text.strip()))
+    return bool(re.fullmatch(r"[-+]?([\d,.]+(e[-+]?\d+)?|inf|nan)\s*(%|×|x|[a-zA-Z/]{0,3})?\*?"
+                             r"|n/a|-", text.strip()))
 
 
 def _aligns(columns: list[str], rows: list[list]) -> list[str]:

@@ -62,8 +62,10 @@ class Recommendation:
     def show(self, top: int = 10, notes: bool = True) -> None:
         """:meth:`rows` as a table, then (``notes``) the notes (in a notebook; printed elsewhere)."""
         show_table(*self.rows(top))
-        if notes:
-            show("\n".join(self.left_out() + list(self.notes)))
+        if notes:   # the notes say what was left out themselves
+            show("\n".join(self.notes))
+        elif self.left_out():
+            show("\n".join(self.left_out()))
 
 
 def meets(est, budget, deadline_days) -> bool:

@@ -25,4 +25,12 @@ def test_the_verdict_follows_the_busiest_experts_change(last, words, tone):
     headline, details, got = load_verdict(record(0, [25, 12, 12, 11], [0] * 4),
                                           record(9, last, [0] * 4))
     assert words in headline and got == tone, headline
-    assert "step 0:" in details and "step 9:" in details
+    assert "step 0, first layer" in details and "step 9, first layer" in details
+
+
+def test_the_verdict_reads_the_first_layer_the_figure_draws():
+    first = {"step": 0, "expert_tokens": [[15, 15, 15, 15], [40, 10, 5, 5]],
+             "expert_dropped": [[0] * 4, [0] * 4]}
+    last = {"step": 9, "expert_tokens": [[40, 10, 5, 5], [15, 15, 15, 15]],
+            "expert_dropped": [[0] * 4, [0] * 4]}
+    assert "grew less balanced" in load_verdict(first, last)[0]   # layer 0; layer 1 went the other way
