@@ -28,10 +28,15 @@ def interrupt_after(seconds: float) -> threading.Timer:
 def gone(pids, within: float = 30.0) -> bool:
     """Whether every pid has exited within ``within`` seconds (a ceiling for a busy machine: it
     returns as soon as they have)."""
+    def running(pid: int) -> bool:
+        try:
+            return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+        except psutil.NoSuchProcess:   # it exited between two reads of /proc: gone
+            return False
+
     deadline = time.monotonic() + within
     while time.monotonic() < deadline:
-        alive = [p for p in pids if psutil.pid_exists(p)
-                 and psutil.Process(p).status() != psutil.STATUS_ZOMBIE]
+        alive = [p for p in pids if running(p)]
         if not alive:
             return True
         time.sleep(0.1)
