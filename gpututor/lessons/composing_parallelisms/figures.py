@@ -74,8 +74,7 @@ def prediction_figure(rows: list[dict], measured: dict[str, dict | None],
                 textposition="inside", insidetextanchor="start")   # at the foot: clear of the lines
     fig.add_bar(x=names, y=peaks, name=tr("largest peak (measured)"))
     fig.add_hline(y=capacity / MB, line_dash="dash", line_color="#cf222e",
-                  annotation_text=tr("capacity {mb:.1f} MB", mb=capacity / MB),
-                  annotation_position="top left")
+                  annotation_text=tr("capacity {mb:.1f} MB", mb=capacity / MB))
     fig.add_hline(y=HEADROOM * capacity / MB, line_dash="dot", line_color="#9a6700",
                   annotation_text=tr("{share:.0%} of the capacity: the planner's limit",
                                      share=HEADROOM), annotation_position="bottom right")

@@ -66,14 +66,14 @@ def lost_work_figure(save_s: float, restart_s: float, per_gpu_hour: float, sizes
                 if (lost := lost_gpu_hours_per_day(t, save_s, mtbf, n, restart_s)) < n * 24]
         best = young_interval(save_s, mtbf)
         line = fig.add_scatter(x=[t / HOUR for t, _ in kept], y=[lost for _, lost in kept],
-                               mode="lines", line=dict(color=colours[n]),
+                               mode="lines", line=dict(color=colours[n]), legendgroup=str(n),
                                name=tr("{n:,} GPUs", n=n)).data[-1]
         at_best = lost_gpu_hours_per_day(best, save_s, mtbf, n, restart_s)
         shown = at_best < n * 24   # as the curves: no diamond where the share lost reaches 1
         fig.add_scatter(x=[best / HOUR] if shown else [], y=[at_best] if shown else [],
                         mode="markers", marker=dict(size=11, symbol="diamond", color=colours[n]),
                         name=tr("{n:,} GPUs: Young's interval {hours:.2g} h", n=n,
-                                hours=best / HOUR), legendgroup=line.name)
+                                hours=best / HOUR), legendgroup=str(n))
     fig.update_xaxes(type="log", title_text=tr("hours between checkpoints"))
     fig.update_yaxes(type="log", title_text=tr("GPU-hours lost per day"))
     fig.update_layout(title=tr(title), height=420, template=TEMPLATE)
