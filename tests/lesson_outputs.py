@@ -15,15 +15,12 @@
 from __future__ import annotations
 
 import re
-import unicodedata
+
+from gpututor.i18n.shown import columns_of
 
 CELL_COLUMNS = 100
 PLOTLY = "application/vnd.plotly.v1+json"
 RED = re.compile(r"color:\s*#b00\b")
-
-
-def columns_of(line: str) -> int:
-    return sum(2 if unicodedata.east_asian_width(ch) in "WF" else 1 for ch in line)
 
 
 def _text(value) -> str:

@@ -30,6 +30,15 @@ def _display():
     return sys.modules["IPython"].display
 
 
+def _emit(text: str, page) -> None:
+    """Print ``text`` outside a notebook; in one, display the HTML ``page()`` makes, with
+    ``text`` as its plain form (made only where it is shown)."""
+    if not in_notebook():
+        print(text)
+        return
+    _display().display({"text/html": page(), "text/plain": text}, raw=True)
+
+
 def in_notebook() -> bool:
     """True in a Jupyter kernel (an IPython shell with a kernel), False in a rank, a script or a
     plain IPython console."""
@@ -62,10 +71,7 @@ def show(*parts, kind: str = "text") -> None:
     side remark (smaller, grey), "report" as a failure's report (fixed-width, wrapping)."""
     text = " ".join(str(part) for part in parts)
     choice("kind", kind, tuple(KINDS))
-    if not in_notebook():
-        print(text)
-        return
-    _display().display({"text/html": as_html(text, kind), "text/plain": text}, raw=True)
+    _emit(text, lambda: as_html(text, kind))
 
 
 def show_code(*objects) -> None:
@@ -96,10 +102,9 @@ def table_html(columns: list[str], rows: list[list]) -> str:
     """An HTML table of ``rows`` (lists of cells, already formatted) under ``columns``: columns
     of numbers to the right, the others to the left."""
     aligns = _aligns(columns, rows)
-    align = lambda i: aligns[i]
-    head = "".join(f"<th style='text-align:{align(i)}'>{html.escape(str(c))}</th>"
+    head = "".join(f"<th style='text-align:{aligns[i]}'>{html.escape(str(c))}</th>"
                    for i, c in enumerate(columns))
-    body = "".join("<tr>" + "".join(f"<td style='text-align:{align(i)}'>{html.escape(str(c))}</td>"
+    body = "".join("<tr>" + "".join(f"<td style='text-align:{aligns[i]}'>{html.escape(str(c))}</td>"
                                     for i, c in enumerate(row)) + "</tr>" for row in rows)
     return (f"<table class='gpututor-table {NO_MATH}'><thead><tr>{head}</tr></thead>"
             f"<tbody>{body}</tbody></table>")
@@ -129,11 +134,7 @@ def show_table(columns: list[str], rows: list[list]) -> None:
     if any(len(r) != len(columns) for r in rows):
         raise InvalidValue("rows", rows, f"rows of {len(columns)} cells, one per column of "
                            f"{columns!r}")
-    if not in_notebook():
-        print(table_text(columns, rows))
-        return
-    _display().display({"text/html": table_html(columns, rows),
-                        "text/plain": table_text(columns, rows)}, raw=True)
+    _emit(table_text(columns, rows), lambda: table_html(columns, rows))
 
 
 # a verdict's tone: what the run showed went the way the lesson hoped, the other way, or neither
@@ -157,9 +158,5 @@ def verdict(headline: str, details: str = "", tone: str = "mixed", toggle: str =
     with ``details`` behind a click (a toggle saying ``toggle``) in a notebook; both printed
     elsewhere. ``tone``: "good", "bad" or "mixed"."""
     choice("tone", tone, tuple(TONES))
-    text = headline + ("\n" + details if details else "")
-    if not in_notebook():
-        print(text)
-        return
-    _display().display({"text/html": verdict_html(headline, details, tone, toggle),
-                        "text/plain": text}, raw=True)
+    _emit(headline + ("\n" + details if details else ""),
+          lambda: verdict_html(headline, details, tone, toggle))

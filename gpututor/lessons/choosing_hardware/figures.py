@@ -26,7 +26,7 @@ from ...plan.recommend import (DEFAULT_CAUSAL, DEFAULT_COMM_EFFICIENCY, DEFAULT_
                               DEFAULT_OVERLAP, DEFAULT_SEQUENCE_PARALLEL,
                               DEFAULT_TOKENS_PER_STEP, Recommendation, planned_precision,
                               recommend)
-from ...ui.style import TEMPLATE
+from ...ui.style import SERIES, TEMPLATE
 from ...catalog import GB
 from ...formulas import MB
 
@@ -193,9 +193,6 @@ def calibration_figure(cal) -> go.Figure:
     return fig
 
 
-GPU_COLOURS = ("#4c78a8", "#f58518", "#54a24b", "#b279a2", "#e45756", "#72b7b2")
-
-
 def gpu_choice_figure(rec: Recommendation, deadline_days: float | None = None,
                       budget: float | None = None) -> go.Figure:
     """Cost against days for each GPU type of ``rec``: a line through the best layout that fits
@@ -210,7 +207,7 @@ def gpu_choice_figure(rec: Recommendation, deadline_days: float | None = None,
     costs = [e.cost for e in per_count.values() if e.cost is not None] + [budget or 0]
     top = 1.1 * max(costs) if max(costs) > 0 else 1.0   # vertical lines span the cost axis
     for i, gpu in enumerate(best):
-        colour = GPU_COLOURS[i % len(GPU_COLOURS)]
+        colour = SERIES[i % len(SERIES)]
         rows = sorted((e for (g, _), e in per_count.items() if g == gpu), key=lambda e: e.days)
         if best[gpu].cost is None:   # no price: where on the cost axis is not known
             for j, e in enumerate(rows):

@@ -13,9 +13,9 @@ from ...parallel.pipeline.schedules import ideal_timeline
 from ...parallel.pipeline.timeline import step_events, step_stages, theoretical_bubble_fraction
 from ...ui.follow import UPDATE_INTERVAL_S, Follower
 from ...ui.live_figure import LiveFigure
-from ...ui.style import TEMPLATE
+from ...ui.style import COLOURS, TEMPLATE
 
-COLORS = {"F": "#4c78a8", "B": "#f58518", "W": "#54a24b"}
+COLORS = {"F": COLOURS["forward"], "B": COLOURS["backward"], "W": COLOURS["weights"]}
 NAMES = {"F": "forward", "B": "backward", "W": "weight gradient (zero bubble)"}   # shown via tr()
 
 
