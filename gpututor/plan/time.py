@@ -117,9 +117,14 @@ def step_time(model: Transformer, tokens_per_step: float, n_gpus: int, peak_flop
     - Data parallel: the gradients (``N/(tp·pp)`` x ``grad_bytes``) are all-reduced; ZeRO-1/2
       reduce-scatter them and all-gather the parameters (the same bytes); ZeRO-3 all-gathers the
       parameters twice and reduce-scatters once: 1.5x (Rajbhandari et al. 2020, section 7
-      [ref: rajbhandari2020-volume]). It
-      overlaps the backward pass (2/3 of compute; all of it for ZeRO-3, which prefetches in
-      forward too) by the fraction ``overlap``.
+      [ref: rajbhandari2020-volume]). With ``m`` micro-batches per step: plain data parallel and
+      ZeRO-1 accumulate whole gradients and reduce once, after the last micro-batch (DDP's
+      ``no_sync``), so only that micro-batch's backward (2/3 of ``compute/m``) can hide it;
+      ZeRO-2 keeps only its shard of the gradients, so it reduce-scatters every micro-batch
+      (``m`` reduce-scatters, one all-gather), each hidden by its own backward (2/3 of
+      compute); ZeRO-3 gathers the parameters in every micro-batch's forward and backward and
+      reduce-scatters after each (1.5 x ``m``), hidden by all of compute (it prefetches in
+      forward too). The hiding is scaled by the fraction ``overlap``.
     - Context parallel (``cp``): its ranks hold the same parameters, so the gradients are
       reduced over ``dp·cp`` ranks; :func:`ring_attention_seconds` per layer and micro-batch; ring
       attention sends the next block while it computes on this one, so only what attention's
@@ -159,9 +164,11 @@ def step_time(model: Transformer, tokens_per_step: float, n_gpus: int, peak_flop
     if replicas > 1:
         grads = model.n_params / (tp * pp) * grad_bytes
         dp_comm = ring_allreduce_seconds(grads, replicas, bw(dp_link), dp_link.latency)
-        if zero_stage == 3:
-            dp_comm *= 1.5
-    window = compute if zero_stage == 3 else compute * 2 / 3
+        if zero_stage == 2:       # a reduce-scatter (half an all-reduce) per micro-batch + one gather
+            dp_comm *= (m + 1) / 2
+        elif zero_stage == 3:
+            dp_comm *= 1.5 * m
+    window = {3: compute, 2: compute * 2 / 3}.get(zero_stage, compute * 2 / 3 / m)
     dp_exposed = exposed_seconds(dp_comm, window, overlap)
     cp_comm = cp_exposed = 0.0
     if cp > 1:
