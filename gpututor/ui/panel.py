@@ -275,12 +275,20 @@ class RunPanel(Follower):
         browser = tr("not measured (no browser has drawn it)") if cost["browser_draw_s"] is None \
             else tr("{seconds:.3f} s ({share:.1f} % of the run's wall time)",
                     seconds=cost["browser_draw_s"], share=100 * cost["browser_draw_s"] / wall)
-        self.cost.value = "<span style='color:#57606a'>" + html.escape(tr(
-            "part of what the live view cost: {redraws} redraws; the panel's kernel thread "
-            "{cpu:.3f} s of CPU ({share:.1f} % of the run's wall time); the browser's drawing "
-            "code {browser} (not counted: sending the messages, and the browser's painting)",
-            redraws=cost["redraws"], cpu=cost["kernel_cpu_s"],
-            share=100 * cost["kernel_cpu_s"] / wall, browser=browser)) + "</span>"
+        share = 100 * cost["kernel_cpu_s"] / wall
+        summary = tr("live view: {share:.1f} % of the run in the kernel", share=share) \
+            if cost["browser_draw_s"] is None else \
+            tr("live view: {share:.1f} % of the run in the kernel, {drawn:.1f} % drawing",
+               share=share, drawn=100 * cost["browser_draw_s"] / wall)
+        # one short grey line; the whole account one click away (it is the same under every panel)
+        self.cost.value = ("<details style='color:#57606a'><summary style='cursor:pointer'>"
+                           + html.escape(summary) + "</summary>" + html.escape(tr(
+                               "part of what the live view cost: {redraws} redraws; the panel's "
+                               "kernel thread {cpu:.3f} s of CPU ({share:.1f} % of the run's wall "
+                               "time); the browser's drawing code {browser} (not counted: sending "
+                               "the messages, and the browser's painting)",
+                               redraws=cost["redraws"], cpu=cost["kernel_cpu_s"], share=share,
+                               browser=browser)) + "</details>")
 
     def show_log(self, run: Run) -> None:
         """The last lines the ranks of ``run`` printed, prefixed with the rank, in the log area."""

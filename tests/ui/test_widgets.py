@@ -332,10 +332,13 @@ def test_panel_says_what_its_live_view_cost():
     assert cost["browser_draw_s"] is None   # no browser drew it here: not measured, never 0
     assert f"{cost['redraws']} redraws" in panel.cost.value
     assert "drawing code not measured" in panel.cost.value
+    summary = panel.cost.value.split("<summary", 1)[1].split("</summary>")[0]   # the visible line
+    assert "live view:" in summary and "in the kernel" in summary and "drawing" not in summary
     assert panel.view.charts[0]["series"][0]["y"] == pytest.approx(run.summary["losses"])
     panel.view.draw_ms = 12.5   # what a front end reports: its drawing time, in ms
     assert panel.view_cost["browser_draw_s"] == pytest.approx(0.0125)
     assert "drawing code 0.013 s" in panel.cost.value
+    assert "% drawing</summary>" in panel.cost.value
 
 
 def test_a_comparison_draws_with_the_live_view():
