@@ -212,7 +212,8 @@ def _run_torchrun(args) -> int:
 
     from ..parallel.exchange import all_gather_bytes
     from .summary import summarize
-    from .worker import init_process_group, rank_device, train
+    from .joining import init_process_group, rank_device
+    from .worker import train
 
     rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
     local_rank = int(os.environ.get("LOCAL_RANK", rank))

@@ -73,8 +73,12 @@ class OnlyPointToPoint:
         group = dist.group.WORLD
         classes = {type(group)}
         backend = getattr(group, "_get_backend", None)
-        if backend is not None:
-            classes.add(type(backend(torch.device("cpu"))))
+        if backend is not None:   # every device's backend: gloo for CPU tensors, NCCL for CUDA's
+            for device in ("cpu", "cuda"):
+                try:
+                    classes.add(type(backend(torch.device(device))))
+                except (RuntimeError, ValueError):   # no backend for that device in this group
+                    pass
         for cls in classes:
             for name in GROUP_COLLECTIVES:
                 owner = next((c for c in cls.__mro__ if name in vars(c)), None)

@@ -14,14 +14,12 @@ import threading
 import time
 from contextlib import ExitStack
 from dataclasses import dataclass
-from datetime import timedelta
 from typing import Callable
 
 import torch
 import torch.distributed as dist
 from torch.utils.flop_counter import FlopCounterMode
 
-from ..hardware import usable_cpu_cores
 from ..data import batches, load_corpus
 from ..files import write_atomically
 from ..measure.capacity import (CapacityGuard, DeviceOutOfMemory, PhaseTracker, check_setup,
@@ -35,6 +33,7 @@ from ..parallel.link import EmulatedLink
 from ..parallel.mesh import RankGrid, build_groups
 from ..parallel.meta import materialize
 from .checkpoint import Checkpointer
+from .joining import init_process_group, rank_device, rank_threads, use_loopback_only
 from .rank_output import RankOutput, RecordPipe, dump_stack_on_request
 from .record_fields import FlopFields, MemoryFields, step_record
 from .scratch_dirs import remove_when_owner_gone, scratch_dir_of
@@ -51,39 +50,6 @@ CHECKPOINT_FIELDS = {"checkpoint_step": None, "checkpoint_blocked_s": None,
 
 class InjectedFault(RuntimeError):
     """Raised on purpose by ``--inject-fault``, to show how a failing rank is reported."""
-
-
-def rank_device(spec, local_rank: int) -> torch.device:
-    """A CUDA rank's GPU: ``first_gpu + local_rank`` (``check_machine`` made sure it exists, one
-    per rank: NCCL refuses two ranks on one GPU)."""
-    if spec.resolved_device() == "cuda":
-        return torch.device("cuda", spec.first_gpu + local_rank)
-    return torch.device("cpu")
-
-
-def init_process_group(spec, rank: int, world_size: int, device: torch.device, store=None):
-    """gloo on CPU, NCCL on CUDA, with the spec's (short) timeout instead of 10-30 minutes.
-
-    On CUDA the rank's GPU becomes the *current* device first: ``device_id`` binds NCCL's
-    communicator to it, but tensors made without a device (``torch.empty(..., device="cuda")``,
-    the object collectives' buffers, FSDP2's shards) go to the current device, which is
-    ``cuda:0`` on every rank until ``set_device``; NCCL then refuses them on ranks >= 1."""
-    backend = "nccl" if device.type == "cuda" else "gloo"
-    kwargs = {"store": store} if store is not None else {"init_method": "env://"}
-    if device.type == "cuda":
-        torch.cuda.set_device(device)
-        kwargs["device_id"] = device
-    dist.init_process_group(backend, rank=rank, world_size=world_size,
-                            timeout=timedelta(seconds=spec.timeout), **kwargs)
-
-
-def rank_threads(spec, device: torch.device) -> int:
-    """CPU threads for one rank: ``threads_per_rank`` for a CPU rank (1 by default: CPU ranks
-    share the cores); a GPU rank gets its share of this machine's usable cores, so 8 ranks on
-    16 cores start 8 x 2 threads, not 8 x 16."""
-    if device.type == "cpu":
-        return spec.threads_per_rank
-    return max(1, usable_cpu_cores() // spec.local_ranks)
 
 
 def train(spec, rank: int, world_size: int, device: torch.device,
@@ -321,16 +287,6 @@ def rank_main(payload: bytes, rank: int, world_size: int, store_path: str, recor
     finally:
         if grouped:
             dist.destroy_process_group()
-
-
-def use_loopback_only() -> None:
-    """Ranks that launch() or %ranks start on this machine talk over loopback only: gloo's
-    sockets (a concrete interface name: gloo rejects NCCL's ``^lo`` form), and NCCL's bootstrap
-    and socket transport, which by default skip ``lo`` and listen on a real interface (NCCL's
-    environment-variable docs, NCCL_SOCKET_IFNAME). Not under torchrun, where ranks on other
-    nodes must be reached. Unauthenticated either way: see docs/architecture.md, trust model."""
-    os.environ["GLOO_SOCKET_IFNAME"] = "lo"
-    os.environ["NCCL_SOCKET_IFNAME"] = "lo"
 
 
 def _exit_when_parent_goes(control, folder: str | None) -> None:

@@ -10,9 +10,8 @@ The plots are a plain ``go.Figure`` (:func:`build_figure`, :func:`fill_figure`),
 ranks train by a :class:`~gpututor.ui.live_figure.LiveFigure`: canvases and a few kilobytes of
 JavaScript, so the view does not take the cores the ranks measure on (plotly's ``FigureWidget``
 took most of a core of a 2-core laptop: benchmarks/bench_live_view.py). It redraws at most every
-``UPDATE_INTERVAL_S`` and downsamples long series; the status line at the end says what the view
-cost (redraws, the panel's kernel CPU, the browser's drawing time). :func:`show_static` displays
-the same figures with plotly.
+``UPDATE_INTERVAL_S`` and downsamples long series; a grey line under it says what it cost the run.
+:func:`show_static` displays the same figures with plotly.
 """
 from __future__ import annotations
 
@@ -263,32 +262,26 @@ class RunPanel(Follower):
         self._show_cost()
 
     def _show_cost(self, _change=None) -> None:
-        """The cost line: part of what the live view cost during the last run, the part measured
-        here (this panel's thread in the kernel; the front end's drawing code, reported a moment
-        after each redraw). benchmarks/bench_live_view.py measures all of it, browser included."""
+        """The cost line: what the live view cost the last run, as measured here (the panel's kernel
+        thread; the front end's drawing code). benchmarks/bench_live_view.py measures all of it."""
         cost = self.view_cost
         if cost is None:
             return
-        drawn = self.view.draw_ms
-        cost["browser_draw_s"] = None if drawn is None else (drawn - cost["draw_ms_before"]) / 1000
+        ms = self.view.draw_ms
+        cost["browser_draw_s"] = drawn = None if ms is None else (ms - cost["draw_ms_before"]) / 1000
         wall = cost["wall_s"] or (time.monotonic() - cost["started"])
-        browser = tr("not measured (no browser has drawn it)") if cost["browser_draw_s"] is None \
-            else tr("{seconds:.3f} s ({share:.1f} % of the run's wall time)",
-                    seconds=cost["browser_draw_s"], share=100 * cost["browser_draw_s"] / wall)
         share = 100 * cost["kernel_cpu_s"] / wall
-        summary = tr("live view: {share:.1f} % of the run in the kernel", share=share) \
-            if cost["browser_draw_s"] is None else \
-            tr("live view: {share:.1f} % of the run in the kernel, {drawn:.1f} % drawing",
-               share=share, drawn=100 * cost["browser_draw_s"] / wall)
-        # one short grey line; the whole account one click away (it is the same under every panel)
-        self.cost.value = ("<details style='color:#57606a'><summary style='cursor:pointer'>"
-                           + html.escape(summary) + "</summary>" + html.escape(tr(
-                               "part of what the live view cost: {redraws} redraws; the panel's "
-                               "kernel thread {cpu:.3f} s of CPU ({share:.1f} % of the run's wall "
-                               "time); the browser's drawing code {browser} (not counted: sending "
-                               "the messages, and the browser's painting)",
-                               redraws=cost["redraws"], cpu=cost["kernel_cpu_s"], share=share,
-                               browser=browser)) + "</details>")
+        browser = tr("not measured (no browser has drawn it)") if drawn is None else tr(
+            "{seconds:.3f} s ({share:.1f} % of the run's wall time)", seconds=drawn, share=100 * drawn / wall)
+        summary = tr("live view: {share:.1f} % of the run in the kernel, drawing {drawn}", share=share,
+                     drawn=tr("not measured") if drawn is None else f"{100 * drawn / wall:.1f} %")
+        whole = html.escape(tr(
+            "part of what the live view cost: {redraws} redraws; the panel's kernel thread {cpu:.3f} "
+            "s of CPU ({share:.1f} % of the run's wall time); the browser's drawing code {browser} "
+            "(not counted: sending the messages, and the browser's painting)",
+            redraws=cost["redraws"], cpu=cost["kernel_cpu_s"], share=share, browser=browser))
+        self.cost.value = (f"<details style='color:#57606a'><summary>{html.escape(summary)}"
+                           f"</summary>{whole}</details>")
 
     def show_log(self, run: Run) -> None:
         """The last lines the ranks of ``run`` printed, prefixed with the rank, in the log area."""

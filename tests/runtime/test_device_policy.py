@@ -127,7 +127,7 @@ def test_a_torchrun_rank_of_a_two_node_job_counts_its_own_node(monkeypatch, caps
                                                                 reaches):
     """2 nodes x 8 GPUs: each process checks the 8 ranks of its own node, not all 16 (the spec
     used to be checked before ranks_per_node was set); fp16 with device='auto' is a GPU run."""
-    from gpututor.runtime import worker
+    from gpututor.runtime import joining
     monkeypatch.setenv("RANK", "9")
     monkeypatch.setenv("WORLD_SIZE", "16")
     monkeypatch.setenv("LOCAL_RANK", "1")
@@ -139,7 +139,7 @@ def test_a_torchrun_rank_of_a_two_node_job_counts_its_own_node(monkeypatch, caps
     def reached(spec, rank, world, device, store=None):
         assert (spec.local_ranks, rank, world, device) == (8, 9, 16, torch.device("cuda", 1))
         raise _Reached
-    monkeypatch.setattr(worker, "init_process_group", reached)
+    monkeypatch.setattr(joining, "init_process_group", reached)
     argv = ["run", "--model-size", "tiny", "--precision", "fp16", "--batch-size", "16"]
     if reaches:
         with pytest.raises(_Reached):
@@ -169,7 +169,7 @@ def test_fp16_with_dtensor_tensor_parallel_is_refused_before_it_starts():
 
 
 def test_first_gpu_moves_a_runs_ranks_and_is_checked_against_the_gpus_here(gpus):
-    from gpututor.runtime.worker import rank_device
+    from gpututor.runtime.joining import rank_device
     gpus(4)
     spec = RunSpec(model="gpt", model_size="tiny", world_size=2, device="cuda", first_gpu=2)
     assert [rank_device(spec, r) for r in range(2)] == [torch.device("cuda", 2),
@@ -245,11 +245,11 @@ def test_a_torchrun_dry_run_checks_each_node_and_starts_no_process_group(monkeyp
     """``--dry-run`` under torchrun: every node checks its own GPUs (one rank per node here, on
     one GPU), none joins a process group, rank 0 prints the layout (what gpu_check.sh runs as
     two "nodes" on a one-GPU machine)."""
-    from gpututor.runtime import worker
+    from gpututor.runtime import joining
     for name, value in (("WORLD_SIZE", "2"), ("LOCAL_RANK", "0"), ("LOCAL_WORLD_SIZE", "1"),
                         ("MASTER_ADDR", "127.0.0.1")):
         monkeypatch.setenv(name, value)
-    monkeypatch.setattr(worker, "init_process_group",
+    monkeypatch.setattr(joining, "init_process_group",
                         lambda *a, **k: pytest.fail("a dry run joined a process group"))
     argv = ["run", "--model-size", "tiny", "--batch-size", "8", "--dry-run"]
     gpus(1)

@@ -300,7 +300,7 @@ class RankGroup:
         """One line per rank: its pid, whether it lives, its names."""
         lines = [tr("{n} ranks on {device} ({backend}), cells run: {cells}, started in "
                     "{seconds:.2f} s", n=self.world_size, device=self.device,
-                    backend="nccl" if self.device == "cuda" else "gloo", cells=self.cells,
+                    backend="nccl + gloo" if self.device == "cuda" else "gloo", cells=self.cells,
                     seconds=self.started_s or 0.0)]
         for rank, proc in enumerate(self._procs):
             state = tr("alive") if proc.is_alive() else tr("gone")

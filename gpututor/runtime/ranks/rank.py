@@ -2,7 +2,7 @@
 to stop (or until the kernel goes).
 
 A rank is forked from the warm forkserver (runtime/warm.py), joins a gloo (CPU) or NCCL (GPU)
-process group the way ``launch()``'s ranks do (``worker.init_process_group``), and then waits on
+process group the way ``launch()``'s ranks do (``joining.init_process_group``), and then waits on
 its pipe for one message at a time:
 
 - ``("run", request, cell, code, guarded)``: run ``code`` in the rank's namespace, which starts
@@ -39,7 +39,7 @@ import torch.distributed as dist
 
 from ..rank_output import dump_stack_on_request
 from ..refuse import OnlyPointToPoint
-from ..worker import init_process_group, rank_device, rank_threads, use_loopback_only
+from ..joining import init_process_group, rank_device, rank_threads, use_loopback_only
 
 OUTPUT_LIMIT = 100_000   # characters of one cell's output a rank keeps (the rest: counted)
 VALUE_LIMIT = 10_000     # characters of a last expression's repr
@@ -189,8 +189,9 @@ def rank_main(rank: int, world_size: int, spec, tmp: str, conn, alive) -> None:
     grouped = False
     try:
         device = rank_device(spec, rank)
-        init_process_group(spec, rank, world_size, device,
-                           store=dist.FileStore(os.path.join(tmp, "store"), world_size))
+        init_process_group(spec, rank, world_size, device,   # gloo for CPU tensors on GPUs too
+                           store=dist.FileStore(os.path.join(tmp, "store"), world_size),
+                           cpu_tensors=True)
         grouped = True
         torch.set_num_threads(rank_threads(spec, device))
         namespace = {"__name__": "__ranks__", "rank": rank, "world_size": world_size,
