@@ -43,6 +43,17 @@ STATE_KEYS = {"adamw": ("exp_avg", "exp_avg_sq"), "sgd": ("momentum_buffer",)}
 SCALER_KEYS = ("scaler/scale", "scaler/growth_tracker")   # fp16's loss scale (GradScaler)
 
 
+def checkpoint_writer(folder):
+    """DCP's file writer, one file per rank, written by one thread that never touches CUDA. With
+    ``thread_count=1`` and CUDA available, DCP's default copies ahead on the *current* CUDA
+    stream (``filesystem._OverlappingCpuLoader``); an async save's writer thread has no device
+    set, so ranks 1..N-1 would each make a context on GPU 0, and fail where a GPU takes one
+    process (EXCLUSIVE_PROCESS). The state it writes is on the CPU already: read it serially."""
+    import torch.distributed.checkpoint as dcp
+    return dcp.FileSystemWriter(str(folder), single_file_per_rank=True, thread_count=1,
+                                per_thread_copy_ahead=0)
+
+
 def canonical_shapes(spec) -> tuple[dict, dict]:
     """``(aliases, shapes)`` of the one-process model of ``spec`` (built on meta: no memory)."""
     return model_names(build_model(spec, meta=True))
@@ -184,7 +195,7 @@ class Checkpointer:
                 # before any collective; this run's leftovers went in find_run)
                 write_info(staging, self.spec, self.shapes, self.run, step)
             SavePlanner, _ = _planners()
-            writer = dcp.FileSystemWriter(str(staging), single_file_per_rank=True, thread_count=1)
+            writer = checkpoint_writer(staging)
             if self.group is None:
                 metadata = dcp.save(sd, storage_writer=writer, planner=SavePlanner())
                 if self.rank == 0:   # every rank's data and then .metadata are written
