@@ -3,6 +3,7 @@ threads, and the sockets it may use. Shared by ``launch()``'s ranks, torchrun's 
 from __future__ import annotations
 
 import os
+import time
 from datetime import timedelta
 
 import torch
@@ -59,3 +60,21 @@ def use_loopback_only() -> None:
     nodes must be reached. Unauthenticated either way: see docs/architecture.md, trust model."""
     os.environ["GLOO_SOCKET_IFNAME"] = "lo"
     os.environ["NCCL_SOCKET_IFNAME"] = "lo"
+
+
+def leave_together(store, rank: int, world_size: int, timeout_s: float) -> None:
+    """Wait until every rank of the group has finished its work, through ``store`` (no
+    collective: a checker's guard against built-in collectives must not see one), before this
+    rank closes its connections. A rank whose task needs no collective (an exercise's function
+    that returns at once) can finish while a peer is still inside ``init_process_group``; closing
+    then makes gloo's rendezvous on that peer fail ("connectFullMesh failed ... Connection closed
+    by peer"), seen under load in the row-parallel checker's test."""
+    if world_size == 1:
+        return
+    store.add("gpututor/finished", 1)
+    deadline = time.monotonic() + timeout_s
+    while store.add("gpututor/finished", 0) < world_size:
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"rank {rank} finished, but after {timeout_s:.0f} s not every rank "
+                               f"of {world_size} had (the run's timeout)")
+        time.sleep(0.005)

@@ -33,7 +33,8 @@ from ..parallel.link import EmulatedLink
 from ..parallel.mesh import RankGrid, build_groups
 from ..parallel.meta import materialize
 from .checkpoint import Checkpointer
-from .joining import init_process_group, rank_device, rank_threads, use_loopback_only
+from .joining import (init_process_group, leave_together, rank_device, rank_threads,
+                      use_loopback_only)
 from .rank_output import RankOutput, RecordPipe, dump_stack_on_request
 from .record_fields import FlopFields, MemoryFields, step_record
 from .scratch_dirs import remove_when_owner_gone, scratch_dir_of
@@ -275,6 +276,7 @@ def rank_main(payload: bytes, rank: int, world_size: int, store_path: str, recor
         else:
             torch.set_num_threads(rank_threads(spec, device))   # as training does
             task(spec, rank, world_size, device, emit)
+        leave_together(store, rank, world_size, spec.timeout)
         sys.stdout.flush(), sys.stderr.flush()
         records.put(("done", rank, None))
     except BaseException as exc:  # noqa: BLE001 - every failure must reach the notebook
