@@ -213,12 +213,15 @@ def _drive_lesson(page, server: LabServer, timings: dict) -> None:
                             f"point counts seen during 'running': {live}); samples: {samples}")
     cost_line = cell.locator(".widget-html-content").nth(1)
     start = time.monotonic()
-    while "drawing code not measured" in cost_line.inner_text() or \
-            "drawing code" not in cost_line.inner_text():
+    # the grey summary line (its details folded): "live view: x % of the run in the kernel,
+    # drawing y %" once the front end has reported its drawing time, "drawing not measured" before
+    while not re.search(r"live view: [0-9.]+ % of the run in the kernel, drawing [0-9.]+ %",
+                        cost_line.inner_text()):
         assert time.monotonic() - start < POLL_CEILING_S, \
             f"no drawing time reported: {cost_line.inner_text()!r}"
         page.wait_for_timeout(200)
-    timings["view_cost_line"] = cost_line.inner_text().strip()
+    assert "the browser's drawing code" in cost_line.text_content()   # the folded account
+    timings["view_cost_line"] = cost_line.text_content().strip()
 
     # 2. Stop: a long run, stopped after some points arrived.
     steps_input.fill(str(LONG_RUN_STEPS))
