@@ -3,7 +3,9 @@
 :func:`gpututor.plan.recommend.recommend` makes the estimates; this module orders them (those
 that meet the deadline and budget first, then by cost, then by time) and writes the notes for
 a person: whether one GPU is enough, the smallest cluster that meets the constraints, what does
-not fit, when the link is the limit, and which precision a GPU without bf16 was planned in.
+not fit, when the link is the limit, and which precision a GPU without bf16 was planned in. The
+note that answers the question (one GPU is enough, the smallest cluster, or that nothing fits
+or meets the constraints) is also its :attr:`Recommendation.headline`.
 """
 from __future__ import annotations
 
@@ -11,7 +13,7 @@ import math
 from dataclasses import dataclass
 
 from ..catalog import CURRENCY_SYMBOLS, GB, currency, money
-from ..i18n import show, show_table, tr
+from ..i18n import ntr, show_table, show_verdict, tr
 from ..i18n.shown import table_text
 
 
@@ -24,6 +26,8 @@ class Recommendation:
     notes: list
     one_gpu_enough: bool
     link_bound: bool
+    headline: str = ""     # the note that answers the question (one of ``notes``)
+    tone: str = "mixed"    # "good": it is met; "bad": nothing fits or meets the constraints
 
     @property
     def smallest(self):
@@ -52,20 +56,27 @@ class Recommendation:
 
     def left_out(self) -> list[str]:
         """The line saying how many GPU counts and links no layout fits (none if none)."""
-        return [tr("({count} GPU counts and links where no layout fits are left out: see the "
-                   "notes)", count=len(self.rejected))] if self.rejected else []
+        return [ntr("({n} GPU count and link where no layout fits is left out: see the notes)",
+                    "({n} GPU counts and links where no layout fits are left out: see the "
+                    "notes)", len(self.rejected))] if self.rejected else []
 
     def table(self, top: int = 10) -> str:
         """:meth:`rows` as plain text, one line each."""
         return "\n".join([table_text(*self.rows(top))] + ["    " + line for line in self.left_out()])
 
     def show(self, top: int = 10, notes: bool = True) -> None:
-        """:meth:`rows` as a table, then (``notes``) the notes (in a notebook; printed elsewhere)."""
+        """:meth:`rows` as a table (in a notebook; printed elsewhere); with ``notes``, first the
+        :attr:`headline`, the other notes (what does not fit, what was left out, prices) one
+        click away. Every row fits (its ``fits`` column says so)."""
+        if notes:
+            show_verdict(sentence(self.headline),
+                         "\n".join(n for n in self.notes if n != self.headline), self.tone)
         show_table(*self.rows(top))
-        if notes:   # the notes say what was left out themselves
-            show("\n".join(self.notes))
-        elif self.left_out():
-            show("\n".join(self.left_out()))
+
+
+def sentence(note: str) -> str:
+    """A note as a headline: its first letter capitalised (the notes are lines of a list)."""
+    return note[:1].upper() + note[1:]
 
 
 def meets(est, budget, deadline_days) -> bool:
@@ -88,6 +99,7 @@ def with_notes(ranked, rejected, budget, deadline_days, precisions=()) -> Recomm
                 gpu=gpu, planned=planned, asked=asked) for gpu, asked, planned in precisions]
     fitting_one = [e for e in ranked if e.config.count == 1]
     one_enough = bool(fitting_one) and fitting_one[0].meets
+    headline, tone = None, "mixed"
     if not ranked:
         smallest = rejected[-1] if rejected else None
         if smallest is None:
@@ -101,6 +113,7 @@ def with_notes(ranked, rejected, budget, deadline_days, precisions=()) -> Recomm
                             "per GPU of {usable:,.0f} usable: try more GPUs or a GPU with more "
                             "memory", count=count, need=smallest.memory["total"] / GB,
                             usable=smallest.usable_bytes / GB))
+        headline, tone = notes[-1], "bad"
     elif one_enough:
         one = fitting_one[0]
         notes.append(tr("one GPU is enough: {label} fits and takes {days:,.1f} days for {cost}; "
@@ -108,6 +121,7 @@ def with_notes(ranked, rejected, budget, deadline_days, precisions=()) -> Recomm
                         cost=money(one.cost)) if one.cost else
                      tr("one GPU is enough: {label} fits and takes {days:,.1f} days; more GPUs "
                         "only buy time", label=one.config.shown, days=one.days))
+        headline, tone = notes[-1], "good"
     elif fitting_one:
         notes.append(tr("one GPU fits ({label}) but misses the deadline or budget: {days:,.1f} "
                         "days", label=fitting_one[0].config.shown, days=fitting_one[0].days))
@@ -116,16 +130,27 @@ def with_notes(ranked, rejected, budget, deadline_days, precisions=()) -> Recomm
             notes.append(tr("{gpu}: the model does not fit on one GPU; the smallest count that "
                             "fits is {count}", gpu=gpu, count=first))
     if ranked:
-        notes.append(tr("every configuration listed fits in its GPU's usable memory; {count} GPU "
-                        "counts and links where none fits are left out", count=len(rejected)))
+        notes.append(ntr("every configuration listed fits in its GPU's usable memory; {n} GPU "
+                         "count and link where none fits is left out",
+                         "every configuration listed fits in its GPU's usable memory; {n} GPU "
+                         "counts and links where none fits are left out", len(rejected)))
     meeting = [e for e in ranked if e.meets]
     if meeting and not one_enough:
         e = min(meeting, key=lambda e: (e.config.count, rank_key(e)))
-        notes.append(tr("the smallest cluster that meets the deadline and budget: {label} "
-                        "({days:,.1f} days, {cost})", label=e.config.shown, days=e.days,
-                        cost=money(e.cost)) if e.cost else
-                     tr("the smallest cluster that meets the deadline and budget: {label} "
-                        "({days:,.1f} days)", label=e.config.shown, days=e.days))
+        asked = {(True, True): tr("the deadline and budget"), (True, False): tr("the deadline"),
+                 (False, True): tr("the budget")}.get((deadline_days is not None,
+                                                       budget is not None))
+        values = dict(label=e.config.shown, days=e.days, what=asked)
+        if asked is None:   # nothing asked: every configuration that fits meets it
+            notes.append(tr("the smallest cluster that fits: {label} ({days:,.1f} days, {cost})",
+                            cost=money(e.cost), **values) if e.cost is not None else
+                         tr("the smallest cluster that fits: {label} ({days:,.1f} days)", **values))
+        else:
+            notes.append(tr("the smallest cluster that meets {what}: {label} ({days:,.1f} days, "
+                            "{cost})", cost=money(e.cost), **values) if e.cost is not None else
+                         tr("the smallest cluster that meets {what}: {label} ({days:,.1f} days)",
+                            **values))
+        headline, tone = notes[-1], "good"
     if ranked and not meeting:
         # literal templates, so tests/test_i18n.py sees each and its Chinese entry
         if deadline_days and budget:
@@ -140,6 +165,7 @@ def with_notes(ranked, rejected, budget, deadline_days, precisions=()) -> Recomm
         else:
             notes.append(tr("no configuration meets the constraints: the fastest and cheapest "
                             "that fit are shown"))
+        headline, tone = notes[-1], "bad"
     unpriced = sorted({e.config.gpu for e in ranked if e.cost is None})
     if budget is not None and unpriced:
         notes.append(tr("{gpus}: not priced, so the budget cannot be checked and none of its "
@@ -150,7 +176,8 @@ def with_notes(ranked, rejected, budget, deadline_days, precisions=()) -> Recomm
     if bound:
         notes.append(tr("link-bound: {label} waits on communication most of each step; a faster "
                         "link would speed it up more than more GPUs", label=bound[0].config.shown))
-    return Recommendation(ranked, rejected, notes, one_enough, link_bound)
+    return Recommendation(ranked, rejected, notes, one_enough, link_bound, headline or notes[0],
+                          tone)
 
 
 def _first_counts(ranked) -> dict:

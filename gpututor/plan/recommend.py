@@ -19,10 +19,10 @@ from .. import catalog, checks
 from ..catalog import currency
 from ..checks import InvalidValue
 from ..formulas import DAY, RECOMPUTE, bytes_per_value
-from ..i18n import tr
+from ..i18n import show_table, show_verdict, tr
 from .memory import PRECISIONS, ZERO_STAGES, Transformer, bytes_per_param, per_device_memory
 from .ranking import Recommendation, meets, rank_key, with_notes
-from .reasons import reasons
+from .reasons import breakdown, headline, memory_line, reasons, waiting_seconds
 from .time import run_cost, step_time
 
 PER_DEVICE_BYTES = ("params", "grads", "optimizer", "activations", "total")   # --json keys
@@ -136,6 +136,15 @@ class Estimate:
     def days(self) -> float:
         return self.total_s / DAY
 
+    def show(self) -> None:
+        """In a notebook: one sentence (fits or not and why; days and cost), the numbers as a
+        table, and the other reasons (step, cost, assumptions) one click away; printed
+        elsewhere."""
+        sentence, tone = headline(self)
+        shown = memory_line(self, catalog.get_gpu(self.config.gpu))
+        show_verdict(sentence, "\n".join(r for r in self.reasons if r != shown), tone)
+        show_table(*breakdown(self))
+
     def to_dict(self) -> dict:
         """Plain JSON-able data: per-device bytes by category, time and cost, and the reasons."""
         return {
@@ -227,8 +236,7 @@ def estimate(model: Transformer, tokens: float, config: Config, precision: str =
     steps = math.ceil(tokens / tokens_per_step)
     total = steps * step["step_s"]
     price, price_source = catalog.price_of(gpu, price_per_hour)
-    comm = step["tp_comm_s"] + step["pp_comm_s"] + step["dp_exposed_s"]
-    link_bound = config.count > 1 and comm >= 0.5 * step["step_s"]
+    link_bound = config.count > 1 and waiting_seconds(step) >= 0.5 * step["step_s"]
     est = Estimate(config, memory, usable, fits, step, steps, total,
                    run_cost(total, config.count, price), price, price_source, link_bound)
     est.precision = precision

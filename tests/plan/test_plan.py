@@ -217,9 +217,9 @@ def test_widget_ranks_and_explains():
     from gpututor.lessons.choosing_hardware.figures import PlannerWidget
     w = PlannerWidget(params=125e6, tokens=2.5e9, count=8, budget=100, deadline_days=1,
                       price_per_hour=3.0)
-    assert w.recommendation.one_gpu_enough and "one GPU is enough" in w.output.value
+    assert w.recommendation.one_gpu_enough and "One GPU is enough" in w.output.value   # headline
     w.params.value = 7e10           # 70B on at most 8 H100s: nothing fits, and it says so
-    assert not w.recommendation.ranked and "nothing tried fits" in w.output.value
+    assert not w.recommendation.ranked and "Nothing tried fits" in w.output.value
     w.gpu.value = "T4-16GB"         # no bf16 units: the widget plans fp16 instead
     assert "fp16" in w.status.value
 

@@ -99,7 +99,8 @@ def test_t4_has_a_sourced_example_price_and_v100_is_not_priced_never_zero(capsys
 
 
 def test_the_gpu_choice_figure_draws_priced_types_as_cost_against_days_and_unpriced_by_days():
-    from gpututor.lessons.choosing_hardware.figures import gpu_choice_figure, published_table_text
+    from gpututor.lessons.choosing_hardware.figures import gpu_choice_figure
+    from gpututor.lessons.choosing_hardware.plan_report import published_table_text
     from gpututor.plan.published import published_table
     rec = recommend(MODEL, 140e9, gpus=("V100-32GB", "A100-80GB", "H100-80GB"), max_gpus=64,
                     deadline_days=30, budget=60_000)

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 from ...checks import InvalidValue
 from ...formulas import block_params, bubble_to_compute_ratio, training_flops_per_token
-from ...i18n import show, show_table, tr
+from ...i18n import tr
 from ...i18n.shown import table_text
 from ...models import build_model, config_of
 from ...parallel import STRATEGIES, check_spec, get_strategy
@@ -270,13 +270,15 @@ def _line(row: dict) -> str:
 
 
 def calibration_rows(cal: Calibration) -> tuple[list[str], list[list[str]]]:
-    """Predicted vs measured, one row per run: peak memory (MB) and step time (ms), in the
-    notebook's language (numbers, units and strategy names as they are); ``*``: fitted."""
+    """Predicted vs measured, one row per run: peak memory (MB; as built, and by the general
+    formula) and step time (ms), each with its relative error, in the notebook's language
+    (numbers, units and strategy names as they are); ``*``: the step time was fitted."""
     shown = {"single (reference)": tr("single (reference)"),
              "single, half batch (ref.)": tr("single, half batch (ref.)"),
              "single + checkpointing": tr("single + checkpointing")}
-    columns = [tr("run"), tr("ranks"), tr("peak MB"), tr("predicted"), tr("off by"), tr("formula"),
-               tr("off by"), tr("step ms"), tr("predicted"), tr("off by")]
+    columns = [tr("run"), tr("ranks"), tr("measured peak MB"), tr("predicted MB"),
+               tr("predicted error"), tr("formula MB"), tr("formula error"),
+               tr("measured step ms"), tr("predicted ms"), tr("step error (* fitted)")]
     pct = lambda v: "n/a" if v is None or v != v else f"{v:+.1%}"
     rows = [[shown.get(r["run"], r["run"]), str(r["world_size"]), f"{r['measured_peak'] / MB:.2f}",
              f"{r['predicted_peak'] / MB:.2f}", pct(r["peak_error"]), f"{r['formula_peak'] / MB:.2f}",
@@ -287,8 +289,7 @@ def calibration_rows(cal: Calibration) -> tuple[list[str], list[list[str]]]:
 
 
 def calibration_notes(cal: Calibration) -> list[str]:
-    """What goes under the table: the machine's fitted figures, what ``*`` means, what was
-    skipped."""
+    """What goes with the table: the machine's fitted figures, what was skipped."""
     m = cal.machine
     shared = tr(", {shared:.1f} per rank with {n} busy (x{slowdown:.2f} slower)",
                 shared=m.matmul_flops_shared / 1e9, n=m.world_size,
@@ -301,21 +302,13 @@ def calibration_notes(cal: Calibration) -> list[str]:
                 "the references: efficiency {efficiency:.0%} of the matmul rate + {overhead:.1f} "
                 "ms per step{comm}{load}", device=m.device, flops=m.matmul_flops / 1e9,
                 shared=shared, efficiency=m.efficiency, overhead=m.overhead_s * 1e3,
-                comm=comm, load=load),
-             tr("* fitted: the step-time model was fitted to these two runs (their first "
-                "repeat)")]
+                comm=comm, load=load)]
     return lines + [tr("skipped {name}: {why}", name=name, why=why) for name, why in cal.skipped]
 
 
 def calibration_table(cal: Calibration) -> str:
     """:func:`calibration_rows` as plain text, with :func:`calibration_notes` under it."""
     return "\n".join([table_text(*calibration_rows(cal))] + calibration_notes(cal))
-
-
-def show_calibration(cal: Calibration) -> None:
-    """:func:`calibration_rows` as a table, :func:`calibration_notes` under it."""
-    show_table(*calibration_rows(cal))
-    show("\n".join(calibration_notes(cal)))
 
 
 def summary_errors(cal: Calibration) -> dict:

@@ -18,14 +18,15 @@ import ipywidgets as W
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from ...i18n import show_table, tr
-from ...i18n.shown import table_text
+from ...i18n import tr
+from ...i18n.shown import NO_MATH, table_html
 from ... import catalog, checks
 from ...plan.memory import transformer_for_params
 from ...plan.recommend import (DEFAULT_CAUSAL, DEFAULT_COMM_EFFICIENCY, DEFAULT_HFU,
                               DEFAULT_OVERLAP, DEFAULT_SEQUENCE_PARALLEL,
                               DEFAULT_TOKENS_PER_STEP, Recommendation, planned_precision,
                               recommend)
+from ...plan.ranking import sentence
 from ...ui.style import SERIES, TEMPLATE
 from ...catalog import GB
 from ...formulas import MB
@@ -34,30 +35,27 @@ GPU_COUNTS = [2 ** k for k in range(13)]          # 1 .. 4096 GPUs
 
 
 def recommendation_html(rec: Recommendation, top: int = 8) -> str:
-    """The ranked configurations as an HTML table, then the notes and the best one's reasons."""
+    """The recommendation's headline, the ranked configurations as an HTML table (numbers to
+    the right), then the other notes and the best one's reasons."""
     esc = html.escape
-    head = "".join(f"<th style='text-align:left;padding:2px 8px'>{h}</th>" for h in
-                   (tr("#"), tr("configuration"), tr("GB per GPU"), tr("fits"), tr("days"),
-                    tr("cost ({currency})", currency=catalog.currency()),
-                    tr("meets deadline and budget"), tr("link-bound")))
+    columns = [tr("#"), tr("configuration"), tr("GB per GPU"), tr("fits"), tr("days"),
+               tr("cost ({currency})", currency=catalog.currency()),
+               tr("meets deadline and budget"), tr("link-bound")]
     yes, no = tr("yes"), tr("no")
-    rows = []
-    for i, e in enumerate(rec.ranked[:top], 1):
-        cost = catalog.money(e.cost) if e.cost is not None else tr("not priced")
-        cells = (i, esc(e.config.shown), f"{e.memory['total'] / GB:,.1f}",
-                 yes if e.fits else no, f"{e.days:,.2f}",
-                 cost, yes if e.meets else no, yes if e.link_bound else "")
-        rows.append("<tr>" + "".join(f"<td style='padding:2px 8px'>{c}</td>" for c in cells)
-                    + "</tr>")
-    if not rows:
-        rows.append(f"<tr><td colspan=8>{tr('no configuration fits: see the notes')}</td></tr>")
-    notes = "".join(f"<li>{esc(n)}</li>" for n in rec.notes)
+    rows = [[str(i), e.config.shown, f"{e.memory['total'] / GB:,.1f}", yes if e.fits else no,
+             f"{e.days:,.2f}", f"{e.cost:,.0f}" if e.cost is not None else tr("not priced"),
+             yes if e.meets else no, yes if e.link_bound else ""]
+            for i, e in enumerate(rec.ranked[:top], 1)]
+    table = table_html(columns, rows) if rows else \
+        f"<p>{esc(tr('no configuration fits: see the notes'))}</p>"
+    notes = "".join(f"<li>{esc(n)}</li>" for n in rec.notes if n != rec.headline)
     best = rec.ranked[0] if rec.ranked else (rec.rejected[-1] if rec.rejected else None)
     why = "".join(f"<li>{esc(r)}</li>" for r in best.reasons) if best else ""
     title = tr("why the first one") if rec.ranked else tr("why even the largest tried does not fit")
-    return (f"<table><tr>{head}</tr>{''.join(rows)}</table>"
+    # MathJax's ignore classes: prices carry "$", which MathJax would read as maths
+    return (f"<div class='{NO_MATH}'><p><b>{esc(sentence(rec.headline))}</b></p>{table}"
             f"<p><b>{tr('notes')}</b></p><ul>{notes or '<li>' + tr('none') + '</li>'}</ul>"
-            f"<p><b>{title}</b></p><ul>{why}</ul>")
+            f"<p><b>{title}</b></p><ul>{why}</ul></div>")
 
 
 class PlannerWidget:
@@ -170,8 +168,9 @@ class PlannerWidget:
         return rec
 
     def static_html(self) -> str:
-        """What the widget shows now, as plain HTML (for front ends without widgets)."""
-        return f"<p>{self.status.value}</p>{self.output.value}"
+        """What the widget shows now, as plain HTML (for front ends without widgets), kept
+        from MathJax (its prices carry "$")."""
+        return f"<div class='{NO_MATH}'><p>{self.status.value}</p>{self.output.value}</div>"
 
 
 def calibration_figure(cal) -> go.Figure:
@@ -191,6 +190,27 @@ def calibration_figure(cal) -> go.Figure:
                       title=tr("The planner's predictions and the measured runs, on this machine"),
                       margin=dict(l=60, r=20, t=80, b=120))
     return fig
+
+
+def days_text(days: float) -> str:
+    """A number of days as a tick label: two significant figures below 10, whole days above."""
+    return f"{days:.2g}" if days < 10 else f"{days:,.0f}"
+
+
+def log_ticks(values, keep=(), most: int = 8) -> list[float]:
+    """Where to put the ticks of a log axis: at plotted ``values``, ``keep`` first (the values
+    the figure marks), then the others from the smallest, each at least 1/``most`` of the
+    values' span (in decades, at least half a decade) away from those taken, so their labels
+    never overlap."""
+    shown = sorted({v for v in list(values) + list(keep) if v and v > 0})
+    if not shown:
+        return []
+    gap = max(math.log10(shown[-1] / shown[0]), 0.5) / most
+    taken: list[float] = []
+    for v in [k for k in keep if k and k > 0] + shown:
+        if all(abs(math.log10(v / t)) >= gap for t in taken):
+            taken.append(v)
+    return sorted(taken)
 
 
 def gpu_choice_figure(rec: Recommendation, deadline_days: float | None = None,
@@ -231,41 +251,19 @@ def gpu_choice_figure(rec: Recommendation, deadline_days: float | None = None,
     if deadline_days is not None:
         fig.add_scatter(x=[deadline_days, deadline_days], y=[0, top], mode="lines",
                         name=tr("deadline"), line=dict(color="#888", dash="dash"))
-    if budget is not None:
-        fig.add_hline(y=budget, line=dict(color="#888", dash="dash"), annotation_text=tr("budget"))
+    if budget is not None:   # named in the legend: a label on the line would sit on the points
+        fig.add_hline(y=budget, line=dict(color="#888", dash="dot"))
+        fig.add_scatter(x=[None], y=[None], mode="lines", name=tr("budget"),
+                        line=dict(color="#888", dash="dot"))
+    days = [e.days for e in per_count.values()]
+    ticks = log_ticks(days, keep=([deadline_days] if deadline_days else [])
+                      + [e.days for e in best.values()])
     fig.update_layout(template=TEMPLATE, height=460,
                       title=tr("Cost against days, per GPU type (numbers: GPU count; every point "
                                "fits)"),
-                      xaxis=dict(title=tr("days"), type="log"),
+                      xaxis=dict(title=tr("days"), type="log", tickvals=ticks,
+                                 ticktext=[days_text(t) for t in ticks], minor=dict(showgrid=False)),
                       yaxis=dict(title=tr("cost ({currency})", currency=catalog.currency()),
                                  rangemode="tozero"),
                       margin=dict(l=70, r=20, t=70, b=60))
     return fig
-
-
-def published_rows(rows: list[dict]) -> tuple[list[str], list[list[str]]]:
-    """:func:`gpututor.plan.published.published_table`'s rows as table rows: run, what is
-    compared, published, predicted, predicted / published, implied MFU (causal count;
-    whole-square count in brackets, as PaLM and torchtitan count), and whether the predicted
-    plan fits its GPUs' usable memory."""
-    columns = [tr("run"), tr("figure"), tr("published"), tr("predicted"), tr("ratio"),
-               tr("implied MFU"), tr("fits")]
-    table = []
-    for r in rows:
-        predicted = f"{r['predicted']:,.0f}" if r["predicted"] is not None else tr("none fits")
-        ratio = f"{r['ratio']:.2f}" if r["ratio"] is not None else "-"
-        fits = "-" if r["fits"] is None else tr("yes") if r["fits"] else tr("no")
-        mfu = f"{r['implied_mfu']:.1%} ({r['implied_mfu_full_square']:.1%})"
-        table.append([r["run"], tr(r["measure"]), f"{r['published']:,.0f}", predicted, ratio,
-                      mfu, fits])
-    return columns, table
-
-
-def published_table_text(rows: list[dict]) -> str:
-    """:func:`published_rows` as a narrow text table."""
-    return table_text(*published_rows(rows))
-
-
-def show_published(rows: list[dict]) -> None:
-    """:func:`published_rows` as a table."""
-    show_table(*published_rows(rows))
