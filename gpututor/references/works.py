@@ -154,6 +154,9 @@ WORKS: dict[str, Work] = {
     "williams2009": Work("Williams et al.", 2009, "Roofline: An Insightful Visual Performance "
                            "Model for Multicore Architectures (CACM 52(4))",
                            "https://doi.org/10.1145/1498765.1498785"),
+    "pytorch2022-compile": Work("PyTorch", 2022, "PyTorch 2.0: torch.compile announced "
+                                  "(pytorch.org, Get Started)",
+                                  "https://pytorch.org/get-started/pytorch-2.0/"),
     "ansel2024": Work("Ansel et al.", 2024, "PyTorch 2: Faster Machine Learning Through Dynamic "
                         "Python Bytecode Transformation and Graph Compilation (ASPLOS 2024)",
                         "https://doi.org/10.1145/3620665.3640366"),

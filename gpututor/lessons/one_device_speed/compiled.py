@@ -38,7 +38,20 @@ KERNEL_NAME = re.compile(r"\b(?:cpp|triton_[a-z]{3})_fused_(\w+?)_(\d+)\b")
 
 
 class CompilerMissing(RuntimeError):
-    """``torch.compile`` cannot build kernels here: no C/C++ compiler on ``PATH``."""
+    """``torch.compile`` cannot build kernels here: no C/C++ compiler on ``PATH``. Its fields say
+    which: ``device_type`` ("cpu", "cuda"), ``kind`` ("C++" or "C") and ``looked_for`` (the
+    environment variable and the names tried); the message is their English sentence."""
+
+    def __init__(self, device_type: str):
+        self.device_type = device_type
+        self.kind = "C++" if device_type == "cpu" else "C"
+        self.looked_for = (("CXX", "c++", "g++", "clang++") if device_type == "cpu"
+                           else ("CC", "cc", "gcc", "clang"))
+        super().__init__(
+            f"torch.compile on {device_type} needs a {self.kind} compiler and none is on PATH "
+            f"(looked for {', '.join(self.looked_for)}). Install one (Debian/Ubuntu: `apt install "
+            "g++`; conda: `conda install -c conda-forge cxx-compiler`) and restart the kernel; the "
+            "rest of this lesson runs without it.")
 
 
 def compiler_for(device: torch.device) -> str | None:
@@ -57,13 +70,7 @@ def require_compiler(device: torch.device) -> str:
     """The compiler's path, or :class:`CompilerMissing` saying what to install."""
     found = compiler_for(device)
     if found is None:
-        kind = "C++" if device.type == "cpu" else "C"
-        raise CompilerMissing(
-            f"torch.compile on {device.type} needs a {kind} compiler and none is on PATH "
-            f"(looked for {'CXX' if device.type == 'cpu' else 'CC'}, "
-            f"{', '.join(('c++', 'g++', 'clang++') if device.type == 'cpu' else ('cc', 'gcc', 'clang'))}). "
-            "Install one (Debian/Ubuntu: `apt install g++`; conda: `conda install -c conda-forge "
-            "cxx-compiler`) and restart the kernel; the rest of this lesson runs without it.")
+        raise CompilerMissing(device.type)
     return found
 
 
