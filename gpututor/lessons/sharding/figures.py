@@ -5,7 +5,8 @@
   under a stated bytes-per-parameter convention (``CONVENTIONS``; sources disagree, so we
   always say which one we use).
 - :func:`memory_rows` / :func:`memory_figure` put measured bytes (from run summaries) and the
-  formula side by side; :func:`comm_rows` / :func:`comm_figure` show the bytes sent per step.
+  formula side by side; :func:`comm_rows` / :func:`comm_figure` show the bytes sent per step
+  (``verdicts.py`` says what they showed, in words).
 - :class:`ShardingBoard` runs one spec under several strategies, one after the other, and draws
   each rank's memory bars and the loss curves live while they train.
 
@@ -22,6 +23,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from ...i18n import tr
+from ...i18n.shown import NO_MATH, table_html
 from ...measure.memory import CATEGORIES as MEMORY_CATEGORIES
 from ...parallel import get_strategy
 from ...plan.memory import model_state_bytes
@@ -29,10 +31,13 @@ from ...runtime.launcher import RunFailed, launch
 from ...ui.follow import Follower
 from ...ui.live_figure import LiveFigure
 from ...ui.series import global_loss, memory_by_rank
-from ...ui.style import COLOURS, TEMPLATE
+from ...ui.style import COLOURS, SERIES, TEMPLATE
 from ...formulas import MB
 
 ORDER = ("ddp", "zero1", "zero2", "zero3", "fsdp")   # lesson 03's runs, replicas first
+MARK, PEAK = "#24292f", SERIES[3]   # the formula's mark and the measured peak, in every figure
+# the loss curves take the palette's colours the memory categories leave free
+LOSSES = [c for c in SERIES if c not in {COLOURS[k] for k in MEMORY_CATEGORIES}]
 
 
 def zero_stage(strategy: str) -> int:
@@ -74,19 +79,15 @@ def memory_table(rows: list[dict]) -> HTML:
     heads = [tr("run"), tr("params"), tr("grads"), tr("optimizer"), tr("state (measured)"),
              tr("state (formula)"), tr("gap (bytes)"), tr("DDP's buckets"), tr("activations"),
              tr("peak")]
-    body = "".join(
-        "<tr>" + "".join(f"<td>{html.escape(str(v))}</td>" for v in (
-            r["label"], mb(r["measured_params"]), mb(r["measured_grads"]),
-            mb(r["measured_optimizer"]), mb(r["measured_state"]), mb(r["formula_total"]),
-            f"{r['state_gap']:,.0f}", mb(r.get("buckets", 0)), mb(r["measured_activations"]),
-            mb(r["peak"]))) + "</tr>"
-        for r in rows)
+    body = [[r["label"], mb(r["measured_params"]), mb(r["measured_grads"]),
+             mb(r["measured_optimizer"]), mb(r["measured_state"]), mb(r["formula_total"]),
+             f"{r['state_gap']:,.0f}", mb(r.get("buckets", 0)), mb(r["measured_activations"]),
+             mb(r["peak"])] for r in rows]
     caption = tr("MB per rank, measured on rank 0; the formula counts model state only; the gap "
                  "is in bytes; DDP's buckets, read from DDP, are a second copy of the gradients "
                  "and not in the state")
-    return HTML(f"<table><caption>{html.escape(caption)}</caption><thead><tr>"
-                + "".join(f"<th>{html.escape(h)}</th>" for h in heads)
-                + f"</tr></thead><tbody>{body}</tbody></table>")
+    return HTML(f"<p class='{NO_MATH}' style='color:#57606a;font-size:0.9em;margin:0.3em 0'>"
+                f"{html.escape(caption)}</p>" + table_html(heads, body))
 
 
 def memory_figure(rows: list[dict], title: str = "Per-rank memory: measured bars, formula "
@@ -99,14 +100,16 @@ def memory_figure(rows: list[dict], title: str = "Per-rank memory: measured bars
                     name=tr("{category} (measured)", category=tr(c)), marker_color=COLOURS[c])
     if any(r.get("buckets") for r in rows):
         fig.add_bar(x=labels, y=[r.get("buckets", 0) / MB for r in rows],
-                    name=tr("DDP's buckets (read from DDP)"))
+                    name=tr("DDP's buckets (read from DDP)"),
+                    marker=dict(color=COLOURS["grads"], pattern=dict(shape="/")))
     fig.add_scatter(x=labels, y=[r["formula_total"] / MB for r in rows], mode="markers",
                     name=tr("params+grads+optimizer (formula)"),
-                    marker=dict(symbol="line-ew-open", size=36, line=dict(width=3)))
+                    marker=dict(symbol="line-ew-open", size=36, color=MARK,
+                                line=dict(width=3, color=MARK)))
     fig.add_scatter(x=labels, y=[None if r["peak"] is None else r["peak"] / MB for r in rows],
                     mode="markers",
                     name=tr("peak during a step (measured)"),
-                    marker=dict(symbol="diamond", size=10))
+                    marker=dict(symbol="diamond", size=10, color=PEAK))
     fig.update_layout(barmode="stack", title=tr(title), yaxis_title="MB", template=TEMPLATE,
                       height=380, margin=dict(l=60, r=20, t=70, b=50))
     return fig
@@ -125,25 +128,6 @@ def comm_rows(summaries: dict[str, dict], baseline: str = "ddp") -> list[dict]:
     return rows
 
 
-def comm_lines(rows: list[dict], baseline: str = "ddp") -> list[str]:
-    """One line per run: bytes sent per rank per step against ``baseline``'s, and how long
-    compute waited for communication in the median step. A figure the run did not measure
-    (CUDA leaves the wait of FSDP2's overlapped collectives unmeasured: None) reads "not
-    measured", never a number."""
-    def ms(seconds):
-        return tr("not measured") if seconds is None else f"{seconds * 1e3:.1f} ms"
-    lines = []
-    for r in rows:
-        sent = tr("not measured") if r["wire_bytes"] is None else \
-            tr("{mb:.2f} MB", mb=r["wire_bytes"] / MB)
-        ratio = "" if r["vs_baseline"] is None else \
-            tr(" = {ratio:.2f}x {baseline}", ratio=r["vs_baseline"], baseline=baseline)
-        lines.append(tr("{label:>6}: sent per rank per step {sent}{ratio}; compute's wait: "
-                        "{wait}; step {step}", label=r["label"], sent=sent, ratio=ratio,
-                        wait=ms(r["comm_s"]), step=ms(r["step_time_s"])))
-    return lines
-
-
 def comm_figure(rows: list[dict], baseline: str = "ddp") -> go.Figure:
     """Bars of the bytes each rank sends per step, labelled with the ratio to ``baseline``.
     (For the step time split into compute and waiting, see ``plots.step_breakdown``.)"""
@@ -151,7 +135,8 @@ def comm_figure(rows: list[dict], baseline: str = "ddp") -> go.Figure:
     fig = go.Figure(go.Bar(x=labels, y=[None if r["wire_bytes"] is None else r["wire_bytes"] / MB
                                         for r in rows],
                            text=[f"{r['vs_baseline']:.2f}x {baseline}" if r["vs_baseline"]
-                                 else "" for r in rows], textposition="outside"))
+                                 else "" for r in rows], textposition="outside",
+                           marker_color=COLOURS["communication"]))
     fig.update_layout(title=tr("Sent by each rank per step (counted: each collective's "
                                "metered size × its ring bus factor)"),
                       yaxis_title=tr("MB per step"), template=TEMPLATE, height=360,
@@ -169,16 +154,17 @@ def fit_figure(rows: list[dict], capacity: float, peaks: dict[str, float]) -> go
                 name=tr("plan: model state (formula) + activations (measured) "
                        "+ DDP's buckets (ddp)"),
                 text=[tr("fits") if r["fits"] else tr("out of memory") for r in rows],
-                textposition="outside")
+                textposition="inside", insidetextanchor="start", textangle=0,
+                marker_color=SERIES[4])
     fig.add_scatter(x=labels, y=[None if peaks.get(n) is None else peaks[n] / MB
                                  for n in labels], mode="markers",
                     name=tr("peak during a step, uncapped run (measured)"),
-                    marker=dict(symbol="diamond", size=10))
+                    marker=dict(symbol="diamond", size=10, color=PEAK))
     fig.add_hline(y=capacity / MB, line_dash="dash",
                   annotation_text=tr("capacity {mb:.0f} MB", mb=capacity / MB))
     fig.update_layout(title=tr("Under a capacity per rank: the plan, and what the capped runs "
-                               "did"), yaxis_title="MB", template=TEMPLATE, height=380,
-                      margin=dict(l=60, r=20, t=70, b=50))
+                               "did"), yaxis_title="MB", template=TEMPLATE, height=400,
+                      margin=dict(l=60, r=20, t=70, b=50), legend=dict(orientation="h", y=-0.15))
     return fig
 
 
@@ -263,7 +249,7 @@ class ShardingBoard(Follower):
             self.join()
 
     def static_figure(self) -> go.Figure:
-        fig = self._figure()
+        fig = self._figure(live=False)
         self._fill(fig)
         return fig
 
@@ -306,26 +292,31 @@ class ShardingBoard(Follower):
         self.view.show(self.fig)
 
     # ---- figure --------------------------------------------------------------------------------
-    def _figure(self) -> go.Figure:
+    def _figure(self, live: bool = True) -> go.Figure:
+        """The board's figure. Its bars, one per rank, are named "zero1 r0", "r1", ... in the
+        live view (its canvas is narrow: a run's name under its first rank only), and on two
+        levels, run over rank, in plotly's static copy."""
         fig = make_subplots(rows=1, cols=2, column_widths=[0.35, 0.65], horizontal_spacing=0.08,
                             subplot_titles=(tr("loss (mean over ranks)"),
                                             tr("memory of each rank (MB, measured)")))
         dashes = ("solid", "dash", "dot", "dashdot", "longdash")
         for i, label in enumerate(self.runs):  # equal curves lie on top of each other: dash them
             fig.add_scatter(x=[], y=[], mode="lines+markers", name=tr("loss {label}", label=label),
-                            row=1, col=1,
-                            line=dict(dash=dashes[i % len(dashes)]),
+                            row=1, col=1, line=dict(dash=dashes[i % len(dashes)],
+                                                    color=LOSSES[i % len(LOSSES)]),
                             marker=dict(size=max(3, 10 - 2 * i)))
-        x = [f"{label} r{rank}" for label, rank in self.bars]
+        x = ([f"{label} r{rank}" if rank == 0 else f"r{rank}" for label, rank in self.bars] if live
+             else [[label for label, _ in self.bars], [f"r{rank}" for _, rank in self.bars]])
         for c in MEMORY_CATEGORIES:
-            fig.add_bar(x=x, y=[0] * len(x), name=tr(c), row=1, col=2)
-        fig.add_scatter(x=x, y=[None] * len(x), mode="markers",
-                        name=tr("params+grads+optimizer (formula)"),
-                        marker=dict(symbol="line-ew-open", size=18, line=dict(width=3)),
-                        row=1, col=2)
-        fig.update_layout(barmode="stack", height=400, template=TEMPLATE,
+            fig.add_bar(x=x, y=[0] * len(self.bars), name=tr(c), row=1, col=2,
+                        marker_color=COLOURS[c])
+        fig.add_scatter(x=x, y=[None] * len(self.bars), mode="markers",
+                        name=tr("params+grads+optimizer (formula)"), row=1, col=2,
+                        marker=dict(symbol="line-ew-open", size=18, color=MARK,
+                                    line=dict(width=3, color=MARK)))
+        fig.update_layout(barmode="stack", height=420, template=TEMPLATE,
                           margin=dict(l=50, r=20, t=60, b=40), legend=dict(orientation="h",
-                                                                           y=-0.25))
+                                                                           y=-0.3))
         fig.update_xaxes(title_text=tr("step"), row=1, col=1)
         return fig
 

@@ -1,0 +1,189 @@
+"""Lesson 03's results, each told first in one sentence chosen from the runs' numbers.
+
+Every ``*_verdict`` returns ``(headline, details, tone)`` for ``gpututor.i18n.show_verdict``:
+one bold sentence, true for the outcome that chose it, with the numbers behind it one click
+away. Every ``*_table`` returns ``(columns, rows)`` for ``show_table``. A figure a run left
+unmeasured (``None``) reads "not measured", never 0. The tests feed numbers to every branch
+(``tests/lessons/sharding/test_sharding_verdicts.py``); nothing here launches a run.
+"""
+from __future__ import annotations
+
+from ...formulas import MB
+from ...i18n import tr
+from ...models import build_model
+from ...parallel.sharding.flat import unit_parameters
+from .runs import first_fit, outcome_words
+
+Verdict = tuple[str, str, str]
+Table = tuple[list[str], list[list[str]]]
+
+
+def _mb(value) -> str:
+    return tr("not measured") if value is None else f"{value / MB:.2f}"
+
+
+def same_training_verdict(runs: dict[str, dict], baseline: str = "ddp") -> Verdict:
+    """Each run's largest loss difference from ``baseline``'s at any step: none, float32
+    rounding (``torch.testing``'s default tolerance for float32: 1e-5 + 1.3e-6 × the loss), or
+    more."""
+    base = runs[baseline]["losses"]
+    gaps = {name: max(abs(a - b) for a, b in zip(s["losses"], base))
+            for name, s in runs.items() if name != baseline}
+    details = "\n".join(tr("{name}: largest loss difference from {baseline} over {steps} steps: "
+                           "{gap:.1e}", name=name, baseline=baseline, gap=gap,
+                           steps=len(runs[name]["losses"])) for name, gap in gaps.items())
+    worst = max(gaps, key=gaps.get)
+    if gaps[worst] == 0:
+        return (tr("All {n} sharded runs had exactly {baseline}'s loss at every step",
+                   n=len(gaps), baseline=baseline), details, "good")
+    if all(gap <= 1e-5 + 1.3e-6 * max(abs(v) for v in base) for gap in gaps.values()):
+        return (tr("All {n} sharded runs followed {baseline}'s losses to within float32 rounding "
+                   "(at most {gap:.1e})", n=len(gaps), baseline=baseline, gap=gaps[worst]),
+                details, "good")
+    return (tr("{name}'s loss differed from {baseline}'s by up to {gap:.1e}: more than float32 "
+               "rounding", name=worst, baseline=baseline, gap=gaps[worst]), details, "bad")
+
+
+def explained_gap(spec, world_size: int) -> int:
+    """The most bytes of model state the formula (Ψ × bytes per parameter) can leave out on one
+    rank: AdamW's ``step`` counters, 4 bytes per parameter tensor at most, and each unit's
+    padding to a multiple of ``world_size``, at most N − 1 values of 16 bytes (weight, gradient,
+    two moments)."""
+    model = build_model(spec, meta=True)
+    return 4 * len(list(model.parameters())) + 16 * (world_size - 1) * len(unit_parameters(model))
+
+
+def state_verdict(rows: list[dict], explained: int) -> Verdict:
+    """Each run's measured model state against the formula (``figures.memory_rows``' rows:
+    ``state_gap`` in bytes), within what ``explained`` bytes can account for."""
+    worst = max(rows, key=lambda r: abs(r["state_gap"]))
+    details = "\n".join(tr("{label}: measured {state} MB, formula {formula} MB, gap {gap:+,} bytes",
+                           label=r["label"], state=_mb(r["measured_state"]),
+                           formula=_mb(r["formula_total"]), gap=round(r["state_gap"]))
+                        for r in rows)
+    if abs(worst["state_gap"]) <= explained:
+        return (tr("Every run's measured model state matched the formula to within {gap:,} bytes, "
+                   "no more than AdamW's step counters and the padding can add ({explained:,})",
+                   gap=round(abs(worst["state_gap"])), explained=explained), details, "good")
+    return (tr("{label}'s measured model state is {gap:+,} bytes off the formula, more than "
+               "AdamW's step counters and the padding can add ({explained:,}): something is held "
+               "twice or missing", label=worst["label"], gap=round(worst["state_gap"]),
+               explained=explained), details, "bad")
+
+
+def peak_verdict(rows: list[dict], block_bytes: int, root_bytes: int) -> Verdict:
+    """How far fsdp's peak sat above zero3's, in gathered blocks (``block_bytes``: one block's
+    padded flat vector; ``root_bytes``: the root's); each run's peak against ddp's in the
+    details."""
+    peak = {r["label"]: r["peak"] for r in rows}
+    details = "\n".join([tr("{name}: peak not measured", name=name) if p is None or not
+                         peak.get("ddp") else tr("{name}: peak {peak:.2f} MB = {share:.0%} of "
+                                                 "ddp's", name=name, peak=p / MB,
+                                                 share=p / peak["ddp"])
+                         for name, p in peak.items()]
+                        + [tr("one gathered block: {block:.2f} MB, the root: {root:.2f} MB",
+                              block=block_bytes / MB, root=root_bytes / MB)])
+    if peak.get("fsdp") is None or peak.get("zero3") is None:
+        return tr("fsdp's or zero3's peak was not measured: nothing to compare."), details, "mixed"
+    diff = peak["fsdp"] - peak["zero3"]
+    if diff > 0:
+        return (tr("fsdp's peak sat {diff:.2f} MB above zero3's: {blocks:.1f}× one gathered block "
+                   "({block:.2f} MB)", diff=diff / MB, blocks=diff / block_bytes,
+                   block=block_bytes / MB), details, "mixed")
+    return (tr("fsdp's peak was not above zero3's here ({diff:+.2f} MB)", diff=diff / MB),
+            details, "mixed")
+
+
+def comm_lines(rows: list[dict], baseline: str = "ddp") -> list[str]:
+    """One line per run: bytes sent per rank per step against ``baseline``'s, and how long
+    compute waited for communication in the median step. A figure the run did not measure
+    (CUDA leaves the wait of FSDP2's overlapped collectives unmeasured: None) reads "not
+    measured", never a number."""
+    def ms(seconds):
+        return tr("not measured") if seconds is None else f"{seconds * 1e3:.1f} ms"
+    lines = []
+    for r in rows:
+        sent = tr("not measured") if r["wire_bytes"] is None else \
+            tr("{mb:.2f} MB", mb=r["wire_bytes"] / MB)
+        ratio = "" if r["vs_baseline"] is None else \
+            tr(" = {ratio:.2f}x {baseline}", ratio=r["vs_baseline"], baseline=baseline)
+        lines.append(tr("{label:>6}: sent per rank per step {sent}{ratio}; compute's wait: "
+                        "{wait}; step {step}", label=r["label"], sent=sent, ratio=ratio,
+                        wait=ms(r["comm_s"]), step=ms(r["step_time_s"])))
+    return lines
+
+
+def comm_verdict(rows: list[dict], baseline: str = "ddp") -> Verdict:
+    """Bytes sent per rank and step against ``baseline``'s (``figures.comm_rows``' rows):
+    whether zero3 sent more than stages 1 and 2, and by how much."""
+    ratio = {r["label"]: r["vs_baseline"] for r in rows}
+    details = "\n".join(comm_lines(rows, baseline))
+    if any(ratio.get(k) is None for k in ("zero1", "zero2", "zero3")):
+        return tr("Some run's bytes were not measured: nothing to compare."), details, "mixed"
+    fmt = dict(r1=ratio["zero1"], r2=ratio["zero2"], r3=ratio["zero3"], baseline=baseline)
+    if ratio["zero3"] > max(ratio["zero1"], ratio["zero2"]):
+        return (tr("Per rank and step, zero1 and zero2 sent {r1:.2f}× and {r2:.2f}× {baseline}'s "
+                   "bytes, zero3 {r3:.2f}×: its second all-gather", **fmt), details, "good")
+    return (tr("Per rank and step, zero3 sent {r3:.2f}× {baseline}'s bytes, no more than zero1 "
+               "({r1:.2f}×) and zero2 ({r2:.2f}×)", **fmt), details, "bad")
+
+
+def bucket_verdict(buckets: dict, words: str, how_ranks_talk: str) -> Verdict:
+    """What of DDP's bytes could overlap backward: all but its last bucket, which holds the
+    gradients backward makes last (``buckets``: ``runs.ddp_buckets``, in bytes). ``words``
+    (``runs.bucket_words``) and ``how_ranks_talk`` go in the details."""
+    later = buckets["later"]
+    details = words + "\n" + how_ranks_talk
+    if len(later) == 1:
+        return (tr("DDP put all of this model's gradients in one bucket: its all-reduce starts "
+                   "only when backward is over, so it overlaps nothing, as zero1's"), details,
+                "bad")
+    return (tr("DDP's last bucket holds {share:.0%} of the bytes and starts only when backward is "
+               "over: only the other {rest:.0%} can overlap backward",
+               share=later[-1] / sum(later), rest=1 - later[-1] / sum(later)), details, "mixed")
+
+
+def variants_verdict(plain: dict, keep: dict, bf16: dict) -> Verdict:
+    """FSDP2's two variants against plain fsdp: each one's final loss, as a difference."""
+    keep_diff = keep["final_loss"] - plain["final_loss"]
+    bf16_diff = bf16["final_loss"] - plain["final_loss"]
+    details = "\n".join(tr("{label}: final loss {loss:.4f}, {diff:+.1e} from fsdp's", label=label,
+                           loss=s["final_loss"], diff=s["final_loss"] - plain["final_loss"])
+                        for label, s in ((tr("fsdp keep weights"), keep), (tr("fsdp bf16"), bf16)))
+    if keep_diff == 0:
+        return (tr("Keeping the weights left plain fsdp's final loss exactly as it was; bf16 "
+                   "moved it by {bf16:+.1e}", bf16=bf16_diff), details, "good")
+    return (tr("Keeping the weights moved plain fsdp's final loss by {keep:+.1e}, bf16 by "
+               "{bf16:+.1e}", keep=keep_diff, bf16=bf16_diff), details, "mixed")
+
+
+def shard_table(summaries: list[dict], formulas: list[float]) -> Table:
+    """The same zero3 run on several world sizes: rank 0's model state (measured and by the
+    formula, ``formulas``) and activations, in MB."""
+    return ([tr("ranks"), tr("model state, MB"), tr("formula, MB"), tr("activations, MB")],
+            [[str(s["world_size"]),
+              _mb(sum(s["mem_by_category"][c][0] for c in ("params", "grads", "optimizer"))),
+              _mb(f), _mb(s["mem_by_category"]["activations"][0])]
+             for s, f in zip(summaries, formulas)])
+
+
+def fit_table(rows: list[dict]) -> Table:
+    """Per strategy: the plan in MB, whether it fits, and what the capped run did."""
+    return ([tr("run"), tr("plan, MB"), tr("plan"), tr("capped run")],
+            [[r["strategy"], _mb(r["planned"]),
+              tr("fits") if r["planned_fits"] else tr("does not fit"), outcome_words(r)]
+             for r in rows])
+
+
+def fit_verdict(rows: list[dict], capacity: float) -> Verdict:
+    """The first stage to fit ``capacity`` bytes per rank, by the plan and by the capped runs."""
+    planned, measured = first_fit(rows, "planned_fits"), first_fit(rows, "fits")
+    if measured is None:
+        return (tr("No stage fit {mb:.0f} MB per rank in the capped runs (the plan: {planned})",
+                   mb=capacity / MB, planned=planned or tr("none")), "", "bad")
+    if planned == measured:
+        return (tr("{name} is the first stage to fit {mb:.0f} MB per rank, by the plan and by the "
+                   "capped runs", name=measured, mb=capacity / MB), "", "good")
+    return (tr("The plan said {planned} would be the first to fit {mb:.0f} MB per rank, the capped "
+               "runs {measured}: the runs decide", planned=planned or tr("none"),
+               measured=measured, mb=capacity / MB), "", "mixed")
