@@ -8,15 +8,17 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from ...i18n import tr
-from ...ui.style import TEMPLATE
+from ...ui.style import SERIES, TEMPLATE
 from .runs import variant_label
 
 
 def tradeoff_figure(rows: list[dict], title: str = "What each compression buys, and costs "
                     "(measured in one run)") -> go.Figure:
-    """Three bar charts sharing the variants: size (MB), latency (ms) and validation loss. Each
-    bar's label adds the variant against the first row (the baseline): size and latency as a
-    ratio (``0.31x``), loss as a difference (``+0.012``)."""
+    """Three panels sharing the variants: size (MB) and latency (ms) as bars, validation loss as
+    dots beside a dashed line at the baseline's (bars of a loss would start at an arbitrary
+    value). Each label adds the variant against the first row (the baseline): size and latency
+    as a ratio (``0.31x``), loss as a difference (``+0.012``), written on the side of the dot
+    that has room."""
     names = [r["variant"] for r in rows][::-1]   # first variant on top
     by_name = {r["variant"]: r for r in rows}
     base = rows[0]
@@ -27,15 +29,25 @@ def tradeoff_figure(rows: list[dict], title: str = "What each compression buys, 
                "latency_s": lambda r: f"{r['latency_s'] / base['latency_s']:.2f}x",
                "loss": lambda r: f"{r['loss'] - base['loss']:+.3f}"}
     columns = [("bytes", 1e-6, "{:.2f}"), ("latency_s", 1e3, "{:.1f}"), ("loss", 1, "{:.3f}")]
+    labels = [variant_label(n) for n in names]
     for col, (key, unit, fmt) in enumerate(columns, start=1):
         values = [by_name[n][key] * unit for n in names]
-        labels = [f"{fmt.format(v)} ({against[key](by_name[n])})" for v, n in zip(values, names)]
-        fig.add_bar(x=values, y=[variant_label(n) for n in names], orientation="h", text=labels,
-                    textposition="auto", showlegend=False, row=1, col=col)
-    losses = [r["loss"] for r in rows]
-    spread = max(losses) - min(losses)
-    fig.update_xaxes(range=[min(losses) - spread * 0.3 - 0.01, max(losses) + spread * 0.1 + 0.01],
-                     row=1, col=3)
+        text = [f"{fmt.format(v)} ({against[key](by_name[n])})" for v, n in zip(values, names)]
+        colour = SERIES[col - 1]
+        if key != "loss":
+            fig.add_bar(x=values, y=labels, orientation="h", text=text, textposition="auto",
+                        marker_color=colour, showlegend=False, row=1, col=col)
+            continue
+        low, high = min(values), max(values)
+        pad = max(high - low, 0.02) * 0.08
+        middle = (low + high) / 2
+        fig.add_scatter(x=values, y=labels, mode="markers+text", text=text, showlegend=False,
+                        textposition=["middle right" if v <= middle else "middle left"
+                                      for v in values],
+                        marker=dict(color=colour, size=9), row=1, col=col)
+        fig.add_vline(x=base["loss"], line_dash="dot", line_color=SERIES[9], layer="below", row=1,
+                      col=col)
+        fig.update_xaxes(range=[low - pad, high + pad], row=1, col=col)
     fig.update_layout(title=tr(title), template=TEMPLATE, height=120 + 32 * len(rows),
                       margin=dict(l=60, r=20, t=80, b=40))
     return fig

@@ -89,29 +89,40 @@ def variant_label(name: str) -> str:
     return tr(name)
 
 
-def pruned_latency_lines(rows: list[dict], unpruned: str, same_work: str = "fp32 teacher") -> list[str]:
+def pruned_latency(rows: list[dict], unpruned: str, same_work: str = "fp32 teacher") -> list[dict]:
     """Each weight-pruned variant's latency against the unpruned one, judged against the noise.
 
     The noise floor is the larger of two measured spreads: how far apart ``same_work`` and
     ``unpruned`` are (two models of the same shape: the same dense kernels, the same work), and
     how far each model's median pass is from its fastest (``latency_median_s`` / ``latency_s``:
-    the jitter of its own passes), for the models compared. A pruned variant's difference within
-    that floor is reported as no measurable change; beyond it, the code says "faster" or "slower"
-    from the numbers.
+    the jitter of its own passes), for the models compared. Per pruned variant: its ``row``, the
+    latency ``ratio`` to the unpruned one, the ``floor``, and whether the change is ``within`` it.
     """
     by_name = {r["variant"]: r for r in rows}
     base = by_name[unpruned]["latency_s"]
     jitter = lambda r: r.get("latency_median_s", r["latency_s"]) / r["latency_s"] - 1
     pair = abs(by_name[same_work]["latency_s"] / base - 1)
-    lines = []
+    judged = []
     for r in rows:
         if "weights pruned" not in r["variant"]:
             continue
         ratio = r["latency_s"] / base
         floor = max(pair, jitter(by_name[unpruned]), jitter(by_name[same_work]), jitter(r))
-        values = dict(name=variant_label(r["variant"]), ratio=ratio, floor=floor,
-                      same=variant_label(same_work), unpruned=variant_label(unpruned))
-        if abs(ratio - 1) <= floor:
+        judged.append({"row": r, "ratio": ratio, "floor": floor, "within": abs(ratio - 1) <= floor})
+    return judged
+
+
+def pruned_latency_lines(rows: list[dict], unpruned: str, same_work: str = "fp32 teacher") -> list[str]:
+    """:func:`pruned_latency` in words, one line per weight-pruned variant: within the noise
+    floor it is reported as no measurable change; beyond it, the code says "faster" or "slower"
+    from the numbers."""
+    lines = []
+    for judged in pruned_latency(rows, unpruned, same_work):
+        ratio = judged["ratio"]
+        values = dict(name=variant_label(judged["row"]["variant"]), ratio=ratio,
+                      floor=judged["floor"], same=variant_label(same_work),
+                      unpruned=variant_label(unpruned))
+        if judged["within"]:
             lines.append(tr("{name}: latency {ratio:.3f}x the unpruned one, within the noise of "
                             "this measurement ({floor:.1%}: the larger of the gap between two models "
                             "doing the same work, {same} and {unpruned}, and of each model's median "

@@ -13,7 +13,7 @@ from ...parallel.pipeline.schedules import ideal_timeline
 from ...parallel.pipeline.timeline import step_events, step_stages, theoretical_bubble_fraction
 from ...ui.follow import UPDATE_INTERVAL_S, Follower
 from ...ui.live_figure import LiveFigure
-from ...ui.style import COLOURS, TEMPLATE
+from ...ui.style import COLOURS, SERIES, TEMPLATE
 
 COLORS = {"F": COLOURS["forward"], "B": COLOURS["backward"], "W": COLOURS["weights"]}
 NAMES = {"F": "forward", "B": "backward", "W": "weight gradient (zero bubble)"}   # shown via tr()
@@ -121,8 +121,9 @@ def bubble_figure(measured: dict[int, float], stages: int,
     fig.add_scatter(x=ms, y=[measured[m] for m in ms], mode="markers+text", name=tr("measured"),
                     text=[f"{measured[m]:.2f}" for m in ms], textposition="top center",
                     marker=dict(size=10))
+    top = max([measured[m] for m in ms] + [theoretical_bubble_fraction(stages, 1)])
     fig.update_layout(title=tr(title), xaxis_title=tr("micro-batches m"), template=TEMPLATE,
-                      yaxis=dict(title=tr("bubble fraction"), rangemode="tozero"), height=360)
+                      yaxis=dict(title=tr("bubble fraction"), range=[0, top * 1.2]), height=360)
     return fig
 
 
@@ -151,8 +152,8 @@ def schedules_figure(rows: dict[str, dict],
     handoff = [None if f is None else rows[n]["measured"] - f for n, f in zip(names, free)]
     fig = go.Figure()
     fig.add_bar(x=names, y=[rows[n]["measured"] if f is None else f for n, f in zip(names, free)],
-                name=tr("with free hand-offs (replayed)"), marker_color="#4c78a8")
-    fig.add_bar(x=names, y=handoff, name=tr("added by handing over"), marker_color="#f58518")
+                name=tr("with free hand-offs (replayed)"), marker_color=SERIES[0])
+    fig.add_bar(x=names, y=handoff, name=tr("added by handing over"), marker_color=SERIES[1])
     fig.add_scatter(x=names, y=[rows[n].get("theory") for n in names], mode="markers",
                     name=tr("theory"), marker=dict(symbol="line-ew-open", size=28, color="black",
                                                    line=dict(width=3)))
@@ -169,8 +170,7 @@ def implementations_figure(pairs: dict[str, tuple[dict, dict]],
     names = list(pairs)
     fig = make_subplots(rows=1, cols=2, subplot_titles=(tr("step time (ms)"),
                                                          tr("bubble fraction")))
-    for i, (label, color) in enumerate(((tr("from scratch"), "#4c78a8"),
-                                        ("pp-torch", "#e45756"))):
+    for i, (label, color) in enumerate(((tr("from scratch"), SERIES[0]), ("pp-torch", SERIES[3]))):
         fig.add_bar(x=names, y=[pairs[n][i]["step_time_s"] * 1e3 for n in names], name=label,
                     marker_color=color, legendgroup=label, row=1, col=1)
         fig.add_bar(x=names, y=[pairs[n][i]["bubble_fraction"] for n in names], name=label,
