@@ -1,3 +1,3 @@
-"""Lesson 09 (``notebooks/09_composing_parallelisms.ipynb``): the rank-grid figures and the
-lesson's exercise checkers.
+"""Lesson 09 (``notebooks/09_composing_parallelisms.ipynb``): its runs and the planner's answers
+as tables and verdicts, the rank-grid figures, and the lesson's exercise checkers.
 """

@@ -5,7 +5,7 @@ from __future__ import annotations
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from ...i18n import language, tr
+from ...i18n import tr
 from ...measure.memory import CATEGORIES
 from ...parallel.mesh import RankGrid
 from ...plan.layouts import HEADROOM
@@ -82,25 +82,3 @@ def prediction_figure(rows: list[dict], measured: dict[str, dict | None],
                       title=tr("The planner's prediction per layout, and the measured peak"),
                       legend=dict(orientation="h", y=-0.3), **GRID_LAYOUT)
     return fig
-
-
-def out_of_memory_words(failure) -> str | None:
-    """The out-of-memory error a run failed with, in the notebook's language, from its fields
-    (rank, step, phase, bytes held against the capacity, and by category); None when the run
-    failed otherwise, and in English, where the error's own message already says it.
-    ``failure``: the ``RunFailed`` that ``wait()`` raised."""
-    error = getattr(failure, "error", None)
-    if error is None or not hasattr(error, "categories") or language() == "en":
-        return None
-    names = {"params": "parameters", "grads": "gradients", "optimizer": "optimizer state",
-             "buffers": "buffers"}
-    state = {name: error.categories.get(name, 0) for name in ("params", "grads", "optimizer")}
-    if error.categories.get("buffers"):
-        state["buffers"] = error.categories["buffers"]
-    held = ", ".join(f"{tr(names[name])} {nbytes / MB:.1f} MB" for name, nbytes in state.items())
-    return tr("rank {rank} ran out of memory at step {step} ({phase}): it would hold {held_mb:.1f} MB, "
-              "capacity {capacity_mb:.1f} MB; held by category: {held}, activations and the "
-              "step's other tensors {rest_mb:.1f} MB",
-              rank=error.rank, step=error.step, phase=tr(error.phase), held_mb=error.held / MB,
-              capacity_mb=error.capacity / MB, held=held,
-              rest_mb=(error.held - sum(state.values())) / MB)

@@ -2,12 +2,17 @@
 state per GPU (a fixed cost and a cost per byte, fitted to saves of two sizes), and for one job
 the intervals and the work lost (the formulas of :mod:`gpututor.plan.interruptions`), as a row
 the notebook prints. The notebook imports these, not the formulas its exercises ask the learner
-to write. It also gives a job's MTBF for the notebook (:func:`mtbf_hours`).
+to write. It also gives a job's MTBF for the notebook (:func:`mtbf_hours`), and the section's
+tables and verdicts (``(headline, details, tone)`` for :func:`gpututor.i18n.show_verdict`), each
+chosen from the numbers a test can feed it.
 """
 from __future__ import annotations
 
-from ...formulas import HOUR
-from ...plan.interruptions import daly_interval, job_mtbf_s, lost_gpu_hours_per_day, young_interval
+from ...formulas import DAY, HOUR, MB
+from ...i18n import tr
+from ...plan.interruptions import (FailureRecord, daly_interval, job_mtbf_s, lost_gpu_hours_per_day,
+                                   young_interval)
+from .outcomes import not_measured
 
 # δ/M below which the save counts as small against the MTBF: there Daly's interval is within
 # 5 % of Young's (their ratio is 1 − (2/3)·√(δ/2M) + δ/(18M), 0.953 at δ/M = 0.01)
@@ -48,11 +53,15 @@ def async_at_scale(sync_at_scale_s: float, sync_s: float, blocked_s: float, save
     the median step of the asynchronous run over the synchronous one's, less 1 (0 where it was
     not slower). ``W`` is wall time: the steps beside it run at ``1/(1+s)`` of their speed, so
     the work lost in it is ``W − W/(1+s) = s·W/(1+s)``, and training loses
-    ``delta_s = blocked + s·W/(1+s)`` per save."""
+    ``delta_s = blocked + s·W/(1+s)`` per save. Where a run has no median step (None), the
+    slowdown is None and not counted."""
     blocked = sync_at_scale_s * blocked_s / sync_s
     write = sync_at_scale_s * save_s / sync_s
-    slowdown = max(step_async_s / step_sync_s - 1, 0.0)
-    slowed = slowdown * write / (1 + slowdown)
+    if step_async_s is None or not step_sync_s:
+        slowdown, slowed = None, 0.0
+    else:
+        slowdown = max(step_async_s / step_sync_s - 1, 0.0)
+        slowed = slowdown * write / (1 + slowdown)
     return {"blocked_s": blocked, "write_s": write, "slowdown": slowdown,
             "slowed_s": slowed, "delta_s": blocked + slowed}
 
@@ -84,3 +93,161 @@ def interval_row(n_gpus: int, per_gpu_hour: float, save_s: float, restart_s: flo
             "daly_s": daly_interval(save_s, mtbf), "write_s": write_s, "queues": young < write_s,
             "interval_s": interval, "lost": at_best, "share": at_best / (24 * n_gpus),
             "write_share": write_s / mtbf, "hourly": lost(HOUR) if HOUR >= write_s else None}
+
+
+def beyond(row: dict, value, spec: str) -> str:
+    """``value`` of ``row`` formatted, or "beyond the model" where the row's first-order share
+    lost is 1 or more (more GPU-hours than the job has)."""
+    return tr("beyond the model") if row["share"] >= 1 else format(value, spec)
+
+
+def mtbf_table(per_gpu_hour: float, sizes) -> tuple[list[str], list[list[str]]]:
+    """``(columns, rows)``: for each job size (GPUs), interruptions per day and the mean hours
+    between them at ``per_gpu_hour``."""
+    columns = [tr("GPUs"), tr("interruptions per day"), tr("mean time between interruptions (h)")]
+    return columns, [[f"{n:,}", f"{DAY / job_mtbf_s(n, per_gpu_hour):,.3g}",
+                      f"{mtbf_hours(n, per_gpu_hour):,.1f}"] for n in sizes]
+
+
+def rate_verdict(record: FailureRecord, per_gpu_hour: float, sizes) -> tuple[str, str, str]:
+    """How often the largest job of ``sizes`` is interrupted at ``record``'s rate; the rate's
+    derivation and the GPUs' share of it as details."""
+    years = 1 / per_gpu_hour / (365 * 24)
+    details = tr("{unexpected} unexpected interruptions of every cause in {days} days on {gpus:,} "
+                 "GPUs = {rate:.2e} per GPU-hour; the GPUs caused {gpu_share:.1%} of them, one per "
+                 "{gpu_years:.1f} GPU-years", unexpected=record.unexpected, days=record.days,
+                 gpus=record.gpus, rate=per_gpu_hour, gpu_share=record.gpu_share,
+                 gpu_years=years / record.gpu_share)
+    return tr("At Llama 3's rate, one interruption per {years:.1f} GPU-years, a job on {n:,} GPUs "
+              "is interrupted every {hours:,.1f} hours on average", years=years, n=max(sizes),
+              hours=mtbf_hours(max(sizes), per_gpu_hour)), details, "mixed"
+
+
+def saves_table(saves: dict[str, dict], state_bytes: float,
+                save_s: float) -> tuple[list[str], list[list[str]]]:
+    """``(columns, rows)``: each measured save (label -> a run's ``checkpoint`` section: its
+    largest rank's bytes and seconds), and ``state_bytes`` per GPU at the fitted cost."""
+    columns = [tr("save"), tr("MB per rank"), tr("seconds")]
+    rows = [[label, not_measured(max((b for b in saved["bytes_per_rank"] if b is not None),
+                                     default=None), ".2f", MB), not_measured(saved["save_s"], ".3f")]
+            for label, saved in saves.items()]
+    return columns, rows + [[tr("{gb:g} GB per GPU, from the fit", gb=state_bytes / 1e9),
+                             f"{state_bytes / MB:,.0f}", f"{save_s:,.0f}"]]
+
+
+def fit_sentence(fit: dict, state_bytes: float, save_s: float) -> str:
+    """What :func:`save_cost_fit` found, and ``state_bytes`` at it (``save_s``)."""
+    words = dict(gb=state_bytes / 1e9, save=save_s)
+    if fit["per_byte_s"] is None:
+        return tr("the larger save was not slower: the cost per byte is lost in the noise here, so "
+                  "{gb:g} GB are scaled at the larger save's whole rate, an upper bound: {save:,.0f} s",
+                  **words)
+    words.update(fixed=fit["fixed_s"], per_mb=fit["per_byte_s"] * MB,
+                 rate_mb=1 / fit["per_byte_s"] / MB, share=fit["fixed_share"])
+    if fit["fixed_share"] >= 0.5:
+        return tr("fitted: {fixed:.3f} s fixed + {per_mb:.4f} s per MB ({rate_mb:.0f} MB/s); the fixed "
+                  "part is {share:.0%} of the larger save: mostly fixed cost. {gb:g} GB take "
+                  "{save:,.0f} s", **words)
+    return tr("fitted: {fixed:.3f} s fixed + {per_mb:.4f} s per MB ({rate_mb:.0f} MB/s); the fixed "
+              "part is {share:.0%} of the larger save: mostly cost per byte. {gb:g} GB take "
+              "{save:,.0f} s", **words)
+
+
+def intervals_table(rows: list[dict]) -> tuple[list[str], list[list[str]]]:
+    """``(columns, rows)`` of :func:`interval_row` rows: ``δ/M``, Young's and Daly's intervals,
+    the GPU-hours lost per day at Young's and their share of the job, and saving every hour."""
+    columns = [tr("GPUs"), "δ/M", tr("Young's interval (h)"), tr("Daly's interval (h)"),
+               tr("lost per day at Young's (GPU-hours)"), tr("share of the job"),
+               tr("lost per day saving hourly (GPU-hours)")]
+    return columns, [[f"{r['n_gpus']:,}", f"{r['save_over_mtbf']:.2g}", f"{r['young_s'] / HOUR:,.2f}",
+                      f"{r['daly_s'] / HOUR:,.2f}", beyond(r, r["lost"], ",.1f"),
+                      beyond(r, r["share"], ".1%"), not_measured(r["hourly"], ",.1f")]
+                     for r in rows]
+
+
+def intervals_verdict(rows: list[dict], save_s: float, fit_text: str) -> tuple[str, str, str]:
+    """What Young's interval loses across the job sizes of ``rows`` (smallest to largest) with
+    saves of ``save_s``: the smallest and largest job's share where the first-order model holds
+    at both, else where it stops holding. Details: ``fit_text`` and how far Daly's interval is
+    from Young's."""
+    rows = sorted(rows, key=lambda r: r["n_gpus"])
+    details = [fit_text]
+    far = [r for r in rows if not r["small"]]
+    details += [tr("{n:,} GPUs: δ/M = {ratio:.2g}, not small: Daly's interval is {shorter:.0%} shorter "
+                   "than Young's, and the first-order model is only a guide", n=r["n_gpus"],
+                   ratio=r["save_over_mtbf"], shorter=1 - r["daly_s"] / r["young_s"]) for r in far] \
+        or [tr("δ/M is below 0.01 at every size: Daly's interval is within 5 % of Young's")]
+    details = "\n".join(details)
+    held = [r for r in rows if r["share"] < 1]
+    small, large = rows[0], rows[-1]
+    words = dict(save=save_s, small=small["n_gpus"], low=small["share"], large=large["n_gpus"],
+                 high=large["share"])
+    if len(held) == len(rows):
+        return tr("With saves of {save:,.0f} s, at Young's interval a job on {small:,} GPUs loses "
+                  "{low:.1%} of its time and one on {large:,} GPUs {high:.1%}", **words), details, "mixed"
+    if held:
+        return tr("With saves of {save:,.0f} s, at Young's interval a job on {small:,} GPUs loses "
+                  "{low:.1%} of its time; from {beyond:,} GPUs on, the first-order model does not "
+                  "hold (it would lose more than the job has)", beyond=rows[len(held)]["n_gpus"], **words), \
+            details, "bad"
+    return tr("With saves of {save:,.0f} s, the first-order model holds at none of these sizes: "
+              "each job would lose more than it has", **words), details, "bad"
+
+
+def slowdown_sentence(scaled: dict, step_async_s: float | None, step_sync_s: float | None) -> str:
+    """How much slower the asynchronous run's steps were (:func:`async_at_scale`'s ``slowdown``)."""
+    seconds = lambda v: tr("not measured") if v is None else f"{v:.3f} s"
+    words = dict(a=seconds(step_async_s), s=seconds(step_sync_s))
+    if scaled["slowdown"] is None:
+        return tr("median step, asynchronous fsdp run {a}, synchronous {s}: a run had no "
+                  "steady step, so slower steps beside the write are not counted", **words)
+    if scaled["slowdown"] > 0:
+        return tr("median step, asynchronous fsdp run {a}, synchronous {s} (runs made one after "
+                  "another): the steps beside the write are {slow:.1%} slower, {extra:,.0f} s more "
+                  "per save at scale, counted in the asynchronous δ", slow=scaled["slowdown"],
+                  extra=scaled["slowed_s"], **words)
+    return tr("median step, asynchronous fsdp run {a}, synchronous {s} (runs made one after "
+              "another): the steps beside the write were not slower here", **words)
+
+
+def save_ways_table(rows: dict[str, dict]) -> tuple[list[str], list[list[str]]]:
+    """``(columns, rows)``: one job saved in several ways (label -> :func:`interval_row`): what a
+    save blocks, ``δ/M``, the write after it, the interval used and what it loses."""
+    n = next(iter(rows.values()))["n_gpus"]
+    columns = [tr("{n:,} GPUs, saves", n=n), tr("training lost per save, δ (seconds)"), "δ/M",
+               tr("write, W (seconds)"), tr("saves every (min)"), tr("lost per day (GPU-hours)"),
+               tr("share of the job")]
+    return columns, [[label, f"{r['save_s']:,.0f}", f"{r['save_over_mtbf']:.2g}",
+                      f"{r['write_s']:,.0f}", f"{r['interval_s'] / 60:,.0f}",
+                      beyond(r, r["lost"], ",.0f"), beyond(r, r["share"], ".1%")]
+                     for label, r in rows.items()]
+
+
+def save_ways_verdict(sync: dict, asynchronous: dict, slowdown: str) -> tuple[str, str, str]:
+    """Which of two saves measured here loses less at scale (:func:`interval_row` rows), or that
+    the model prices neither (a share lost of 1 or more). Details: ``slowdown``
+    (:func:`slowdown_sentence`) and whether the asynchronous writes queue."""
+    w, m = asynchronous["write_s"], asynchronous["write_share"]
+    details = [slowdown, tr(
+        "the asynchronous write takes {write:,.0f} s, less than Young's interval: saves do not "
+        "queue; failures during the write cost {extra:.1%} of the job (W/M, counted)"
+        if not asynchronous["queues"] else
+        "the asynchronous write takes {write:,.0f} s, more than Young's interval: saves would "
+        "queue, so it saves every {write:,.0f} s; failures during the write cost {extra:.1%} of "
+        "the job (W/M, counted)", write=w, extra=m)]
+    words = dict(a=asynchronous["share"], s=sync["share"], n=sync["n_gpus"])
+    if max(sync["share"], asynchronous["share"]) >= 1:
+        return tr("Of the two saves measured here, the model prices neither at {n:,} GPUs: one of "
+                  "them would lose more than the job has", **words), "\n".join(details), "mixed"
+    if asynchronous["lost"] < sync["lost"]:
+        details.append(tr("the blocked time it saves outweighs the slower steps beside its write "
+                          "and the failures during it"))
+        return tr("Of the two saves measured here, the asynchronous one loses less at {n:,} GPUs: "
+                  "{a:.1%} of the job's time against {s:.1%}", **words), "\n".join(details), "good"
+    if sync["lost"] < asynchronous["lost"]:
+        details.append(tr("the slower steps beside the asynchronous save's write and the failures "
+                          "during it cost more than the blocked time it saves"))
+        return tr("Of the two saves measured here, the synchronous one loses less at {n:,} GPUs: "
+                  "{s:.1%} of the job's time against {a:.1%}", **words), "\n".join(details), "mixed"
+    return tr("The two saves measured here lose the same at {n:,} GPUs: {s:.1%} of the job's time",
+              **words), "\n".join(details), "mixed"

@@ -18,7 +18,7 @@ def test_prediction_figure_shows_what_was_run_and_the_verdicts():
 
 def test_out_of_memory_words_speak_the_errors_fields_in_chinese_only():
     from gpututor.i18n import set_language
-    from gpututor.lessons.composing_parallelisms.figures import out_of_memory_words
+    from gpututor.lessons.composing_parallelisms.results import out_of_memory_words
     from gpututor.measure.capacity import DeviceOutOfMemory
     from gpututor.runtime.failures import RunFailed
     error = DeviceOutOfMemory(1, 3, "backward", 50_000_000, 40_000_000, 40_000_000,
