@@ -8,7 +8,7 @@ from plotly.subplots import make_subplots
 from ...i18n import tr
 from ...ui.style import COLOURS, TEMPLATE
 from ...formulas import MB
-
+from .verdicts import split_label
 
 
 def positions_figure(positions: dict) -> go.Figure:
@@ -22,7 +22,7 @@ def positions_figure(positions: dict) -> go.Figure:
             for position in row:
                 owner[split][position] = rank
     z = [owner[split] for split in splits]
-    fig = go.Figure(go.Heatmap(z=z, x=list(range(seq_len)), y=[tr(s) for s in splits],
+    fig = go.Figure(go.Heatmap(z=z, x=list(range(seq_len)), y=[split_label(s) for s in splits],
                                text=[[str(r) for r in row] for row in z], texttemplate="%{text}",
                                colorscale="Blues", showscale=False, xgap=2, ygap=4,
                                hovertemplate=tr("position %{x}: rank %{z}") + "<extra></extra>"))
@@ -39,9 +39,11 @@ def work_figure(works: dict) -> go.Figure:
     for col, n in enumerate(sizes, start=1):
         for split in dict.fromkeys(s for s, _ in works):
             if (split, n) in works:
-                fig.add_bar(x=[tr("rank {rank}", rank=r) for r in range(n)], y=works[(split, n)],
-                            name=tr(split), marker_color=COLOURS[split],
+                fig.add_bar(x=list(range(n)), y=works[(split, n)],
+                            name=split_label(split), marker_color=COLOURS[split],
                             legendgroup=split, showlegend=col == 1, row=1, col=col)
+        fig.update_xaxes(title_text=tr("rank"), tickmode="array", tickvals=list(range(n)),
+                         row=1, col=col)
     fig.update_yaxes(title_text=tr("visible query-key pairs"), row=1, col=1)
     fig.update_layout(title=tr("Causal attention's work per rank: contiguous and zig-zag splits"),
                       barmode="group", height=360, template=TEMPLATE)

@@ -14,6 +14,7 @@ from ...attention import naive_attention
 from ...config import RunSpec
 from ...parallel.context_parallel import Ring, ring_attention, ring_step_work, split_positions
 from ...runtime.launcher import launch
+from ...runtime.summary import current_records, steady_steps
 
 
 @dataclass(frozen=True)
@@ -104,7 +105,7 @@ class TorchContextParallelCheck:
         torch.manual_seed(0)
         q, k, v = (torch.randn(2, 2, 16, 8, device=device) for _ in range(3))
         full = F.scaled_dot_product_attention(q, k, v, is_causal=True)
-        kernels = {"sdpa_ops": sdpa_kernels(q, k, v), **torch_ring_kernels()}
+        kernels = {"sdpa_ops": sdpa_kernels(q, k, v), "device": device.type, **torch_ring_kernels()}
         shards = [t.clone() for t in (q, k, v)]
         try:
             with context_parallel(mesh, buffers=shards, buffer_seq_dims=[2, 2, 2]):
@@ -137,13 +138,33 @@ def activations_by_length(base: RunSpec, lengths, layouts) -> list[dict]:
     return rows
 
 
+def steady_step_times(spec: RunSpec, records: list[dict]) -> list[float]:
+    """Each steady step's time in seconds, timed by its slowest rank: the steps the summary's
+    median ``step_time_s`` is taken over (``runtime.summary.steady_steps``)."""
+    records = current_records(records)
+    return [max(r["step_time_s"] for r in records if r["step"] == step)
+            for step in steady_steps(spec, records)]
+
+
+def launch_in_turn(specs: dict) -> tuple[dict, dict]:
+    """Run each of ``specs`` (``{name: RunSpec}``) after the one before has ended; return
+    ``{name: summary}`` and ``{name: its steady step times}`` (:func:`steady_step_times`)."""
+    summaries, times = {}, {}
+    for name, spec in specs.items():
+        run = launch(spec)
+        summaries[name] = run.wait()
+        times[name] = steady_step_times(spec, run.records)
+    return summaries, times
+
+
 def expected_step_ratio(spec: RunSpec, slower: str = "contiguous", faster: str = "zigzag") -> dict:
     """What FLOPs predict for the step time of a cp run of ``spec`` split ``slower`` over one
     split ``faster``: the Linear layers' ``6 × weights × tokens`` per rank (the same in both),
     plus the attention core, ``14·d_model`` FLOPs per computed query-key pair per layer (forward
     QKᵀ and PV, 4·d; backward recomputes QKᵀ and does dV, dP, dQ, dK, 10·d), counted on the
     busiest rank of every ring step (:func:`ring_step_work`, ``counted="computed"``). Returns
-    the ratio and the attention core's share of the ``faster`` split's step."""
+    the ratio, the attention core's share of the ``faster`` split's step, and the ratio of the
+    attention core alone (``attention_ratio``)."""
     from ...models import build_model
     model = build_model(spec)
     linear = sum(m.weight.numel() for m in model.modules() if isinstance(m, torch.nn.Linear))
@@ -154,4 +175,5 @@ def expected_step_ratio(spec: RunSpec, slower: str = "contiguous", faster: str =
         pairs = ring_step_work(spec.seq_len, n, split, counted="computed").amax(dim=1).sum()
         return model.cfg.n_layer * 14 * model.cfg.d_model * spec.batch_size * float(pairs)
     slow, fast = linear_flops + attention(slower), linear_flops + attention(faster)
-    return {"ratio": slow / fast, "attention_share": attention(faster) / fast}
+    return {"ratio": slow / fast, "attention_share": attention(faster) / fast,
+            "attention_ratio": attention(slower) / attention(faster)}

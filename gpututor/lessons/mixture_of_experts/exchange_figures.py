@@ -45,16 +45,19 @@ def dispatch_figure(spec, world: int = 2) -> go.Figure:
     (columns); the diagonal stays on its rank. Combine sends the same numbers back."""
     counts = dispatch_counts(spec, world)
     names = [tr("rank {rank}", rank=r) for r in range(world)]
+    hover = tr("from %{y} to %{x}: %{z} token slots") + "<extra></extra>"
     fig = go.Figure(go.Heatmap(z=counts, x=names, y=names, text=counts, texttemplate="%{text}",
                                colorscale="Blues", showscale=False, xgap=3, ygap=3,
-                               hovertemplate=tr("from %{y} to %{x}: %{z} token slots") + "<extra></extra>"))
+                               hovertemplate=hover))
     moved = sum(counts[s][d] for s in range(world) for d in range(world) if s != d)
     total = sum(map(sum, counts))
     fig.update_yaxes(autorange="reversed", title_text=tr("from (the token's rank)"))
     fig.update_xaxes(title_text=tr("to (the rank with the token's expert)"), side="top")
-    fig.update_layout(title=tr("Dispatch on {n} ranks, first MoE layer, first batch", n=world)
-                      + "<br><sup>" + tr("{moved} of {total} kept token slots leave their rank",
-                                         moved=moved, total=total) + "</sup>",
-                      height=160 + 70 * world, template=TEMPLATE,
-                      margin=dict(l=120, r=20, t=120, b=20))
+    title = (tr("Dispatch on {n} ranks, first MoE layer, first batch", n=world) + "<br><sup>"
+             + tr("{moved} of {total} kept token slots leave their rank ({share:.0%}; {blind:.0%} "
+                  "if routing ignored where a token lives)", moved=moved, total=total,
+                  share=moved / total, blind=1 - 1 / world) + "</sup>")
+    # a top margin that holds the two title lines above the top x axis and its title
+    fig.update_layout(title=title, height=210 + 70 * world, template=TEMPLATE,
+                      margin=dict(l=120, r=20, t=170, b=20))
     return fig

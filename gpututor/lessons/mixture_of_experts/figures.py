@@ -13,37 +13,43 @@ from .load import imbalance
 
 def expert_load_figure(records: list[dict], layer: int = 0, fig=None) -> go.Figure:
     """Left: slots kept and dropped per expert of ``layer`` at the latest step; then, per step,
-    the busiest expert's load over the mean, and the MB rank 0 sent (expert parallel's
-    all-to-alls; 0 on one rank). ``records``: rank 0's, in step order. ``fig``: a figure made
-    here before, updated in place (the live view's)."""
+    the busiest expert's load over the mean, and, for a run of more than one rank (or records that
+    sent bytes), the MB rank 0 sent (expert parallel's all-to-alls; a one-rank run sends nothing,
+    and gets no such panel).
+    ``records``: rank 0's, in step order. ``fig``: a figure made here before, updated in place
+    (the live view's)."""
     last = records[-1]
     kept, dropped = last["expert_tokens"][layer], last["expert_dropped"][layer]
     experts = [tr("expert {expert}", expert=e) for e in range(len(kept))]
     steps = [r["step"] for r in records]
     ratios = [imbalance(r["expert_tokens"][layer], r["expert_dropped"][layer]) for r in records]
-    sent = [None if r.get("comm_wire_bytes") is None else r["comm_wire_bytes"] / 1e6 for r in records]
+    sends = last.get("world_size", 1) > 1 or any(r.get("comm_wire_bytes") for r in records)
+    sent = [None if r.get("comm_wire_bytes") is None else r["comm_wire_bytes"] / 1e6
+            for r in records]
     title = tr("Layer {layer}, step {step}: {dropped} of {slots} slots dropped, busiest expert "
                "x{ratio:.2f} the mean", layer=layer, step=last["step"], dropped=sum(dropped),
                slots=sum(kept) + sum(dropped), ratio=ratios[-1])
     if fig is None or not fig.data:
         fig = fig if fig is not None else go.Figure()
-        grid = make_subplots(rows=1, cols=3, subplot_titles=(
-            tr("slots per expert (latest step)"), tr("busiest / mean"),
-            tr("MB sent by rank 0")))
+        titles = [tr("slots per expert (latest step)"), tr("busiest / mean")]
+        grid = make_subplots(rows=1, cols=3 if sends else 2,
+                             subplot_titles=titles + ([tr("MB sent by rank 0")] if sends else []))
         fig.layout = grid.layout   # assigned: update_layout(grid.layout) walks every property (seconds)
         fig.add_bar(x=experts, y=kept, name=tr("kept"), xaxis="x", yaxis="y")
         fig.add_bar(x=experts, y=dropped, name=tr("dropped (over capacity)"), xaxis="x", yaxis="y")
         fig.add_scatter(x=steps, y=ratios, name=tr("busiest / mean"), mode="lines+markers",
                         xaxis="x2", yaxis="y2")
-        fig.add_scatter(x=steps, y=sent, name=tr("MB sent by rank 0"), mode="lines+markers",
-                        xaxis="x3", yaxis="y3")
+        if sends:
+            fig.add_scatter(x=steps, y=sent, name=tr("MB sent by rank 0"), mode="lines+markers",
+                            xaxis="x3", yaxis="y3")
+            fig.update_layout(xaxis3_title=tr("step"), yaxis3_title=tr("MB sent"))
         fig.update_layout(barmode="stack", height=360, template=TEMPLATE,
-                          xaxis2_title=tr("step"), xaxis3_title=tr("step"),
-                          yaxis3_title=tr("MB sent"))
+                          xaxis2_title=tr("step"))
     with fig.batch_update():
         fig.data[0].y, fig.data[1].y = kept, dropped
         fig.data[2].x, fig.data[2].y = steps, ratios
-        fig.data[3].x, fig.data[3].y = steps, sent
+        if len(fig.data) > 3:
+            fig.data[3].x, fig.data[3].y = steps, sent
         fig.layout.title = title
     return fig
 

@@ -22,14 +22,20 @@ def load_of(record: dict, layer: int = 0) -> dict:
             "dropped": sum(dropped) / (sum(dropped) + sum(kept))}
 
 
-def load_verdict(first: dict, last: dict) -> tuple[str, str, str]:
+def load_verdict(first: dict, last: dict, top_k: int | None = None) -> tuple[str, str, str]:
     """``(headline, details, tone)``: whether the load grew less balanced, more balanced or
     stayed about as balanced between two steps' records, in the first MoE layer (the busiest
     expert's load over the mean; a change by less than :data:`SAME` of its first value is "about
-    the same"), the two steps' figures as details."""
+    the same"), the two steps' figures as details. With ``top_k``, the details say when the
+    busiest expert reached the ceiling ``n_expert / top_k``: every token chose it."""
     a, b = load_of(first), load_of(last)
     details = "\n".join(tr("step {step}, first layer: busiest expert x{busiest:.2f} the mean, "
                            "{dropped:.1%} of the layer's slots dropped", **x) for x in (a, b))
+    n_expert = len(last["expert_tokens"][0])
+    if top_k and b["busiest"] >= n_expert / top_k - 1e-9:
+        details += "\n" + tr("x{ceiling:.2f} is the most an expert can take with top-{k} of "
+                             "{n} experts: at step {step} every token chose that expert",
+                             ceiling=n_expert / top_k, k=top_k, n=n_expert, step=b["step"])
     change = (b["busiest"] - a["busiest"]) / a["busiest"]
     words = dict(first=a["step"], last=b["step"], before=a["busiest"], after=b["busiest"],
                  dropped_before=a["dropped"], dropped_after=b["dropped"])
