@@ -132,7 +132,7 @@ def selective_verdict(count: dict, n_layer: int, kept: dict[str, int]) -> tuple[
     ``d_model``, ``n_head``), in the paper's case (16-bit, dropout) and in this model's (fp32, no
     dropout): the attention core's share, which selective recomputation drops, beside the share
     it saved in the run (``kept``: bytes per policy)."""
-    cases = {"16-bit, dropout (the paper's)": dict(bytes_per_value=2, dropout=True),
+    cases = {"16-bit, dropout (the paper's assumptions, this model's sizes)": dict(bytes_per_value=2, dropout=True),
              "fp32, no dropout (this model)": dict(bytes_per_value=4, dropout=False)}
     share, lines = {}, []
     for case, values in cases.items():

@@ -265,7 +265,7 @@ def speedup_verdict(quiet: dict, panel_speedup: float | None) -> tuple[str, str]
     """``(headline, tone)``: what the runs without a live view showed about N ranks against one,
     in one sentence chosen from the measured speedups (:func:`speedups`): how far from the ideal
     (at or above it, a share of it, about one rank's speed, or slower), and where the shortfall
-    is (DDP level with the pair that never talks: nothing measurable went to communication; else
+    is (DDP level with the pair that never talks: communication cost at most about 5 %; else
     the larger of the pair's own shortfall, there without any communication, and DDP's gap to the
     pair). ``tone``: "good" from 75 % of the ideal, "bad" at about one rank's speed or below."""
     s = speedups(quiet, panel_speedup)
@@ -277,8 +277,8 @@ def speedup_verdict(quiet: dict, panel_speedup: float | None) -> tuple[str, str]
         return tr("Without a live view, {n} ranks trained {ddp:.2f}× as fast as one: at or above "
                   "the ideal {n}×", n=n, ddp=ddp), "good"
     if ddp >= 0.95 * pair:
-        where = tr("DDP kept up with two runs that never talk ({pair:.2f}×): communication cost "
-                   "nothing measurable here", pair=pair)
+        where = tr("DDP reached {share:.0%} of two runs that never talk ({pair:.2f}×): "
+                   "communication cost at most about 5 % here", share=ddp / pair, pair=pair)
     elif ideal - pair >= pair - ddp:
         where = tr("most of the shortfall is there without any communication: two runs that never "
                    "talk reached {pair:.2f}× (the ranks share this machine, or half a batch does not "

@@ -226,6 +226,12 @@ def link_verdict(link_runs: dict[str, dict], link_records: dict[str, tuple], nam
               "not on the others ({pairs})", more=", ".join(more), pairs=pairs), details, "mixed"
 
 
+def _ms(seconds: float) -> str:
+    """Milliseconds with three significant figures (a GPU link emulated here is well under 1 ms)."""
+    ms = seconds * 1e3
+    return f"{ms:.0f}" if ms >= 100 else f"{ms:.3g}"
+
+
 def link_rows(links: dict[str, str], emulated: dict, allreduce_bytes: int) -> list[list[str]]:
     """One row per link (``links``: its name -> its ``gpututor.catalog`` key; ``emulated``: its
     name -> the ``EmulatedLink`` here): the catalogue's bandwidth (GB/s) and latency (µs), the
@@ -237,6 +243,5 @@ def link_rows(links: dict[str, str], emulated: dict, allreduce_bytes: int) -> li
         whole = link.allreduce_seconds(allreduce_bytes, 2)
         bytes_only = ring_allreduce_seconds(allreduce_bytes, 2, link.bandwidth)   # without α
         rows.append([f"{name} ({key})", f"{real.bandwidth / 1e9:g}", f"{real.latency * 1e6:.0f}",
-                     f"{link.bandwidth / 1e6:.2f}", f"{link.latency * 1e3:.0f}",
-                     f"{whole * 1e3:.0f}", f"{1 - bytes_only / whole:.0%}"])
+                     f"{link.bandwidth / 1e6:.2f}", _ms(link.latency), _ms(whole), f"{1 - bytes_only / whole:.0%}"])
     return rows
