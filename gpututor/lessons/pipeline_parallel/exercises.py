@@ -172,5 +172,6 @@ def check_1f1b_order(candidate: Callable) -> None:
             "1F1B order: stage {stage} of {stages} with m={m} runs the right operations, but "
             "from position {position} on in another order. How many forwards does a stage run "
             "before its first backward?", stage=stage, stages=stages, m=m, position=first))
-    say("Correct: your order is 1F1B's for every stage of 2, 3 and 4-stage pipelines, also "
-             "with fewer micro-batches than stages.")
+    say("Correct: your order is 1F1B's for every stage of {n} pipelines of {stages} stages, "
+        "also with fewer micro-batches than stages.", n=len({c[:2] for c in cases}),
+        stages=", ".join(str(s) for s in sorted({c[0] for c in cases})))

@@ -197,14 +197,15 @@ def implementations_verdict(pairs: dict[str, tuple[dict, dict]]) -> tuple[str, s
 
 
 def traffic_verdict(pipeline_bytes: float, tp_bytes: float) -> tuple[str, str, str]:
-    """What tensor parallel of degree 2 would move per step against what the 2-stage pipeline
-    sends forward, on the same batch."""
+    """What tensor parallel of degree 2 would move per step (forward and backward) against what
+    the 2-stage pipeline sends forward and back (activations, then their gradients), on the same
+    batch: like for like."""
     ratio = tp_bytes / pipeline_bytes
     if ratio > 1:
         return tr("On this batch, tensor parallel of degree 2 would move {ratio:.0f}× the bytes the "
-                  "2-stage pipeline sends forward per step", ratio=ratio), "", "mixed"
+                  "2-stage pipeline sends forward and back per step", ratio=ratio), "", "mixed"
     return tr("On this batch, tensor parallel of degree 2 would move no more than the 2-stage "
-              "pipeline sends forward per step ({ratio:.2f}×)", ratio=ratio), "", "mixed"
+              "pipeline sends forward and back per step ({ratio:.2f}×)", ratio=ratio), "", "mixed"
 
 
 def interleaved_verdict(plain: dict[str, float], interleaved: dict[str, float], noise: float,

@@ -112,7 +112,8 @@ def test_the_implementations_verdict_words_each_schedule_by_its_numbers():
 
 
 def test_the_traffic_verdict():
-    assert "would move 16× the bytes" in v.traffic_verdict(1.05e6, 16.78e6)[0]
+    assert "would move 8× the bytes the 2-stage pipeline sends forward and back" in \
+        v.traffic_verdict(2 * 1.05e6, 16.78e6)[0]
     assert "no more than" in v.traffic_verdict(1.0e6, 0.5e6)[0]
 
 
