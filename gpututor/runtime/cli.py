@@ -3,7 +3,9 @@
 The same command works in two ways:
 - on its own, it launches ``--world-size`` ranks itself (like a notebook's ``launch()``);
 - under ``torchrun --nproc-per-node N``, each process torchrun started runs one rank of the
-  same worker, and rank 0 writes the summary.
+  same worker, and rank 0 writes the summary. Ranks that srun or Open MPI's mpirun started (with
+  RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT set) run the same way; each finds its GPU from
+  its launcher's local rank (``torchrun.local_rank_and_size``).
 
 Restarts: ``--max-restarts N`` (with ``--checkpoint-every``) restarts every rank from the last
 complete checkpoint when one dies, up to N times. Under torchrun, torchrun's own option does it
@@ -26,7 +28,7 @@ from ..files import write_text_atomically
 from ..parallel import STRATEGIES, check_spec
 from ..plan import command as plan_command
 from .guard import check_machine
-from .torchrun import restarted_store, torchrun_attempt
+from .torchrun import local_rank_and_size, restarted_store, torchrun_attempt
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -213,19 +215,21 @@ def _run_torchrun(args) -> int:
     from ..parallel.exchange import all_gather_bytes
     from .summary import summarize
     from .joining import init_process_group, rank_device
+    from .resume_choice import rank_zeros_attempt
     from .worker import train
 
     rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
-    local_rank = int(os.environ.get("LOCAL_RANK", rank))
     if args.world_size not in (None, world):
         raise InvalidValue("world_size", args.world_size, f"{world}, or no --world-size",
                            f"under torchrun: torchrun started WORLD_SIZE={world} ranks")
-    spec = spec_from_args(args, world).replace(
-        ranks_per_node=int(os.environ.get("LOCAL_WORLD_SIZE", world)))
+    spec = spec_from_args(args, world)
     if spec.max_restarts:
         raise InvalidValue("max_restarts", spec.max_restarts, "0; torchrun restarts the ranks "
                            f"itself: pass `torchrun --max-restarts {spec.max_restarts} ...` (and "
                            "--checkpoint-every here)", "under torchrun")
+    # this process's place on its node, from torchrun's, srun's or mpirun's variables (or refused)
+    local_rank, local_world = local_rank_and_size(rank, world, os.environ)
+    spec = spec.replace(ranks_per_node=local_world)
     asked = spec
     spec, failures, attempt = torchrun_attempt(spec, world)
     check_machine(spec)   # this node: a GPU for each of its LOCAL_WORLD_SIZE ranks, fp16
@@ -238,6 +242,14 @@ def _run_torchrun(args) -> int:
     restarts = int(os.environ.get("TORCHELASTIC_RESTART_COUNT", "0"))
     init_process_group(spec, rank, world, device,
                        store=restarted_store(rank, world, restarts, spec.timeout))
+    # with restarts allowed (the same on every rank, unlike what each rank found), every rank
+    # takes rank 0's resume checkpoint: nodes reading the folder apart can differ (issue 44)
+    if int(os.environ.get("TORCHELASTIC_MAX_RESTARTS", "0")):
+        own = spec.resume
+        spec, failures, attempt = rank_zeros_attempt(spec, failures, attempt)
+        if spec.resume != own:   # rank 0 chose another checkpoint: it must fit this model too
+            from .checkpoint import check_resume
+            check_resume(spec)
     records = []
     progress = Progress(spec, enabled=rank == 0 and not args.quiet and sys.stderr.isatty())
     try:

@@ -96,8 +96,9 @@ def measure_machine(spec, world_size: int = 2, sizes=(2 ** 12, 2 ** 16, 2 ** 20,
 
 
 def ranks_available(spec) -> int:
-    """How many ranks this machine can run for ``spec``: one per GPU on CUDA (NCCL does not put
-    two ranks on one GPU); on CPU each rank is a process, so as many as asked."""
+    """How many ranks this machine can run for ``spec``: on CUDA one per GPU from
+    ``spec.first_gpu`` on (rank r takes GPU ``first_gpu + r``, and NCCL does not put two ranks
+    on one GPU); on CPU each rank is a process, so as many as asked."""
     if spec.resolved_device() == "cuda":
-        return torch.cuda.device_count()
+        return max(0, torch.cuda.device_count() - spec.first_gpu)
     return 1 << 30
