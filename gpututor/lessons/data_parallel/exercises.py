@@ -36,36 +36,34 @@ from ..common.guards import OnlyPointToPoint
 
 
 class RecordedSends:
-    """While active, ``dist.isend`` and ``dist.send`` (the names in ``torch.distributed`` and in
-    ``distributed_c10d``, which ``dist.P2POp`` checks and ``dist.batch_isend_irecv`` calls)
-    record each send's peer and element count in ``sends``, then send as before. A function
-    bound before the check escapes it; the ring the exercise asks for uses ``dist.``."""
-
-    NAMES = ("isend", "send")
+    """While active, every point-to-point send this rank makes records its peer and element
+    count in ``sends``, then goes as before. ``dist.send``, ``isend``, ``batch_isend_irecv`` and
+    the group's own ``send`` all reach the ``send`` of the process group's class or its backend's
+    (as lesson 03's byte count), so a function bound before the check (``from torch.distributed
+    import isend``) is recorded too."""
 
     def __init__(self):
         self.sends: list[tuple[int, int]] = []
-        self.saved: list[tuple[object, str, object]] = []
+        self.saved: list[tuple[type, object]] = []
 
-    def _record(self, original):
-        def call(tensor, dst=None, group=None, tag=0, group_dst=None):
-            self.sends.append((dst if dst is not None else group_dst, tensor.numel()))
-            return original(tensor, dst, group, tag, group_dst)
-        return call
+    def _record(self, send):
+        def recorded(obj, tensors, dst, *args, **kwargs):
+            self.sends.append((dst, sum(t.numel() for t in tensors)))
+            return send(obj, tensors, dst, *args, **kwargs)
+        return recorded
 
     def __enter__(self):
-        from torch.distributed import distributed_c10d
-        for name in self.NAMES:
-            original = getattr(distributed_c10d, name)
-            wrapper = self._record(original)
-            for owner in (dist, distributed_c10d):
-                self.saved.append((owner, name, getattr(owner, name)))
-                setattr(owner, name, wrapper)
+        group = dist.group.WORLD
+        for cls in {type(group), type(group._get_backend(torch.device("cpu")))}:
+            owner = next((c for c in cls.__mro__ if "send" in vars(c)), None)
+            if owner is not None and all(owner is not saved for saved, _ in self.saved):
+                self.saved.append((owner, vars(owner)["send"]))
+                setattr(owner, "send", self._record(vars(owner)["send"]))
         return self
 
     def __exit__(self, *exc):
-        for owner, name, original in reversed(self.saved):
-            setattr(owner, name, original)
+        for owner, original in reversed(self.saved):
+            setattr(owner, "send", original)
         self.saved.clear()
         return False
 
