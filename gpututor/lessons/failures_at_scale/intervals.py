@@ -203,11 +203,11 @@ def slowdown_sentence(scaled: dict, step_async_s: float | None, step_sync_s: flo
                   "steady step, so slower steps beside the write are not counted", **words)
     if scaled["slowdown"] > 0:
         return tr("median step, asynchronous fsdp run {a}, synchronous {s} (runs made one after "
-                  "another): the steps beside the write are {slow:.1%} slower, {extra:,.0f} s more "
-                  "per save at scale, counted in the asynchronous δ", slow=scaled["slowdown"],
+                  "another): the median step is {slow:.1%} slower (a lower bound for the steps beside the "
+                  "write), {extra:,.0f} s more per save at scale, counted in the asynchronous δ", slow=scaled["slowdown"],
                   extra=scaled["slowed_s"], **words)
     return tr("median step, asynchronous fsdp run {a}, synchronous {s} (runs made one after "
-              "another): the steps beside the write were not slower here", **words)
+              "another): the median step was not slower here (the steps beside the write may have been)", **words)
 
 
 def save_ways_table(rows: dict[str, dict]) -> tuple[list[str], list[list[str]]]:

@@ -66,10 +66,10 @@ def test_the_intervals_verdict_where_the_model_stops_holding():
 
 def test_the_slowdown_sentences():
     slower = async_at_scale(100.0, 0.4, 0.1, 0.8, 0.3, 0.2)
-    assert "the steps beside the write are 50.0% slower, 67 s more per save" in \
+    assert "the median step is 50.0% slower (a lower bound for the steps beside the write), 67 s more per save" in \
         slowdown_sentence(slower, 0.3, 0.2)
     same = async_at_scale(100.0, 0.4, 0.1, 0.8, 0.19, 0.2)
-    assert "were not slower here" in slowdown_sentence(same, 0.19, 0.2)
+    assert "was not slower here" in slowdown_sentence(same, 0.19, 0.2)
     unknown = async_at_scale(100.0, 0.4, 0.1, 0.8, None, 0.2)
     assert unknown["slowdown"] is None and unknown["delta_s"] == pytest.approx(25.0)
     assert "asynchronous fsdp run not measured, synchronous 0.200 s" in slowdown_sentence(unknown, None, 0.2)
