@@ -101,11 +101,15 @@ def view_gap_line(quiet: dict, panel_speedup: float | None, view_cost: dict | No
     used = view_cost["kernel_cpu_s"] + (browser or 0.0)
     world_size = quiet["ddp"]["world_size"]
     on_cpu = quiet["ddp"].get("device", "cpu").split(":")[0] == "cpu"   # "cuda:0" too
-    # CPU ranks run one thread each; GPU ranks' host threads share this machine's usable cores
-    cores = world_size if on_cpu else usable_cpu_cores()
+    # CPU ranks run one thread each, on a core each where there are enough (else they share the
+    # usable ones); GPU ranks' host threads share this machine's usable cores
+    usable = usable_cpu_cores()
+    cores = min(world_size, usable) if on_cpu else usable
     share = used / (view_cost["wall_s"] * cores)
-    of_cores = (tr("of {ranks} cores (one per rank)", ranks=world_size) if on_cpu else
+    of_cores = (tr("of {ranks} cores (one per rank)", ranks=world_size)
+                if on_cpu and cores == world_size else
                 tr("of this machine's {cores} usable cores", cores=cores))
+    spare = usable - world_size if on_cpu else 0   # cores the view's thread can run on alone
     parts = [tr("The panels' speedup is {pct:.0f} % lower than the one without a view.",
                 pct=-100 * diff) if diff < -0.005 else
              tr("The panels' speedup is {pct:.0f} % higher than the one without a view.",
@@ -127,6 +131,11 @@ def view_gap_line(quiet: dict, panel_speedup: float | None, view_cost: dict | No
                         "host-side work only, not with the GPUs' compute."))
     elif diff >= -0.005:
         parts.append(tr("It is not lower: nothing here says the view slowed DDP down."))
+    elif -diff <= share and spare > 0:
+        parts.append(tr("The view's measured share is as large as the difference, but this "
+                        "process may use {usable} cores for {ranks} ranks: the view's thread can "
+                        "run on a spare one, so it need not have taken that time from the ranks.",
+                        usable=usable, ranks=world_size))
     elif -diff <= share:
         parts.append(tr("The view's measured share is as large as the difference: it can "
                         "account for all of it."))

@@ -82,6 +82,7 @@ def cost(kernel, browser, wall=5.0):
 def test_the_two_speedups_are_set_beside_what_the_view_was_measured_to_use(monkeypatch):
     from gpututor.lessons.start_here.contention import view_gap_line
     runs = quiet(160.0, 100.0, 200.0)              # 1.60× without a view
+    monkeypatch.setattr("gpututor.lessons.start_here.contention.usable_cpu_cores", lambda: 2)
     # 1.53×: 4.4 % lower; the view took (0.4 + 0.1) / (5 s × 2 ranks) = 5.0 % of the ranks' time
     within = view_gap_line(runs, 1.53, cost(0.4, 0.1))
     assert "4 % lower than the one without a view" in within
@@ -106,6 +107,13 @@ def test_the_two_speedups_are_set_beside_what_the_view_was_measured_to_use(monke
     assert "not with the GPUs' compute" in on_gpus and "account for" not in on_gpus
     # GPU ranks are not one core each: the share is of the host's usable cores (0.5 / (5 × 16))
     assert "0.6% of this machine's 16 usable cores" in on_gpus and "2 cores" not in on_gpus
+    # CPU ranks with a spare core: the view's thread need not have slowed them
+    monkeypatch.setattr("gpututor.lessons.start_here.contention.usable_cpu_cores", lambda: 4)
+    spare = view_gap_line(runs, 1.53, cost(0.4, 0.1))
+    assert "can run on a spare one" in spare and "account for all of it" not in spare
+    # 2 ranks on one usable core: the share is of that one core (0.5 / (5 × 1))
+    monkeypatch.setattr("gpututor.lessons.start_here.contention.usable_cpu_cores", lambda: 1)
+    assert "10.0% of this machine's 1 usable cores" in view_gap_line(runs, 1.53, cost(0.4, 0.1))
     assert "cannot be compared" in view_gap_line(runs, None, cost(0.4, 0.1))
     assert "cannot be compared" in view_gap_line(runs, 1.5, None)
     assert "cannot be compared" in view_gap_line(quiet(None, 100.0, 200.0), 1.5, cost(0.4, 0.1))
