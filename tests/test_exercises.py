@@ -201,7 +201,8 @@ WRONG = {
     "10_long_context": {
         "my_visible_pairs": ("def my_visible_pairs(T, n, split, rank):   # the contiguous split for both\n"
                              "    return sum(p + 1 for p in range(rank * T // n, (rank + 1) * T // n))"),
-        "my_shrink": 'my_shrink = by[("one process", 256)] / by[("cp=2, per rank", 256)]   # section 1\'s T = 256, not 192',
+        "my_bytes_512": ('my_bytes_512 = by[("one process", 256)] + 2 * (by[("one process", 256)]'
+                         ' - by[("one process", 128)])   # a straight line: the T² term left out'),
         "my_cp_bytes": ("my_cp_bytes = build_model(long).cfg.n_layer * 4 * 2 * long.batch_size"
                         " * (long.seq_len // 2) * build_model(long).cfg.d_model * 4"
                         " + 4 * count_parameters(build_model(long))   # cp=2's count, not cp=4's"),
@@ -209,7 +210,8 @@ WRONG = {
                      "    return (out_a + out_b) / 2, torch.logaddexp(lse_a, lse_b)"),
     },
     "11_mixture_of_experts": {
-        "my_capacity": "my_capacity = math.ceil(1.5 * 24 * 64 / 4)      # forgot top_k",
+        "my_capacity": ("def my_capacity(tokens, top_k, n_expert, capacity_factor):   # floor, not ceil\n"
+                        "    return math.floor(capacity_factor * tokens * top_k / n_expert)"),
         "my_dropped_share": 'my_dropped_share = sum(sum(r["expert_dropped"][0]) for r in recs) / sum(sum(r["expert_tokens"][0]) for r in recs)   # over the kept only',
         "my_balancing_loss": ("def my_balancing_loss(probs, experts):   # no n_expert in front\n"
                               "    f = torch.bincount(experts.flatten(), minlength=probs.shape[1]).float() / experts.numel()\n"

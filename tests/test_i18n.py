@@ -283,24 +283,29 @@ def test_the_titles_and_questions_of_the_english_notebooks_have_translations():
 def test_the_lesson_checkers_speak_chinese_in_a_chinese_kernel(capsys):
     """Lessons 05 and 11's checkers make their questions' words themselves: every message they
     print or raise has its Chinese line (none falls back to English)."""
+    import math
+
     import pytest
-    from gpututor import RunSpec
     from gpututor.i18n import set_language
     from gpututor.lessons.mixture_of_experts import exercises as moe_exercises
     from gpututor.lessons.pipeline_parallel import exercises as pipeline_exercises
     set_language("zh")
     try:
-        moe_exercises.check_capacity(640, RunSpec(model="moe", model_size="small", batch_size=16,
-                                                  seq_len=64))
+        moe_exercises.check_capacity(lambda tokens, top_k, n_expert, factor:
+                                     math.ceil(factor * tokens * top_k / n_expert))
         pipeline_exercises.check_bubble(1 / 9, 2, 8, 1)
         pipeline_exercises.check_fewest_microbatches(27, 4, 0.1)
         moe_exercises.check_balancing_loss(...)
         pipeline_exercises.check_1f1b_order(...)
         out = capsys.readouterr().out
-        for chinese in ("每个专家的槽位数", "p=2、m=8 时的气泡占比", "4 个阶段时使气泡 <= 10 % 的最少微批次数",
+        for chinese in ("正确：你的函数在 9 个情形上精确给出了每个专家的槽位数", "p=2、m=8 时的气泡占比", "4 个阶段时使气泡 <= 10 % 的最少微批次数",
                         "负载均衡损失：尚未作答", "1F1B 顺序：尚未作答", "公式给出"):
             assert chinese in out, (chinese, out)
         records = [{"expert_tokens": [[10, 10]], "expert_dropped": [[0, 0]]}]
+        with pytest.raises(AssertionError, match="容量：在 1536 个 token、top-2、4 个专家、容量因子 1.5 时"
+                                                 "你的结果是 576"):
+            moe_exercises.check_capacity(lambda tokens, top_k, n_expert, factor:
+                                         math.ceil(factor * tokens / n_expert))
         with pytest.raises(AssertionError, match="这次运行在第 0 层没有丢弃任何槽位"):
             moe_exercises.check_dropped_share(0.0, records)
         with pytest.raises(AssertionError, match="顺序不同"):

@@ -6,8 +6,9 @@ shows only the call. ``...`` means "not answered yet".
   attention sees under a split, run against ``gpututor.parallel.context_parallel.causal_work``
   on cases the checker picks (``causal_work``, ``ring_step_work`` and ``split_positions`` refuse
   while it runs).
-- :func:`check_activation_shrink`: one process's activations over a cp rank's at a length section
-  1 did not run (the checker measures it): a prediction from section 1's two longest lengths.
+- :func:`check_activation_prediction`: one process's activation bytes at a length no run here
+  reaches (``T = 512``), predicted by the fit ``a·T + b·T²`` through section 1's two longest
+  lengths (the checker measures them again and fits them itself).
 - :func:`check_cp_bytes`: the bytes a cp run no cell launched (cp=4) sends per step, by the
   ring's count (tests/lessons/long_context check the count against the meter of a real run).
 - :func:`check_merge`: the learner's merge of two partial attention results (ring attention's
@@ -92,23 +93,36 @@ def check_visible_pairs(candidate: Callable) -> None:
              "splits, 2 to 8 ranks, first, middle and last ranks.", cases=len(cases))
 
 
-PREDICTED_SEQ_LEN = 192   # exercise 2: a length section 1 does not run
+PREDICTED_SEQ_LEN = 512    # exercise 2: beyond the longest length a RunSpec allows (256)
+FIT_LENGTHS = (128, 256)   # section 1's two longest lengths
 
 
-def check_activation_shrink(answer, base: RunSpec, seq_len: int = PREDICTED_SEQ_LEN,
-                            layouts=(("one process", "single", 1), ("cp=2, per rank", "cp", 2)),
-                            rel_tol: float = 0.01) -> None:
-    """The learner's prediction of one process's activations over a cp=2 rank's at ``seq_len``
-    (a length section 1 did not run), within ``rel_tol``: the checker runs both layouts there
-    (``activations_by_length``, as section 1) and divides what the probe measured."""
+def quadratic_fit(bytes_at: dict) -> tuple[float, float]:
+    """``(a, b)`` of ``a·T + b·T²`` through the two lengths of ``bytes_at`` (``{T: bytes}``):
+    activations per token, and those that grow with the score matrix (section 1)."""
+    (t1, y1), (t2, y2) = sorted(bytes_at.items())
+    b = (y2 / t2 - y1 / t1) / (t2 - t1)
+    return y1 / t1 - b * t1, b
+
+
+def check_activation_prediction(answer, base: RunSpec, seq_len: int = PREDICTED_SEQ_LEN,
+                                lengths: tuple = FIT_LENGTHS, rel_tol: float = 0.01) -> None:
+    """The learner's prediction of one process's activation bytes (rank 0's, as section 1
+    measures them) at ``seq_len``, within ``rel_tol`` of the checker's own: it runs one process
+    at ``lengths`` again (``activations_by_length``, as section 1), fits ``a·T + b·T²`` through
+    them (:func:`quadratic_fit`) and evaluates it at ``seq_len``. A straight line through the
+    same two points falls short by far more than ``rel_tol``: the ``T²`` term is the question."""
     from .runs import activations_by_length
-    what = f"activations at T = {seq_len}, one process / a cp=2 rank"
+    what = f"one process's activation bytes at T = {seq_len}, by the a·T + b·T² fit"
     if answer is ...:
         return check_answer(answer, None, what)
-    rows = activations_by_length(base, (seq_len,), list(layouts))
-    by = {r["layout"]: r["activations"] for r in rows}
-    one, per_rank = by.get(layouts[0][0]), by.get(layouts[1][0])
-    check_answer(answer, one / per_rank if one and per_rank else None, what, rel_tol=rel_tol)
+    rows = activations_by_length(base, lengths, [("one process", "single", 1)])
+    bytes_at = {r["seq_len"]: r["activations"] for r in rows if r["activations"]}
+    expected = None
+    if len(bytes_at) == 2:
+        a, b = quadratic_fit(bytes_at)
+        expected = a * seq_len + b * seq_len ** 2
+    check_answer(answer, expected, what, rel_tol=rel_tol, source="derived")
 
 
 def ring_bytes_per_step(spec: RunSpec) -> int:

@@ -2,8 +2,10 @@
 (the run's spec, its records) and derives what it expects from them, so the notebook shows only
 the call. ``...`` means "not answered yet".
 
-- :func:`check_capacity`: the slots each expert may take in the spec's runs (a formula of the
-  spec: its batch, sequence, experts, top-k and capacity factor).
+- :func:`check_capacity`: the learner's ``my_capacity(tokens, top_k, n_expert,
+  capacity_factor)``, the slots each expert may take, run against
+  :func:`gpututor.moe.expert_capacity` on cases the checker picks and draws (``expert_capacity``
+  refuses while it runs).
 - :func:`check_dropped_share`: the share of layer 0's routed slots a run dropped over all its
   steps (measured, from its records; a run that dropped nothing is not a question).
 - :func:`check_balancing_loss`: the learner's Switch load-balancing loss, run against
@@ -12,23 +14,73 @@ the call. ``...`` means "not answered yet".
 """
 from __future__ import annotations
 
+import random
 from typing import Callable
 
 import torch
 
 from ...i18n import say, tr
 from ...moe import expert_capacity, load_balancing_loss, route
-from ..common.code_exercise import call_refusing
+from ..common.code_exercise import call_refusing, number_from
 from ..common.exercises import check_answer
 
 
-def check_capacity(answer, spec) -> None:
-    """Slots per expert, per layer and step, for a run of ``spec`` (a MoE spec): the formula
-    ``ceil(capacity_factor · tokens · top_k / n_expert)`` with the spec's own numbers."""
-    cfg = spec.model_config
-    expected = expert_capacity(spec.batch_size * spec.seq_len, cfg.top_k, cfg.n_expert,
-                               cfg.capacity_factor)
-    check_answer(answer, expected, "slots per expert", rel_tol=0, source="formula")
+# (tokens, top_k, n_expert, capacity_factor): exercise 1's cases. The first is a run of
+# base.replace(batch_size=24, capacity_factor=1.5); in the others the quotient is not a whole
+# number (floor, round and ceil differ), top-1 and top-2, factors below and above 1
+CAPACITY_CASES = ((24 * 64, 2, 4, 1.5), (10, 2, 4, 1.25), (3, 1, 2, 1.0), (100, 1, 8, 1.0),
+                  (1000, 2, 6, 1.25), (1030, 2, 4, 0.75))
+DRAWN_FACTORS = (0.5, 0.75, 1.0, 1.25, 1.5, 2.0)   # exact in binary: no rounding at the ceiling
+
+
+def drawn_capacity_cases(count: int = 3, rng: random.Random | None = None) -> list[tuple]:
+    """``count`` more cases drawn afresh at each check, each with a quotient that is not a whole
+    number: a table of answers made beforehand for :data:`CAPACITY_CASES` does not cover them."""
+    rng = rng or random.Random()
+    cases = []
+    while len(cases) < count:
+        case = (rng.randint(5, 5000), rng.choice((1, 2)), rng.randint(2, 16),
+                rng.choice(DRAWN_FACTORS))
+        tokens, top_k, n_expert, factor = case
+        if (factor * tokens * top_k / n_expert) % 1:
+            cases.append(case)
+    return cases
+
+
+def check_capacity(candidate: Callable) -> None:
+    """Run ``candidate(tokens, top_k, n_expert, capacity_factor)`` on :data:`CAPACITY_CASES`
+    and three cases drawn at random (:func:`drawn_capacity_cases`): the slots each expert may
+    take, exactly :func:`~gpututor.moe.expert_capacity`'s
+    ``ceil(capacity_factor · tokens · top_k / n_expert)``, which refuses while it runs."""
+    if candidate is ...:
+        say("capacity: not answered yet. Define your function and pass it in.")
+        return
+    if not callable(candidate):
+        raise AssertionError(tr("capacity: pass your function my_capacity itself, not {got!r}.",
+                                got=candidate))
+    cases = list(CAPACITY_CASES) + drawn_capacity_cases()
+    for tokens, top_k, n_expert, factor in cases:
+        expected = expert_capacity(tokens, top_k, n_expert, factor)
+        where = tr("{tokens} tokens, top-{top_k}, {n_expert} experts, capacity factor {factor}",
+                   tokens=tokens, top_k=top_k, n_expert=n_expert, factor=factor)
+        got = call_refusing(candidate, (tokens, top_k, n_expert, factor),
+                            refused=(expert_capacity,),
+                            called=tr("capacity: your function called gpututor.moe."
+                                      "expert_capacity: write the formula yourself."),
+                            failed=tr("capacity [{where}]: your function failed: {error}"),
+                            where=where)
+        number = number_from(got, tr("capacity: for {where} your function returned {got!r} (a "
+                                     "{kind}), not a number.", where=where, got=got,
+                                     kind=type(got).__name__))
+        if number != expected:
+            raise AssertionError(tr(
+                "capacity: for {where} yours gives {got:,g}, not the slots each expert may take. "
+                "How many slots do the tokens send in all, what share of them is one expert's, "
+                "and which way does a share that is not a whole number round?",
+                where=where, got=number))
+    say("Correct: your function gives each expert's slots exactly in {cases} cases: top-1 and "
+        "top-2, capacity factors below and above 1, shares that are not whole numbers.",
+        cases=len(cases))
 
 
 def check_dropped_share(answer, records: list[dict], layer: int = 0) -> None:

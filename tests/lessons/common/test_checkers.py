@@ -253,21 +253,6 @@ def test_allreduce_checker_rejects_a_ring_that_sends_the_wrong_way():
 
 # ---- lesson 11: capacity, dropped share, the balancing loss -----------------------------------
 
-def test_capacity_checker_takes_the_runs_spec_and_rejects_the_classic_mistakes(capsys):
-    from gpututor.lessons.mixture_of_experts.exercises import check_capacity
-    base = RunSpec(model="moe", model_size="small", batch_size=24, seq_len=64,
-                   capacity_factor=1.5)   # lesson 11's exercise: a batch and factor no run used
-    check_capacity(published("11_mixture_of_experts", "my_capacity"), base)
-    assert "Correct. slots per expert: 1,152 (the formula gives 1,152)" in capsys.readouterr().out
-    for mistake in (math.ceil(1.5 * 24 * 64 / 4),        # forgot top_k
-                    24 * 64 * 2 // 4,                    # forgot the capacity factor
-                    math.ceil(1.25 * 16 * 64 * 2 / 4),   # section 3's run (640), not the one asked
-                    math.ceil(1.5 * 64 * 2 / 4)):        # one sequence, not the batch
-        rejected(check_capacity, mistake, base, match=f"{mistake} is not what the formula gives")
-    check_capacity(..., base)
-    assert "not answered yet" in capsys.readouterr().out
-
-
 def _moe_records(dropped_per_step):
     return [{"step": s, "expert_tokens": [[300, 250, 260, 214 - d]],
              "expert_dropped": [[d, 0, 0, 0]]} for s, d in enumerate(dropped_per_step)]

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from gpututor import RunSpec
-from gpututor.lessons.long_context.exercises import (check_activation_shrink, check_cp_bytes,
+from gpututor.lessons.long_context.exercises import (check_activation_prediction, check_cp_bytes,
                                                      check_merge, check_visible_pairs)
 from gpututor.models import build_model, count_parameters
 from gpututor.parallel.context_parallel.ring_attention import merge
@@ -71,25 +71,45 @@ MEASURED = {("one process", 128): 43533320, ("cp=2, per rank", 128): 18649608,
             ("one process", 192): 71640584, ("cp=2, per rank", 192): 27986696}
 
 
-def test_activation_shrink_is_a_prediction_the_checker_measures(capsys, monkeypatch):
+def test_activation_prediction_is_the_quadratic_fit_the_checker_makes_itself(capsys, monkeypatch):
     from gpututor.lessons.long_context import runs
+    from gpututor.lessons.long_context.exercises import quadratic_fit
     measured_at = []
 
     def fake(base, lengths, layouts):
-        measured_at.extend(lengths)
+        measured_at.append((tuple(lengths), [name for name, _, _ in layouts]))
         return [{"layout": name, "seq_len": t, "activations": MEASURED[(name, t)]}
                 for t in lengths for name, _, _ in layouts]
     monkeypatch.setattr(runs, "activations_by_length", fake)
     base = RunSpec(model="gpt", model_size="small", batch_size=8, device="cpu")
     by = {k: v for k, v in MEASURED.items() if k[1] != 192}
-    check_activation_shrink(published("my_shrink", by=by), base)
-    assert "Correct. activations at T = 192, one process / a cp=2 rank" in capsys.readouterr().out
-    assert measured_at == [192]
-    wrong = {"upside down": 27986696 / 71640584, "section 1's T = 256 ratio": 103974920 / 37331976,
-             "linear fit (bytes ∝ T)": 103974920 / 37331976, "the ideal 2": 2,
-             "section 1's T = 128 ratio": 43533320 / 18649608}
+    check_activation_prediction(published("my_bytes_512", by=by), base)
+    assert "Correct. one process's activation bytes at T = 512, by the a·T + b·T² fit" in \
+        capsys.readouterr().out
+    assert measured_at == [((128, 256), ["one process"])]   # measured again, one process only
+    # the fit is the model: through 128 and 256 it gives the measured T = 192 within 2 bytes
+    a, b = quadratic_fit({128: MEASURED[("one process", 128)], 256: MEASURED[("one process", 256)]})
+    assert abs(a * 192 + b * 192 ** 2 - MEASURED[("one process", 192)]) <= 2
+
+    one = {t: MEASURED[("one process", t)] for t in (128, 256)}
+    cp = {t: MEASURED[("cp=2, per rank", t)] for t in (128, 256)}
+
+    def line(m, T):   # a straight line through the two measured points
+        return m[128] + (T - 128) * (m[256] - m[128]) / 128
+    mean_ratio = (one[128] / cp[128] + one[256] / cp[256]) / 2
+    wrong = {"a straight line through the two points (linear extrapolation)": line(one, 512),
+             "the mean of section 1's two one-process/cp ratios times a cp rank's bytes "
+             "extrapolated linearly (the old question's walk-around)": mean_ratio * line(cp, 512),
+             "bytes in proportion to T (x2 from T = 256)": 2 * one[256],
+             "the last doubling's growth again": one[256] * one[256] / one[128],
+             "bytes in proportion to T² (x4 from T = 256)": 4 * one[256],
+             "the cp=2 rank's bytes, not one process's": float(
+                 sum(c * 512 ** p for p, c in enumerate(quadratic_fit(cp), start=1)))}
     for mistake, answer in wrong.items():
-        rejected(check_activation_shrink, answer, base, match="not what this notebook measured")
+        rejected(check_activation_prediction, answer, base,
+                 match="is not what this run's measurements give")
+    check_activation_prediction(..., base)
+    assert "not answered yet" in capsys.readouterr().out
 
 
 def test_cp_bytes_for_cp_4_is_the_rings_count_and_the_meter_agrees(capsys):
