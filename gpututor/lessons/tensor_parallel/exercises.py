@@ -3,7 +3,7 @@
 answered yet".
 
 - :func:`check_row_parallel`: the learner's row-parallel forward, run in real ranks (2 and 3)
-  against one dense ``nn.Linear``: output, input and weight gradients; the package's own
+  against one dense ``nn.Linear``: output, input, weight and bias gradients; the package's own
   ``RowParallelLinear.forward`` refuses while it runs.
 - :func:`check_tp_bytes`: the learner's ``tp_bytes(batch, seq_len, d_model, n_layer)``, the bytes
   a tensor-parallel run all-reduces per step as the meter counts them (each all-reduce by the size
@@ -35,6 +35,9 @@ DIFFERS = {   # what is compared -> what the learner is told when it differs
                       "differs from the dense layer's by {error:.3g}.",
     "weight gradient": "row-parallel forward: on {world} ranks, rank {rank}: the weight gradient "
                        "differs from the dense layer's by {error:.3g}.",
+    "bias gradient": "row-parallel forward: on {world} ranks, rank {rank}: the bias gradient "
+                     "differs from the dense layer's by {error:.3g}. Where is the bias added, "
+                     "before or after the ranks' partial outputs are summed?",
 }
 
 
@@ -56,8 +59,9 @@ class RowParallelCheck:
         cols = owned_indices(dense.in_features, tp)
         x_local = x.detach()[..., cols].clone().requires_grad_()
         weight = dense.weight.detach()[:, cols].clone().requires_grad_()
+        bias = dense.bias.detach().clone().requires_grad_()   # whole on every rank
         try:
-            out = call_refusing(self.candidate, (x_local, weight, dense.bias.detach(), tp),
+            out = call_refusing(self.candidate, (x_local, weight, bias, tp),
                                 refused=(RowParallelLinear.forward,))
         except CalledTheReference:
             emit({"step": 0, "reference": True})
@@ -71,7 +75,8 @@ class RowParallelCheck:
         if out.requires_grad:
             out.backward(upstream)
         for name, got, expected in (("input gradient", x_local.grad, x.grad[..., cols]),
-                                    ("weight gradient", weight.grad, dense.weight.grad[:, cols])):
+                                    ("weight gradient", weight.grad, dense.weight.grad[:, cols]),
+                                    ("bias gradient", bias.grad, dense.bias.grad)):
             errors[name] = float((got - expected).abs().max()) if got is not None else float("inf")
         emit({"step": 0, **errors})
 
@@ -101,8 +106,8 @@ def check_row_parallel(candidate, world_sizes: tuple = (2, 3)) -> None:
                 if not record[part] <= 1e-5:
                     raise AssertionError(tr(message, world=world, rank=record["rank"],
                                             error=record[part]))
-    say("Correct: on {worlds} ranks the output and the input and weight gradients equal one "
-             "dense nn.Linear.", worlds=" & ".join(map(str, world_sizes)))
+    say("Correct: on {worlds} ranks the output and the input, weight and bias gradients equal "
+        "one dense nn.Linear.", worlds=" & ".join(map(str, world_sizes)))
 
 
 # exercise 2's cases: (model size, tp degree, batch, sequence length), none of them a run a cell

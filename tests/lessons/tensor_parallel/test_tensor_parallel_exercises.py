@@ -28,7 +28,7 @@ def published(variable: str, **names):
 
 def test_row_parallel_checker_accepts_the_published_layer(capsys):
     check_row_parallel(published("my_row_forward"))     # on 2 and on 3 ranks
-    assert "Correct: on 2 & 3 ranks the output and the input and weight gradients" \
+    assert "Correct: on 2 & 3 ranks the output and the input, weight and bias gradients" \
         in capsys.readouterr().out
 
 
@@ -50,6 +50,10 @@ def _wrong_layers() -> dict:
         dist.all_reduce(out)
         return out + bias
 
+    def a_share_of_the_bias_on_every_rank(x_local, weight_local, bias, tp):   # an examiner's:
+        # the right output, but each rank's bias gradient is 1/world of the dense layer's
+        return reduce_from_tensor_parallel_region(F.linear(x_local, weight_local, bias / tp.size), tp)
+
     def returns_the_partial_product(x_local, weight_local, bias, tp):
         return None
 
@@ -58,6 +62,8 @@ def _wrong_layers() -> dict:
             "a sum whose backward sums again": (backward_sums_too,
                                                 r"rank \d: the input gradient differs"),
             "a sum cut off from autograd": (detached_sum, r"rank \d: the input gradient differs"),
+            "a share of the bias on every rank": (a_share_of_the_bias_on_every_rank,
+                                                  r"rank \d: the bias gradient differs"),
             "returns nothing": (returns_the_partial_product, r"returned NoneType, not the layer")}
 
 
