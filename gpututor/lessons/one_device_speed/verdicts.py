@@ -78,11 +78,11 @@ def profile_verdict(parts: dict, optimizer_share: float, outside_share: float) -
                  wall_ms=parts["wall_s"] * 1e3, optimizer=optimizer_share, **share)
     words = dict(compute=share["compute"], outside=outside_share)
     if share["compute"] >= 0.5:
-        return tr("Matmul-like compute took {compute:.0%} of the profiled steps: only a faster "
-                  "matmul shrinks that; outside the matmuls, forward + backward spent "
+        return tr("Compute (matmuls and attention) took {compute:.0%} of the profiled steps: only "
+                  "faster matmul and attention kernels shrink that; outside the matmuls, forward + backward spent "
                   "{outside:.0%} of their time, at most what compilation can save there",
                   **words), details, "mixed"
-    return tr("Matmul-like compute took only {compute:.0%} of the profiled steps; outside the "
+    return tr("Compute (matmuls and attention) took only {compute:.0%} of the profiled steps; outside the "
               "matmuls, forward + backward spent {outside:.0%} of their time, at most what "
               "compilation can save there", **words), details, "mixed"
 

@@ -40,10 +40,10 @@ def parts(compute: float) -> dict:
 
 def test_profile_mostly_matmul_or_mostly_outside():
     headline, details, _ = verdicts.profile_verdict(parts(0.69), 0.07, 0.25)
-    assert headline.startswith("Matmul-like compute took 69%") and "only a faster matmul" in headline
+    assert headline.startswith("Compute (matmuls and attention) took 69%") and "only faster matmul and attention kernels" in headline
     assert "25% of their time" in headline and "optimizer's phase 7%" in details
     headline, _, _ = verdicts.profile_verdict(parts(0.3), 0.07, 0.6)
-    assert headline.startswith("Matmul-like compute took only 30%")
+    assert headline.startswith("Compute (matmuls and attention) took only 30%")
 
 
 def test_roofline_fewer_compute_bound_on_the_gpu_or_not():
