@@ -34,10 +34,11 @@ def prediction_verdict(rows: list[dict], measured: dict) -> tuple[str, str, str]
     below = [n for n, m in miss.items() if m <= 0]
     lines = []
     if above:
-        lines.append(tr("Above the prediction ({names}): the formulas leave out DDP's gradient "
-                        "buckets, the temporaries of single operations, and the layer norms and "
-                        "embeddings that tensor parallel leaves whole on every rank (exercise 3 "
-                        "works that part out from a measured run).", names=names_of(above)))
+        lines.append(tr("Above the prediction ({names}): the formulas leave out the temporaries "
+                        "of single operations and, in the layouts that have them, DDP's gradient "
+                        "buckets and the layer norms and embeddings that tensor parallel leaves "
+                        "whole on every rank (exercise 3 works that part out from a measured run).",
+                        names=names_of(above)))
     if below:
         lines.append(tr("At or below the prediction ({names}): the formula counted something "
                         "this implementation does not keep at that moment.",
