@@ -27,8 +27,8 @@ from __future__ import annotations
 from ..checks import InvalidValue, choice
 from .shown import show, show_code, show_table, verdict
 
-__all__ = ["LANGUAGES", "error_text", "language", "ntr", "say", "set_language", "show",
-           "show_code", "show_table", "show_verdict", "table", "tr"]
+__all__ = ["LANGUAGES", "error_text", "language", "not_measured", "ntr", "say", "set_language",
+           "show", "show_code", "show_table", "show_verdict", "table", "tr"]
 
 LANGUAGES = ("en", "zh")
 _current = ["en"]
@@ -60,6 +60,12 @@ def __getattr__(name: str):
     if name == "ZH":   # English template -> Chinese, as the catalogs give it
         return table("zh").text
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def not_measured(value, spec: str, scale: float = 1.0) -> str:
+    """``value / scale`` formatted with ``spec``, or "not measured" (in the current language)
+    where the run left it unmeasured (None): never shown as 0."""
+    return tr("not measured") if value is None else format(value / scale, spec)
 
 
 def tr(template: str, **values) -> str:

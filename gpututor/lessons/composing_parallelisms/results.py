@@ -15,7 +15,7 @@ from __future__ import annotations
 import torch
 
 from ...formulas import MB
-from ...i18n import language, tr
+from ...i18n import language, not_measured, tr
 
 # a relative loss difference from one process below this reads as rounding: the same numbers,
 # summed in another order (fp32 gives about 1e-7 to 1e-6 over this lesson's few steps)
@@ -24,7 +24,7 @@ SAME_AS_ONE_PROCESS = 1e-5
 
 def _mb(value) -> str:
     """Bytes as MB with two decimals, or "not measured" for None."""
-    return tr("not measured") if value is None else f"{value / MB:.2f}"
+    return not_measured(value, ".2f", MB)
 
 
 def names_of(names) -> str:

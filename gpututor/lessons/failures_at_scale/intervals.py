@@ -9,10 +9,9 @@ chosen from the numbers a test can feed it.
 from __future__ import annotations
 
 from ...formulas import DAY, HOUR, MB
-from ...i18n import tr
+from ...i18n import not_measured, tr
 from ...plan.interruptions import (FailureRecord, daly_interval, job_mtbf_s, lost_gpu_hours_per_day,
                                    young_interval)
-from .outcomes import not_measured
 
 # δ/M below which the save counts as small against the MTBF: there Daly's interval is within
 # 5 % of Young's (their ratio is 1 − (2/3)·√(δ/2M) + δ/(18M), 0.953 at δ/M = 0.01)

@@ -7,15 +7,10 @@ Nothing here launches a run: it reads run summaries, so a test can feed it numbe
 from __future__ import annotations
 
 from ...formulas import MB, bytes_per_value, optimizer_state_bytes
-from ...i18n import ntr, tr
+from ...i18n import not_measured, ntr, tr
 
 # an asynchronous save that keeps training waiting for at most this share of it hid most of it
 HIDDEN = 0.5
-
-
-def not_measured(value, spec: str, scale: float = 1.0) -> str:
-    """``value / scale`` formatted with ``spec``, or "not measured" where it is None."""
-    return tr("not measured") if value is None else format(value / scale, spec)
 
 
 def state_bytes(params: int | None) -> float | None:
@@ -32,7 +27,7 @@ def written(run: dict) -> float | None:
     return None if not per_rank or None in per_rank else float(sum(per_rank))
 
 
-def checkpoint_table(runs: dict[str, dict]) -> tuple[list[str], list[list[str]]]:
+def saves_measured_table(runs: dict[str, dict]) -> tuple[list[str], list[list[str]]]:
     """``(columns, rows)`` for :func:`gpututor.i18n.show_table`: per run (name -> summary with a
     ``checkpoint`` section), the MB each rank wrote, their sum and its share of the whole state,
     the whole save and the part training waited for (median over saves, slowest rank), and the
@@ -70,7 +65,7 @@ def span(low: str, high: str) -> str:
     return low if low == high else tr("{low} to {high}", low=low, high=high)
 
 
-def checkpoint_verdict(runs: dict[str, dict], cores: int | None) -> tuple[str, str, str]:
+def saves_measured_verdict(runs: dict[str, dict], cores: int | None) -> tuple[str, str, str]:
     """What the asynchronous saves of ``runs`` showed: whether training waited for at most
     :data:`HIDDEN` of each (the rest written beside the next steps), for more in every run, or
     for more in some only. Details: where the writer threads ran (``cores``: the usable CPU

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import statistics
 
-from ...i18n import tr
+from ...i18n import not_measured, tr
 from ...parallel.context_parallel import ring_slowdown
 
 # a growth factor within this share of the sequence's own factor reads as "in step with" it
@@ -32,7 +32,7 @@ def split_label(split: str) -> str:
 
 
 def _mb(value, digits: int = 1) -> str:
-    return tr("not measured") if value is None else f"{value / 1e6:,.{digits}f}"
+    return not_measured(value, f",.{digits}f", 1e6)
 
 
 def _pace(growth: float, factor: float) -> str:

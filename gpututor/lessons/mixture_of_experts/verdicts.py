@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import statistics
 
-from ...i18n import ntr, tr
+from ...i18n import not_measured, ntr, tr
 from ...runtime.summary import current_records, steady_steps
 
 def step_spread(times: list[float]) -> float:
@@ -124,7 +124,7 @@ def busier_shares(records: list[dict], n_expert: int, ranks: int) -> list[float]
 
 
 def _mb(value) -> str:
-    return tr("not measured") if value is None else f"{value / 1e6:.2f}"
+    return not_measured(value, ".2f", 1e6)
 
 
 def ep_table(runs: dict) -> tuple[list[str], list[list]]:

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Optional
 
 from ...formulas import theoretical_bubble_fraction
-from ...i18n import ntr, tr
+from ...i18n import not_measured, ntr, tr
 from .bubble import sends_sentence
 
 # two bubble fractions closer than this read as "the same" where no run's own spread is known
@@ -20,7 +20,7 @@ TIME_BAND = 0.10
 
 
 def _mb(value: Optional[float]) -> str:
-    return tr("not measured") if value is None else f"{value / 1e6:.1f}"
+    return not_measured(value, ".1f", 1e6)
 
 
 def stage_row(index: int, stage, n_params: int) -> list[str]:

@@ -9,7 +9,7 @@ unmeasured (``None``) reads "not measured", never 0. The tests feed numbers to e
 from __future__ import annotations
 
 from ...formulas import MB
-from ...i18n import tr
+from ...i18n import not_measured, tr
 from ...models import build_model
 from ...parallel.sharding.flat import unit_parameters
 from .runs import first_fit, outcome_words
@@ -19,7 +19,7 @@ Table = tuple[list[str], list[list[str]]]
 
 
 def _mb(value) -> str:
-    return tr("not measured") if value is None else f"{value / MB:.2f}"
+    return not_measured(value, ".2f", MB)
 
 
 def same_training_verdict(runs: dict[str, dict], baseline: str = "ddp") -> Verdict:

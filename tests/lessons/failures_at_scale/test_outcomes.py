@@ -3,7 +3,7 @@ each verdict branch, fed the numbers that select it, says what those numbers sho
 import pytest
 
 from gpututor.lessons.failures_at_scale.outcomes import (
-    checkpoint_table, checkpoint_verdict, hang_outcome, largest_difference, restart_verdict,
+    saves_measured_table, saves_measured_verdict, hang_outcome, largest_difference, restart_verdict,
     resumed_table, resumed_verdict, state_bytes, waiting_rank_line)
 from gpututor.runtime.failures import RunFailed
 
@@ -22,14 +22,14 @@ def test_the_state_is_twelve_bytes_a_parameter():
 
 
 def test_the_checkpoint_table_shows_not_measured_never_zero():
-    columns, rows = checkpoint_table({"ddp": run(0.2, 0.05, per_rank=[3e6, 3e6, None, 3e6]),
+    columns, rows = saves_measured_table({"ddp": run(0.2, 0.05, per_rank=[3e6, 3e6, None, 3e6]),
                                       "fsdp": run(0.3, None, params=None, step=None)})
     assert len(columns) == len(rows[0]) == 8 and "MB in all" in columns
     ddp, fsdp = rows
     assert ddp[1] == "3.00 / 3.00 / not measured / 3.00" and ddp[2] == "not measured"
     assert fsdp[2] == "12.0" and fsdp[3] == "not measured" and fsdp[4] == "not measured"
     assert fsdp[6] == "not measured" and fsdp[7] == "not measured"
-    assert checkpoint_table({"x": run(0.2, 0.05)})[1][0][4] == "100.0%"   # 12 MB of a 12 MB state
+    assert saves_measured_table({"x": run(0.2, 0.05)})[1][0][4] == "100.0%"   # 12 MB of a 12 MB state
 
 
 @pytest.mark.parametrize("blocked,words,tone", [
@@ -42,7 +42,7 @@ def test_the_checkpoint_table_shows_not_measured_never_zero():
 def test_the_checkpoint_verdict_follows_the_waited_share(blocked, words, tone):
     runs = {"ddp": run(0.2, blocked[0], strategy="ddp"), "fsdp": run(0.2, blocked[1]),
             "fsdp, synchronous": run(0.15, 0.15, asynchronous=False)}
-    headline, details, got = checkpoint_verdict(runs, cores=2)
+    headline, details, got = saves_measured_verdict(runs, cores=2)
     assert headline.startswith(words) and got == tone, headline
     assert "share this machine's 2 usable CPU cores" in details
     # fsdp's asynchronous save against the synchronous one of the same strategy and model
@@ -53,7 +53,7 @@ def test_the_checkpoint_verdict_follows_the_waited_share(blocked, words, tone):
 def test_the_checkpoint_verdict_without_a_measured_wait_and_on_gpus():
     runs = {"fsdp": run(0.2, None, device="cuda:0"),
             "fsdp, synchronous": run(0.3, 0.3, asynchronous=False, device="cuda:0")}
-    headline, details, tone = checkpoint_verdict(runs, cores=None)
+    headline, details, tone = saves_measured_verdict(runs, cores=None)
     assert "was not measured" in headline and tone == "mixed"
     assert "the ranks run on GPUs" in details and "no longer than the synchronous one's 0.30 s" in details
 
@@ -160,7 +160,7 @@ def test_the_verdicts_speak_chinese():
         headline, details, _ = restart_verdict(restarted(2), REFERENCE, 1e-5)
         assert headline.startswith("进程 1 在第 4 步失败") and "有 2 步运行了两次" in headline
         assert "rtol 1e-5" in resumed_verdict([1.0], {"a": {"first_step": 0, "losses": [1.0]}}, 1e-5)[0]
-        headline, details, _ = checkpoint_verdict({"fsdp": run(0.2, 0.05)}, cores=2)
+        headline, details, _ = saves_measured_verdict({"fsdp": run(0.2, 0.05)}, cores=2)
         assert headline.startswith("每次异步保存中") and "2 个可用 CPU 核心" in details
     finally:
         set_language("en")
