@@ -3,6 +3,7 @@ published solution, read from its Solutions cell, and rejects plausible wrong an
 by the mistake it models. The ring checker's guards against the built-in collectives are tested
 in ``test_checkers.py``; here, that the package's own ring refuses too."""
 import ast
+import functools
 import inspect
 import re
 
@@ -130,9 +131,10 @@ def test_the_packages_ring_is_refused(way):
 
 def _not_rings() -> dict:
     """Candidates that return the right sum without a ring (an examiner's all-to-all passed)."""
-    def all_to_all(tensor, rank, world):   # every rank sends its whole tensor to every other
+    def all_to_all(tensor, rank, world, isend=None):   # every rank sends its whole tensor to every other
+        isend = isend or dist.isend    # looked up as it runs, unless bound before the check
         incoming = [torch.empty_like(tensor) for _ in range(world)]
-        requests = [dist.isend(tensor.clone(), peer) for peer in range(world) if peer != rank]
+        requests = [isend(tensor.clone(), peer) for peer in range(world) if peer != rank]
         for peer in range(world):
             if peer != rank:
                 dist.recv(incoming[peer], peer)
@@ -156,21 +158,10 @@ def _not_rings() -> dict:
         tensor.copy_(total)
         return tensor
 
-    def all_to_all_with_isend_bound_before(tensor, rank, world):   # an examiner's way around
-        incoming = [torch.empty_like(tensor) for _ in range(world)]
-        requests = [isend_bound_before(tensor.clone(), peer) for peer in range(world) if peer != rank]
-        for peer in range(world):
-            if peer != rank:
-                dist.recv(incoming[peer], peer)
-        for request in requests:
-            request.wait()
-        for peer in range(world):
-            if peer != rank:
-                tensor += incoming[peer]
-        return tensor
-
-    return {f.__name__: f for f in (all_to_all, whole_tensor_round_the_ring,
-                                     all_to_all_with_isend_bound_before)}
+    return {"all_to_all": all_to_all, "whole_tensor_round_the_ring": whole_tensor_round_the_ring,
+            # an examiner's way around: an isend imported before the check started
+            "all_to_all_with_isend_bound_before": functools.partial(all_to_all,
+                                                                    isend=isend_bound_before)}
 
 
 def test_a_right_sum_that_is_not_a_ring_is_refused():
