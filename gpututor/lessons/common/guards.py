@@ -5,11 +5,15 @@ the learner's function runs, the package's own version refuses, however it is re
 imported before the check, an attribute of the module, or a reference held anywhere all reach
 the refusal; :class:`RefusedAttributes` replaces built-ins (C functions, torch ops) by name.
 :class:`OnlyPointToPoint` does the same for the built-in collectives of ``torch.distributed``,
-while a learner builds one from point-to-point messages. Checkers run the learner's function
+while a learner builds one from point-to-point messages; :class:`RecordedSends` records what
+those messages send. Checkers run the learner's function
 through :func:`.code_exercise.call_refusing`, the one place that asks
 :func:`called_the_reference`.
 """
 from __future__ import annotations
+
+import torch
+import torch.distributed as dist
 
 # the collectives' refusal lives in the runtime (the persistent ranks' guarded mode uses it too)
 from ...runtime.refuse import (GROUP_COLLECTIVES, OP_COLLECTIVES, POINT_TO_POINT_OPS,  # noqa: F401
@@ -70,3 +74,42 @@ def called_the_reference(exc: BaseException) -> bool:
             return True
         exc = exc.__cause__ or exc.__context__
     return False
+
+
+class RecordedSends:
+    """While active, every point-to-point send this rank makes records ``(peer, elements,
+    bytes)`` in ``sends``, then goes as before. ``dist.send``, ``isend``, ``batch_isend_irecv``
+    and the group's own ``send`` all reach the ``send`` of the process group's class or its
+    backend's, so a function bound before the check (``from torch.distributed import isend``)
+    is recorded too. Lesson 02's ring check reads the peers, lesson 03's the bytes."""
+
+    def __init__(self):
+        self.sends: list[tuple[int, int, int]] = []
+        self.saved: list[tuple[type, object]] = []
+
+    @property
+    def bytes(self) -> int:
+        """All bytes sent while active."""
+        return sum(nbytes for _, _, nbytes in self.sends)
+
+    def _record(self, send):
+        def recorded(obj, tensors, dst, *args, **kwargs):
+            self.sends.append((dst, sum(t.numel() for t in tensors),
+                               sum(t.nbytes for t in tensors)))
+            return send(obj, tensors, dst, *args, **kwargs)
+        return recorded
+
+    def __enter__(self):
+        group = dist.group.WORLD
+        for cls in {type(group), type(group._get_backend(torch.device("cpu")))}:
+            owner = next((c for c in cls.__mro__ if "send" in vars(c)), None)
+            if owner is not None and all(owner is not saved for saved, _ in self.saved):
+                self.saved.append((owner, vars(owner)["send"]))
+                setattr(owner, "send", self._record(vars(owner)["send"]))
+        return self
+
+    def __exit__(self, *exc):
+        for owner, original in reversed(self.saved):
+            setattr(owner, "send", original)
+        self.saved.clear()
+        return False

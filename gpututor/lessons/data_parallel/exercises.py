@@ -32,40 +32,7 @@ from ...models import build_model, count_parameters
 from ...parallel.data_parallel import ring
 from ..common.code_exercise import CalledTheReference, call_refusing
 from ..common.exercises import check_answer, records_in_ranks
-from ..common.guards import OnlyPointToPoint
-
-
-class RecordedSends:
-    """While active, every point-to-point send this rank makes records its peer and element
-    count in ``sends``, then goes as before. ``dist.send``, ``isend``, ``batch_isend_irecv`` and
-    the group's own ``send`` all reach the ``send`` of the process group's class or its backend's
-    (as lesson 03's byte count), so a function bound before the check (``from torch.distributed
-    import isend``) is recorded too."""
-
-    def __init__(self):
-        self.sends: list[tuple[int, int]] = []
-        self.saved: list[tuple[type, object]] = []
-
-    def _record(self, send):
-        def recorded(obj, tensors, dst, *args, **kwargs):
-            self.sends.append((dst, sum(t.numel() for t in tensors)))
-            return send(obj, tensors, dst, *args, **kwargs)
-        return recorded
-
-    def __enter__(self):
-        group = dist.group.WORLD
-        for cls in {type(group), type(group._get_backend(torch.device("cpu")))}:
-            owner = next((c for c in cls.__mro__ if "send" in vars(c)), None)
-            if owner is not None and all(owner is not saved for saved, _ in self.saved):
-                self.saved.append((owner, vars(owner)["send"]))
-                setattr(owner, "send", self._record(vars(owner)["send"]))
-        return self
-
-    def __exit__(self, *exc):
-        for owner, original in reversed(self.saved):
-            setattr(owner, "send", original)
-        self.saved.clear()
-        return False
+from ..common.guards import OnlyPointToPoint, RecordedSends
 
 
 def ring_send_bound(numel: int, world: int) -> int:
@@ -113,8 +80,8 @@ class AllReduceCheck:
                       "built_in": guard.used[0]})
                 return
             right = (rank + 1) % world
-            others = sorted({peer for peer, _ in sent.sends if peer != right})
-            total = sum(n for _, n in sent.sends)
+            others = sorted({peer for peer, _, _ in sent.sends if peer != right})
+            total = sum(n for _, n, _ in sent.sends)
             if others or total > ring_send_bound(numel, world):
                 emit({"step": step, "numel": numel, "max_error": float("inf"),
                       "not_a_ring": {"peers": others, "sent": total,

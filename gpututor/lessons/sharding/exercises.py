@@ -32,7 +32,7 @@ from ...parallel.sharding.flat import FlatShard, reduce_scatter_mean
 from ...plan.memory import model_state_bytes
 from ..common.code_exercise import CalledTheReference, call_refusing
 from ..common.exercises import as_number, check_answer, records_in_ranks
-from ..common.guards import OnlyPointToPoint
+from ..common.guards import OnlyPointToPoint, RecordedSends
 
 STATE = ("params", "grads", "optimizer")
 
@@ -158,35 +158,6 @@ def check_zero3_sent(answer, run: dict, world_size: int = 8) -> None:
 SPLITTERS = {"tensor_split": torch.tensor_split, "chunk": torch.chunk}
 
 
-class SentBytes:
-    """While active, counts the bytes this rank sends point to point: ``dist.send``, ``isend``
-    and ``batch_isend_irecv`` all reach the group's (or its backend's) ``send``."""
-
-    def __init__(self):
-        self.bytes, self.saved = 0, []
-
-    def __enter__(self):
-        group = dist.group.WORLD
-        for cls in {type(group), type(group._get_backend(torch.device("cpu")))}:
-            owner = next((c for c in cls.__mro__ if "send" in vars(c)), None)
-            if owner is not None:
-                self.saved.append((owner, vars(owner)["send"]))
-                setattr(owner, "send", self._counting(vars(owner)["send"]))
-        return self
-
-    def _counting(self, send):
-        def counted(obj, tensors, *args, **kwargs):
-            self.bytes += sum(t.nbytes for t in tensors)
-            return send(obj, tensors, *args, **kwargs)
-        return counted
-
-    def __exit__(self, *exc):
-        for owner, original in reversed(self.saved):
-            setattr(owner, "send", original)
-        self.saved.clear()
-        return False
-
-
 def unit_gradient(rank: int, world: int) -> torch.Tensor:
     """A ZeRO unit's flat gradient on ``rank``: a small block (a Linear and a LayerNorm, the same
     on every rank) after a backward on this rank's own batch, laid end to end and zero-padded to
@@ -229,7 +200,7 @@ class ReduceScatterCheck:
             if step == 0:   # ZeRO's own reduce-scatter: this rank's slice of the average
                 mine = reduce_scatter_mean(flat.clone(), CommMeter(world_size=world))
                 assert torch.allclose(mine, average.tensor_split(world)[rank], atol=1e-6)
-            with OnlyPointToPoint() as guard, SentBytes() as sent:
+            with OnlyPointToPoint() as guard, RecordedSends() as sent:
                 try:
                     got = call_refusing(self.candidate, (flat.clone(), rank, world),
                                         refused=(reduce_scatter_mean, ring_allreduce))
