@@ -70,3 +70,51 @@ def test_measured_memory_grows_with_t_squared_naive_and_with_t_tiled():
     assert all(r["seconds"] > 0 and r["peak_bytes"] >= r["saved_bytes"] for r in rows)
     with pytest.raises(ValueError, match="way='flash' is invalid"):
         attention_costs([8], ways=("flash",))
+
+
+def _sdpa(q, k, v, causal):
+    return torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=causal)
+
+
+@pytest.mark.parametrize("causal", [True, False], ids=["causal", "not causal"])
+@pytest.mark.parametrize("T,S,block", [(37, 37, 8), (20, 45, 16), (45, 20, 16), (7, 3, 64),
+                                       (33, 64, 1)])
+def test_tiled_attention_is_flashattention_for_any_model(causal, T, S, block):
+    """Issue 43: causal or not, any number of keys (S != T), against PyTorch's fused attention
+    (the causal mask aligned top-left, as SDPA's is_causal). float64: the only difference is
+    the order of the sums, ~1e-15; assert_close's float64 defaults (1e-7 relative) hold it."""
+    q = _qkv(T=T)[0]
+    k, v = _qkv(T=S, seed=2)[:2]
+    ref_out, ref_grads = _forward_backward(_sdpa, *(t.detach().requires_grad_() for t in
+                                                    (q, k, v)), causal=causal)
+    out, grads = _forward_backward(tiled_attention, q, k, v, block=block, causal=causal)
+    torch.testing.assert_close(out, ref_out)
+    for got, want in zip(grads, ref_grads):
+        torch.testing.assert_close(got, want)
+
+
+def test_non_causal_differs_from_causal():   # the flag reaches the kernel (not a no-op)
+    q, k, v = (t.detach() for t in _qkv(T=12))
+    assert not torch.allclose(tiled_attention(q, k, v, block=4, causal=False),
+                              tiled_attention(q, k, v, block=4, causal=True))
+
+
+def test_keys_longer_than_queries_keep_one_number_per_query_row():
+    q = _qkv(T=16, dtype=torch.float32)[0]
+    k, v = _qkv(T=96, dtype=torch.float32, seed=3)[:2]
+    out = tiled_attention(q, k, v, block=16, causal=False)
+    rows = q.shape[0] * q.shape[1] * q.shape[2]
+    assert sum(t.numel() for t in out.grad_fn.saved_tensors) == \
+        2 * q.numel() + k.numel() + v.numel() + rows   # never B·H·T·S
+
+
+@pytest.mark.parametrize("kw,field", [({"causal": 1}, "causal=1"), ({"block": True}, "block=True")])
+def test_bad_flags_are_refused(kw, field):
+    with pytest.raises(ValueError, match=field):
+        tiled_attention(*_qkv(T=4), **kw)
+
+
+def test_mismatched_shapes_are_refused_naming_them():
+    q, k, v = _qkv(T=4)
+    with pytest.raises(ValueError, match="q, k, v shapes"):
+        tiled_attention(q, k[..., :8], v)

@@ -53,6 +53,10 @@ USES: dict[str, Use] = {
         "with a causal mask the blocks whose columns all lie past the row block are skipped, "
         "about half of them for long sequences; the benchmarks count causal attention's FLOPs as "
         "half of the full 4·seqlen²·head_dim·heads"),
+    "flash-attn-readme-causal": Use(
+        "flash-attn-readme", "Changelog, 2.1",
+        "if seqlen_q != seqlen_k and causal=True, the causal mask is aligned to the bottom right "
+        "corner of the attention matrix, instead of the top-left corner"),
     "chowdhery2022-flops": Use(
         "chowdhery2022", "Appendix B",
         "training FLOPs per token, used for model FLOPs utilization: 6N for the parameters plus "

@@ -4,6 +4,10 @@ from __future__ import annotations
 from .entries import Use
 
 USES: dict[str, Use] = {
+    "pytorch-sdpa-causal": Use(
+        "pytorch-sdpa", "the equivalent implementation in the docstring",
+        "with is_causal, temp_mask = torch.ones(L, S).tril(diagonal=0): query i attends to keys "
+        "0..i, the mask aligned top-left when L != S (read in the installed torch 2.13)"),
     "qi2024-split-backward": Use(
         "qi2024", "§2",
         "the backward is split into B (the gradient of the stage's input, which the previous "

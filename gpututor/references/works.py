@@ -106,6 +106,11 @@ WORKS: dict[str, Work] = {
     "pytorch-ddp-source": Work("PyTorch", 2025, "torch/nn/parallel/distributed.py "
                                  "(pytorch/pytorch)", "https://github.com/pytorch/pytorch/blob/"
                                  "main/torch/nn/parallel/distributed.py"),
+    "pytorch-sdpa": Work("PyTorch docs", 2025, "torch.nn.functional.scaled_dot_product_attention",
+                           "https://docs.pytorch.org/docs/stable/generated/"
+                           "torch.nn.functional.scaled_dot_product_attention.html"),
+    "flash-attn-readme": Work("Dao-AILab", 2025, "flash-attention README (Dao-AILab/"
+                                "flash-attention)", "https://github.com/Dao-AILab/flash-attention"),
     "nccl-tests-performance": Work("NVIDIA nccl-tests", 2025, "doc/PERFORMANCE.md: Performance "
                                      "reported by NCCL tests (NVIDIA/nccl-tests)",
                                      "https://github.com/NVIDIA/nccl-tests/blob/master/doc/"
