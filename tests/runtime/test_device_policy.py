@@ -197,10 +197,13 @@ def test_the_independent_pair_puts_each_copy_on_its_own_gpu(gpus, monkeypatch):
     started = []
 
     class Done:
-        def wait(self):
-            return {"tokens_per_s": 1.0}
+        done = True
 
-    monkeypatch.setattr(contention, "launch", lambda spec: started.append(spec) or Done())
+        def wait(self):
+            return {"tokens_per_s": 1.0, "steady": [], "batch_size": 4, "seq_len": 64}
+
+    monkeypatch.setattr(contention, "launch",
+                        lambda spec, task=None: started.append(spec) or Done())
     contention.independent_pair(RunSpec(model="gpt", model_size="tiny", world_size=2,
                                         batch_size=8, first_gpu=4))
     assert [(s.resolved_device(), s.first_gpu, s.world_size) for s in started] == \

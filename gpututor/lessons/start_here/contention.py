@@ -3,7 +3,9 @@
 Two CPU ranks share the cores, the caches and the memory bandwidth; that costs throughput even
 without communication. :func:`independent_pair` measures it: two independent 1-rank runs, each
 with half the global batch (a data-parallel rank's share), launched at the same moment on the
-same cores (on GPUs: each on one of the two GPUs DDP's ranks use, sharing the host). Their summed tokens/s is the ceiling a 2-rank data-parallel run can reach here.
+same cores (on GPUs: each on one of the two GPUs DDP's ranks use, sharing the host), behind a
+barrier and timed only while both train (pair.py). Their summed tokens/s is the ceiling a 2-rank
+data-parallel run can reach here.
 
 :func:`without_view` measures DDP, one rank and the pair side by side in one cell, none of them
 with a live view open (a view in the browser shares the cores too), and :func:`explain_gap` says
@@ -18,20 +20,21 @@ from ...hardware import usable_cpu_cores
 from ...i18n import tr
 from ...measure.matmul import measure_matmul_flops
 from ...runtime.launcher import launch
+from .pair import run_pair, while_both_trained
 
 
 def independent_pair(spec) -> dict:
-    """Run two 1-rank copies of ``spec`` (batch halved) at once; return their summaries and the
-    summed tokens/s (None if either did not measure it)."""
+    """Run two 1-rank copies of ``spec`` (batch halved) at once, behind one barrier (pair.py);
+    return their summaries, each timed over the steady steps that ran while both trained, and
+    the summed tokens/s (None if either measured none)."""
     # on the device DDP's two ranks use: on GPUs, each copy on its own one of DDP's two GPUs
     # (both on the first GPU, they would share it, and DDP could beat its "ceiling")
     device = spec.resolved_device()
     half = spec.replace(strategy="single", world_size=1, batch_size=spec.batch_size // 2,
                         mesh=None, options=(), device=device)
-    runs = [launch(half.replace(seed=spec.seed + k,
-                                first_gpu=spec.first_gpu + (k if device == "cuda" else 0)))
-            for k in range(2)]   # both start now
-    summaries = [run.wait() for run in runs]
+    summaries = while_both_trained(run_pair(
+        [half.replace(seed=spec.seed + k, first_gpu=spec.first_gpu + (k if device == "cuda" else 0))
+         for k in range(2)], launch))
     speeds = [s["tokens_per_s"] for s in summaries]
     return {"summaries": summaries,
             "tokens_per_s": sum(speeds) if all(v is not None for v in speeds) else None}
@@ -68,9 +71,12 @@ def without_view_lines(quiet: dict, panel_speedup: float | None) -> str:
     lines = [tr("without a live view: DDP on 2 ranks {ddp:,.0f} tokens/s, one rank {one:,.0f} "
                 "tokens/s, speedup {speedup:.2f}× (the panels above, each with its live view: "
                 "{panels})", ddp=ddp, one=one, speedup=ddp / one, panels=panels),
-             tr("two independent runs of {sequences} sequences, at once: {tokens_per_s:,.0f} "
-                "tokens/s together", sequences=quiet["pair"]["summaries"][0]["batch_size"],
-                tokens_per_s=pair)]
+             tr("two independent runs of {sequences} sequences, started together behind a "
+                "barrier: {tokens_per_s:,.0f} tokens/s together, over the steady steps that "
+                "ran while both trained ({first} and {second})",
+                sequences=quiet["pair"]["summaries"][0]["batch_size"], tokens_per_s=pair,
+                first=quiet["pair"]["summaries"][0]["steps_together"],
+                second=quiet["pair"]["summaries"][1]["steps_together"])]
     if share > 1:
         lines.append(tr("DDP on 2 ranks: {tokens_per_s:,.0f} tokens/s = {share:.2f} of that "
                         "ceiling (above 1.0: run-to-run noise on a shared machine)",

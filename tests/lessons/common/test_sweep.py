@@ -145,7 +145,7 @@ def test_plots_show_the_values_passed_in(checkpointing_sweep, grad_accum_sweep):
 
 def test_the_contention_ceiling_runs_two_independent_halves_at_once():
     from gpututor.lessons.start_here.contention import efficiency_against_pair, independent_pair
-    spec = tiny_spec(steps=4, batch_size=8)
+    spec = tiny_spec(steps=60, batch_size=8)   # steady steps left while both ran (pair.py)
     pair = independent_pair(spec)
     assert [s["world_size"] for s in pair["summaries"]] == [1, 1]
     assert [s["batch_size"] for s in pair["summaries"]] == [4, 4]

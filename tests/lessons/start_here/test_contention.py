@@ -45,13 +45,17 @@ def test_each_case_says_what_was_measured():
 
 def quiet(ddp_tps, one_tps, pair_tps):
     return {"ddp": {"tokens_per_s": ddp_tps, "world_size": 2}, "one": {"tokens_per_s": one_tps},
-            "pair": {"tokens_per_s": pair_tps, "summaries": [{"batch_size": 16}] * 2}}
+            "pair": {"tokens_per_s": pair_tps,
+                     "summaries": [{"batch_size": 16, "steps_together": 26},
+                                   {"batch_size": 16, "steps_together": 25}]}}
 
 
 def test_the_runs_without_a_view_are_said_from_their_numbers():
     text = without_view_lines(quiet(150.0, 100.0, 200.0), panel_speedup=1.4)
     assert "speedup 1.50× (the panels above, each with its live view: 1.40×)" in text
-    assert "two independent runs of 16 sequences" in text and "= 0.75 of that ceiling" in text
+    assert "two independent runs of 16 sequences, started together behind a barrier" in text
+    assert "over the steady steps that ran while both trained (26 and 25)" in text
+    assert "= 0.75 of that ceiling" in text
     assert "above 1.0" in without_view_lines(quiet(210.0, 100.0, 200.0), panel_speedup=None)
     assert "live view: not measured)" in without_view_lines(quiet(150.0, 100.0, 200.0), None)
     assert "nothing to compare" in without_view_lines(quiet(None, 100.0, 200.0), 1.4)
