@@ -172,7 +172,12 @@ WRONG = {
         "my_flush_threshold": "my_flush_threshold = 2**-24 / 1000   # the smallest subnormal, not where g*S rounds to 0",
     },
     "07_compression": {
-        "my_changed": "my_changed = 0                         # as if torchao's rule were ours",
+        "my_changed": textwrap.dedent('''\
+            def my_changed(weight):                  # forgot torchao's clamp: +128 is no int8
+                w = weight.detach().float()
+                amax = w.abs().amax(dim=1, keepdim=True)
+                ours = torch.round(w / (amax / 127)).clamp(-127, 127)
+                return (ours != torch.round(w * (1 / (amax / 127.5)))).sum(dim=1)'''),
         "my_removed": ("def my_removed(d_model, n_layer, share):   # counted proj's bias too: it stays\n"
                        "    return n_layer * round(share * 4 * d_model) * (2 * d_model + 2)"),
         "my_int8_bytes": ("my_int8_bytes = sum(m.weight.numel() for m in teacher.modules()"

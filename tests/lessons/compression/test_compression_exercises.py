@@ -1,6 +1,7 @@
 """Lesson 07's checkers (``gpututor.lessons.compression.exercises``): the published solution of
 every exercise passes, plausible wrong answers fail, each named by its mistake, and the
-quantizer exercise cannot be passed by calling the package's quantizer or torch's quantize ops."""
+code exercises cannot be passed by calling the package's quantizer, torchao's or torch's
+quantize ops."""
 
 import numpy as np
 import pytest
@@ -9,7 +10,8 @@ import torch
 from gpututor import RunSpec, build_model
 from gpututor.compression import quantize
 from gpututor.i18n import set_language
-from gpututor.lessons.compression.exercises import (check_int8_bytes, check_quantize,
+from gpututor.lessons.compression.exercises import (changed_bounds, changes_weights,
+                                                    check_int8_bytes, check_quantize,
                                                     check_removed_parameters, check_torchao_changes,
                                                     checker_weights, torchao_rule_codes)
 from exercise_solutions import published as _published, rejected
@@ -30,26 +32,91 @@ def teacher():
 
 # ---- exercises 1-3: numbers of the lesson's models -----------------------------------------------
 
+def _rules(weight, theirs_scale=127.5, low=-128, reciprocal=True, per_row=True):
+    w = weight.detach().float()
+    amax = w.abs().amax(dim=1, keepdim=True) if per_row else w.abs().max()
+    ours = torch.round(w / (amax / 127)).clamp(-127, 127)
+    scale = amax / theirs_scale
+    theirs = torch.round(w * (1 / scale) if reciprocal else w / scale)
+    return ours, theirs if low is None else theirs.clamp(low, 127)
+
+
+WRONG_CHANGES = {
+    "as if torchao's rule were ours": lambda w: torch.zeros(w.shape[0], dtype=torch.long),
+    "forgot to clamp: +128 is no int8": lambda w: (lambda o, t: (o != t).sum(1))(
+        *_rules(w, low=None)),
+    "128 levels, not 127.5": lambda w: (lambda o, t: (o != t).sum(1))(*_rules(w, 128)),
+    "one scale for the whole matrix": lambda w: (lambda o, t: (o != t).sum(1))(
+        *_rules(w, per_row=False)),
+    "the total, not one count per row": lambda w: int((lambda o, t: (o != t).sum())(*_rules(w))),
+    "the teacher's row 3 pasted": lambda w: [10] * w.shape[0],
+}
+
+
 def test_the_torchao_changes_pass_and_the_classic_mistakes_fail(teacher, capsys):
-    row = teacher.blocks[0].attn.qkv.weight[3]
-    right = published("my_changed", row=row)
+    right = published("my_changed")
     check_torchao_changes(right, teacher)
-    assert "Correct. weights of row 3 whose int8 code differs" in capsys.readouterr().out
-    check_torchao_changes(np.int64(right), teacher)
-    w = row.detach()
-    ours = torch.round(w / (w.abs().max() / 127)).clamp(-127, 127)
-    unclamped = torch.round(w / (w.abs().max() / 127.5))
-    by_128 = torch.round(w / (w.abs().max() / 128)).clamp(-128, 127)
-    whole = teacher.blocks[0].attn.qkv.weight.detach()
-    whole_scale = whole.abs().max() / 127.5                    # one scale for the whole matrix
-    for mistake in (0,                                          # as if torchao's rule were ours
-                    int((ours != unclamped).sum()),             # forgot to clamp: +128 is no int8
-                    int((ours != by_128).sum()),                # 128 levels, not 127.5
-                    int((ours != torch.round(w / whole_scale).clamp(-128, 127)).sum())):
-        assert mistake != right
-        rejected(check_torchao_changes, mistake, teacher, match="is not what the formula gives")
+    row3 = int(right(teacher.blocks[0].attn.qkv.weight)[3])
+    assert (f"Row 3 of the teacher's blocks[0].attn.qkv.weight: your function counts {row3} "
+            "weights whose int8 code differs") in capsys.readouterr().out
+    check_torchao_changes(lambda w: right(w).tolist(), teacher)          # a list passes too
+    check_torchao_changes(lambda w: right(w).numpy()[:, None], teacher)  # and a column array
+    check_torchao_changes(lambda w: (lambda o, t: (o != t).sum(1))(*_rules(w, reciprocal=False)),
+                          teacher)   # w / scale rounds like w * (1 / scale) but at half steps
+    for mistake, answer in WRONG_CHANGES.items():
+        rejected(check_torchao_changes, answer, teacher,
+                 match="your count for row|not one whole count per row")
+    rejected(check_torchao_changes, 10, teacher, match="pass your function my_changed itself")
     check_torchao_changes(..., teacher)
     assert "not answered yet" in capsys.readouterr().out
+
+
+def test_the_weights_it_counts_on_are_drawn_afresh_and_the_bounds_are_tight(teacher):
+    """The drawn weight changes from one check to the next, no weight has a row of zeros, and
+    the bounds leave room only at half steps: the counts of the two rules in float32 lie inside
+    them, and nearly every row allows one count only, or two where its extreme is negative."""
+    drawn = {changes_weights(teacher)["a weight drawn at this check"].sum().item()
+             for _ in range(4)}
+    assert len(drawn) > 1
+    loose = total = 0
+    for name, weight in changes_weights(teacher, seed=5).items():
+        assert (weight.detach().abs().amax(dim=1) > 0).all(), name
+        fewest, most = changed_bounds(weight)
+        counted = published("my_changed")(weight)
+        assert ((fewest <= counted) & (counted <= most)).all(), name
+        w = weight.detach()
+        negative = w[torch.arange(len(w)), w.abs().argmax(dim=1)] < 0
+        loose, total = loose + int((most - fewest > negative.long()).sum()), total + len(w)
+    assert loose <= 0.05 * total
+
+
+def test_calling_a_quantizer_is_refused_in_the_torchao_exercise(teacher):
+    def package(weight):
+        ours, _ = quantize.quantize_per_channel(weight)
+        return (ours.float() != torch.stack([torchao_rule_codes(r) for r in weight])).sum(1)
+
+    def by_rule_codes(weight):
+        return (torch.stack([torchao_rule_codes(r) for r in weight]) != 0).sum(1)
+
+    ways = [package, by_rule_codes]
+    if quantize.torchao_version():
+        def through_torchao(weight):
+            layer = torch.nn.Sequential(torch.nn.Linear(weight.shape[1], weight.shape[0]))
+            layer[0].weight.data.copy_(weight.detach())
+            codes = quantize.quantize_torchao_int8(layer)[0].weight.qdata
+            return (codes != 0).sum(1)
+
+        def torchao_op(weight):
+            from torchao.quantization.quant_primitives import MappingType, choose_qparams_affine
+            scale, _ = choose_qparams_affine(weight.detach(), MappingType.SYMMETRIC,
+                                             (1, weight.shape[1]), torch.int8)
+            return (weight.detach() / scale[:, None] > 0).sum(1)
+        ways += [through_torchao, torchao_op]
+    for way in ways:
+        rejected(check_torchao_changes, way, teacher,
+                 match="called the package's quantizer, torchao's or one of torch's")
+    if quantize.torchao_version():   # outside the check, torchao works again
+        assert quantize.quantize_torchao_int8(torch.nn.Sequential(torch.nn.Linear(4, 3)))
 
 
 def test_the_torchao_rule_is_torchaos_own(teacher):
@@ -65,6 +132,10 @@ def test_the_torchao_rule_is_torchaos_own(teacher):
     extreme = weight.abs().argmax(dim=1)
     negative = weight[rows, extreme] < 0
     assert set(ours[rows, extreme][negative].tolist()) == {-128.0, -127.0}
+    # and the checker's bounds hold torchao's own codes' count against ours, row by row
+    counted = (quantize.quantize_per_channel(weight)[0].float() != theirs).sum(dim=1)
+    fewest, most = changed_bounds(weight)
+    assert ((fewest <= counted) & (counted <= most)).all()
 
 
 def test_the_removed_parameters_pass_and_the_classic_mistakes_fail(capsys):
@@ -252,7 +323,7 @@ def test_the_checkers_speak_chinese(teacher, capsys):
         check_removed_parameters(..., teacher)
         check_int8_bytes(..., {})
         out = capsys.readouterr().out
-        for chinese in ("量化：尚未作答", "第 3 行中按 torchao 的规则得到不同 int8 编码的权重个数", "移除的参数：尚未作答",
+        for chinese in ("量化：尚未作答", "torchao 的编码：尚未作答", "移除的参数：尚未作答",
                         "int8 权重与缩放因子的字节数"):
             assert chinese in out, (chinese, out)
         with pytest.raises(AssertionError, match="量化：对一个 6x10 的权重，第 0 行的缩放因子偏小"):
