@@ -191,7 +191,12 @@ WRONG = {
     "08_choosing_hardware": {
         "my_bytes_per_param": ("def my_bytes_per_param(zero_stage, dp):   # as if every stage sharded the weights too\n"
                                "    return 16 / dp if zero_stage else 16"),
-        "my_smallest_count": "my_smallest_count = 8                # 70e9 * 16 / 141e9, without the 10 % reserve",
+        "my_smallest_count": textwrap.dedent('''\
+            def my_smallest_count(n_params, zero_stage, memory_gb):   # without the 10 % reserve
+                kept = {0: 16, 1: 4, 2: 2, 3: 0}[zero_stage] * n_params
+                if kept >= memory_gb * 1e9:
+                    return None
+                return max(1, -(-(16 * n_params - kept) // (memory_gb * 1e9 - kept)))'''),
         "my_days": ("def my_days(est, hfu):   # the whole step scaled, the exposed sync too\n"
                     '    return est.days * est.assumptions["hfu"] / hfu'),
         "my_formula_error": ("def my_formula_error(row):   # divided by the prediction\n"

@@ -5,8 +5,9 @@ notebook shows only the call. ``...`` means "not answered yet".
 - :func:`check_bytes_per_param`: the learner's bytes of model state per parameter on one GPU,
   for ZeRO stages and GPU counts it chooses, against ``model_state_bytes`` of one parameter,
   which refuses while the learner's function runs.
-- :func:`check_smallest_count`: the fewest GPUs whose usable memory holds a model's states with
-  ZeRO-3 (the same formula, the planner's usable share of the catalogue's memory).
+- :func:`check_smallest_count`: the learner's fewest GPUs whose usable memory holds a model's
+  states with a ZeRO stage, on models, stages and GPUs it chooses and draws, against the planner's
+  formula, which refuses while the learner's function runs.
 - :func:`check_days_at_hfu`: the learner's days of an estimate at another share of peak on all
   it computes, the planner's ``hfu`` (hardware FLOPs utilisation), run on the recommendation's
   smallest cluster and on layouts with exposed communication, against ``estimate`` (refused
@@ -22,6 +23,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import random
 from typing import Callable
 
 from ... import catalog, formulas
@@ -31,7 +33,6 @@ from ...plan import time as plan_time
 from ...plan.memory import CONVENTIONS, model_state_bytes, per_device_memory
 from ...plan.recommend import USABLE_FRACTION, estimate, recommend
 from ..common.code_exercise import call_refusing, number_from
-from ..common.exercises import check_answer
 
 
 # (ZeRO stage, GPUs): every stage, on counts the lesson prints and on ones it does not
@@ -67,28 +68,100 @@ def check_bytes_per_param(candidate: Callable) -> None:
              "{cases} cases.", cases=len(BYTES_PER_PARAM_CASES))
 
 
+# ---- exercise 2 (code): the fewest GPUs that hold a model's states -----------------------------
+
 def smallest_count(n_params: float, gpu: str, zero_stage: int = 3,
-                   usable_fraction: float = USABLE_FRACTION, most: int = 100_000) -> int | None:
-    """The fewest GPUs of type ``gpu`` whose usable memory holds ``n_params``' model states with
-    ``zero_stage`` (activations left out); None if no count up to ``most`` does."""
+                   usable_fraction: float = USABLE_FRACTION, most: int = 1_000_000) -> int | None:
+    """The fewest GPUs of type ``gpu`` whose usable memory holds ``n_params``' model states
+    (mixed-precision Adam) with ``zero_stage`` over them (activations left out), searched on
+    ``model_state_bytes``, which falls as GPUs are added; None if ``most`` do not."""
     usable = usable_fraction * catalog.get_gpu(gpu).memory_bytes
-    return next((n for n in range(1, most + 1)
-                 if model_state_bytes(n_params, "bf16", "adam", zero_stage=zero_stage,
-                                      dp=n)["total"] <= usable), None)
+
+    def fits(n: int) -> bool:
+        return model_state_bytes(n_params, "bf16", "adam", zero_stage=zero_stage,
+                                 dp=n)["total"] <= usable
+    if not fits(most):
+        return None
+    low, high = 0, most   # low does not fit (0 GPUs hold nothing), high does
+    while high - low > 1:
+        middle = (low + high) // 2
+        low, high = (low, middle) if middle and fits(middle) else (middle, high)
+    return high
 
 
-def check_smallest_count(answer, model, gpu: str = "H200-141GB", zero_stage: int = 3) -> None:
-    """The fewest ``gpu`` (90 % of their memory usable, the planner's share) that hold ``model``'s
-    states with ZeRO-``zero_stage``; ``None`` is the answer when no count does."""
-    expected = smallest_count(model.n_params, gpu, zero_stage)
-    what = f"fewest {gpu} for the states with ZeRO-{zero_stage}"
-    if expected is None and answer is not ...:   # nothing fits: None is right, any number wrong
-        if answer is None:
-            say("Correct. {what}: None, no count fits", what=tr(what))
-            return
-        raise AssertionError(tr("{what}: {answer} is not what the formula gives. Try again.",
-                                what=tr(what), answer=repr(answer)))
-    check_answer(answer, expected, what, rel_tol=0, source="formula")
+# (parameters, ZeRO stage, GPU): exercise 2's question first, then every stage, counts that need
+# the reserve, the stage's whole states, a ceiling, and models no count holds
+COUNT_CASES = ((70e9, 3, "H200-141GB"), (1.3e9, 0, "V100-32GB"), (7e9, 0, "A100-80GB"),
+               (7e9, 1, "A100-40GB"), (13e9, 2, "H100-80GB"), (70e9, 2, "H100-80GB"),
+               (175e9, 3, "A100-80GB"), (30e9, 1, "L40S-48GB"))
+
+
+def drawn_count_cases(count: int = 3, rng: random.Random | None = None) -> list[tuple]:
+    """``count`` cases drawn afresh at each check (a table of answers to :data:`COUNT_CASES`
+    does not cover them): models from 0.5B to 200B parameters, every stage, the catalogue's GPUs;
+    none whose count falls within 10^-6 of a whole number (where float rounding could decide)."""
+    rng = rng or random.Random()
+    cases = []
+    while len(cases) < count:
+        n_params, stage = round(rng.uniform(0.5, 200), 1) * 1e9, rng.randint(0, 3)
+        gpu = rng.choice(sorted(catalog.GPUS))
+        usable = USABLE_FRACTION * catalog.get_gpu(gpu).memory_bytes
+        kept = model_state_bytes(n_params, zero_stage=stage, dp=10**9)["total"]
+        ratio = (16 * n_params - kept) / (usable - kept) if usable > kept else None
+        if ratio is None or abs(ratio - round(ratio)) > 1e-6:
+            cases.append((n_params, stage, gpu))
+    return cases
+
+
+def check_smallest_count(candidate: Callable, model, gpu: str = "H200-141GB",
+                         zero_stage: int = 3) -> None:
+    """Run ``candidate(n_params, zero_stage, memory_gb)``, the fewest GPUs of ``memory_gb`` GB
+    (90 % usable, the planner's share) that hold the model states with that ZeRO stage (None
+    where no count does), on :data:`COUNT_CASES` and :func:`drawn_count_cases` against
+    :func:`smallest_count`, exactly; the planner's memory formulas refuse while it runs. Then
+    says what it gives for ``model`` on ``gpu`` with ZeRO-``zero_stage``."""
+    if candidate is ...:
+        say("fewest GPUs for the states: not answered yet. Define your function and pass it in.")
+        return
+    if not callable(candidate):
+        raise AssertionError(tr("fewest GPUs for the states: pass your function "
+                                "my_smallest_count itself, not {got!r}.", got=candidate))
+    refused = (model_state_bytes, per_device_memory, smallest_count, estimate, recommend)
+    cases = list(COUNT_CASES) + drawn_count_cases()
+    answers = {}
+    for n_params, stage, name in cases + [(model.n_params, zero_stage, gpu)]:
+        memory_gb = catalog.get_gpu(name).memory_bytes / 1e9
+        case = tr("{b:g}B parameters, ZeRO-{stage}, {gb:g} GB GPUs", b=n_params / 1e9, stage=stage,
+                  gb=memory_gb)
+        got = call_refusing(candidate, (n_params, stage, memory_gb), refused=refused,
+                            called=tr("fewest GPUs for the states: your function called the "
+                                      "planner's memory formulas: write the arithmetic "
+                                      "yourself."),
+                            failed=tr("fewest GPUs for the states [{case}]: your function "
+                                      "raised {error}"), case=case)
+        answers[n_params, stage, name] = got
+        expected = smallest_count(n_params, name, stage)
+        if expected is None or got is None:
+            if got is not expected:
+                raise AssertionError(tr(
+                    "fewest GPUs for the states [{case}]: yours is {got!r}. Which states stay "
+                    "whole on every GPU at this stage, and do they fit in the usable memory?",
+                    case=case, got=got))
+            continue
+        number = number_from(got, tr("fewest GPUs for the states [{case}]: your function "
+                                     "returned {got!r}, not a number of GPUs (or None).",
+                                     case=case, got=got))
+        if number != expected:
+            how = tr("too many") if number > expected else tr("too few")
+            raise AssertionError(tr(
+                "fewest GPUs for the states [{case}]: yours are {how}. How much of each GPU is "
+                "usable, what does the stage divide over the GPUs, and which way does a count "
+                "that is not a whole number round?", case=case, how=how))
+    say("Correct: your counts are the planner's in {cases} cases (every stage, the catalogue's "
+        "GPUs, {drawn} drawn at this check). For the {model} model on {gpu} with ZeRO-{stage}, your "
+        "function gives {count}.", cases=len(cases), drawn=len(cases) - len(COUNT_CASES),
+        model=model.name, gpu=gpu, stage=zero_stage,
+        count=answers[model.n_params, zero_stage, gpu])
 
 
 # layouts of the 7B on 64 GPUs whose step is not all compute: (config, overlap, hfu). ZeRO-3 with

@@ -35,18 +35,60 @@ def test_bytes_per_param_code_runs_on_every_stage_with_the_formula_refused(capsy
     assert "not answered yet" in capsys.readouterr().out
 
 
-def test_smallest_count_takes_the_models_own_size_and_says_none_where_nothing_fits(capsys):
+KEPT = {0: 16, 1: 4, 2: 2, 3: 0}   # bytes per parameter a stage keeps whole on every GPU
+
+
+def _count(n, stage, gb, usable_share=0.9, round_up=math.ceil, kept=None):
+    usable, whole = usable_share * gb * 1e9, (KEPT if kept is None else kept)[stage] * n
+    if whole >= usable:
+        return None
+    return max(1, round_up((16 * n - whole) / (usable - whole)))
+
+
+WRONG_COUNTS = {
+    "without the 10 % reserve": lambda n, s, gb: _count(n, s, gb, usable_share=1.0),
+    "rounded down": lambda n, s, gb: _count(n, s, gb, round_up=math.floor),
+    "every stage divides all 16 bytes": lambda n, s, gb: _count(n, s, gb, kept=dict.fromkeys(KEPT, 0)),
+    "stage 1 keeps only the weights": lambda n, s, gb: _count(n, s, gb, kept={**KEPT, 1: 2}),
+    "1 where none fits": lambda n, s, gb: _count(n, s, gb) or 1,
+    "the 70B's 9 pasted": lambda n, s, gb: 9,
+}
+
+
+def test_smallest_count_is_code_run_on_every_stage_and_drawn_models(capsys):
     model70 = PRESETS["70b"]
-    check_smallest_count(published("my_smallest_count"), model70)
-    assert "(the formula gives 9)" in capsys.readouterr().out
-    wrong = {"without the 10 % reserve": 8, "the H100-80GB's count": 16,
-             "rounded 8.8 up twice": 10, "None, though ZeRO-3 fits": None}
-    for mistake, answer in wrong.items():
-        rejected(check_smallest_count, answer, model70, match="is not what the formula gives")
-    # ZeRO-2 keeps all 140 GB of 16-bit weights on every GPU: no T4 count holds them
-    check_smallest_count(None, model70, "T4-16GB", 2)
-    assert "None, no count fits" in capsys.readouterr().out
-    rejected(check_smallest_count, 100_000, model70, "T4-16GB", 2, match="is not what the formula")
+    check_smallest_count(published("my_smallest_count", math=math), model70)
+    out = capsys.readouterr().out
+    assert "in 11 cases (every stage, the catalogue's GPUs, 3 drawn at this check)" in out
+    assert "For the 70b model on H200-141GB with ZeRO-3, your function gives 9." in out
+    check_smallest_count(_count, model70)   # another right one, and its None where none fits
+    for mistake, answer in WRONG_COUNTS.items():
+        rejected(check_smallest_count, answer, model70, match=r"fewest GPUs for the states \[")
+    rejected(check_smallest_count, 9, model70, match="pass your function my_smallest_count")
+    rejected(check_smallest_count, lambda n, s, gb: next(
+        k for k in range(1, 10**4) if model_state_bytes(n, zero_stage=s, dp=k)["total"]
+        <= 0.9 * gb * 1e9), model70, match="called the planner's memory formulas")
+    check_smallest_count(..., model70)
+    assert "not answered yet" in capsys.readouterr().out
+
+
+def test_the_smallest_count_search_and_the_drawn_cases():
+    """The checker's search gives the count the formula's ceiling gives, None where a stage's
+    whole states fill the usable memory (ZeRO-2 keeps all 140 GB of the 70B's 16-bit weights
+    on every GPU: no T4 holds them); the drawn cases change from one check to the next."""
+    import random
+    from gpututor.lessons.choosing_hardware.exercises import (COUNT_CASES, drawn_count_cases,
+                                                              smallest_count)
+    from gpututor import catalog
+    assert smallest_count(70e9, "H200-141GB", 3) == 9
+    assert smallest_count(70e9, "T4-16GB", 2) is None
+    rng = random.Random(3)
+    cases = list(COUNT_CASES) + drawn_count_cases(40, rng)
+    for n, stage, gpu in cases:
+        assert smallest_count(n, gpu, stage) == _count(n, stage, catalog.get_gpu(gpu).memory_bytes
+                                                       / 1e9), (n, stage, gpu)
+    assert {smallest_count(n, gpu, stage) is None for n, stage, gpu in cases} == {True, False}
+    assert drawn_count_cases(3) != drawn_count_cases(3)
 
 
 @pytest.fixture(scope="module")
@@ -169,11 +211,11 @@ def test_every_message_of_the_checkers_has_its_chinese_line(capsys):
     set_language("zh")
     try:   # the questions' words, made from the checkers' defaults
         check_bytes_per_param(...)
-        check_smallest_count(9, PRESETS["70b"])
+        check_smallest_count(..., PRESETS["70b"])
         check_state_bytes(...)
         out = capsys.readouterr().out
         for chinese in ("每参数字节数：尚未作答",
-                        "用 ZeRO-3 放下模型状态所需的最少 H200-141GB 数", "模型状态字节数：尚未作答"):
+                        "放下模型状态的最少 GPU 数：尚未作答", "模型状态字节数：尚未作答"):
             assert chinese in out, (chinese, out)
         with pytest.raises(AssertionError, match="8 张 GPU 上的 ZeRO-1"):
             check_bytes_per_param(lambda stage, dp: 16 / dp if stage else 16)
