@@ -240,7 +240,10 @@ WRONG = {
         "my_dp_group": "my_dp_group = list(range(1, 18, 2))  # every odd rank",
         "my_tp_extra": ('my_tp_extra = runs["ddp+tp"]["mem_by_category"]["params"][0]'
                         ' - single["mem_by_category"]["params"][0] / 2   # the tp=2 run\'s, not tp=3\'s'),
-        "my_layouts": 'my_layouts = [r["layout"] for r in rows]   # every layout',
+        "my_fits": textwrap.dedent('''\
+            def my_fits(rows, capacity):               # forgot the planner's 80 % headroom
+                parts = ("params", "grads", "optimizer", "activations")
+                return {r["layout"] for r in rows if sum(r[p] for p in parts) <= capacity}'''),
         "my_groups": textwrap.dedent('''\
             def my_groups(shape, dim):                 # the grid transposed: the first dim innermost
                 degrees = [degree for _, degree in shape]

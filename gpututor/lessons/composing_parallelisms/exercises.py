@@ -7,8 +7,10 @@ shows only the call. ``...`` means "not answered yet".
 - :func:`check_tp_extra`: the parameter bytes rank 0 of a ``tp=3`` layout (no cell launches
   one) holds beyond a third of the one-process model, predicted from the ``tp=2`` run's; the
   checker counts them on the model it builds and splits as ``ddp+tp`` does.
-- :func:`check_layouts_that_fit`: the layouts the planner predicts to fit three quarters of the
-  lesson's capacity (a formula: ``plan.layouts.predict_layouts``).
+- :func:`check_layouts_that_fit`: the learner's fit test ``my_fits(rows, capacity)``, the
+  layouts whose predicted bytes per rank fit a capacity, on rows and capacities it chooses and
+  draws, against ``plan.layouts.predict_layouts``'s own verdict (the planner refuses while the
+  learner's function runs).
 - :func:`check_groups`: the learner's ``groups(shape, dim)``, every group of ranks along one dim,
   against :meth:`RankGrid.groups` on grids it chooses, and against torch's ``DeviceMesh`` in
   real ranks on the lesson's 3-D grid.
@@ -17,6 +19,7 @@ from __future__ import annotations
 
 import math
 import numbers
+import random
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import Callable
@@ -27,7 +30,9 @@ from ...config import RunSpec
 from ...models import build_model
 from ...i18n import say, tr
 from ...parallel.mesh import RankGrid, build_groups, device_mesh
-from ...plan.layouts import HEADROOM, layouts, predict_layouts, transformer_of
+from ...formulas import MB
+from ...plan.layouts import HEADROOM, pick_layout, predict, predict_layouts, transformer_of
+from ...plan.memory import Transformer, activation_bytes, model_state_bytes, per_device_memory
 from ..common.code_exercise import call_refusing
 from ..common.exercises import check_answer, records_in_ranks
 
@@ -120,44 +125,96 @@ def check_tp_extra(answer, spec: RunSpec, tp: int = TP_EXTRA_DEGREE) -> None:
                  rel_tol=0.01, source="counted")
 
 
-# ---- exercise 4: the planner at a smaller capacity ------------------------------------------
+# ---- exercise 4 (code): the planner's fit test -------------------------------------------------
 
-def layouts_that_fit(spec, capacity: float, world_size: int = 4, share: float = 0.75) -> list[str]:
-    """The layouts the planner predicts to fit ``share`` of ``capacity`` per rank, on
-    ``world_size`` ranks, for ``spec``'s model and batch (a layout fits if one of its grids
-    does: its predicted total stays under the planner's headroom)."""
-    rows = predict_layouts(transformer_of(spec), spec.batch_size, world_size, share * capacity)
-    return sorted({r["layout"] for r in rows if r["fits"]})
+PARTS = ("params", "grads", "optimizer", "activations")   # what the learner's rows hold per rank
+# a model of the checker's own, on 8 ranks, where layouts have several grids (tp 2 or 4, pp 2 or 4)
+OTHER_MODEL = Transformer(8, 256, 8, 96, 128, name="a GPT of 8 layers, width 256")
 
 
-def check_layouts_that_fit(answer, spec, capacity: float, world_size: int = 4,
-                           share: float = 0.75) -> None:
-    """Exercise 4: the set of layouts predicted to fit ``share`` of the lesson's capacity. A
-    wrong set is told as wrong, never how many of it are right (that would let a search by
-    trial find it); ``[]`` or ``None`` where none fits."""
-    what = tr("layouts predicted to fit {share} of the capacity",
-              share=str(Fraction(share).limit_denominator(100)))
-    if answer is ...:
-        say("{what}: not answered yet. Replace ... with a list of names and run the cell "
-                 "again.", what=what)
+def fit_cases(spec, capacity: float, share: float = 0.75,
+              rng: random.Random | None = None) -> list[tuple]:
+    """Exercise 4's cases, ``(label, model, global batch, ranks, capacity)``: ``spec``'s model on
+    4 ranks at ``share`` of ``capacity`` (the lesson's question) first; then, for it, for it on 8
+    ranks and for :data:`OTHER_MODEL` on 8, capacities drawn just under and just over each
+    layout's limit (its smallest predicted total over the planner's headroom), so that every set
+    the limits allow comes up, and a rule that is off by a few percent does not pass."""
+    rng = rng or random.Random()
+    model = transformer_of(spec)
+    sets = ((tr("section 8's rows (4 ranks)"), model, spec.batch_size, 4),
+            (tr("this lesson's model on 8 ranks"), model, spec.batch_size, 8),
+            (tr("{name}, on 8 ranks", name=OTHER_MODEL.name), OTHER_MODEL, 32, 8))
+    cases = [sets[0] + (share * capacity,)]
+    for label, shape, batch, world in sets:
+        limits = {}
+        for row in predict_layouts(shape, batch, world):
+            limits[row["layout"]] = min(limits.get(row["layout"], math.inf),
+                                        row["total"] / HEADROOM)
+        for limit in sorted(limits.values()):
+            cases += [(label, shape, batch, world, limit * (1 + side * rng.uniform(0.002, 0.03)))
+                      for side in (-1, 1)]
+    return cases
+
+
+def layouts_that_fit(model, global_batch: int, world_size: int, capacity: float) -> set[str]:
+    """The layouts the planner predicts to fit ``capacity`` per rank (a layout fits if one of its
+    grids does: its predicted total stays under the planner's headroom)."""
+    return {r["layout"] for r in predict_layouts(model, global_batch, world_size, capacity)
+            if r["fits"]}
+
+
+def _names(got) -> set[str] | None:
+    """What the learner's function returned as a set of layout names, or None."""
+    if got is None:
+        return set()
+    if isinstance(got, (str, bytes)) or not hasattr(got, "__iter__"):
+        return None
+    names = list(got)
+    return set(names) if all(isinstance(n, str) for n in names) else None
+
+
+def check_layouts_that_fit(candidate: Callable, spec, capacity: float, share: float = 0.75) -> None:
+    """Run ``candidate(rows, capacity)`` (rows as ``predict_layouts`` gives them, with only
+    ``layout``, ``mesh`` and the four byte counts of :data:`PARTS`) on :func:`fit_cases` against
+    the planner's own ``fits``; the planner's functions refuse while it runs. Says which case is
+    wrong and which way, then what the function says at ``share`` of ``capacity``."""
+    what = tr("layouts that fit")
+    if candidate is ...:
+        say("{what}: not answered yet. Define your function and pass it in.", what=what)
         return
-    expected = layouts_that_fit(spec, capacity, world_size, share)
-    given = [] if answer is None else answer
-    if isinstance(given, (str, bytes)) or not hasattr(given, "__iter__") \
-            or not all(isinstance(a, str) for a in given):
-        raise AssertionError(tr("{what}: {answer} is not a list of names. Try again.", what=what,
-                                answer=repr(answer)))
-    unknown = sorted(set(given) - set(layouts()))
-    if unknown:
-        raise AssertionError(tr("{what}: {name!r} is not a layout the planner knows: its layouts "
-                                "are the names in section 8's rows.", what=what, name=unknown[0]))
-    if set(given) != set(expected):
-        raise AssertionError(tr("{what}: {given} is not the set the planner predicts. Compare "
-                                "each layout's predicted total (section 8) with {headroom:.0%} "
-                                "of {share} x the capacity.", what=what,
-                                given=repr(sorted(set(given))), headroom=HEADROOM,
-                                share=str(Fraction(share).limit_denominator(100))))
-    say("Correct. {what}: {names}", what=what, names=expected or tr("none"))
+    if not callable(candidate):
+        raise AssertionError(tr("{what}: pass your function my_fits itself, not {got!r}.",
+                                what=what, got=candidate))
+    refused = (predict_layouts, predict, pick_layout, per_device_memory, activation_bytes,
+               model_state_bytes, layouts_that_fit)
+    cases, question = fit_cases(spec, capacity, share), None
+    for label, model, batch, world, cap in cases:
+        case = tr("{rows}, capacity {mb:.2f} MB", rows=label, mb=cap / MB)
+        rows = [{"layout": r["layout"], "mesh": dict(r["mesh"]), **{k: r[k] for k in PARTS}}
+                for r in predict_layouts(model, batch, world)]
+        got = call_refusing(candidate, (rows, cap), refused=refused,
+                            called=tr("{what}: your function called the planner: compare the "
+                                      "bytes with the capacity yourself.", what=what),
+                            failed=tr("{what} [{case}]: your function raised {error}"),
+                            what=what, case=case)
+        names = _names(got)
+        if names is None:
+            raise AssertionError(tr("{what} [{case}]: your function returned {got!r}, not a "
+                                    "list of layout names.", what=what, case=case, got=got))
+        expected = layouts_that_fit(model, batch, world, cap)
+        if names != expected:
+            how = tr("it holds a layout the planner does not fit") if names - expected \
+                else tr("it leaves out a layout the planner fits")
+            raise AssertionError(tr(
+                "{what} [{case}]: your set is not the planner's: {how}. A layout fits if on one "
+                "of its grids a rank's bytes, all four kinds, stay within {headroom:.0%} of the "
+                "capacity.", what=what, case=case, how=how, headroom=HEADROOM))
+        question = names if question is None else question
+    say("Correct: your sets are the planner's in {cases} cases (three sets of rows, capacities "
+        "just under and over every layout's limit). At {share} of this lesson's capacity on 4 "
+        "ranks, your function says these fit: {names}.", cases=len(cases),
+        share=str(Fraction(share).limit_denominator(100)),
+        names=", ".join(sorted(question)) or tr("none"))
 
 
 # ---- exercise 5 (code): every group of a grid -----------------------------------------------

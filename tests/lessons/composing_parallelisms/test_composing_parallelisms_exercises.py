@@ -1,6 +1,7 @@
 """Lesson 09's checkers (gpututor/lessons/composing_parallelisms/exercises.py): the published solutions pass,
 named plausible wrong answers fail for the reason their message gives, nothing the check cell
-passes is the answer, and the code exercise refuses the package's own grid while it runs."""
+passes is the answer, and the code exercises refuse the package's own grid and planner while they
+run."""
 import math
 import re
 
@@ -119,7 +120,7 @@ def test_tp_extra_is_a_tp3_prediction_the_checker_counts_and_a_tp3_run_measures(
     assert run["mem_by_category"]["params"][0] - whole / 3 == extra
 
 
-# ---- exercise 4: the planner at three quarters of the capacity -------------------------------
+# ---- exercise 4 (code): the planner's fit test -------------------------------------------------
 
 @pytest.fixture(scope="module")
 def capacity() -> int:
@@ -129,50 +130,80 @@ def capacity() -> int:
     return int(0.6 * single["peak_mem_bytes"][0])
 
 
-def test_layouts_checker_asks_the_planner_and_tells_no_count(capsys, capacity):
-    rows = predict_layouts(transformer_of(BASE), BASE.batch_size, 4, capacity)   # section 8's
-    solution = published(STEM, "my_layouts", rows=rows, capacity=capacity)
+def _total(row):
+    return row["params"] + row["grads"] + row["optimizer"] + row["activations"]
+
+
+WRONG_FITS = {
+    "forgot the planner's 80 % headroom": lambda rows, c: {r["layout"] for r in rows
+                                                           if _total(r) <= c},
+    "every grid of a layout must fit": lambda rows, c: {r["layout"] for r in rows} - {
+        r["layout"] for r in rows if _total(r) > HEADROOM * c},
+    "model states only, no activations": lambda rows, c: {
+        r["layout"] for r in rows if _total(r) - r["activations"] <= HEADROOM * c},
+    "90 %, the headroom of lesson 08's clusters": lambda rows, c: {
+        r["layout"] for r in rows if _total(r) <= 0.9 * c},
+    "every layout": lambda rows, c: [r["layout"] for r in rows],
+    "none": lambda rows, c: [],
+}
+
+
+def test_fit_test_passes_as_published_and_in_any_shape_and_tells_the_question(capsys, capacity):
+    solution = published(STEM, "my_fits")
     check_layouts_that_fit(solution, BASE, capacity)
-    smaller = layouts_that_fit(BASE, capacity)
-    what = "layouts predicted to fit 3/4 of the capacity"
-    assert f"Correct. {what}: {smaller}" in capsys.readouterr().out
-    check_layouts_that_fit(tuple(reversed(solution)), BASE, capacity)   # any order
-
-    # the question is not degenerate at this machine's capacity: each mistake gives another set
-    names = [r["layout"] for r in rows]
-    fit_full = [r["layout"] for r in rows if r["fits"]]
-    no_headroom = [r["layout"] for r in rows if r["total"] <= 0.75 * capacity]
-    too_big = next(n for n in names if n not in smaller)
-    smallest = min(rows, key=lambda r: r["total"])["layout"]
-    wrong = {"forgot the 3/4: the layouts that fit the whole capacity": fit_full,
-             "forgot the planner's 80 % headroom": no_headroom,
-             "every layout": names,
-             "one name too many": smaller + [too_big],
-             "only the smallest": [smallest],
-             "none fits": []}
-    messages = set()
-    for mistake, answer in wrong.items():
-        assert set(answer) != set(smaller), mistake
-        with pytest.raises(AssertionError, match=re.escape(
-                f"{what}: {sorted(set(answer))!r} is not the set the planner predicts. Compare "
-                f"each layout's predicted total (section 8) with {HEADROOM:.0%} of 3/4 x the "
-                "capacity.")) as raised:
-            check_layouts_that_fit(answer, BASE, capacity)
-        messages.add(str(raised.value).replace(repr(sorted(set(answer))), "<answer>"))
-    assert len(messages) == 1   # the same words for every wrong set: nothing to search by
-    rejected(check_layouts_that_fit, smallest, BASE, capacity,
-             match=re.escape(f"{what}: {smallest!r} is not a list of names"))
-    rejected(check_layouts_that_fit, [1, 3], BASE, capacity, match="is not a list of names")
-    rejected(check_layouts_that_fit, smaller + ["zero3"], BASE, capacity,
-             match="'zero3' is not a layout the planner knows")
+    out = capsys.readouterr().out
+    question = layouts_that_fit(transformer_of(BASE), BASE.batch_size, 4, 0.75 * capacity)
+    assert "Correct: your sets are the planner's in " in out
+    assert ("At 3/4 of this lesson's capacity on 4 ranks, your function says these fit: "
+            f"{', '.join(sorted(question)) or 'none'}.") in out
+    check_layouts_that_fit(lambda rows, c: sorted(solution(rows, c), reverse=True), BASE,
+                           capacity)   # a list, in any order
+    check_layouts_that_fit(lambda rows, c: solution(rows, c) or None, BASE, capacity)   # None
+    for mistake, answer in WRONG_FITS.items():
+        rejected(check_layouts_that_fit, answer, BASE, capacity,
+                 match=r"your set is not the planner's: it (holds|leaves out) a layout")
+    rejected(check_layouts_that_fit, lambda rows, c: "fsdp", BASE, capacity,
+             match="not a list of layout names")
+    rejected(check_layouts_that_fit, ["fsdp"], BASE, capacity,
+             match="pass your function my_fits itself")
+    check_layouts_that_fit(..., BASE, capacity)
+    assert "not answered yet" in capsys.readouterr().out
 
 
-def test_layouts_checker_takes_an_empty_answer_where_nothing_fits(capsys):
-    tiny = 1e6   # no layout of the medium model fits 0.8 x 3/4 MB
-    assert layouts_that_fit(BASE, tiny) == []
-    for nothing in ([], None, ()):
-        check_layouts_that_fit(nothing, BASE, tiny)
-    rejected(check_layouts_that_fit, ["fsdp"], BASE, tiny, match="is not the set the planner")
+def test_fit_test_refuses_the_planner_and_gets_rows_without_their_verdict(capacity):
+    from gpututor.plan.layouts import pick_layout
+    from gpututor.plan.memory import per_device_memory
+    seen = []
+
+    def records(rows, c):
+        seen.extend(rows)
+        return {r["layout"] for r in rows if _total(r) <= HEADROOM * c}
+    check_layouts_that_fit(records, BASE, capacity)
+    assert seen and all(set(r) == {"layout", "mesh", "params", "grads", "optimizer",
+                                   "activations"} for r in seen)
+    for way in (lambda rows, c: [r["layout"] for r in predict_layouts(
+                    transformer_of(BASE), BASE.batch_size, 4, c) if r["fits"]],
+                lambda rows, c: [pick_layout(rows)["layout"]],
+                lambda rows, c: [r["layout"] for r in rows if per_device_memory(
+                    transformer_of(BASE))["total"] < c]):
+        rejected(check_layouts_that_fit, way, BASE, capacity, match="called the planner")
+
+
+def test_fit_cases_cover_every_set_and_several_grids_per_layout(capacity):
+    """The drawn capacities lie just under and over each layout's limit, so every set the limits
+    allow comes up (the empty one too); the other model on 8 ranks has layouts with several
+    grids; the capacities change from one check to the next."""
+    import random
+    from gpututor.lessons.composing_parallelisms.exercises import OTHER_MODEL, fit_cases
+    cases = fit_cases(BASE, capacity, rng=random.Random(0))
+    assert cases[0][4] == 0.75 * capacity
+    for label in {c[0] for c in cases}:
+        sets = [frozenset(layouts_that_fit(*c[1:])) for c in cases[1:] if c[0] == label]
+        layouts = {r["layout"] for r in predict_layouts(*[c for c in cases if c[0] == label][0][1:4])}
+        assert frozenset() in sets and frozenset(layouts) in sets and len(set(sets)) == len(layouts) + 1
+    grids = [r["layout"] for r in predict_layouts(OTHER_MODEL, 32, 8)]
+    assert len(grids) > len(set(grids))
+    assert fit_cases(BASE, capacity)[1][4] != fit_cases(BASE, capacity)[1][4]
 
 
 # ---- exercise 5 (code): every group of a grid ------------------------------------------------
@@ -264,14 +295,15 @@ def test_lesson_09_checkers_speak_chinese(capsys):
         check_pp_group([7, 9, 11])
         check_dp_group(...)
         check_groups(...)
-        check_layouts_that_fit([], BASE, 1e6)
+        check_layouts_that_fit(..., BASE, 1e6)
         out = capsys.readouterr().out
         for chinese in ("正确：网格 dp=3 x pp=3 x tp=2 中进程 9 的 pp 组是 [7, 9, 11]",
-                        "进程 9 的 dp 组：尚未作答", "网格的分组：尚未作答", "预计放得进 3/4 容量的布局"):
+                        "进程 9 的 dp 组：尚未作答", "网格的分组：尚未作答", "装得下的布局：尚未作答"):
             assert chinese in out, (chinese, out)
         for call, words in (((check_dp_group, [9, 10]), "不是网格 dp=3 x pp=3 x tp=2 中进程 9 的 dp 组"),
                             ((check_dp_group, [3, 15]), "漏掉了进程 9 本身"),
-                            ((check_layouts_that_fit, ["fsdp"], BASE, 1e6), "不是规划器预测的那个集合"),
+                            ((check_layouts_that_fit, lambda rows, c: ["fsdp"], BASE, 1e6),
+                             "你的集合与规划器的不同"),
                             ((check_groups, lambda shape, dim: [[0]]), "必须恰好属于一个组"),
                             ((check_groups, lambda shape, dim: RankGrid(shape).groups(dim)),
                              "用了本软件包的 RankGrid")):
