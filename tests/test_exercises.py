@@ -146,8 +146,10 @@ WRONG = {
                         "   # section 5's recorded degree-2 run, halved to batch 8"),
     },
     "05_pipeline_parallel": {
-        "my_bubble": "my_bubble = (4 - 1) / (8 + 4 - 1)        # forgot the v = 2 chunks per rank",
-        "my_microbatches": "my_microbatches = 30                # from (p - 1) / m <= 0.1",
+        "my_bubble": ("def my_bubble(p, m, v):   # forgot the v chunks per rank\n"
+                      "    return (p - 1) / (m + p - 1)"),
+        "my_fewest_microbatches": ("def my_fewest_microbatches(p, v, target):   # from (p - 1) / (v m) <= target\n"
+                                   "    return -(-(p - 1) // (v * target))"),
         "my_bubble_fraction": textwrap.dedent('''\
             def my_bubble_fraction(events):   # the busy share, not the idle share
                 busy = sum(e - s for evs in events.values() for _, _, s, e in evs)

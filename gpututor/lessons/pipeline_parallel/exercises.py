@@ -2,9 +2,12 @@
 (the numbers of the question, the sweep of runs) and derives what it expects, so the notebook
 shows only the call. ``...`` means "not answered yet".
 
-- :func:`check_bubble`, :func:`check_fewest_microbatches`: the bubble formula
-  (``gpututor.formulas.theoretical_bubble_fraction``) for given stages, micro-batches and
-  virtual stages (exercise 1 asks for an interleaved case no cell prints).
+- :func:`check_bubble_formula`: the learner's function for the theory's bubble of (interleaved)
+  1F1B, ``(p-1)/(v·m+p-1)``, on cases the learner does not choose (fixed and drawn), with every
+  function of the package that gives it (``gpututor.formulas.theoretical_bubble_fraction``, the
+  ideal timeline, the measured bubble) refused while it runs.
+- :func:`check_fewest_microbatches`: the learner's function for the fewest micro-batches that
+  keep that bubble at or under a target, on fixed and drawn cases, the same functions refused.
 - :func:`check_measured_bubble`: the learner's function from a timeline to its bubble, run on
   timelines no run recorded (the package's own ``measured_bubble_fraction`` refused), then on
   the m=8 run's last step against what its ranks recorded.
@@ -14,35 +17,124 @@ shows only the call. ``...`` means "not answered yet".
 """
 from __future__ import annotations
 
+import math
 import random
 from typing import Callable
 
-from ...formulas import theoretical_bubble_fraction
+from ...formulas import _bubble_slots, bubble_to_compute_ratio, theoretical_bubble_fraction
 from ...i18n import say, tr
-from ...parallel.pipeline.schedules import call_order, one_f_one_b
+from ...parallel.pipeline.schedules import call_order, ideal_timeline, one_f_one_b
 from ...parallel.pipeline.timeline import free_handoff_bubble, measured_bubble_fraction
 from ..common.code_exercise import call_refusing, number_from
-from ..common.exercises import check_answer
 
 
-def check_bubble(answer, stages: int = 4, microbatches: int = 8, virtual: int = 2) -> None:
-    """The share of a step each of ``stages`` ranks is idle with ``microbatches`` and
-    ``virtual`` chunks per rank, by theory (the defaults: lesson 05's exercise 1, a case no cell
-    of the lesson prints; ``microbatches`` a multiple of ``stages``, as the package's interleaved
-    schedule requires); within 0.1 % (relative)."""
-    check_answer(answer, theoretical_bubble_fraction(stages, microbatches, virtual),
-                 f"bubble for p={stages}, m={microbatches}" + (f", v={virtual}" if virtual > 1 else ""),
-                 rel_tol=0.001,
-                 source="formula")
+# the functions of the package that give the theory's bubble, directly or from an ideal
+# timeline: refused while the learner's bubble functions run (exercises 1 and 2)
+def _bubble_references() -> tuple:
+    return (theoretical_bubble_fraction, bubble_to_compute_ratio, _bubble_slots, ideal_timeline,
+            measured_bubble_fraction, free_handoff_bubble, timeline_bubble)
 
 
-def check_fewest_microbatches(answer, stages: int = 4, bubble: float = 0.1) -> None:
-    """The fewest micro-batches whose theoretical bubble on ``stages`` stages is at most
-    ``bubble`` (the defaults: lesson 05's exercise 2)."""
-    fewest = next(m for m in range(1, 100_000)
-                  if theoretical_bubble_fraction(stages, m) <= bubble + 1e-12)
-    check_answer(answer, fewest, f"fewest micro-batches for a bubble <= {bubble * 100:g} % on "
-                                 f"{stages} stages", rel_tol=0, source="formula")
+# exercise 1's (stages p, micro-batches m, chunks per rank v) every check runs: v > 1 in most
+# (where a formula without v is wrong), m a multiple of p as interleaving needs; two more are drawn
+BUBBLE_CASES = ((4, 8, 2), (2, 4, 3), (8, 16, 4), (3, 9, 1), (6, 12, 2))
+
+
+def drawn_bubble_cases(count: int = 2, rng: random.Random | None = None) -> list[tuple]:
+    """``count`` (p, m, v) drawn at random, none of them a fixed one: 2 to 8 stages, m a
+    multiple of p up to 4p, 1 to 4 chunks per rank."""
+    rng, drawn = rng or random.Random(), []
+    while len(drawn) < count:
+        p = rng.randint(2, 8)
+        case = (p, p * rng.randint(1, 4), rng.randint(1, 4))
+        if case not in BUBBLE_CASES and case not in drawn:
+            drawn.append(case)
+    return drawn
+
+
+def check_bubble_formula(candidate: Callable) -> None:
+    """Run ``candidate(p, m, v)`` on :data:`BUBBLE_CASES` and two drawn cases
+    (:func:`drawn_bubble_cases`): the share of a step each of ``p`` ranks is idle with ``m``
+    micro-batches and ``v`` chunks per rank by the theory, within 1e-9 (relative), with
+    :func:`_bubble_references` refused while it runs."""
+    if candidate is ...:
+        say("bubble: not answered yet. Define your function and pass it in.")
+        return
+    cases = list(BUBBLE_CASES) + drawn_bubble_cases()
+    for p, m, v in cases:
+        got = call_refusing(candidate, (p, m, v), refused=_bubble_references(),
+                            called=tr("bubble: your function ran the package's own bubble: "
+                                      "write the formula yourself."),
+                            failed=tr("bubble: for p={p}, m={m}, v={v} your function failed: "
+                                      "{error}"), p=p, m=m, v=v)
+        got = number_from(got, tr("bubble: for p={p}, m={m}, v={v} your function did not "
+                                  "return a number.", p=p, m=m, v=v))
+        want = theoretical_bubble_fraction(p, m, v)
+        if not math.isclose(got, want, rel_tol=1e-9):
+            raise AssertionError(tr(
+                "bubble: for p={p}, m={m}, v={v} your function gives {got:.4f}, {how} than the "
+                "theory's idle share. How long do filling and draining last with v chunks per "
+                "rank, against the work of the v·m chunk passes?", p=p, m=m, v=v, got=got,
+                how=tr("higher") if got > want else tr("lower")))
+    say("Correct: your function gives the theory's bubble in {count} cases, interleaved (v > 1) "
+        "and not (v = 1).", count=len(cases))
+
+
+# exercise 2's (p, v, target) every check runs, and two drawn: no target is a value the formula
+# takes at a whole m, so rounding a float at the boundary cannot decide the answer
+MICROBATCH_CASES = ((4, 1, 0.07), (8, 2, 0.06), (2, 3, 0.05), (6, 4, 0.03), (16, 1, 0.22))
+
+
+def _off_boundary(p: int, v: int, target: float) -> bool:
+    """Whether no whole m gives a bubble within a hair of ``target``."""
+    m = (p - 1) * (1 - target) / (target * v)
+    return abs(m - round(m)) > 1e-6
+
+
+def drawn_microbatch_cases(count: int = 2, rng: random.Random | None = None) -> list[tuple]:
+    """``count`` (p, v, target) drawn at random, off the boundary (:func:`_off_boundary`) and not
+    fixed ones: 2 to 8 stages, 1 to 4 chunks per rank, a target of 2 % to 30 %."""
+    rng, drawn = rng or random.Random(), []
+    while len(drawn) < count:
+        case = (rng.randint(2, 8), rng.randint(1, 4), rng.randint(2, 30) / 100)
+        if _off_boundary(*case) and case not in MICROBATCH_CASES and case not in drawn:
+            drawn.append(case)
+    return drawn
+
+
+def fewest_microbatches(p: int, v: int, target: float) -> int:
+    """The fewest m >= 1 whose theoretical bubble with ``p`` stages and ``v`` chunks per rank is
+    at most ``target``."""
+    return next(m for m in range(1, 1_000_000)
+                if theoretical_bubble_fraction(p, m, v) <= target)
+
+
+def check_fewest_microbatches(candidate: Callable) -> None:
+    """Run ``candidate(p, v, target)`` on :data:`MICROBATCH_CASES` and two drawn cases: the
+    fewest micro-batches whose theoretical bubble is at most ``target``, exactly, with
+    :func:`_bubble_references` refused while it runs."""
+    if candidate is ...:
+        say("fewest micro-batches: not answered yet. Define your function and pass it in.")
+        return
+    cases = list(MICROBATCH_CASES) + drawn_microbatch_cases()
+    for p, v, target in cases:
+        got = call_refusing(candidate, (p, v, target), refused=_bubble_references(),
+                            called=tr("fewest micro-batches: your function ran the package's "
+                                      "own bubble: use the formula (or your my_bubble)."),
+                            failed=tr("fewest micro-batches: for p={p}, v={v}, target {target:g} "
+                                      "your function failed: {error}"), p=p, v=v, target=target)
+        got = number_from(got, tr("fewest micro-batches: for p={p}, v={v}, target {target:g} "
+                                  "your function did not return a number.", p=p, v=v,
+                                  target=target))
+        want = fewest_microbatches(p, v, target)
+        if got != want:
+            raise AssertionError(tr(
+                "fewest micro-batches: for p={p}, v={v}, target {target:g} your function gives "
+                "{got:g}, {how}. Try again.", p=p, v=v, target=target, got=got,
+                how=tr("too many: fewer already keep the bubble at or under the target")
+                if got > want else tr("too few: the bubble is still above the target")))
+    say("Correct: the fewest micro-batches in {count} cases, interleaved and not.",
+        count=len(cases))
 
 
 # Timelines no run recorded: stage -> [kind, micro-batch, start, end] (seconds), each with idle
