@@ -15,7 +15,8 @@ def plan_layouts(model: Transformer, layouts: dict, gpus: int, gpu, link) -> lis
     ``sequence_parallel``): bytes per GPU in all and of activations, the step time and its
     exposed communication with selective recomputation and a fused attention kernel, whether that
     fits the planner's share of ``gpu`` (:func:`usable_bytes`), and the same with full
-    recomputation."""
+    recomputation. Attention is priced causal (half its ``s×s`` square computed), as
+    :func:`block_verdict` prices it: less attention compute also hides less of the cp ring."""
     rows = []
     for name, degrees in layouts.items():
         timed = {k: v for k, v in degrees.items() if k != "sequence_parallel"}
@@ -24,7 +25,7 @@ def plan_layouts(model: Transformer, layouts: dict, gpus: int, gpu, link) -> lis
             memory = per_device_memory(model, micro_batch=1, recompute=recompute,
                                        attention="fused", **degrees)
             time = step_time(model, model.seq_len, gpus, gpu.peak("bf16"), recompute=recompute,
-                             tp_link=link, cp_link=link, dp_link=link, **timed)
+                             tp_link=link, cp_link=link, dp_link=link, causal=True, **timed)
             plan[recompute] = {"total": memory["total"], "activations": memory["activations"],
                                "step_s": time["step_s"],
                                "comm_s": time["tp_comm_s"] + time["cp_exposed_s"]

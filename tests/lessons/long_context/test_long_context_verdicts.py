@@ -6,6 +6,7 @@ import pytest
 
 from gpututor.catalog import get_gpu, get_link
 from gpututor.i18n import set_language, tr
+from gpututor.plan.time import step_time
 from gpututor.lessons.long_context.planning import (block_verdict, layouts_table, layouts_verdict,
                                                     plan_layouts)
 from gpututor.lessons.long_context.verdicts import (growth_verdict, losses_verdict,
@@ -197,6 +198,23 @@ def test_the_planner_rows_are_the_formulas():
     assert all(r["full"]["fits"] for r in rows)
     columns, cells = layouts_table(rows)
     assert len(cells[0]) == len(columns) and cells[0][5] == "no" and cells[0][6] != "-"
+    # the table prices causal attention, as block_verdict does: its rows are step_time's with
+    # causal=True (half the s×s square: a shorter step, and less attention to hide the ring)
+    def priced(model, causal, **degrees):
+        return step_time(model, model.seq_len, 8, H100.peak("bf16"), recompute="selective",
+                         tp_link=NVLINK, cp_link=NVLINK, dp_link=NVLINK, causal=causal, **degrees)
+    causal, full_square = (priced(LLAMA, c, cp=8, zero_stage=3) for c in (True, False))
+    assert rows[1]["selective"]["step_s"] == pytest.approx(causal["step_s"])
+    assert causal["step_s"] < 0.6 * full_square["step_s"]
+    assert rows[0]["selective"]["step_s"] == pytest.approx(priced(LLAMA, True, tp=8)["step_s"])
+    # at 16k tokens a cp=8 block (2,048) is below the causal bound: the ring shows, where
+    # non-causal pricing would have hidden it all
+    short = Transformer(32, 4096, 32, 32000, 16384, 6.74e9, "7B at 16k")
+    row = plan_layouts(short, {"cp=8": dict(cp=8, zero_stage=3)}, 8, H100, NVLINK)[0]
+    causal, full_square = (priced(short, c, cp=8, zero_stage=3) for c in (True, False))
+    assert causal["cp_exposed_s"] > 0
+    assert row["selective"]["comm_s"] == pytest.approx(causal["cp_exposed_s"])
+    assert full_square["cp_exposed_s"] == 0
 
 
 @pytest.mark.parametrize("rows, words, tone", [
