@@ -168,9 +168,9 @@ WRONG = {
                 if clean_steps == growth_interval:
                     return scale * 2.0, 0
                 return scale, clean_steps + 1'''),
-        "my_fp16_bytes": textwrap.dedent('''\
-            def my_fp16_bytes(model):   # forgot the fp16 copy of the model
-                return (4 + 8) * sum(p.numel() for p in model.parameters())'''),
+        "my_held_bytes": textwrap.dedent('''\
+            def my_held_bytes(model, dtype, optimizer):   # section 4's 14 bytes a parameter, whatever the layout
+                return 14 * sum(p.numel() for p in model.parameters())'''),
         "my_flush_threshold": "my_flush_threshold = 2**-24 / 1000   # the smallest subnormal, not where g*S rounds to 0",
     },
     "07_compression": {

@@ -6,21 +6,26 @@ yet".
   ``torch.amp.GradScaler`` on the lesson's gradient stream and on streams the learner does not
   choose (other start scales and growth intervals), with the package's scaler and GradScaler's
   own update refused while it runs.
-- :func:`check_fp16_trainer_bytes`: the learner's function from a model to the bytes the
-  from-scratch fp16 trainer (loss scaling, AdamW) holds between steps, run on models the lesson
-  never counts (the small GPT, the tiny MoE) with the trainer refused while it runs, against
-  the checker's own one-step runs.
+- :func:`check_held_bytes`: the learner's function from a model, the compute copy's dtype and the
+  optimizer to the bytes section 4's master-weights trainer holds between steps, run on
+  layouts and models the lesson never prints (fixed and drawn) with the trainer and the
+  package's bytes-per-parameter tables refused while it runs, against the checker's own
+  one-step runs.
 - :func:`check_flush_threshold`: below what magnitude a true gradient becomes 0 in fp16 with a
   static loss scale (fp16's smallest subnormal, from ``format_table``, and round-to-nearest).
 """
 from __future__ import annotations
 
+import functools
 import math
+import random
 from typing import Callable, Iterable
 
 import torch
 
+from ...formulas import optimizer_state_bytes
 from ...i18n import say, tr
+from ...plan.memory import bytes_per_param, model_state_bytes
 from ...precision.formats import format_table
 from ...precision.loss_scaling import DynamicLossScaler, replay_scalers
 from ...models import build_model
@@ -120,53 +125,80 @@ def check_loss_scaler(update_rule, gradients: list[float], init_scale: float = 2
              count=len(STREAMS))
 
 
-# ---- exercise 2: what the fp16 trainer holds, on a model the lesson did not count -----------------
+# ---- exercise 2: what a master-weights trainer holds, for layouts the lesson did not print ------
 
-# the models the learner's function is run on: none of them counted in the lesson
-TRAINER_MODELS = (("gpt", "small"), ("moe", "tiny"))
+# (model, size, compute dtype, optimizer) every check runs: section 4's third trainer (fp16, AdamW)
+# on a model the lesson never counts, and layouts it never prints (an fp32 copy, SGD's momentum)
+HELD_CASES = (("gpt", "small", "fp16", "adamw"), ("moe", "tiny", "bf16", "sgd"),
+              ("gpt", "tiny", "fp32", "adamw"), ("gpt", "small", "fp32", "sgd"))
+HELD_MODELS = (("gpt", "tiny"), ("gpt", "small"), ("moe", "tiny"))
+PRINTED = ("gpt", "tiny", "bf16", "adamw")   # section 4's table: no check draws it
 
 
-def check_fp16_trainer_bytes(candidate, spec) -> None:
-    """``candidate(model) -> bytes`` held between steps by section 4's fp16 trainer with loss
-    scaling and AdamW, for each of :data:`TRAINER_MODELS` (``spec`` with that model), with
-    ``train_master_weights`` and ``MasterWeightsTrainer`` refused while it runs; each against
-    :class:`MasterWeightsTrainer` measured here after one fp16 step that was taken (a short
-    batch: what is held between steps does not depend on it), within 1 %."""
+def drawn_held_cases(count: int = 2, rng: random.Random | None = None) -> list[tuple]:
+    """``count`` (model, size, dtype, optimizer) drawn at random, none fixed nor printed."""
+    rng, drawn = rng or random.Random(), []
+    while len(drawn) < count:
+        case = rng.choice(HELD_MODELS) + (rng.choice(("fp32", "bf16", "fp16")),
+                                          rng.choice(("adamw", "sgd")))
+        if case not in HELD_CASES and case != PRINTED and case not in drawn:
+            drawn.append(case)
+    return drawn
+
+
+def _held_references() -> tuple:
+    """The trainer, and the package's tables of bytes per parameter and of optimizer state."""
+    return (train_master_weights, MasterWeightsTrainer.__init__, MasterWeightsTrainer.step,
+            MasterWeightsTrainer.memory, optimizer_state_bytes, bytes_per_param,
+            model_state_bytes)
+
+
+def check_held_bytes(candidate, spec) -> None:
+    """``candidate(model, dtype, optimizer) -> bytes`` held between steps by section 4's trainer
+    (``MasterWeightsTrainer``: fp32 master weights, a compute copy in ``dtype``, ``optimizer``
+    "adamw" or "sgd"; fp16 with the dynamic loss scaler), on :data:`HELD_CASES` and two drawn
+    cases, with :func:`_held_references` refused while it runs; each against the trainer measured
+    here after one step that was taken (:func:`held_after_a_taken_step`), within 1 %."""
     if candidate is ...:
-        say("fp16 trainer bytes: not answered yet. Define your function and pass it in.")
+        say("held bytes: not answered yet. Define your function and pass it in.")
         return
-    refused = (train_master_weights, MasterWeightsTrainer.__init__, MasterWeightsTrainer.step,
-               MasterWeightsTrainer.memory)
-    for model, size in TRAINER_MODELS:
-        one_step = spec.replace(model=model, model_size=size, steps=1, optimizer="adamw",
+    cases = list(HELD_CASES) + drawn_held_cases()
+    for model, size, dtype, optimizer in cases:
+        one_step = spec.replace(model=model, model_size=size, steps=1, optimizer=optimizer,
                                 batch_size=2, seq_len=16, grad_accum=1)
-        got = call_refusing(candidate, (build_model(one_step),), refused=refused,
-                            called=tr("fp16 trainer bytes: your function ran the trainer: count "
-                                      "the bytes yourself."),
-                            failed=tr("fp16 trainer bytes: on the {model} {size} model your "
-                                      "function failed: {error}"), model=model, size=size)
-        got = number_from(got, tr("fp16 trainer bytes: on the {model} {size} model your "
-                                  "function did not return a number.", model=model, size=size))
-        held = _held_after_a_taken_step(one_step)
+        where = tr("the {model} {size} model, a {dtype} copy and {optimizer}", model=model,
+                   size=size, dtype=dtype, optimizer=optimizer)
+        got = call_refusing(candidate, (build_model(one_step), dtype, optimizer),
+                            refused=_held_references(),
+                            called=tr("held bytes: your function ran the trainer or the "
+                                      "package's bytes per parameter: count the bytes yourself."),
+                            failed=tr("held bytes: for {where} your function failed: {error}"),
+                            where=where)
+        got = number_from(got, tr("held bytes: for {where} your function did not return a "
+                                  "number.", where=where))
+        held = held_after_a_taken_step(one_step, dtype)
         if not math.isclose(got, held, rel_tol=0.01):
             raise AssertionError(tr(
-                "fp16 trainer bytes: on the {model} {size} model your function gives {got:,.0f} "
-                "bytes, {how} than the trainer holds between steps (more than 1 % off). Try "
-                "again.", model=model, size=size, got=got,
-                how=tr("more") if got > held else tr("fewer")))
-    say("Correct: within 1 % of what the fp16 trainer holds between steps on {count} "
-             "models the lesson never counted.", count=len(TRAINER_MODELS))
+                "held bytes: for {where} your function gives {got:,.0f} bytes, {how} than the "
+                "trainer holds between steps (more than 1 % off). What does it keep for each "
+                "parameter, in which dtype, with this copy and this optimizer?", where=where,
+                got=got, how=tr("more") if got > held else tr("fewer")))
+    say("Correct: within 1 % of what the trainer holds between steps in {count} layouts the "
+        "lesson never printed.", count=len(cases))
 
 
-def _held_after_a_taken_step(spec) -> int:
-    """Bytes the fp16 trainer with loss scaling holds between steps, measured after a step that
-    was taken: a step the scaler skips (an overflow at the starting scale) creates no AdamW state,
-    so the steps go on, the scale halving at each overflow, until one is taken."""
+@functools.lru_cache(maxsize=32)
+def held_after_a_taken_step(spec, dtype: str) -> int:
+    """Bytes ``MasterWeightsTrainer`` holds between steps with a ``dtype`` copy (fp16 with the
+    dynamic loss scaler, as section 4), measured after a step that was taken: a step the scaler
+    skips (an overflow at the starting scale) creates no optimizer state, so the steps go on,
+    the scale halving at each overflow, until one is taken."""
     for steps in (1, 4, 16, 64):
-        run = train_master_weights(spec.replace(steps=steps), "fp16", DynamicLossScaler())
+        scaler = DynamicLossScaler() if dtype == "fp16" else None
+        run = train_master_weights(spec.replace(steps=steps), dtype, scaler)
         if not all(r.skipped for r in run.results):
             return sum(run.memory.values())
-    raise RuntimeError(f"fp16 trainer bytes: every one of {steps} fp16 steps overflowed on "
+    raise RuntimeError(f"held bytes: every one of {steps} fp16 steps overflowed on "
                        f"{spec.model} {spec.model_size}; the check cannot measure the optimizer state")
 
 

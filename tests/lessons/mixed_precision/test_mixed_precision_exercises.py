@@ -2,6 +2,7 @@
 every exercise passes, plausible wrong answers fail, each named by its mistake, and the loss
 scaler's rule cannot be passed by running GradScaler, the package's scaler or a memorised list."""
 import math
+import random
 import re
 
 import numpy as np
@@ -10,9 +11,9 @@ import torch
 
 from gpututor import RunSpec
 from gpututor.i18n import set_language
-from gpututor.lessons.mixed_precision.exercises import (STREAMS, check_fp16_trainer_bytes,
-                                                  check_flush_threshold, check_loss_scaler,
-                                                  grad_scaler_scales)
+from gpututor.lessons.mixed_precision.exercises import (HELD_CASES, PRINTED, STREAMS, check_flush_threshold,
+                                                  check_held_bytes, check_loss_scaler,
+                                                  drawn_held_cases, grad_scaler_scales)
 from gpututor.precision import DynamicLossScaler, replay_scalers
 from exercise_solutions import published as _published, rejected
 
@@ -153,40 +154,95 @@ def test_a_rule_that_returns_one_number_is_told_so(capsys):
     assert "Not answered yet" in capsys.readouterr().out
 
 
-# ---- exercise 2: what the fp16 trainer holds on the small GPT ----------------------------------------
+# ---- exercise 2: what a master-weights trainer holds, for layouts the lesson does not print --------
 
-def test_the_fp16_trainers_bytes_are_measured_and_the_classic_mistakes_fail(capsys):
-    solution = published("06_mixed_precision", "my_fp16_bytes")
-    check_fp16_trainer_bytes(solution, SPEC)
-    assert "Correct" in capsys.readouterr().out
-    count = lambda model: sum(p.numel() for p in model.parameters())
-    for mistake in (lambda model: 14 * 257_664,           # the tiny GPT's count, pasted
-                    lambda model: 12 * count(model),      # forgot the fp16 copy of the model
-                    lambda model: 18 * count(model),      # as if fp32 gradients were kept
-                    lambda model: 16 * count(model)):     # as if the scaler kept one per parameter
-        rejected(check_fp16_trainer_bytes, mistake, SPEC, match="than the trainer holds")
-    rejected(check_fp16_trainer_bytes, lambda model: "many", SPEC, match="did not return a number")
+def count(model):
+    return sum(p.numel() for p in model.parameters())
 
-    def runs_the_trainer(model):
-        from gpututor.precision import master_weights
-        return sum(master_weights.train_master_weights(SPEC.replace(steps=1), "fp16").memory.values())
-    rejected(check_fp16_trainer_bytes, runs_the_trainer, SPEC, match="ran the trainer")
-    check_fp16_trainer_bytes(lambda model: torch.tensor(14 * count(model)), SPEC)
-    check_fp16_trainer_bytes(..., SPEC)
+
+def the_printed_figure(model, dtype, optimizer):    # section 4's 14 bytes per parameter, pasted
+    return 14 * count(model)
+
+
+def no_copy_in_fp32(model, dtype, optimizer):       # as if an fp32 "copy" were the master itself
+    copy = {"fp32": 0, "bf16": 2, "fp16": 2}[dtype]
+    return (4 + copy + {"adamw": 8, "sgd": 4}[optimizer]) * count(model)
+
+
+def sgd_as_adamw(model, dtype, optimizer):          # two moments whatever the optimizer
+    return (4 + {"fp32": 4, "bf16": 2, "fp16": 2}[dtype] + 8) * count(model)
+
+
+def with_gradients(model, dtype, optimizer):        # the fp32 gradients, freed after the step
+    return (8 + {"fp32": 4, "bf16": 2, "fp16": 2}[dtype] + {"adamw": 8, "sgd": 4}[optimizer]) * count(model)
+
+
+def sixteen_bit_as_four(model, dtype, optimizer):   # every copy 4 bytes
+    return (8 + {"adamw": 8, "sgd": 4}[optimizer]) * count(model)
+
+
+@pytest.mark.parametrize("mistake", [the_printed_figure, no_copy_in_fp32, sgd_as_adamw,
+                                     with_gradients, sixteen_bit_as_four])
+def test_the_classic_held_bytes_mistakes_fail(mistake):
+    rejected(check_held_bytes, mistake, SPEC, match="than the trainer holds between steps")
+
+
+def test_the_published_held_bytes_pass_in_any_numeric_shape(capsys):
+    solution = published("06_mixed_precision", "my_held_bytes")
+    check_held_bytes(solution, SPEC)
+    assert "Correct: within 1 % of what the trainer holds between steps in 6 layouts" in \
+        capsys.readouterr().out
+    check_held_bytes(lambda model, dtype, optimizer: torch.tensor(solution(model, dtype, optimizer)),
+                     SPEC)
+    check_held_bytes(..., SPEC)
     assert "not answered yet" in capsys.readouterr().out
 
 
+def test_the_trainer_and_the_bytes_tables_refuse_while_the_function_runs():
+    def runs_the_trainer(model, dtype, optimizer):
+        from gpututor.precision import master_weights
+        run = master_weights.train_master_weights(SPEC.replace(steps=1, optimizer=optimizer), dtype)
+        return sum(run.memory.values())
 
-def test_the_fp16_trainers_bytes_are_measured_after_a_step_that_was_taken(capsys, monkeypatch):
-    """A starting scale that overflows skips the first steps (no AdamW state yet): the check
-    goes on until a step is taken, so the published 14 bytes per parameter still pass."""
+    def reads_the_tables(model, dtype, optimizer):
+        from gpututor.formulas import bytes_per_value, optimizer_state_bytes
+        return (4 + bytes_per_value(dtype) + optimizer_state_bytes(optimizer)) * count(model)
+
+    def reads_the_planner(model, dtype, optimizer):
+        from gpututor.plan.memory import bytes_per_param
+        return bytes_per_param(dtype, optimizer).total * count(model)
+
+    for candidate in (runs_the_trainer, reads_the_tables, reads_the_planner):
+        rejected(check_held_bytes, candidate, SPEC, match="ran the trainer or the package's bytes")
+    rejected(check_held_bytes, lambda model, dtype, optimizer: "many", SPEC,
+             match="did not return a number")
+    from gpututor.formulas import optimizer_state_bytes
+    assert optimizer_state_bytes("sgd") == 4                  # restored afterwards
+
+
+def test_the_cases_are_layouts_the_lesson_does_not_print():
+    assert PRINTED not in HELD_CASES
+    assert {case[2] for case in HELD_CASES} == {"fp32", "bf16", "fp16"}
+    assert {case[3] for case in HELD_CASES} == {"adamw", "sgd"}
+    rng = random.Random(0)
+    for _ in range(50):
+        assert all(case != PRINTED and case not in HELD_CASES for case in drawn_held_cases(2, rng))
+
+
+def test_the_held_bytes_are_measured_after_a_step_that_was_taken(capsys, monkeypatch):
+    """A starting scale that overflows skips the first fp16 steps (no optimizer state yet): the
+    check goes on until a step is taken, so the published count still passes."""
     from gpututor.lessons.mixed_precision import exercises
     monkeypatch.setattr(exercises, "DynamicLossScaler", lambda: DynamicLossScaler(init_scale=2.0**40))
-    assert all(r.skipped for r in exercises.train_master_weights(
-        SPEC.replace(model_size="tiny", steps=1, batch_size=2, seq_len=16), "fp16",
-        exercises.DynamicLossScaler()).results)
-    check_fp16_trainer_bytes(published("06_mixed_precision", "my_fp16_bytes"), SPEC)
-    assert "Correct" in capsys.readouterr().out
+    exercises.held_after_a_taken_step.cache_clear()
+    try:
+        assert all(r.skipped for r in exercises.train_master_weights(
+            SPEC.replace(model_size="tiny", steps=1, batch_size=2, seq_len=16), "fp16",
+            exercises.DynamicLossScaler()).results)
+        check_held_bytes(published("06_mixed_precision", "my_held_bytes"), SPEC)
+        assert "Correct" in capsys.readouterr().out
+    finally:
+        exercises.held_after_a_taken_step.cache_clear()
 
 
 # ---- exercise 3: the flush threshold --------------------------------------------------------------
@@ -214,7 +270,11 @@ def test_the_checkers_speak_chinese(capsys):
     try:
         check_flush_threshold(2**-25 / 1000)
         check_loss_scaler(..., STREAM)
-        assert "梯度在 fp16 中被冲刷为 0 的阈值" in capsys.readouterr().out
+        check_held_bytes(..., SPEC)
+        out = capsys.readouterr().out
+        assert "梯度在 fp16 中被冲刷为 0 的阈值" in out and "保存的字节数：尚未作答" in out
+        with pytest.raises(AssertionError, match="保存的字节数：在 moe tiny 模型、bf16 副本和 sgd 时"):
+            check_held_bytes(the_printed_figure, SPEC)
         with pytest.raises(AssertionError, match="损失缩放器：在第 3 节的那串梯度上.*(偏高|偏低)"):
             check_loss_scaler(grows_one_step_late, STREAM)
     finally:
