@@ -90,7 +90,8 @@ WRONG = {
     "01b_one_device": {
         "my_probs_bytes": "my_probs_bytes = 512 * 512 * 4            # one head only",
         "my_bytes_per_param": "my_bytes_per_param = 2                 # forgot the scales",
-        "my_factor": 'my_factor = kept["full"] / kept["none"]   # upside down',
+        "my_full_saving": ("def my_full_saving(seq_len, micro_batch, d_model, n_head, n_layer):   # the T² scores left out\n"
+                           "    return n_layer * 60 * seq_len * micro_batch * d_model"),
         "my_update": textwrap.dedent('''\
             def my_update(m, l, acc, s, v):                 # forgot to rescale what came before
                 m_new = torch.maximum(m, s.amax(dim=-1))

@@ -7,8 +7,9 @@ expects from them, so the notebook shows only the call. ``...`` means "not answe
 - :func:`check_8bit_state_bytes`: ``Adam8bit``'s state per parameter by its formula (two 1-byte
   codes, two fp32 scales per block), set beside the run's measured figure and the same count
   with each tensor padded to whole blocks (:func:`padded_state_bytes`).
-- :func:`check_recompute_factor`: how many times less full recomputation kept for backward than
-  no recomputation, measured in the run (within 3 %: the printed MB are enough).
+- :func:`check_full_saving`: the learner's prediction of what full recomputation saves against
+  none (section 2's count), run on configurations the lesson does not run (fixed and drawn),
+  against the saving the checker measures, with the package's count and measurement refused.
 - :func:`check_offload_link_bytes`: the bytes an offloaded Adam sends over the link per step
   with fp32 gradients and 16-bit parameters (a case no cell computes), each direction, as a
   pair, from the run's parameter count.
@@ -19,15 +20,20 @@ expects from them, so the notebook shows only the call. ``...`` means "not answe
 from __future__ import annotations
 
 import math
+import random
 from typing import Callable
 
 import torch
 
 from ...attention import naive_attention, sdpa_attention, tiled_attention, tiled_backward, \
     tiled_forward
+from ...config import RunSpec
+from ...formulas import activation_bytes_per_layer
 from ...i18n import say, tr
-from ..common.code_exercise import call_refusing
+from ...model_sizes import MODEL_SIZES
+from ..common.code_exercise import call_refusing, number_from
 from ..common.exercises import check_answer
+from ..common.one_device import recomputation_costs
 
 FP32_BYTES, HALF_BYTES = 4, 2
 
@@ -78,19 +84,76 @@ def check_8bit_state_bytes(answer, adam: dict, block: int = 64) -> None:
                      padded=padded_state_bytes(run["model"], block))
 
 
-# section 2 prints what each policy kept in MB with one decimal: about 3.6 MB for full
-# recomputation, so a ratio of printed numbers can be 1.5 % off; the lesson states this tolerance
-RECOMPUTE_FACTOR_TOLERANCE = 0.03
+# ---- exercise 3: what full recomputation saves, predicted --------------------------------------
+
+# (model size, sequences, length) every check measures: not section 2's (small, 16, 64); short
+# sequences, where the scores' term is small, and longer ones, where it is not
+SAVING_CASES = (("small", 8, 32), ("tiny", 4, 128), ("small", 2, 192), ("tiny", 8, 64))
+SAVING_LENGTHS = (32, 48, 96, 128, 160, 192, 256)
+# the count leaves out the causal mask (s² bytes a layer) and the layer norms' mean and 1/σ
+# (16 bytes a token a layer): under 2 % of the saving with 2 or more sequences; the lesson says so
+SAVING_TOLERANCE = 0.03
 
 
-def check_recompute_factor(answer, rec: list[dict]) -> None:
-    """What forward kept for backward without recomputation over what it kept with full
-    recomputation, in the rows of ``recomputation_costs``, within
-    :data:`RECOMPUTE_FACTOR_TOLERANCE` (the printed MB, one decimal, are precise enough)."""
-    kept = {r["policy"]: r["saved_bytes"] for r in rec}
-    expected = kept["none"] / kept["full"] if kept.get("none") and kept.get("full") else None
-    check_answer(answer, expected, "kept without recomputation / kept with full recomputation",
-                 rel_tol=RECOMPUTE_FACTOR_TOLERANCE)
+def drawn_saving_cases(count: int = 2, rng: random.Random | None = None) -> list[tuple]:
+    """``count`` (size, sequences, length) drawn at random, not fixed ones nor section 2's: the
+    tiny or the small GPT, 2 to 8 sequences, a length of :data:`SAVING_LENGTHS`."""
+    rng, drawn = rng or random.Random(), []
+    while len(drawn) < count:
+        case = (rng.choice(("tiny", "small")), rng.randint(2, 8), rng.choice(SAVING_LENGTHS))
+        if case not in SAVING_CASES and case not in drawn:
+            drawn.append(case)
+    return drawn
+
+
+_SAVINGS: dict[tuple, int] = {}   # measured once per process (a plain dict: refusable)
+
+
+def measured_full_saving(size: str, batch: int, seq_len: int) -> int:
+    """Bytes forward keeps for backward without recomputation minus with full recomputation, for
+    the GPT of ``size`` on ``batch`` sequences of ``seq_len`` (``recomputation_costs``, as
+    section 2 measures: what both keep outside the blocks cancels)."""
+    if (size, batch, seq_len) not in _SAVINGS:
+        spec = RunSpec(model="gpt", model_size=size, batch_size=batch, seq_len=seq_len,
+                       world_size=1)
+        kept = {r["policy"]: r["saved_bytes"]
+                for r in recomputation_costs(spec, policies=("none", "full"), repeats=1)}
+        _SAVINGS[size, batch, seq_len] = kept["none"] - kept["full"]
+    return _SAVINGS[size, batch, seq_len]
+
+
+def check_full_saving(candidate: Callable) -> None:
+    """Run ``candidate(seq_len, micro_batch, d_model, n_head, n_layer)`` on :data:`SAVING_CASES`
+    and two drawn cases, with the package's count (``activation_bytes_per_layer``) and
+    measurement refused while it runs; each against :func:`measured_full_saving`, within
+    :data:`SAVING_TOLERANCE`."""
+    if candidate is ...:
+        say("recomputation saving: not answered yet. Define your function and pass it in.")
+        return
+    cases = list(SAVING_CASES) + drawn_saving_cases()
+    refused = (activation_bytes_per_layer, recomputation_costs, measured_full_saving)
+    for size, batch, seq_len in cases:
+        cfg = MODEL_SIZES["gpt"][size]
+        sizes = dict(seq_len=seq_len, micro_batch=batch, d_model=cfg.d_model,
+                     n_head=cfg.n_head, n_layer=cfg.n_layer)
+        where = tr("{n_layer} layers of width {d_model} with {n_head} heads, {micro_batch} "
+                   "sequences of {seq_len}", **sizes)
+        got = call_refusing(candidate, tuple(sizes.values()), refused=refused,
+                            called=tr("recomputation saving: your function ran the package's "
+                                      "count or measurement: predict it yourself."),
+                            failed=tr("recomputation saving: for {where} your function failed: "
+                                      "{error}"), where=where)
+        got = number_from(got, tr("recomputation saving: for {where} your function did not "
+                                  "return a number.", where=where))
+        saved = measured_full_saving(size, batch, seq_len)
+        if not math.isclose(got, saved, rel_tol=SAVING_TOLERANCE):
+            raise AssertionError(tr(
+                "recomputation saving: for {where} your function gives {got:,.0f} bytes, {how} "
+                "than full recomputation saved in the checker's run (more than 3 % off). What "
+                "does a layer keep without recomputation, and what with full?", where=where,
+                got=got, how=tr("more") if got > saved else tr("fewer")))
+    say("Correct: within 3 % of what full recomputation saved in {count} configurations the "
+        "lesson did not run.", count=len(cases))
 
 
 def check_offload_link_bytes(answer, off: dict, grad_bytes: int = FP32_BYTES,

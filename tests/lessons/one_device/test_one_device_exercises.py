@@ -5,9 +5,11 @@ update that keeps the blocks it saw instead of the running state."""
 import ast
 import inspect
 import math
+import random
 import re
 
 import numpy as np
+import pytest
 import torch
 
 from gpututor import RunSpec, build_model
@@ -15,9 +17,10 @@ from gpututor.models import count_parameters
 from gpututor.i18n import ZH, set_language
 from gpututor.lessons.one_device import exercises as one_device_exercises
 from gpututor.lessons.common.one_device import recomputation_costs
-from gpututor.lessons.one_device.exercises import (check_8bit_state_bytes,
+from gpututor.lessons.one_device.exercises import (check_8bit_state_bytes, check_full_saving,
                                                    check_offload_link_bytes, check_online_softmax,
-                                                   check_probs_bytes, check_recompute_factor)
+                                                   check_probs_bytes)
+from gpututor.model_sizes import MODEL_SIZES
 from gpututor.measure.attention_cost import attention_costs
 from gpututor.precision.adam8bit import Adam8bit
 from exercise_solutions import published as _published, rejected
@@ -98,50 +101,109 @@ def test_8bit_state_asks_about_the_optimizers_own_block():
         inspect.signature(Adam8bit).parameters["block"].default
 
 
-# ---- exercise 3: what full recomputation saves -------------------------------------------------
+# ---- exercise 3: what full recomputation saves, predicted ----------------------------------------
 
-REC = [{"policy": "none", "saved_bytes": 20_000_000}, {"policy": "selective", "saved_bytes": 12_500_000},
-       {"policy": "full", "saved_bytes": 3_200_000}]
+def count_none(s, b, h, a):            # section 2's count of one layer, fp32, no dropout
+    return s * b * h * (64 + 4 * a * s / h)
 
 
-def test_recompute_factor_reads_the_run_and_rejects_the_classic_mistakes(capsys):
-    kept = {r["policy"]: r["saved_bytes"] for r in REC}
-    check_recompute_factor(published("my_factor", kept=kept), REC)
-    assert "Correct. kept without recomputation / kept with full recomputation: 6.25" in \
+def the_papers_count(seq_len, micro_batch, d_model, n_head, n_layer):   # 16-bit and dropout
+    sbh = seq_len * micro_batch * d_model
+    return n_layer * (sbh * (34 + 5 * n_head * seq_len / d_model) - 2 * sbh)
+
+
+def scores_left_out(seq_len, micro_batch, d_model, n_head, n_layer):    # the T² term forgotten
+    return n_layer * 60 * seq_len * micro_batch * d_model
+
+
+def full_keeps_nothing(seq_len, micro_batch, d_model, n_head, n_layer): # the layer's input too
+    return n_layer * count_none(seq_len, micro_batch, d_model, n_head)
+
+
+def one_layer(seq_len, micro_batch, d_model, n_head, n_layer):          # forgot the n_layer
+    sbh = seq_len * micro_batch * d_model
+    return count_none(seq_len, micro_batch, d_model, n_head) - 4 * sbh
+
+
+def section_2s_difference(seq_len, micro_batch, d_model, n_head, n_layer):   # pasted
+    return 39_289_352 - 3_555_848
+
+
+def the_factor(seq_len, micro_batch, d_model, n_head, n_layer):         # the old question's ratio
+    return (64 + 4 * n_head * seq_len / d_model) / 4
+
+
+@pytest.mark.parametrize("mistake", [the_papers_count, scores_left_out, full_keeps_nothing,
+                                     one_layer, section_2s_difference, the_factor])
+def test_the_classic_recomputation_mistakes_fail(mistake):
+    rejected(check_full_saving, mistake, match="than full recomputation saved in the checker's run")
+
+
+def test_the_published_prediction_passes_and_so_does_an_exact_count(capsys):
+    check_full_saving(published("my_full_saving"))
+    assert "Correct: within 3 % of what full recomputation saved in 6 configurations" in \
         capsys.readouterr().out
-    wrong = {"upside down": 3.2 / 20, "selective, not full": 20 / 12.5,
-             "the share saved, not the factor": 1 - 3.2 / 20}
-    for mistake, answer in wrong.items():
-        rejected(check_recompute_factor, answer, REC,
-                 match=re.escape(f"{answer!r} is not what this notebook measured"))
+
+    def with_mask_and_norm_statistics(seq_len, micro_batch, d_model, n_head, n_layer):
+        sbh = seq_len * micro_batch * d_model          # what the probe finds, to the byte
+        return n_layer * (sbh * (60 + 4 * n_head * seq_len / d_model) + seq_len ** 2
+                          + 16 * micro_batch * seq_len)
+    check_full_saving(with_mask_and_norm_statistics)
+    for case in one_device_exercises.SAVING_CASES:
+        cfg = MODEL_SIZES["gpt"][case[0]]
+        assert with_mask_and_norm_statistics(case[2], case[1], cfg.d_model, cfg.n_head,
+                                             cfg.n_layer) == \
+            one_device_exercises.measured_full_saving(*case)
+    check_full_saving(...)
+    assert "not answered yet" in capsys.readouterr().out
 
 
-def test_recompute_factor_takes_the_ratio_of_the_printed_mb_and_states_its_tolerance(capsys):
-    """Section 2 prints MB with one decimal; the ratio of those passes (the lesson says 3 %)."""
-    assert one_device_exercises.RECOMPUTE_FACTOR_TOLERANCE == 0.03
-    rec = [{"policy": "none", "saved_bytes": 39_289_352},   # as section 2 measured
-           {"policy": "full", "saved_bytes": 3_555_848}]
-    check_recompute_factor(round(39_289_352 / 1e6, 1) / round(3_555_848 / 1e6, 1), rec)
-    assert "Correct." in capsys.readouterr().out
-    rejected(check_recompute_factor, 1.1 * 39_289_352 / 3_555_848, rec,
-             match="is not what this notebook measured")
+def test_the_packages_count_and_measurement_refuse_while_the_function_runs():
+    from gpututor.formulas import activation_bytes_per_layer
+
+    def the_count(seq_len, micro_batch, d_model, n_head, n_layer):
+        return n_layer * (activation_bytes_per_layer(seq_len, micro_batch, d_model, n_head,
+                                                     bytes_per_value=4, dropout=False)
+                          - activation_bytes_per_layer(seq_len, micro_batch, d_model, n_head,
+                                                       recompute="full", bytes_per_value=4))
+
+    def the_measurement(seq_len, micro_batch, d_model, n_head, n_layer):
+        size = "tiny" if d_model == 96 else "small"
+        return one_device_exercises.measured_full_saving(size, micro_batch, seq_len)
+
+    def runs_the_policies(seq_len, micro_batch, d_model, n_head, n_layer):
+        size = "tiny" if d_model == 96 else "small"
+        rec = recomputation_costs(RunSpec(model="gpt", model_size=size, batch_size=micro_batch,
+                                          seq_len=seq_len), policies=("none", "full"), repeats=1)
+        return rec[0]["saved_bytes"] - rec[1]["saved_bytes"]
+
+    for candidate in (the_count, the_measurement, runs_the_policies):
+        rejected(check_full_saving, candidate, match="ran the package's count or measurement")
+    rejected(check_full_saving, lambda *sizes: "a lot", match="did not return a number")
+    assert activation_bytes_per_layer(64, 1, 128, 4, recompute="full", bytes_per_value=4) == \
+        4 * 64 * 128                                   # restored afterwards
 
 
-def test_the_lesson_states_the_recompute_tolerance_the_checker_applies():
+def test_the_cases_are_not_section_2s_and_the_count_is_close_on_every_drawable_one():
+    rng = random.Random(0)
+    for _ in range(50):
+        for case in one_device_exercises.drawn_saving_cases(2, rng):
+            assert case not in one_device_exercises.SAVING_CASES and case != ("small", 16, 64)
+    for size in ("tiny", "small"):                     # the count's gap, by its two terms
+        cfg = MODEL_SIZES["gpt"][size]
+        for b in (2, 8):
+            for s in one_device_exercises.SAVING_LENGTHS:
+                left_out = s ** 2 + 16 * b * s
+                counted = count_none(s, b, cfg.d_model, cfg.n_head) - 4 * s * b * cfg.d_model
+                assert left_out / counted < 0.02, (size, b, s)
+
+
+def test_the_lesson_states_the_tolerance_the_checker_applies():
     import json
     from test_exercises import ROOT
     cells = json.loads((ROOT / "notebooks" / "01b_one_device.ipynb").read_text())["cells"]
-    text = next("".join(c["source"]) for c in cells if "**Exercise 3.**" in "".join(c["source"]))
-    assert f"within {one_device_exercises.RECOMPUTE_FACTOR_TOLERANCE:.0%}".replace("%", " %") in text
-
-
-def test_recompute_factor_takes_the_rows_recomputation_costs_makes(capsys):
-    rec = recomputation_costs(RunSpec(model="gpt", model_size="tiny", batch_size=2, seq_len=16),
-                              repeats=1)
-    kept = {r["policy"]: r["saved_bytes"] for r in rec}
-    assert kept["none"] > kept["full"] > 0
-    check_recompute_factor(kept["none"] / kept["full"], rec)
-    assert "Correct." in capsys.readouterr().out
+    text = next("".join(c["source"]) for c in cells if "**Exercise 3 (code).**" in "".join(c["source"]))
+    assert one_device_exercises.SAVING_TOLERANCE == 0.03 and "within\n3 % of" in text
 
 
 # ---- exercise 5: the offload link, fp32 gradients and 16-bit parameters-----------------------------------------------
@@ -274,9 +336,11 @@ def test_every_message_of_the_checkers_has_its_chinese_line(capsys):
         check_probs_bytes(4 * 512 * 512 * 4, ROWS)
         check_offload_link_bytes((4 * N, 2 * N), OFF)
         check_online_softmax(...)
+        check_full_saving(...)
         out = capsys.readouterr().out
         assert "T = 512 时 P 的字节数" in out and "其中 P 占 89%" in out and "公式给出" in out
         assert "每步传到主机的字节数（fp32 梯度）" in out and "尚未作答" in out
+        assert "重计算省下的字节数：尚未作答" in out
     finally:
         set_language("en")
 
