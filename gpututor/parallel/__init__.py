@@ -14,6 +14,14 @@
 
 Every strategy is registered in :data:`STRATEGIES` below; :func:`check_spec` runs the checks
 that depend on the strategy before anything starts.
+
+The from-scratch pieces also wrap any ``nn.Module`` outside the worker, used as their production
+counterparts are (the strategies run the same classes):
+
+    DataParallel(module, bucket_cap_mb=25, overlap=True, find_unused_parameters=False)   ~ DDP
+    ShardedOptimizer(module, torch.optim.AdamW, stage=1 or 2, lr=..., ...)   ~ ZeroRedundancyOptimizer
+    ZeRO3(module, units=..., compute_dtype=..., keep_whole=...)          ~ FSDP2's fully_shard
+    gpututor.attention.TiledAttention / tiled_attention(q, k, v, causal=...)   ~ FlashAttention-2
 """
 from __future__ import annotations
 
@@ -25,13 +33,15 @@ from ..checks import InvalidValue
 from .base import Strategy
 from .composed import Composed
 from .context_parallel import ContextParallel, ContextParallelLayout
+from .data_parallel.buckets import DataParallel
 from .data_parallel.ddp import DataParallelDDP
 from .data_parallel.scratch import BucketedDataParallel, NaiveDataParallel
 from .expert_parallel.scratch import DataExpertParallel, ExpertParallel
 from .pipeline.schedules import PipelineParallel
 from .pipeline.torch_pipelining import PipelineTorch
 from .sharding.fsdp import FullyShardedFSDP2
-from .sharding.zero import ZeROStage1, ZeROStage2, ZeROStage3
+from .sharding.zero import ShardedOptimizer, ZeROStage1, ZeROStage2, ZeROStage3
+from .sharding.zero3 import ZeRO3
 from .single import Single
 from .tensor_parallel.dtensor import TensorParallelDTensor
 from .tensor_parallel.megatron import TensorParallel
@@ -125,4 +135,5 @@ def check_spec(spec):
     return spec
 
 
-__all__ = ["STRATEGIES", "Strategy", "check_spec", "get_strategy"]
+__all__ = ["STRATEGIES", "DataParallel", "ShardedOptimizer", "Strategy", "ZeRO3", "check_spec",
+           "get_strategy"]

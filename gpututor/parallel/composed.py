@@ -133,5 +133,5 @@ class Composed(Strategy):
 
 
 def _unwrap(model):
-    """The module inside a data-parallel wrapper (DDP, GradientBuckets), or ``model`` itself."""
+    """The module inside a data-parallel wrapper (DDP, DataParallel), or ``model`` itself."""
     return getattr(model, "module", model)

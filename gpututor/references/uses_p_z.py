@@ -128,6 +128,16 @@ USES: dict[str, Use] = {
         "pointing to different offsets of allreduce communication buckets', which 'can reduce "
         "peak memory usage, where the saved memory size will be equal to the total gradients "
         "size' and avoids copying between gradients and buckets (read in torch 2.13)"),
+    "pytorch-ddp-source-unused": Use(
+        "pytorch-ddp-source", "DistributedDataParallel's docstring, find_unused_parameters",
+        "find_unused_parameters (default False): parameters that don't receive gradients as part "
+        "of the graph of forward's outputs are preemptively marked as being ready to be reduced "
+        "(read in torch 2.13)"),
+    "pytorch-zero-redundancy-optimizer-wraps": Use(
+        "pytorch-zero-redundancy-optimizer", "ZeroRedundancyOptimizer",
+        "wraps an arbitrary optim.Optimizer and shards its states across ranks; each rank "
+        "updates about 1/world_size of the parameters, then broadcasts them; each parameter "
+        "belongs to a single rank (a sorted-greedy packing), not divided; used with DDP"),
     "pytorch-async-tp-pass-patterns": Use(
         "pytorch-async-tp-pass", "micro_pipeline_tp_pass",
         "async TP finds all-gather -> matmul and matmul -> reduce-scatter patterns and fuses them "

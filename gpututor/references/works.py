@@ -111,6 +111,9 @@ WORKS: dict[str, Work] = {
                            "torch.nn.functional.scaled_dot_product_attention.html"),
     "flash-attn-readme": Work("Dao-AILab", 2025, "flash-attention README (Dao-AILab/"
                                 "flash-attention)", "https://github.com/Dao-AILab/flash-attention"),
+    "pytorch-zero-redundancy-optimizer": Work("PyTorch docs", 2025, "torch.distributed.optim."
+                                                "ZeroRedundancyOptimizer", "https://docs.pytorch."
+                                                "org/docs/stable/distributed.optim.html"),
     "nccl-tests-performance": Work("NVIDIA nccl-tests", 2025, "doc/PERFORMANCE.md: Performance "
                                      "reported by NCCL tests (NVIDIA/nccl-tests)",
                                      "https://github.com/NVIDIA/nccl-tests/blob/master/doc/"

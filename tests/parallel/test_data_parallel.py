@@ -238,7 +238,7 @@ def test_the_from_scratch_syncs_time_the_transfer_not_its_launch(one_rank_group,
     the device's timeline, from the launch mark to a mark made when the bucket completes."""
     import torch.distributed as dist
     from gpututor.measure.timing import CommMeter
-    from gpututor.parallel.data_parallel import scratch
+    from gpututor.parallel.data_parallel import buckets as bucketed, scratch
     events = []
     monkeypatch.setattr(scratch, "synchronize", lambda device: events.append("synchronize"))
     real_all_reduce = dist.all_reduce
@@ -260,9 +260,10 @@ def test_the_from_scratch_syncs_time_the_transfer_not_its_launch(one_rank_group,
         def seconds_since(self, earlier):
             return float(self.t - earlier.t)
 
-    monkeypatch.setattr(scratch, "DeviceMark", Mark)
+    monkeypatch.setattr(bucketed, "DeviceMark", Mark)
     meter = CommMeter()
-    buckets = scratch.GradientBuckets(torch.nn.Linear(3, 2), meter, bucket_cap_mb=1.0)
+    buckets = bucketed.DataParallel(torch.nn.Linear(3, 2), 1.0, meter=meter,
+                                    sync_when_backward_ends=False)
     buckets(torch.ones(4, 3)).sum().backward()     # one bucket: launch mark 0, done mark 1
     buckets.in_flight[0][0].wait()    # gloo runs `then` on its own thread: let mark 1 be made
     buckets.finish_gradient_sync()                 # wait marks 2 and 3

@@ -28,7 +28,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from gpututor.measure.timing import StepContext
-from gpututor.parallel.data_parallel.scratch import GradientBuckets
+from gpututor.parallel.data_parallel.buckets import DataParallel
 from gpututor.parallel.sharding.zero import ZeRO1, ZeRO2
 from gpututor.parallel.sharding.zero3 import ZeRO3
 
@@ -138,7 +138,7 @@ def train_wrapped(wrapper: str, model_name: str, rank: int, world: int) -> dict:
                       device=torch.device("cpu"))
     module = build(model_name)
     if wrapper == "dp-bucketed":   # tiny buckets: several of them, one per parameter or two
-        model = GradientBuckets(module, ctx.comm, bucket_cap_mb=100 / 2**20)
+        model = DataParallel(module, 100 / 2**20, meter=ctx.comm, sync_when_backward_ends=False)
         params = [p for p in module.parameters() if p.requires_grad]
     else:
         model = {"zero1": ZeRO1, "zero2": ZeRO2, "zero3": ZeRO3}[wrapper](module, ctx)

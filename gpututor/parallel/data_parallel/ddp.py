@@ -4,7 +4,7 @@ Every rank holds a full copy of the model and trains on its shard of the global 
 backward, DDP all-reduces gradients in buckets as soon as a bucket's gradients are ready, so
 communication can overlap the rest of backward; after it, every rank holds the average gradient
 and takes the same optimizer step. ``scratch.py`` builds the same thing from scratch
-(``GradientBuckets``), and a test shows both match one process.
+(``buckets.DataParallel``), and a test shows both match one process.
 
 Buckets (torch 2.13, ``torch/nn/parallel/distributed.py``): on the first iteration every
 gradient is in one bucket; after it DDP rebuilds the buckets in the order the gradients became
@@ -41,7 +41,8 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 from ... import checks
 from ..base import MemoryLayout, Strategy
 from ..link import LINK_ALLOWED, LINK_OPTIONS
-from .scratch import BUCKET_CAP_MB, BUCKET_CAP_MB_ALLOWED, bucketed_all_reduces
+from .buckets import BUCKET_CAP_MB, BUCKET_CAP_MB_ALLOWED
+from .scratch import bucketed_all_reduces
 from ...measure.timing import DeviceMark
 from ..mesh import dim_group
 

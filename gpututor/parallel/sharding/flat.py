@@ -9,26 +9,54 @@ import torch
 import torch.distributed as dist
 import torch.nn as nn
 
+from ...checks import InvalidValue
 from ...measure.collectives import all_gather_into_tensor, reduce_scatter_tensor
 from ...measure.timing import synchronize
 
 
-def sharding_units(model: nn.Module) -> list[tuple[str, nn.Module]]:
-    """The modules that get a shard unit of their own: the GPT's blocks (the root keeps the rest).
+UNITS_ALLOWED = ("None (the model's .blocks), a module class or a tuple of them, or a function "
+                 "(name, module) -> bool")
 
-    Other models have no ``blocks``: the root unit then holds every parameter.
+
+def sharding_units(model: nn.Module, units=None) -> list[tuple[str, nn.Module]]:
+    """The modules that get a shard unit of their own (the root keeps the rest), outermost
+    first found, never the root itself and never one inside another.
+
+    ``units`` None: the GPT's ``blocks`` (a model without them has the root unit only); a module
+    class or tuple of classes: every submodule of that class; a function ``(name, module) ->
+    bool``: every submodule it says yes to (as FSDP2 is called on each module the caller
+    chooses) [ref: pytorch-fsdp2-contract].
     """
-    return [(f"blocks.{i}", block) for i, block in enumerate(getattr(model, "blocks", []))]
+    if units is None:
+        return [(f"blocks.{i}", block) for i, block in enumerate(getattr(model, "blocks", []))]
+    if isinstance(units, type) or (isinstance(units, tuple) and units
+                                   and all(isinstance(u, type) for u in units)):
+        classes = units
+        chosen = lambda name, module: isinstance(module, classes)   # noqa: E731
+    elif callable(units):
+        chosen = units
+    else:
+        raise InvalidValue("units", units, UNITS_ALLOWED)
+    found = []
+    for name, module in model.named_modules():
+        if name and not any(name.startswith(f"{outer}.") for outer, _ in found) \
+                and chosen(name, module):
+            found.append((name, module))
+    return found
 
 
-def unit_parameters(model: nn.Module) -> list[list[nn.Parameter]]:
-    """The parameters the optimizer trains, grouped by unit: one list per block, then the
-    root's remaining ones. A frozen parameter (``requires_grad=False``) is in no unit: it stays
-    whole on every rank, is never sent, and no optimizer sees it."""
-    groups = [[p for p in block.parameters() if p.requires_grad]
-              for _, block in sharding_units(model)]
-    inside = {id(p) for group in groups for p in group}
-    groups.append([p for p in model.parameters()   # tied weights once
+def unit_parameters(model: nn.Module, units=None, keep_whole=()) -> list[list[nn.Parameter]]:
+    """The parameters the optimizer trains, grouped by unit (:func:`sharding_units`): one list
+    per unit, then the root's remaining ones. A frozen parameter (``requires_grad=False``), or
+    one in ``keep_whole``, is in no unit: it stays whole on every rank. Tied weights once."""
+    whole = {id(p) for p in keep_whole}
+    groups, inside = [], set(whole)
+    for _, block in sharding_units(model, units):
+        group = [p for p in dict.fromkeys(block.parameters())
+                 if p.requires_grad and id(p) not in inside]
+        inside.update(id(p) for p in group)
+        groups.append(group)
+    groups.append([p for p in model.parameters()
                    if p.requires_grad and id(p) not in inside])
     return [group for group in groups if group]
 

@@ -38,10 +38,10 @@ import torch.nn as nn
 
 from ...checks import InvalidValue
 from ..base import MemoryLayout, Strategy, parameter_names, unused_error
-from ..data_parallel.scratch import broadcast_parameters
+from ..data_parallel.buckets import broadcast_parameters
 from ..pieces import canonical, flat_shard_pieces
 from .flat import FlatShard, all_gather, padded_unit_bytes, reduce_scatter_mean, unit_parameters
-from .zero3 import ZeRO3
+from .zero3 import ZeRO3, this_rank_context
 
 
 # ---- stage 1: optimizer state sharded ---------------------------------------------------------
@@ -106,6 +106,11 @@ class ZeRO1(nn.Module):
     def finish_gradients(self) -> None:
         """After backward: this rank's slice of each unit's gradient becomes the average."""
         self.check_all_used()
+        for unit, flat_grad in zip(self.units, self.flat_grads):
+            for p, view in zip(unit.params, unit.unflatten(flat_grad)):
+                if p.grad is not view:   # set to None (model.zero_grad()) and made anew
+                    view.copy_(p.grad)
+                    p.grad = view
         for unit, flat_grad, shard in zip(self.units, self.flat_grads, self.shards):
             mine = unit.my_slice(flat_grad)
             mine.copy_(reduce_scatter_mean(flat_grad, self.meter))
@@ -159,6 +164,63 @@ class ZeRO2(ZeRO1):
 
     def finish_gradients(self) -> None:
         self.check_all_used()   # (a unit with one unused parameter was never reduce-scattered)
+
+
+# ---- any module, any optimizer ---------------------------------------------------------------
+
+class ShardedOptimizer:
+    """ZeRO-1 or ZeRO-2 from scratch around any ``torch.optim.Optimizer`` class, used as torch's
+    ``ZeroRedundancyOptimizer`` is [ref: pytorch-zero-redundancy-optimizer-wraps]::
+
+        opt = ShardedOptimizer(model, torch.optim.AdamW, stage=2, lr=1e-3, weight_decay=0.1)
+        loss_fn(model(x), y).backward()
+        opt.step()        # reduce-scatter (stage 1), step this rank's shard, all-gather
+        opt.zero_grad()
+
+    The model's trainable parameters become views of one flat vector per unit (the GPT's
+    blocks, else one for the whole model); every rank starts from rank 0's weights. The inner
+    optimizer gets only this rank's slices, with the same arguments for all of them (one param
+    group), so it must update element by element, as SGD, Adam(W), RMSprop, Adagrad do; one
+    that looks at a whole tensor (LAMB's trust ratio, Adafactor's factored moments, Muon's
+    orthogonalisation, gradient-norm clipping) would see slices and differ from one process.
+    Frozen parameters are in no shard and never change; an unused one is named in an error.
+    (torch's packs whole parameters onto ranks; this one cuts each unit's flat vector into equal
+    slices, as the ZeRO paper does.)
+    """
+
+    def __init__(self, module: nn.Module, optimizer_class, stage: int = 1, *, meter=None,
+                 **defaults):
+        if stage not in (1, 2):
+            raise InvalidValue("stage", stage, (1, 2), "(stage 3 shards the parameters: ZeRO3)")
+        if not (isinstance(optimizer_class, type)
+                and issubclass(optimizer_class, torch.optim.Optimizer)):
+            given = optimizer_class if isinstance(optimizer_class, type) \
+                else f"a {type(optimizer_class).__name__} object"   # (not its long repr)
+            raise InvalidValue("optimizer_class", given, "a torch.optim.Optimizer subclass, e.g. "
+                               "torch.optim.AdamW (the class: ShardedOptimizer makes it)")
+        ctx = this_rank_context(module, meter)
+        broadcast_parameters(module)
+        self.sharded = (ZeRO1 if stage == 1 else ZeRO2)(module, ctx)
+        self.meter = ctx.comm
+        self.optimizer = optimizer_class(self.sharded.shard_parameters(), **defaults)
+        self.sharded.start_step()
+
+    @property
+    def param_groups(self):
+        return self.optimizer.param_groups
+
+    def step(self) -> None:
+        self.sharded.finish_gradients()
+        self.optimizer.step()
+        self.sharded.all_gather_parameters()
+
+    def zero_grad(self, set_to_none: bool = True) -> None:
+        self.optimizer.zero_grad(set_to_none=set_to_none)
+        self.sharded.start_step()
+
+    def state_dict(self) -> dict:
+        """This rank's shard of the optimizer state (each rank holds 1/N of it)."""
+        return self.optimizer.state_dict()
 
 
 # ---- the strategies ---------------------------------------------------------------------------
