@@ -1,5 +1,6 @@
 """Lesson 12's checkpoint intervals at scale: a save time measured here, scaled to a large job's
-state per GPU (a fixed cost and a cost per byte, fitted to saves of two sizes), and for one job
+state per GPU (a fixed cost fitted to saves of two sizes, and the bytes at the rate a larger
+write to this disk was measured at, :mod:`.measured`), and for one job
 the intervals and the work lost (the formulas of :mod:`gpututor.plan.interruptions`), as a row
 the notebook prints. The notebook imports these, not the formulas its exercises ask the learner
 to write. It also gives a job's MTBF for the notebook (:func:`mtbf_hours`), and the section's
@@ -34,6 +35,14 @@ def save_cost_fit(small: tuple[float, float], large: tuple[float, float]) -> dic
             "seconds": t2}
 
 
+def at_measured_rate(fit: dict, disk: dict, state_bytes: float) -> float:
+    """Seconds to save ``state_bytes``: the fit's fixed part (:func:`save_cost_fit`; the whole
+    larger save where it found no per-byte part) plus the bytes at the rate ``disk``
+    (:func:`.measured.write_rate`) measured for one of as many writers as the saves had ranks.
+    That the rate holds beyond the file measured is an assumption."""
+    return fit["fixed_s"] + state_bytes / disk["bytes_per_s"]
+
+
 def at_scale(fit: dict, state_bytes: float) -> float:
     """Seconds to save ``state_bytes`` by :func:`save_cost_fit`'s ``fit``: its fixed part plus
     its per-byte part times ``state_bytes``. Where the fit found no per-byte part, the whole
@@ -44,22 +53,22 @@ def at_scale(fit: dict, state_bytes: float) -> float:
 
 
 def async_at_scale(sync_at_scale_s: float, sync_s: float, blocked_s: float, save_s: float,
-                   step_async_s: float, step_sync_s: float) -> dict:
+                   slowdown: float | None) -> dict:
     """An asynchronous save at scale, from one measured beside a synchronous save of the same
     state: its blocked time (``blocked_s``) and its whole save (``save_s``, the write ``W``)
     keep their ratios to the synchronous save (``sync_s``, measured; ``sync_at_scale_s``, that
-    save at scale: an assumption), and the steps beside the write are slower by ``slowdown``,
-    the median step of the asynchronous run over the synchronous one's, less 1 (0 where it was
-    not slower). ``W`` is wall time: the steps beside it run at ``1/(1+s)`` of their speed, so
-    the work lost in it is ``W − W/(1+s) = s·W/(1+s)``, and training loses
-    ``delta_s = blocked + s·W/(1+s)`` per save. Where a run has no median step (None), the
-    slowdown is None and not counted."""
+    save at scale: an assumption), and the steps beside the write are slower by ``slowdown``
+    (:func:`.measured.steps_beside_writes`: steps beside a write against steps without one, in
+    one run; counted as 0 where they were not slower). ``W`` is wall time: the steps beside it
+    run at ``1/(1+s)`` of their speed, so the work lost in it is ``W − W/(1+s) = s·W/(1+s)``,
+    and training loses ``delta_s = blocked + s·W/(1+s)`` per save. Where it was not measured
+    (None), the slowdown is not counted."""
     blocked = sync_at_scale_s * blocked_s / sync_s
     write = sync_at_scale_s * save_s / sync_s
-    if step_async_s is None or not step_sync_s:
-        slowdown, slowed = None, 0.0
+    if slowdown is None:
+        slowed = 0.0
     else:
-        slowdown = max(step_async_s / step_sync_s - 1, 0.0)
+        slowdown = max(slowdown, 0.0)
         slowed = slowdown * write / (1 + slowdown)
     return {"blocked_s": blocked, "write_s": write, "slowdown": slowdown,
             "slowed_s": slowed, "delta_s": blocked + slowed}
@@ -122,34 +131,47 @@ def rate_verdict(record: FailureRecord, per_gpu_hour: float, sizes) -> tuple[str
               hours=mtbf_hours(max(sizes), per_gpu_hour)), details, "mixed"
 
 
-def saves_table(saves: dict[str, dict], state_bytes: float,
+def saves_table(saves: dict[str, dict], disk: dict, state_bytes: float,
                 save_s: float) -> tuple[list[str], list[list[str]]]:
     """``(columns, rows)``: each measured save (label -> a run's ``checkpoint`` section: its
-    largest rank's bytes and seconds), and ``state_bytes`` per GPU at the fitted cost."""
+    largest rank's bytes and seconds), the write that measured the disk's rate (``disk``, from
+    :func:`.measured.write_rate`: its bytes per writer), and ``state_bytes`` per GPU at the
+    fixed cost plus that rate (``save_s``)."""
     columns = [tr("save"), tr("MB per rank"), tr("seconds")]
     rows = [[label, not_measured(max((b for b in saved["bytes_per_rank"] if b is not None),
                                      default=None), ".2f", MB), not_measured(saved["save_s"], ".3f")]
             for label, saved in saves.items()]
-    return columns, rows + [[tr("{gb:g} GB per GPU, from the fit", gb=state_bytes / 1e9),
-                             f"{state_bytes / MB:,.0f}", f"{save_s:,.0f}"]]
+    rows.append([tr("{writers} files written at once, synced (measured)", writers=disk["writers"]),
+                 f"{disk['bytes'] / MB:,.0f}", f"{disk['seconds']:.3f}"])
+    return columns, rows + [[tr("{gb:g} GB per GPU: fixed part + the measured rate",
+                                gb=state_bytes / 1e9), f"{state_bytes / MB:,.0f}", f"{save_s:,.0f}"]]
 
 
-def fit_sentence(fit: dict, state_bytes: float, save_s: float) -> str:
-    """What :func:`save_cost_fit` found, and ``state_bytes`` at it (``save_s``)."""
-    words = dict(gb=state_bytes / 1e9, save=save_s)
+def fit_sentence(fit: dict, smaller_bytes: float, disk: dict, state_bytes: float,
+                 save_s: float) -> str:
+    """What :func:`save_cost_fit` found on saves of ``smaller_bytes`` and ``fit["bytes"]`` per
+    rank, how far its slope alone would have to be extrapolated to ``state_bytes``, and the
+    measured write (``disk``) that prices the bytes instead (``save_s``)."""
+    words = dict(gb=state_bytes / 1e9, save=save_s, low=smaller_bytes / MB, high=fit["bytes"] / MB,
+                 factor=state_bytes / fit["bytes"], mb=disk["bytes"] / MB, writers=disk["writers"],
+                 seconds=disk["seconds"], rate=disk["bytes_per_s"] / MB, fixed=fit["fixed_s"],
+                 left=state_bytes / disk["bytes"])
+    measured = tr("Measured instead: {writers} files of {mb:,.0f} MB written at once to this disk "
+                  "and synced took {seconds:.2f} s, {rate:,.0f} MB/s for each writer; {gb:g} GB at "
+                  "that rate plus the fixed {fixed:.3f} s take {save:,.0f} s. That is still "
+                  "{left:,.0f}× the file written: it assumes the disk keeps this rate up to "
+                  "{gb:g} GB.", **words)
     if fit["per_byte_s"] is None:
-        return tr("the larger save was not slower: the cost per byte is lost in the noise here, so "
-                  "{gb:g} GB are scaled at the larger save's whole rate, an upper bound: {save:,.0f} s",
-                  **words)
-    words.update(fixed=fit["fixed_s"], per_mb=fit["per_byte_s"] * MB,
-                 rate_mb=1 / fit["per_byte_s"] / MB, share=fit["fixed_share"])
-    if fit["fixed_share"] >= 0.5:
-        return tr("fitted: {fixed:.3f} s fixed + {per_mb:.4f} s per MB ({rate_mb:.0f} MB/s); the fixed "
-                  "part is {share:.0%} of the larger save: mostly fixed cost. {gb:g} GB take "
-                  "{save:,.0f} s", **words)
-    return tr("fitted: {fixed:.3f} s fixed + {per_mb:.4f} s per MB ({rate_mb:.0f} MB/s); the fixed "
-              "part is {share:.0%} of the larger save: mostly cost per byte. {gb:g} GB take "
-              "{save:,.0f} s", **words)
+        return tr("Fitted on saves of {low:.2f} and {high:.2f} MB per rank: the larger save was "
+                  "not slower, so the cost per byte is lost in the noise there; the fixed part is "
+                  "taken as the whole larger save.", **words) + " " + measured
+    words.update(per_mb=fit["per_byte_s"] * MB, rate_mb=1 / fit["per_byte_s"] / MB,
+                 share=fit["fixed_share"], fitted=at_scale(fit, state_bytes))
+    return tr("Fitted on saves of {low:.2f} and {high:.2f} MB per rank: {fixed:.3f} s fixed + "
+              "{per_mb:.4f} s per MB ({rate_mb:.0f} MB/s); the fixed part is {share:.0%} of the "
+              "larger save. Its slope alone would put {gb:g} GB at {fitted:,.0f} s, an "
+              "extrapolation {factor:,.0f}× beyond the larger save, which holds only if the "
+              "write rate stays what it was at a few MB.", **words) + " " + measured
 
 
 def intervals_table(rows: list[dict]) -> tuple[list[str], list[list[str]]]:
@@ -193,20 +215,25 @@ def intervals_verdict(rows: list[dict], save_s: float, fit_text: str) -> tuple[s
               "each job would lose more than it has", **words), details, "bad"
 
 
-def slowdown_sentence(scaled: dict, step_async_s: float | None, step_sync_s: float | None) -> str:
-    """How much slower the asynchronous run's steps were (:func:`async_at_scale`'s ``slowdown``)."""
+def slowdown_sentence(scaled: dict, beside: dict) -> str:
+    """How much slower the asynchronous run's steps beside a write were than its steps with
+    none (``beside``: :func:`.measured.steps_beside_writes`; ``scaled``:
+    :func:`async_at_scale`'s, for the seconds it adds at scale)."""
     seconds = lambda v: tr("not measured") if v is None else f"{v:.3f} s"
-    words = dict(a=seconds(step_async_s), s=seconds(step_sync_s))
-    if scaled["slowdown"] is None:
-        return tr("median step, asynchronous fsdp run {a}, synchronous {s}: a run had no "
-                  "steady step, so slower steps beside the write are not counted", **words)
-    if scaled["slowdown"] > 0:
-        return tr("median step, asynchronous fsdp run {a}, synchronous {s} (runs made one after "
-                  "another): the median step is {slow:.1%} slower (a lower bound for the steps beside the "
-                  "write), {extra:,.0f} s more per save at scale, counted in the asynchronous δ", slow=scaled["slowdown"],
-                  extra=scaled["slowed_s"], **words)
-    return tr("median step, asynchronous fsdp run {a}, synchronous {s} (runs made one after "
-              "another): the median step was not slower here (the steps beside the write may have been)", **words)
+    words = dict(a=seconds(beside["beside_s"]), c=seconds(beside["clean_s"]),
+                 n_a=len(beside["beside"]), n_c=len(beside["clean"]))
+    if beside["slowdown"] is None:
+        return tr("median step of the asynchronous fsdp run beside a write {a} ({n_a} steps), "
+                  "with none {c} ({n_c} steps): one of the two has no step, so slower steps "
+                  "beside the write are not measured and not counted", **words)
+    if beside["slowdown"] > 0:
+        return tr("median step of the asynchronous fsdp run beside a write {a} ({n_a} steps), "
+                  "with none {c} ({n_c} steps), in the same run: the steps beside a write were "
+                  "{slow:.1%} slower, {extra:,.0f} s more per save at scale, counted in the "
+                  "asynchronous δ", slow=beside["slowdown"], extra=scaled["slowed_s"], **words)
+    return tr("median step of the asynchronous fsdp run beside a write {a} ({n_a} steps), with "
+              "none {c} ({n_c} steps), in the same run: the steps beside a write were not slower "
+              "here (counted as 0)", **words)
 
 
 def save_ways_table(rows: dict[str, dict]) -> tuple[list[str], list[list[str]]]:

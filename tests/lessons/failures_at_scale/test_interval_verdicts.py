@@ -5,7 +5,7 @@ import pytest
 
 from gpututor.lessons.failures_at_scale.figures import INTERVAL_TICKS, decade_ticks, lost_work_figure
 from gpututor.lessons.failures_at_scale.intervals import (
-    async_at_scale, fit_sentence, interval_row, intervals_table, intervals_verdict, mtbf_table,
+    async_at_scale, at_measured_rate, fit_sentence, interval_row, intervals_table, intervals_verdict, mtbf_table,
     rate_verdict, save_cost_fit, save_ways_table, save_ways_verdict, saves_table, slowdown_sentence)
 from gpututor.plan.interruptions import LLAMA3, interruptions_per_gpu_hour
 
@@ -22,18 +22,31 @@ def test_the_rate_verdict_and_the_mtbf_table():
     assert rows[-1] == ["16,384", "7.76", "3.1"] and rows[0][0] == "8"
 
 
+DISK = {"writers": 4, "bytes": 64e6, "seconds": 0.5, "bytes_per_s": 128e6}
+
+
 def test_the_saves_table_and_the_fit_sentences():
     saves = {"tiny": {"bytes_per_rank": [1e6, None], "save_s": 0.3},
              "small": {"bytes_per_rank": [3e6, 3e6], "save_s": None}}
-    columns, rows = saves_table(saves, 4e9, 400.2)
+    columns, rows = saves_table(saves, DISK, 4e9, 31.4)
     assert rows == [["tiny", "1.00", "0.300"], ["small", "3.00", "not measured"],
-                    ["4 GB per GPU, from the fit", "4,000", "400"]]
-    per_byte = fit_sentence(save_cost_fit((1e6, 0.3), (3e6, 0.5)), 4e9, 400.2)
-    assert "fixed part is 40% of the larger save: mostly cost per byte. 4 GB take 400 s" in per_byte
-    fixed = fit_sentence(save_cost_fit((1e6, 0.3), (3e6, 0.35)), 4e9, 100.0)
-    assert "fixed part is 79% of the larger save: mostly fixed cost" in fixed
-    noise = fit_sentence(save_cost_fit((1e6, 0.3), (3e6, 0.25)), 4e9, 333.0)
-    assert noise.startswith("the larger save was not slower") and "an upper bound: 333 s" in noise
+                    ["4 files written at once, synced (measured)", "64", "0.500"],
+                    ["4 GB per GPU: fixed part + the measured rate", "4,000", "31"]]
+    fit = save_cost_fit((1e6, 0.3), (3e6, 0.5))
+    save_s = at_measured_rate(fit, DISK, 4e9)
+    assert save_s == pytest.approx(0.2 + 4e9 / 128e6)
+    per_byte = fit_sentence(fit, 1e6, DISK, 4e9, save_s)
+    # the fit's range, and its slope's extrapolation named as one (x1333 beyond 3 MB)
+    assert "Fitted on saves of 1.00 and 3.00 MB per rank" in per_byte
+    assert "the fixed part is 40% of the larger save" in per_byte
+    assert "would put 4 GB at 400 s, an extrapolation 1,333× beyond the larger save" in per_byte
+    # the measured write prices the bytes, and what is still assumed is said
+    assert "4 files of 64 MB written at once to this disk and synced took 0.50 s, 128 MB/s " \
+        "for each writer; 4 GB at that rate plus the fixed 0.200 s take 31 s" in per_byte
+    assert "still 62× the file written: it assumes the disk keeps this rate up to 4 GB" in per_byte
+    noise = fit_sentence(save_cost_fit((1e6, 0.3), (3e6, 0.25)), 1e6, DISK, 4e9, 30.0)
+    assert "the larger save was not slower" in noise and "Measured instead" in noise
+    assert at_measured_rate(save_cost_fit((1e6, 0.3), (3e6, 0.25)), DISK, 0) == 0.25
 
 
 def test_the_intervals_verdict_where_the_model_holds_everywhere():
@@ -64,16 +77,22 @@ def test_the_intervals_verdict_where_the_model_stops_holding():
     assert "holds at none of these sizes" in headline and tone == "bad"
 
 
+def beside(a, c, n_a=2, n_c=3):
+    return {"beside": list(range(n_a)), "clean": list(range(n_c)), "beside_s": a, "clean_s": c,
+            "slowdown": None if a is None or c is None else a / c - 1}
+
+
 def test_the_slowdown_sentences():
-    slower = async_at_scale(100.0, 0.4, 0.1, 0.8, 0.3, 0.2)
-    assert "the median step is 50.0% slower (a lower bound for the steps beside the write), 67 s more per save" in \
-        slowdown_sentence(slower, 0.3, 0.2)
-    same = async_at_scale(100.0, 0.4, 0.1, 0.8, 0.19, 0.2)
-    assert "was not slower here" in slowdown_sentence(same, 0.19, 0.2)
-    unknown = async_at_scale(100.0, 0.4, 0.1, 0.8, None, 0.2)
+    slower = async_at_scale(100.0, 0.4, 0.1, 0.8, beside(0.3, 0.2)["slowdown"])
+    text = slowdown_sentence(slower, beside(0.3, 0.2))
+    assert "beside a write 0.300 s (2 steps), with none 0.200 s (3 steps), in the same run" in text
+    assert "were 50.0% slower, 67 s more per save at scale" in text and "lower bound" not in text
+    same = async_at_scale(100.0, 0.4, 0.1, 0.8, beside(0.19, 0.2)["slowdown"])
+    assert "were not slower here (counted as 0)" in slowdown_sentence(same, beside(0.19, 0.2))
+    unknown = async_at_scale(100.0, 0.4, 0.1, 0.8, None)
     assert unknown["slowdown"] is None and unknown["delta_s"] == pytest.approx(25.0)
-    assert "asynchronous fsdp run not measured, synchronous 0.200 s" in slowdown_sentence(unknown, None, 0.2)
-    assert "are not counted" in slowdown_sentence(unknown, None, 0.2)
+    text = slowdown_sentence(unknown, beside(0.3, None, n_c=0))
+    assert "with none not measured (0 steps)" in text and "not measured and not counted" in text
 
 
 def ways(sync_s, async_s, write_s):

@@ -28,13 +28,13 @@ def test_a_larger_save_that_was_not_slower_scales_at_its_whole_rate():
 
 
 def test_an_asynchronous_save_keeps_its_ratios_and_pays_for_slower_steps():
-    # sync 0.4 s here, 100 s at scale; async blocked 0.1 s, whole 0.8 s; steps 0.3 s vs 0.2 s
-    scaled = async_at_scale(100.0, 0.4, 0.1, 0.8, 0.3, 0.2)
+    # sync 0.4 s here, 100 s at scale; async blocked 0.1 s, whole 0.8 s; steps beside 0.3 s vs 0.2 s
+    scaled = async_at_scale(100.0, 0.4, 0.1, 0.8, 0.5)   # steps beside the write 1.5x as long
     assert scaled["blocked_s"] == pytest.approx(25.0) and scaled["write_s"] == pytest.approx(200.0)
     # W = 200 s of wall time at 1/1.5 of the speed: 200 − 200/1.5 = 66.7 s of work lost, not 0.5 × 200
     assert scaled["slowdown"] == pytest.approx(0.5) and scaled["slowed_s"] == pytest.approx(200 / 3)
     assert scaled["delta_s"] == pytest.approx(25.0 + 200 / 3)
-    assert async_at_scale(100.0, 0.4, 0.1, 0.8, 0.19, 0.2)["delta_s"] == pytest.approx(25.0)
+    assert async_at_scale(100.0, 0.4, 0.1, 0.8, -0.05)["delta_s"] == pytest.approx(25.0)
 
 
 def test_the_curves_stop_where_the_job_would_lose_more_than_it_has():
