@@ -50,6 +50,7 @@ class Norms(nn.Module):
 
 
 ALL_MODELS = {**MODELS, "norms": Norms}
+FSDP2_MODELS = ("frozen_in_blocks", "norms")
 TRAINED = ("frozen", "frozen_in_blocks", "tied", "norms")
 
 
@@ -170,6 +171,24 @@ def _branches(rank: int, world: int) -> dict:
     return out
 
 
+def _fsdp2(name: str, rank: int, world: int) -> dict:
+    """torch's FSDP2 on the same units (each Block, then the root), AdamW as the others."""
+    from torch.distributed.fsdp import fully_shard
+    module = make(name)
+    for sub in module.modules():
+        if isinstance(sub, Block):
+            fully_shard(sub)
+    fully_shard(module)
+    opt = torch.optim.AdamW(module.parameters(), **OPTIMIZERS["adamw"][1])
+    x, y = my_batch(name, rank, world)
+    for _ in range(STEPS):
+        opt.zero_grad(set_to_none=True)
+        lossf(name, module(x), y).backward()
+        opt.step()
+    return {k: (v.full_tensor() if hasattr(v, "full_tensor") else v).detach().tolist()
+            for k, v in module.state_dict().items()}
+
+
 def _rank(rank: int, world: int, folder: str) -> None:
     dist.init_process_group("gloo", init_method=f"file://{folder}/rendezvous", rank=rank,
                             world_size=world)
@@ -181,6 +200,8 @@ def _rank(rank: int, world: int, folder: str) -> None:
             except Exception as exc:  # noqa: BLE001 - the test reads what each raised
                 results[case_id(case)] = ("error", f"{type(exc).__name__}: {exc}")
         results["branches"] = ("ok", _branches(rank, world))
+        for name in FSDP2_MODELS:
+            results[f"fsdp2-{name}"] = ("ok", _fsdp2(name, rank, world))
     finally:
         dist.destroy_process_group()
     with open(f"{folder}/rank{rank}.json", "w") as f:
@@ -215,6 +236,21 @@ def test_each_piece_trains_any_module_like_one_process(ranks, case):
     for rank in range(world):
         kind, got = results[rank][case_id(case)]
         assert kind == "ok", f"rank {rank}: {got}"
+        _compare(got, want, frozen, first.state_dict(), TOLERANCE, f"rank {rank}")
+
+
+@pytest.mark.parametrize("name", FSDP2_MODELS)
+def test_zero3_on_the_same_units_equals_torch_fsdp2(ranks, name):
+    """The production counterpart on the same ranks, units and optimizer: FSDP2's
+    fully_shard on each Block and the root (a frozen block and a frozen norm weight inside)."""
+    world, results = ranks
+    first = make(name)
+    frozen = {n for n, p in first.named_parameters() if not p.requires_grad}
+    for rank in range(world):
+        kind, fsdp2 = results[rank][f"fsdp2-{name}"]
+        want = {k: torch.tensor(v) for k, v in fsdp2.items()}
+        kind, got = results[rank][case_id(("zero3", name, {"units": Block}))]
+        assert kind == "ok", got
         _compare(got, want, frozen, first.state_dict(), TOLERANCE, f"rank {rank}")
 
 
