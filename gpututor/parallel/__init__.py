@@ -22,6 +22,7 @@ counterparts are (the strategies run the same classes):
     ShardedOptimizer(module, torch.optim.AdamW, stage=1 or 2, lr=..., ...)   ~ ZeroRedundancyOptimizer
     ZeRO3(module, units=..., compute_dtype=..., keep_whole=...)          ~ FSDP2's fully_shard
     gpututor.attention.TiledAttention / tiled_attention(q, k, v, causal=...)   ~ FlashAttention-2
+    LocalSGD(module, optimizer, sync_every) / DiLoCo(module, inner_optimizer, sync_every)  ~ torchft's
 """
 from __future__ import annotations
 
@@ -35,6 +36,7 @@ from .composed import Composed
 from .context_parallel import ContextParallel, ContextParallelLayout
 from .data_parallel.buckets import DataParallel
 from .data_parallel.ddp import DataParallelDDP
+from .data_parallel.local_sgd import DiLoCo, LocalSGD
 from .data_parallel.scratch import BucketedDataParallel, NaiveDataParallel
 from .expert_parallel.scratch import DataExpertParallel, ExpertParallel
 from .pipeline.schedules import PipelineParallel
@@ -135,5 +137,5 @@ def check_spec(spec):
     return spec
 
 
-__all__ = ["STRATEGIES", "DataParallel", "ShardedOptimizer", "Strategy", "ZeRO3", "check_spec",
-           "get_strategy"]
+__all__ = ["STRATEGIES", "DataParallel", "DiLoCo", "LocalSGD", "ShardedOptimizer", "Strategy",
+           "ZeRO3", "check_spec", "get_strategy"]

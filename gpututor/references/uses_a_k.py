@@ -57,6 +57,11 @@ USES: dict[str, Use] = {
         "flash-attn-readme", "Changelog, 2.1",
         "if seqlen_q != seqlen_k and causal=True, the causal mask is aligned to the bottom right "
         "corner of the attention matrix, instead of the top-left corner"),
+    "douillard2023-diloco-algorithm": Use(
+        "douillard2023", "Algorithm 1",
+        "k workers each copy the outer parameters θ(t−1), run H inner steps of an inner optimizer "
+        "(AdamW) on their own data shard; the outer gradient is the average over workers of "
+        "θ(t−1) − θ_i(t); an outer optimizer (Nesterov momentum) updates θ with it"),
     "chowdhery2022-flops": Use(
         "chowdhery2022", "Appendix B",
         "training FLOPs per token, used for model FLOPs utilization: 6N for the parameters plus "

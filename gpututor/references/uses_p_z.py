@@ -8,6 +8,14 @@ USES: dict[str, Use] = {
         "pytorch-sdpa", "the equivalent implementation in the docstring",
         "with is_causal, temp_mask = torch.ones(L, S).tril(diagonal=0): query i attends to keys "
         "0..i, the mask aligned top-left when L != S (read in the installed torch 2.13)"),
+    "stich2019-local-sgd": Use(
+        "stich2019", "Algorithm 1 (local SGD)",
+        "each of K workers runs SGD on its own copy; every H steps the copies are replaced by "
+        "their average (the sync every H steps is the only communication)"),
+    "torchft-local-sgd-test-diloco": Use(
+        "torchft-local-sgd-test", "DiLoCo tests",
+        "the outer optimizer is torch.optim.SGD(model.parameters(), lr=0.7, momentum=0.9, "
+        "nesterov=True) (read in the torchft 0.2.0 wheel from PyPI)"),
     "qi2024-split-backward": Use(
         "qi2024", "§2",
         "the backward is split into B (the gradient of the stage's input, which the previous "

@@ -114,6 +114,13 @@ WORKS: dict[str, Work] = {
     "pytorch-zero-redundancy-optimizer": Work("PyTorch docs", 2025, "torch.distributed.optim."
                                                 "ZeroRedundancyOptimizer", "https://docs.pytorch."
                                                 "org/docs/stable/distributed.optim.html"),
+    "stich2019": Work("Stich", 2019, "Local SGD Converges Fast and Communicates Little (ICLR 2019)",
+                      "https://arxiv.org/abs/1805.09767"),
+    "douillard2023": Work("Douillard et al.", 2023, "DiLoCo: Distributed Low-Communication "
+                          "Training of Language Models", "https://arxiv.org/abs/2311.08105"),
+    "torchft-local-sgd-test": Work("PyTorch torchft", 2025, "torchft/local_sgd_test.py "
+                                   "(pytorch/torchft, release 0.2.0)", "https://github.com/"
+                                   "pytorch/torchft/blob/main/torchft/local_sgd_test.py"),
     "nccl-tests-performance": Work("NVIDIA nccl-tests", 2025, "doc/PERFORMANCE.md: Performance "
                                      "reported by NCCL tests (NVIDIA/nccl-tests)",
                                      "https://github.com/NVIDIA/nccl-tests/blob/master/doc/"

@@ -1,0 +1,133 @@
+"""Fewer messages: ranks that train on their own for H steps, then meet (local SGD, DiLoCo).
+
+Data parallel averages gradients after every backward: one all-reduce of the whole model per
+step. The two methods here average once every ``sync_every`` (H) optimizer steps, so a step
+sends 1/H of that on average; between meetings the ranks' weights drift apart.
+
+- :class:`LocalSGD` [ref: stich2019-local-sgd]: each rank steps its own optimizer on its own
+  data; every H steps the ranks replace their weights by the average of all ranks' weights.
+- :class:`DiLoCo` [ref: douillard2023-diloco-algorithm]: each rank runs H steps of an *inner*
+  optimizer (AdamW in the paper) starting from the shared weights θ; then the ranks average
+  their *pseudo-gradient* Δ = θ − θ_rank (how far each moved, pointing back), and an *outer*
+  optimizer (SGD with Nesterov momentum) steps θ with Δ as its gradient; every rank restarts from
+  the new θ. The outer optimizer defaults to the values torchft's DiLoCo tests use
+  [ref: torchft-local-sgd-test-diloco] (learning rate 0.7, momentum 0.9, Nesterov).
+
+Both wrap any module and any inner optimizer, used as torchft's are: ``step()`` after
+``backward()``, ``zero_grad()``. Only trainable parameters are averaged (frozen ones never
+change); buffers (a norm's running statistics) are left as each rank has them. Every meeting is
+one all-reduce of every trainable parameter, flattened into one buffer, blocking, counted in
+``meter`` like the other strategies' collectives.
+"""
+from __future__ import annotations
+
+import time
+
+import torch
+import torch.distributed as dist
+import torch.nn as nn
+
+from ... import checks
+from ...checks import InvalidValue
+from ...measure.timing import CommMeter, synchronize
+from ..mesh import DimGroup
+from .buckets import broadcast_parameters
+
+
+class LocalSGD:
+    """Each rank steps on its own; every ``sync_every`` steps all ranks average their weights."""
+
+    name = "local SGD"
+
+    def __init__(self, module: nn.Module, optimizer: torch.optim.Optimizer, sync_every: int, *,
+                 meter=None, dp: DimGroup | None = None, broadcast_from_first: bool = True):
+        checks.where("sync_every", sync_every, checks.int_in(1), "an integer >= 1")
+        if not isinstance(optimizer, torch.optim.Optimizer):
+            raise InvalidValue("optimizer", type(optimizer).__name__,
+                               "a torch.optim.Optimizer over the module's parameters")
+        if not dist.is_initialized():
+            raise RuntimeError(f"{self.name}: no process group: call "
+                               "torch.distributed.init_process_group first (or run in %%ranks)")
+        self.module, self.optimizer, self.sync_every = module, optimizer, sync_every
+        self.world = dp.size if dp is not None else dist.get_world_size()
+        self.group = dp.group if dp is not None else None
+        self.meter = meter if meter is not None else CommMeter(world_size=self.world)
+        self.params = [p for p in module.parameters() if p.requires_grad]
+        self.local_step, self.meetings = 0, 0
+        if broadcast_from_first:   # every rank starts from the same weights
+            broadcast_parameters(module, dp)
+
+    def zero_grad(self, set_to_none: bool = True) -> None:
+        self.optimizer.zero_grad(set_to_none=set_to_none)
+
+    def step(self) -> bool:
+        """One local step; a meeting after every ``sync_every``-th. True if the ranks met."""
+        self.optimizer.step()
+        self.local_step += 1
+        if self.local_step % self.sync_every:
+            return False
+        self.meet()
+        self.meetings += 1
+        return True
+
+    @torch.no_grad()
+    def meet(self) -> None:
+        averaged = self.average(torch.cat([p.detach().reshape(-1) for p in self.params]))
+        _copy_into(self.params, averaged)
+
+    def average(self, flat: torch.Tensor) -> torch.Tensor:
+        """The mean of ``flat`` over the ranks: one blocking all-reduce, timed and counted."""
+        synchronize(flat.device)
+        start = time.perf_counter()
+        dist.all_reduce(flat, group=self.group)
+        flat /= self.world
+        synchronize(flat.device)
+        seconds = time.perf_counter() - start
+        self.meter.add(flat.nbytes, seconds, group_size=self.world)
+        self.meter.exposed_s += seconds
+        return flat
+
+
+class DiLoCo(LocalSGD):
+    """Inner steps on each rank's own data; every ``sync_every`` steps an outer step on the
+    shared weights with the ranks' average pseudo-gradient (see the module docstring)."""
+
+    name = "DiLoCo"
+
+    def __init__(self, module: nn.Module, inner_optimizer: torch.optim.Optimizer,
+                 sync_every: int, *, outer_lr: float = 0.7, outer_momentum: float = 0.9,
+                 nesterov: bool = True, meter=None, dp: DimGroup | None = None,
+                 broadcast_from_first: bool = True):
+        super().__init__(module, inner_optimizer, sync_every, meter=meter, dp=dp,
+                         broadcast_from_first=broadcast_from_first)
+        checks.where("outer_lr", outer_lr, checks.number_in(0, 100, low_open=True),
+                     "a number in (0, 100]")
+        checks.where("outer_momentum", outer_momentum, checks.number_in(0, 1),
+                     "a number in [0, 1)")
+        if outer_momentum >= 1:
+            raise InvalidValue("outer_momentum", outer_momentum, "a number in [0, 1)")
+        # θ: the weights every rank shares at a meeting (the paper's outer parameters)
+        self.shared = [nn.Parameter(p.detach().clone()) for p in self.params]
+        self.outer = torch.optim.SGD(self.shared, lr=outer_lr, momentum=outer_momentum,
+                                     nesterov=nesterov and outer_momentum > 0)
+
+    @torch.no_grad()
+    def meet(self) -> None:
+        """Δ = mean over ranks of (θ − θ_rank); θ ← outer step with Δ as its gradient;
+        every rank's weights ← θ."""
+        moved = torch.cat([(s - p.detach()).reshape(-1) for s, p in zip(self.shared,
+                                                                        self.params)])
+        delta = self.average(moved)
+        _copy_into(self.shared, delta, grad=True)
+        self.outer.step()
+        for s, p in zip(self.shared, self.params):
+            p.copy_(s)
+
+
+def _copy_into(params: list, flat: torch.Tensor, grad: bool = False) -> None:
+    """``flat``'s pieces into each parameter (or, with ``grad``, into its ``.grad``)."""
+    for p, piece in zip(params, flat.split([p.numel() for p in params])):
+        if grad:
+            p.grad = piece.view_as(p).clone()
+        else:
+            p.copy_(piece.view_as(p))
