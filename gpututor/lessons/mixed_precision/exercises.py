@@ -8,9 +8,9 @@ yet".
   own update refused while it runs.
 - :func:`check_held_bytes`: the learner's function from a model, the compute copy's dtype and the
   optimizer to the bytes section 4's master-weights trainer holds between steps, run on
-  layouts and models the lesson never prints (fixed and drawn) with the trainer and the
-  package's bytes-per-parameter tables refused while it runs, against the checker's own
-  one-step runs.
+  layouts and models the lesson never prints (fixed and drawn) with the trainer, the
+  package's bytes-per-parameter tables and torch's optimizers refused while it runs, against
+  the checker's own one-step runs.
 - :func:`check_flush_threshold`: below what magnitude a true gradient becomes 0 in fp16 with a
   static loss scale (fp16's smallest subnormal, from ``format_table``, and round-to-nearest).
 """
@@ -29,6 +29,7 @@ from ...plan.memory import bytes_per_param, model_state_bytes
 from ...precision.formats import format_table
 from ...precision.loss_scaling import DynamicLossScaler, replay_scalers
 from ...models import build_model
+from ...measure.memory import optimizer_tensors, state_bytes
 from ...precision.master_weights import MasterWeightsTrainer, train_master_weights
 from ..common.code_exercise import call_refusing, number_from
 from ..common.exercises import as_number, check_answer
@@ -147,18 +148,25 @@ def drawn_held_cases(count: int = 2, rng: random.Random | None = None) -> list[t
 
 
 def _held_references() -> tuple:
-    """The trainer, and the package's tables of bytes per parameter and of optimizer state."""
+    """The trainer, the package's tables of bytes per parameter and of optimizer state, and its
+    byte count of an optimizer's state."""
     return (train_master_weights, MasterWeightsTrainer.__init__, MasterWeightsTrainer.step,
             MasterWeightsTrainer.memory, optimizer_state_bytes, bytes_per_param,
-            model_state_bytes)
+            model_state_bytes, optimizer_tensors, state_bytes)
+
+
+# every torch optimizer is built through Optimizer.__init__: refused, no optimizer can be made
+# and stepped to measure its state (a count needs none)
+HELD_ATTRIBUTES = ((torch.optim.Optimizer, "__init__"),)
 
 
 def check_held_bytes(candidate, spec) -> None:
     """``candidate(model, dtype, optimizer) -> bytes`` held between steps by section 4's trainer
     (``MasterWeightsTrainer``: fp32 master weights, a compute copy in ``dtype``, ``optimizer``
     "adamw" or "sgd"; fp16 with the dynamic loss scaler), on :data:`HELD_CASES` and two drawn
-    cases, with :func:`_held_references` refused while it runs; each against the trainer measured
-    here after one step that was taken (:func:`held_after_a_taken_step`), within 1 %."""
+    cases, with :func:`_held_references` and :data:`HELD_ATTRIBUTES` refused while it runs;
+    each against the trainer measured here after one step that was taken
+    (:func:`held_after_a_taken_step`), within 1 % of it."""
     if candidate is ...:
         say("held bytes: not answered yet. Define your function and pass it in.")
         return
@@ -169,15 +177,16 @@ def check_held_bytes(candidate, spec) -> None:
         where = tr("the {model} {size} model, a {dtype} copy and {optimizer}", model=model,
                    size=size, dtype=dtype, optimizer=optimizer)
         got = call_refusing(candidate, (build_model(one_step), dtype, optimizer),
-                            refused=_held_references(),
-                            called=tr("held bytes: your function ran the trainer or the "
-                                      "package's bytes per parameter: count the bytes yourself."),
+                            refused=_held_references(), attributes=HELD_ATTRIBUTES,
+                            called=tr("held bytes: your function ran the trainer, the "
+                                      "package's bytes per parameter or an optimizer: count the "
+                                      "bytes yourself."),
                             failed=tr("held bytes: for {where} your function failed: {error}"),
                             where=where)
         got = number_from(got, tr("held bytes: for {where} your function did not return a "
                                   "number.", where=where))
         held = held_after_a_taken_step(one_step, dtype)
-        if not math.isclose(got, held, rel_tol=0.01):
+        if abs(got - held) > 0.01 * abs(held):   # 1 % of what the trainer holds
             raise AssertionError(tr(
                 "held bytes: for {where} your function gives {got:,.0f} bytes, {how} than the "
                 "trainer holds between steps (more than 1 % off). What does it keep for each "

@@ -198,6 +198,14 @@ def test_the_published_held_bytes_pass_in_any_numeric_shape(capsys):
     assert "not answered yet" in capsys.readouterr().out
 
 
+def test_the_held_bytes_tolerance_is_1_percent_of_what_the_trainer_holds():
+    """1 % of the trainer's figure, as the lesson says, not of the larger of the two: a count
+    1.05 % above fails (math.isclose's rel_tol would let up to 1.0101 times through)."""
+    solution = published("06_mixed_precision", "my_held_bytes")
+    rejected(check_held_bytes, lambda m, d, o: solution(m, d, o) * 1.0105, SPEC,
+             match="more than 1 % off")
+
+
 def test_the_trainer_and_the_bytes_tables_refuse_while_the_function_runs():
     def runs_the_trainer(model, dtype, optimizer):
         from gpututor.precision import master_weights
@@ -212,8 +220,31 @@ def test_the_trainer_and_the_bytes_tables_refuse_while_the_function_runs():
         from gpututor.plan.memory import bytes_per_param
         return bytes_per_param(dtype, optimizer).total * count(model)
 
-    for candidate in (runs_the_trainer, reads_the_tables, reads_the_planner):
-        rejected(check_held_bytes, candidate, SPEC, match="ran the trainer or the package's bytes")
+    def builds_and_steps_an_optimizer(model, dtype, optimizer):
+        """The examiner's walk-around: measure instead of count, by building the optimizer,
+        taking one step on zero gradients and summing the bytes of what it then holds."""
+        import copy
+        from gpututor.measure.memory import optimizer_tensors, tensor_bytes
+        compute = copy.deepcopy(model).to({"fp32": torch.float32, "bf16": torch.bfloat16,
+                                           "fp16": torch.float16}[dtype])
+        opt = (torch.optim.AdamW(model.parameters()) if optimizer == "adamw"
+               else torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9))
+        for p in model.parameters():
+            p.grad = torch.zeros_like(p)
+        opt.step()
+        return (tensor_bytes(model.parameters()) + tensor_bytes(compute.parameters())
+                + tensor_bytes(optimizer_tensors(opt)))
+
+    def reads_a_state_it_did_not_build(model, dtype, optimizer):
+        from gpututor.measure.memory import state_bytes
+        return sum(state_bytes(model, None).values()) * 3
+
+    for candidate in (runs_the_trainer, reads_the_tables, reads_the_planner,
+                      builds_and_steps_an_optimizer, reads_a_state_it_did_not_build):
+        rejected(check_held_bytes, candidate, SPEC,
+                 match="ran the trainer, the package's bytes per parameter or an optimizer")
+    assert isinstance(torch.optim.SGD([torch.zeros(1, requires_grad=True)], lr=0.1),
+                      torch.optim.Optimizer)              # optimizers build again afterwards
     rejected(check_held_bytes, lambda model, dtype, optimizer: "many", SPEC,
              match="did not return a number")
     from gpututor.formulas import optimizer_state_bytes
