@@ -9,7 +9,8 @@ expects from them, so the notebook shows only the call. ``...`` means "not answe
   with each tensor padded to whole blocks (:func:`padded_state_bytes`).
 - :func:`check_full_saving`: the learner's prediction of what full recomputation saves against
   none (section 2's count), run on configurations the lesson does not run (fixed and drawn),
-  against the saving the checker measures, with the package's count and measurement refused.
+  against the saving the checker measures, with the package's count and measurement, its
+  live-tensor probe and its GPT's forward refused.
 - :func:`check_offload_link_bytes`: the bytes an offloaded Adam sends over the link per step
   with fp32 gradients and 16-bit parameters (a case no cell computes), each direction, as a
   pair, from the run's parameter count.
@@ -30,7 +31,9 @@ from ...attention import naive_attention, sdpa_attention, tiled_attention, tiled
 from ...config import RunSpec
 from ...formulas import activation_bytes_per_layer
 from ...i18n import say, tr
+from ...measure.memory import LiveBytesProbe
 from ...model_sizes import MODEL_SIZES
+from ...models import GPT, MLP, Block, CausalSelfAttention
 from ..common.code_exercise import call_refusing, number_from
 from ..common.exercises import check_answer
 from ..common.one_device import recomputation_costs
@@ -93,6 +96,10 @@ SAVING_LENGTHS = (32, 48, 96, 128, 160, 192, 256)
 # the count leaves out the causal mask (s² bytes a layer) and the layer norms' mean and 1/σ
 # (16 bytes a token a layer): under 2 % of the saving with 2 or more sequences; the lesson says so
 SAVING_TOLERANCE = 0.03
+# a count never runs the model: while the learner's function runs, the forward of the GPT and
+# of every part of it, and the live-tensor probe, refuse: no measurement (lesson 01's included)
+SAVING_ATTRIBUTES = tuple((part, "forward") for part in (GPT, Block, CausalSelfAttention, MLP)) \
+    + ((LiveBytesProbe, "__enter__"),)
 
 
 def drawn_saving_cases(count: int = 2, rng: random.Random | None = None) -> list[tuple]:
@@ -124,9 +131,9 @@ def measured_full_saving(size: str, batch: int, seq_len: int) -> int:
 
 def check_full_saving(candidate: Callable) -> None:
     """Run ``candidate(seq_len, micro_batch, d_model, n_head, n_layer)`` on :data:`SAVING_CASES`
-    and two drawn cases, with the package's count (``activation_bytes_per_layer``) and
-    measurement refused while it runs; each against :func:`measured_full_saving`, within
-    :data:`SAVING_TOLERANCE`."""
+    and two drawn cases, with the package's count (``activation_bytes_per_layer``), measurement,
+    live-tensor probe and GPT forward (:data:`SAVING_ATTRIBUTES`) refused while it runs; each
+    against :func:`measured_full_saving`, within :data:`SAVING_TOLERANCE` of it."""
     if candidate is ...:
         say("recomputation saving: not answered yet. Define your function and pass it in.")
         return
@@ -139,14 +146,15 @@ def check_full_saving(candidate: Callable) -> None:
         where = tr("{n_layer} layers of width {d_model} with {n_head} heads, {micro_batch} "
                    "sequences of {seq_len}", **sizes)
         got = call_refusing(candidate, tuple(sizes.values()), refused=refused,
+                            attributes=SAVING_ATTRIBUTES,
                             called=tr("recomputation saving: your function ran the package's "
-                                      "count or measurement: predict it yourself."),
+                                      "count, its probe or its model: predict it yourself."),
                             failed=tr("recomputation saving: for {where} your function failed: "
                                       "{error}"), where=where)
         got = number_from(got, tr("recomputation saving: for {where} your function did not "
                                   "return a number.", where=where))
         saved = measured_full_saving(size, batch, seq_len)
-        if not math.isclose(got, saved, rel_tol=SAVING_TOLERANCE):
+        if abs(got - saved) > SAVING_TOLERANCE * abs(saved):   # 3 % of the measured saving
             raise AssertionError(tr(
                 "recomputation saving: for {where} your function gives {got:,.0f} bytes, {how} "
                 "than full recomputation saved in the checker's run (more than 3 % off). What "

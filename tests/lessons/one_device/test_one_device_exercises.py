@@ -177,11 +177,53 @@ def test_the_packages_count_and_measurement_refuse_while_the_function_runs():
                                           seq_len=seq_len), policies=("none", "full"), repeats=1)
         return rec[0]["saved_bytes"] - rec[1]["saved_bytes"]
 
-    for candidate in (the_count, the_measurement, runs_the_policies):
-        rejected(check_full_saving, candidate, match="ran the package's count or measurement")
+    def lesson_01s_measurement(seq_len, micro_batch, d_model, n_head, n_layer):
+        """The examiner's walk-around: lesson 01's probe of the forward pass, with and without
+        full recomputation (gpututor.lessons.single_device.exercises.forward_activation_bytes)."""
+        from gpututor.lessons.single_device.exercises import forward_activation_bytes
+        size = "tiny" if d_model == 96 else "small"
+        base = RunSpec(model="gpt", model_size=size, batch_size=micro_batch, seq_len=seq_len,
+                       world_size=1)
+        return (forward_activation_bytes(base)
+                - forward_activation_bytes(base.replace(activation_checkpointing=True)))
+
+    def probes_the_blocks_by_hand(seq_len, micro_batch, d_model, n_head, n_layer):
+        from gpututor.measure.memory import LiveBytesProbe
+        from gpututor.models import build_model
+        size = "tiny" if d_model == 96 else "small"
+        model = build_model(RunSpec(model="gpt", model_size=size, batch_size=micro_batch,
+                                    seq_len=seq_len, world_size=1))
+        x = torch.randn(micro_batch, seq_len, d_model)
+        with LiveBytesProbe(list(model.parameters())) as probe:
+            for block in model.blocks:
+                x = block(x)
+        return probe.forward_end
+
+    def runs_a_blocks_parts(seq_len, micro_batch, d_model, n_head, n_layer):
+        from gpututor.models import build_model
+        size = "tiny" if d_model == 96 else "small"
+        block = build_model(RunSpec(model="gpt", model_size=size, world_size=1)).blocks[0]
+        x = torch.randn(micro_batch, seq_len, d_model)
+        return n_layer * block.mlp(x).nbytes * 8
+
+    for candidate in (the_count, the_measurement, runs_the_policies, lesson_01s_measurement,
+                      probes_the_blocks_by_hand, runs_a_blocks_parts):
+        rejected(check_full_saving, candidate, match="ran the package's count, its probe or its model")
     rejected(check_full_saving, lambda *sizes: "a lot", match="did not return a number")
     assert activation_bytes_per_layer(64, 1, 128, 4, recompute="full", bytes_per_value=4) == \
         4 * 64 * 128                                   # restored afterwards
+    from gpututor.models import GPT, Block
+    from gpututor.measure.memory import LiveBytesProbe
+    assert "forward" in vars(GPT) and "forward" in vars(Block) and "__enter__" in vars(LiveBytesProbe)
+    assert GPT.forward.__module__ == "gpututor.models"  # restored afterwards
+
+
+def test_the_saving_tolerance_is_3_percent_of_the_measured_saving():
+    """3 % of the checker's measured saving, as the lesson says, not of the larger of the two
+    (math.isclose's rel_tol would let a prediction up to 1.0309 times through)."""
+    exact = lambda s, b, d, h, n: n * (s * b * d * (60 + 4 * h * s / d) + s ** 2 + 16 * b * s)
+    rejected(check_full_saving, lambda *sizes: exact(*sizes) * 1.0305,
+             match="than full recomputation saved in the checker's run")
 
 
 def test_the_cases_are_not_section_2s_and_the_count_is_close_on_every_drawable_one():
