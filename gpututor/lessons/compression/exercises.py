@@ -2,10 +2,9 @@
 (the trained teacher, the quantized models) and derives what it expects, so the notebook shows
 only the call. ``...`` means "not answered yet".
 
-- :func:`check_torchao_changes`: the learner's ``my_changed(weight)``, per row how many weights
-  get another int8 code under torchao's rule (``max|w| / 127.5``, [-128, 127]) than under the
-  from-scratch one (``max|w| / 127``, [-127, 127]), on weights the learner does not choose, with
-  the package's quantizers, torchao's and torch's quantize ops refused while it runs.
+- exercise 1, :func:`.torchao_codes.check_torchao_changes`, has its own module; it refuses
+  what this one's quantizer exercise refuses (:data:`QUANTIZERS`, :data:`REFUSED_OPS`,
+  :data:`TORCH_QPARAMS`, through :func:`call_on_a_copy`), and more.
 - :func:`check_removed_parameters`: the learner's count of the parameters a GPT loses when a
   share of each MLP's hidden neurons is removed, run on the distilled student's shape and on
   shapes no cell builds, against the models ``prune.shrink_mlps`` builds (refused, with
@@ -15,15 +14,17 @@ only the call. ``...`` means "not answered yet".
 - :func:`check_quantize`: the learner's ``quantize(weight) -> (q, scale)``, run against
   ``compression.quantize.quantize_per_channel`` on weights the learner does not choose (a row of
   zeros, rows whose extreme is negative, rows of very different sizes, a layer's Parameter),
-  with the package's quantizer and torch's quantize ops refused while it runs.
+  with the package's quantizer, torch's quantize and fake-quantize ops and torch.ao's observers'
+  scale rule refused while it runs.
 """
 from __future__ import annotations
 
-import random
 from typing import Callable
 
 import torch
 import torch.nn as nn
+from torch.ao.quantization import utils as ao_utils
+from torch.ao.quantization.observer import UniformQuantizationObserverBase
 
 from ...compression import quantize
 from ...compression.prune import mask_neurons, shrink_mlps
@@ -32,134 +33,6 @@ from ...model_sizes import GPTConfig
 from ...models import GPT, count_parameters
 from ..common.code_exercise import call_refusing
 from ..common.exercises import as_number, check_answer
-
-
-# ---- exercise 1 (code): where torchao's rule and ours give another code ------------------------
-
-def torchao_rule_codes(w: torch.Tensor) -> torch.Tensor:
-    """int8 codes of one row by torchao's symmetric int8 rule, computed as torchao computes them:
-    ``scale = max|w| / 127.5`` (``choose_qparams_affine``, ``MappingType.SYMMETRIC``), codes
-    ``round(w * (1 / scale))`` (``_quantize_affine_no_dtype_cast`` multiplies by the reciprocal),
-    round half to even, clamp to [-128, 127]. The negative extreme lands at -127.5 give or take
-    float rounding, so it gets -128 or -127 (the test checks against torchao's own codes)."""
-    w = w.detach().float()
-    scale = w.abs().max() / 127.5
-    return torch.clamp(torch.round(w * (1.0 / scale)), -128, 127)
-
-
-# an entry whose w / scale lies this near a half step may round either way: float32's rounding
-# of w / scale (or of w · (1 / scale)) near 128 moves it by a few 10^-5 at most
-HALF_STEP = 1e-4
-
-
-def _allowed_codes(ratio: torch.Tensor, low: int, high: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """The lowest and highest code each entry may get: ``round(ratio)``, either neighbour where
-    ``ratio`` lies within :data:`HALF_STEP` of a half step, clamped to ``[low, high]``."""
-    down = ratio.floor()
-    tie = ((ratio - down) - 0.5).abs() < HALF_STEP
-    nearest = torch.round(ratio)
-    return (torch.where(tie, down, nearest).clamp(low, high),
-            torch.where(tie, down + 1, nearest).clamp(low, high))
-
-
-def changed_bounds(weight: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """Per row of ``weight``, the fewest and the most entries whose int8 code differs between
-    our rule (``max|w| / 127``, [-127, 127]) and torchao's (``max|w| / 127.5``, [-128, 127]),
-    both computed in float64: an entry counts for sure where the codes each rule allows do not
-    overlap, and may count where one rule's ``w / scale`` lies at a half step (torchao's lands
-    a negative extreme at -127.5, which float32 rounding sends to -128 or -127)."""
-    w = weight.detach().double()
-    amax = w.abs().amax(dim=1, keepdim=True)
-    ours_lo, ours_hi = _allowed_codes(w / (amax / 127), -127, 127)
-    theirs_lo, theirs_hi = _allowed_codes(w / (amax / 127.5), -128, 127)
-    must = (ours_hi < theirs_lo) | (theirs_hi < ours_lo)
-    same = (ours_lo == ours_hi) & (theirs_lo == theirs_hi) & (ours_lo == theirs_lo)
-    return must.sum(dim=1), (~same).sum(dim=1)
-
-
-def changes_weights(teacher: nn.Module, seed: int | None = None) -> dict[str, torch.Tensor]:
-    """The weights exercise 1's checker counts on (no row of zeros): three made here, one drawn
-    afresh at each check (``seed``: a fixed one, for the tests), and the teacher's first
-    attention weight, whose row 3 the lesson asks about."""
-    gen = torch.Generator().manual_seed(11)
-    plain = torch.randn(6, 10, generator=gen) * 0.05
-    negative = torch.rand(5, 12, generator=gen) - 0.5                # entries in (-0.5, 0.5)
-    negative[:, 3] = -0.6 - 0.3 * torch.rand(5, generator=gen)      # each row's extreme < 0
-    sizes = torch.randn(4, 9, generator=gen) * torch.tensor([1e-3, 1.0, 40.0, 1e-4])[:, None]
-    drawn = torch.Generator().manual_seed(random.randrange(2**31) if seed is None else seed)
-    rows, cols = (int(n) for n in torch.randint(3, 12, (2,), generator=drawn))
-    scales = torch.exp(torch.randn(rows, 1, generator=drawn) * 2)
-    return {"a 6x10 weight": plain, "a 5x12 weight whose rows' extremes are negative": negative,
-            "a 4x9 weight whose rows differ in size by 10^5": sizes,
-            "a weight drawn at this check": torch.randn(rows, cols + 4, generator=drawn) * scales,
-            "the teacher's blocks[0].attn.qkv.weight": teacher.blocks[0].attn.qkv.weight}
-
-
-def _torchao_refused() -> tuple[tuple, tuple]:
-    """torchao's functions that compute its scales and codes, where torchao loads here: the
-    plain one to refuse by its code, and its custom ops to refuse by name (where it is found)."""
-    if quantize.torchao_version() is None:
-        return (), ()
-    from torchao.quantization import quant_primitives as primitives
-    code = getattr(primitives, "_quantize_affine_no_dtype_cast", None)
-    ops = getattr(torch.ops, "torchao", None)
-    return ((code,) if callable(code) and not code.__code__.co_freevars else (),
-            ((primitives, "_choose_qparams_affine"), (primitives, "_quantize_affine"),
-             (ops, "choose_qparams_affine"), (ops, "quantize_affine")))
-
-
-def _counts(got, rows: int) -> list[int] | None:
-    """``got`` as one whole number per row (a list, tuple, array or tensor of ``rows``), or None."""
-    if isinstance(got, torch.Tensor) or hasattr(got, "tolist"):
-        got = torch.as_tensor(got).detach().flatten().tolist()
-    if isinstance(got, (str, bytes)) or not hasattr(got, "__iter__"):
-        return None
-    counts = [as_number(n) for n in got]
-    if len(counts) != rows or any(n is None or n != int(n) for n in counts):
-        return None
-    return [int(n) for n in counts]
-
-
-def check_torchao_changes(candidate: Callable, teacher: nn.Module, row: int = 3) -> None:
-    """Run ``candidate(weight)``, per row the number of weights whose int8 code differs between
-    torchao's rule and ours, on :func:`changes_weights` against :func:`changed_bounds` (exact,
-    but at half steps); the package's quantizers, torchao's and torch's quantize ops refuse
-    while it runs. Then says what it counts in row ``row`` of the teacher's first attention
-    weight."""
-    if candidate is ...:
-        say("torchao's codes: not answered yet. Define your function and pass it in.")
-        return
-    if not callable(candidate):
-        raise AssertionError(tr("torchao's codes: pass your function my_changed itself, not "
-                                "{got!r}.", got=candidate))
-    torchao_code, torchao_ops = _torchao_refused()
-    refused = QUANTIZERS + (torchao_rule_codes, quantize.quantize_torchao_int8,
-                            quantize.quantize_dynamic_int8) + torchao_code
-    weights = changes_weights(teacher)
-    for name, weight in weights.items():
-        case = tr(name)
-        got = _call(candidate, weight, refused + torchao_ops,
-                    tr("torchao's codes: your function called the package's quantizer, torchao's "
-                       "or one of torch's quantize ops: write both rules yourself."),
-                    tr("torchao's codes: for {case} your function failed: {error}"), case)
-        counts = _counts(got, weight.shape[0])
-        if counts is None:
-            raise AssertionError(tr("torchao's codes: for {case} your function returned {got}, "
-                                    "not one whole count per row ({rows} rows).", case=case,
-                                    got=type(got).__name__, rows=weight.shape[0]))
-        fewest, most = changed_bounds(weight)
-        for r, n in enumerate(counts):
-            if not int(fewest[r]) <= n <= int(most[r]):
-                how = tr("too many") if n > int(most[r]) else tr("too few")
-                raise AssertionError(tr(
-                    "torchao's codes: for {case} your count for row {row} is {how}. Check each "
-                    "rule's scale (max|w| / 127 or / 127.5), how it rounds (w / scale, or w · (1 "
-                    "/ scale)) and its range ([-127, 127] or [-128, 127]); what happens to the "
-                    "row's largest |w|, by its sign?", case=case, row=r, how=how))
-    say("Correct: your counts are the two rules' on {count} weights (negative extremes, rows "
-        "10^5 apart in size, one drawn at this check, the teacher's first attention weight). Row "
-        "{row} of the teacher's blocks[0].attn.qkv.weight: your function counts {n} weights "
-        "whose int8 code differs.", count=len(weights), row=row, n=counts[row])
 
 
 # ---- exercises 2 and 3: parameters removed, bytes held -----------------------------------------
@@ -241,31 +114,42 @@ def checker_weights() -> dict[str, torch.Tensor]:
             "an nn.Linear(16, 8) weight (a Parameter)": layer}
 
 
-# what the learner's quantizer must not call: the package's, and torch's quantize ops
+# what the learner's quantizer must not call: the package's, torch's quantize and fake-quantize
+# ops (by name), and the scale rule of torch.ao's observers (MinMaxObserver,
+# PerChannelMinMaxObserver, ... compute their scales in these two functions)
 QUANTIZERS = (quantize.quantize_per_channel, quantize.symmetric_scale,
            quantize.dequantize_per_channel, quantize.quantization_error,
            quantize.quantize_linears, quantize.Int8Linear.from_linear.__func__)
 REFUSED_OPS = tuple((owner, name) for owner in (torch, torch.ops.aten)
                     for name in ("quantize_per_channel", "quantize_per_tensor",
-                                 "fake_quantize_per_channel_affine"))
+                                 "quantize_per_tensor_dynamic",
+                                 "fake_quantize_per_channel_affine",
+                                 "fake_quantize_per_tensor_affine",
+                                 "_fake_quantize_per_tensor_affine_cachemask_tensor_qparams",
+                                 "_fake_quantize_learnable_per_channel_affine",
+                                 "_fake_quantize_learnable_per_tensor_affine",
+                                 "fused_moving_avg_obs_fake_quant"))
+TORCH_QPARAMS = (UniformQuantizationObserverBase._calculate_qparams, ao_utils.determine_qparams)
 
 
-def _call(candidate: Callable, weight: torch.Tensor, refused: tuple, called: str, failed: str,
-          case: str):
+def call_on_a_copy(candidate: Callable, weight: torch.Tensor, refused: tuple, called: str,
+                   failed: str, case: str):
+    """``candidate(copy of weight)`` while ``refused`` (functions, refused by their code, and
+    ``(owner, name)`` pairs, by name), :data:`REFUSED_OPS` and :data:`TORCH_QPARAMS` refuse."""
     # a copy, so that a function that changes its argument in place is compared with the original
-    # (``refused`` holds functions, refused by their code, and (owner, name) pairs, by name)
     given = nn.Parameter(weight.detach().clone()) if isinstance(weight, nn.Parameter) \
         else weight.clone()
     by_name = tuple(r for r in refused if isinstance(r, tuple))
-    return call_refusing(candidate, (given,), refused=tuple(r for r in refused if callable(r)),
+    return call_refusing(candidate, (given,),
+                         refused=tuple(r for r in refused if callable(r)) + TORCH_QPARAMS,
                          attributes=REFUSED_OPS + by_name, called=called, failed=failed,
                          case=case)
 
 
 def _run(candidate: Callable, weight: torch.Tensor, case: str):
-    got = _call(candidate, weight, QUANTIZERS,
-                tr("quantize: your function called the package's quantizer or one of torch's "
-                   "quantize ops: write it yourself."),
+    got = call_on_a_copy(candidate, weight, QUANTIZERS,
+                tr("quantize: your function called the package's quantizer, one of torch's "
+                   "quantize or fake-quantize ops or torch.ao's observers: write it yourself."),
                 tr("quantize: for {case} your function failed: {error}"), case)
     if not (isinstance(got, (tuple, list)) and len(got) == 2
             and all(isinstance(t, torch.Tensor) for t in got)):

@@ -1,7 +1,7 @@
 """Lesson 07's checkers (``gpututor.lessons.compression.exercises``): the published solution of
 every exercise passes, plausible wrong answers fail, each named by its mistake, and the
-code exercises cannot be passed by calling the package's quantizer, torchao's or torch's
-quantize ops."""
+code exercises cannot be passed by calling the package's quantizer, the checker's own reference,
+torchao's, torch's quantize or fake-quantize ops or torch.ao's observers."""
 
 import numpy as np
 import pytest
@@ -10,10 +10,12 @@ import torch
 from gpututor import RunSpec, build_model
 from gpututor.compression import quantize
 from gpututor.i18n import set_language
-from gpututor.lessons.compression.exercises import (changed_bounds, changes_weights,
-                                                    check_int8_bytes, check_quantize,
-                                                    check_removed_parameters, check_torchao_changes,
-                                                    checker_weights, torchao_rule_codes)
+from gpututor.lessons.compression import torchao_codes
+from gpututor.lessons.compression.exercises import (check_int8_bytes, check_quantize,
+                                                    check_removed_parameters, checker_weights)
+from gpututor.lessons.compression.torchao_codes import (RATIO_FORMS, changed_bounds,
+                                                        changes_weights, check_torchao_changes,
+                                                        torchao_rule_codes)
 from exercise_solutions import published as _published, rejected
 
 TEACHER_SPEC = RunSpec(model="gpt", model_size="tiny", strategy="single", world_size=1,
@@ -32,13 +34,24 @@ def teacher():
 
 # ---- exercises 1-3: numbers of the lesson's models -----------------------------------------------
 
-def _rules(weight, theirs_scale=127.5, low=-128, reciprocal=True, per_row=True):
-    w = weight.detach().float()
+def _rules(weight, theirs_scale=127.5, low=-128, reciprocal=True, per_row=True, dtype=None,
+           ours_low=-127):
+    w = weight.detach().to(dtype or torch.float32)
     amax = w.abs().amax(dim=1, keepdim=True) if per_row else w.abs().max()
-    ours = torch.round(w / (amax / 127)).clamp(-127, 127)
+    ours = torch.round(w / (amax / 127)).clamp(ours_low, 127)
     scale = amax / theirs_scale
     theirs = torch.round(w * (1 / scale) if reciprocal else w / scale)
     return ours, theirs if low is None else theirs.clamp(low, 127)
+
+
+def _count(**rules):
+    return lambda w: (lambda o, t: (o != t).sum(1))(*_rules(w, **rules))
+
+
+def _extreme_never_counted(weight):
+    ours, theirs = _rules(weight)
+    w = weight.detach().float()
+    return ((ours != theirs) & (w.abs() < w.abs().amax(dim=1, keepdim=True))).sum(1)
 
 
 WRONG_CHANGES = {
@@ -50,6 +63,8 @@ WRONG_CHANGES = {
         *_rules(w, per_row=False)),
     "the total, not one count per row": lambda w: int((lambda o, t: (o != t).sum())(*_rules(w))),
     "the teacher's row 3 pasted": lambda w: [10] * w.shape[0],
+    "torchao's codes clamped to [-127, 127], as ours": _count(low=-127),
+    "a row's extreme never counted": _extreme_never_counted,
 }
 
 
@@ -61,8 +76,11 @@ def test_the_torchao_changes_pass_and_the_classic_mistakes_fail(teacher, capsys)
             "weights whose int8 code differs") in capsys.readouterr().out
     check_torchao_changes(lambda w: right(w).tolist(), teacher)          # a list passes too
     check_torchao_changes(lambda w: right(w).numpy()[:, None], teacher)  # and a column array
-    check_torchao_changes(lambda w: (lambda o, t: (o != t).sum(1))(*_rules(w, reciprocal=False)),
-                          teacher)   # w / scale rounds like w * (1 / scale) but at half steps
+    # w / scale rounds like w * (1 / scale) but at half steps; float64 too; and ours clamped to
+    # [-128, 127] is ours (|w| / scale never passes 127 by a half step under our rule)
+    for way in (_count(reciprocal=False), _count(dtype=torch.float64),
+                _count(reciprocal=False, dtype=torch.float64), _count(ours_low=-128)):
+        check_torchao_changes(way, teacher)
     for mistake, answer in WRONG_CHANGES.items():
         rejected(check_torchao_changes, answer, teacher,
                  match="your count for row|not one whole count per row")
@@ -98,7 +116,42 @@ def test_calling_a_quantizer_is_refused_in_the_torchao_exercise(teacher):
     def by_rule_codes(weight):
         return (torch.stack([torchao_rule_codes(r) for r in weight]) != 0).sum(1)
 
-    ways = [package, by_rule_codes]
+    def checkers_own(weight):
+        return changed_bounds(weight)[0]
+
+    def checkers_helper(weight):
+        w = weight.detach().float()
+        amax = w.abs().amax(dim=1, keepdim=True)
+        ours = torchao_codes._codes_every_way(w, amax, 127, -127, 127)[0]
+        theirs = torchao_codes._codes_every_way(w, amax, 127.5, -128, 127)[0]
+        return (ours != theirs).sum(1)
+
+    def fake_quantize_per_row(weight):
+        rows = []
+        for r in weight.detach().float():
+            amax = float(r.abs().max())
+            ours = torch.fake_quantize_per_tensor_affine(r, amax / 127, 0, -127, 127)
+            theirs = torch.fake_quantize_per_tensor_affine(r, amax / 127.5, 0, -128, 127)
+            rows.append(int((torch.round(ours / (amax / 127))
+                             != torch.round(theirs / (amax / 127.5))).sum()))
+        return rows
+
+    def observer_scales(weight):
+        from torch.ao.quantization.observer import PerChannelMinMaxObserver
+        w = weight.detach().float()
+        scales = []
+        for low in (-127, -128):
+            observer = PerChannelMinMaxObserver(ch_axis=0, dtype=torch.qint8,
+                                                qscheme=torch.per_channel_symmetric,
+                                                quant_min=low, quant_max=127)
+            observer(w)
+            scales.append(observer.calculate_qparams()[0][:, None])
+        ours = torch.round(w / scales[0]).clamp(-127, 127)
+        theirs = torch.round(w * (1 / scales[1])).clamp(-128, 127)
+        return (ours != theirs).sum(1)
+
+    ways = [package, by_rule_codes, checkers_own, checkers_helper, fake_quantize_per_row,
+            observer_scales]
     if quantize.torchao_version():
         def through_torchao(weight):
             layer = torch.nn.Sequential(torch.nn.Linear(weight.shape[1], weight.shape[0]))
@@ -114,7 +167,7 @@ def test_calling_a_quantizer_is_refused_in_the_torchao_exercise(teacher):
         ways += [through_torchao, torchao_op]
     for way in ways:
         rejected(check_torchao_changes, way, teacher,
-                 match="called the package's quantizer, torchao's or one of torch's")
+                 match="called one of the references")
     if quantize.torchao_version():   # outside the check, torchao works again
         assert quantize.quantize_torchao_int8(torch.nn.Sequential(torch.nn.Linear(4, 3)))
 
@@ -136,6 +189,30 @@ def test_the_torchao_rule_is_torchaos_own(teacher):
     counted = (quantize.quantize_per_channel(weight)[0].float() != theirs).sum(dim=1)
     fewest, most = changed_bounds(weight)
     assert ((fewest <= counted) & (counted <= most)).all()
+
+
+def test_some_rows_negative_extremes_get_minus_128_every_way(teacher):
+    """The weight made for it: each row's extreme is negative and gets -128 under torchao's rule
+    by every way the checker allows (five forms, float32 and float64), and under torchao's own
+    code where torchao loads; so the count must include it: exactly one count per row allowed."""
+    name = "a 6x8 weight whose rows' negative extremes get -128 however it is computed"
+    weight = changes_weights(teacher, seed=5)[name]
+    rows = torch.arange(weight.shape[0])
+    extreme = weight.abs().argmax(dim=1)
+    assert (weight[rows, extreme] < 0).all()
+    for dtype in (torch.float32, torch.float64):
+        w = weight.to(dtype)
+        amax = w.abs().amax(dim=1, keepdim=True)
+        for form in RATIO_FORMS:
+            codes = torch.round(form(w, amax, 127.5)).clamp(-128, 127)
+            assert (codes[rows, extreme] == -128).all()
+    fewest, most = changed_bounds(weight)
+    assert torch.equal(fewest, most) and (fewest >= 1).all()
+    if quantize.torchao_version():
+        layer = torch.nn.Sequential(torch.nn.Linear(weight.shape[1], weight.shape[0]))
+        layer[0].weight.data.copy_(weight)
+        theirs = quantize.quantize_torchao_int8(layer)[0].weight.qdata
+        assert (theirs[rows, extreme] == -128).all()
 
 
 def test_the_removed_parameters_pass_and_the_classic_mistakes_fail(capsys):
@@ -307,10 +384,28 @@ def test_calling_the_reference_is_refused_however_it_is_reached():
                                                 torch.qint8)
         return q.int_repr(), scale
 
-    for way in (package, imported, scale_only, through_a_layer, torch_op, aten_op):
-        rejected(check_quantize, way, match="called the package's quantizer or one of torch's")
+    def fake_quantize_op(weight):
+        w = weight.detach().float()
+        scale = (w.abs().amax(dim=1) / 127).clamp(min=torch.finfo(torch.float32).tiny)
+        fake = torch.fake_quantize_per_tensor_affine(w / scale[:, None], 1.0, 0, -127, 127)
+        return fake.to(torch.int8), scale
+
+    def observer_scale(weight):
+        from torch.ao.quantization.observer import PerChannelMinMaxObserver
+        w = weight.detach().float()
+        observer = PerChannelMinMaxObserver(ch_axis=0, dtype=torch.qint8,
+                                            qscheme=torch.per_channel_symmetric,
+                                            quant_min=-127, quant_max=127)
+        observer(w)
+        scale = observer.calculate_qparams()[0]
+        return torch.round(w / scale[:, None]).clamp(-127, 127).to(torch.int8), scale
+
+    ways = (package, imported, scale_only, through_a_layer, torch_op, aten_op, fake_quantize_op,
+            observer_scale)
+    for way in ways:
+        rejected(check_quantize, way, match="called the package's quantizer, one of torch's")
     # outside the check, all of them work again
-    for way in (package, imported, scale_only, through_a_layer, torch_op, aten_op):
+    for way in ways:
         q, scale = way(torch.randn(3, 4))
         assert q.dtype == torch.int8 and scale.shape == (3,)
 
