@@ -197,6 +197,10 @@ def check_layouts_that_fit(candidate: Callable, spec, capacity: float, share: fl
                                       "bytes with the capacity yourself.", what=what),
                             failed=tr("{what} [{case}]: your function raised {error}"),
                             what=what, case=case)
+        if hasattr(got, "keys"):   # a dict {layout: fits?}: its keys would be every layout
+            raise AssertionError(tr("{what} [{case}]: your function returned a dict: return the "
+                                    "names of the layouts that fit, not a dict.", what=what,
+                                    case=case))
         names = _names(got)
         if names is None:
             raise AssertionError(tr("{what} [{case}]: your function returned {got!r}, not a "

@@ -164,6 +164,10 @@ def test_fit_test_passes_as_published_and_in_any_shape_and_tells_the_question(ca
                  match=r"your set is not the planner's: it (holds|leaves out) a layout")
     rejected(check_layouts_that_fit, lambda rows, c: "fsdp", BASE, capacity,
              match="not a list of layout names")
+    # {layout: fits?} read as its keys would be every layout: refused as a dict, not as a set
+    rejected(check_layouts_that_fit, lambda rows, c: {r["layout"]: _total(r) <= HEADROOM * c
+                                                      for r in rows}, BASE, capacity,
+             match="returned a dict: return the names of the layouts that fit, not a dict")
     rejected(check_layouts_that_fit, ["fsdp"], BASE, capacity,
              match="pass your function my_fits itself")
     check_layouts_that_fit(..., BASE, capacity)
