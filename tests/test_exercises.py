@@ -138,6 +138,12 @@ WRONG = {
                     pieces[recv] += incoming
                 return pieces[(rank + 1) % world] / world'''),
     },
+    "03b_your_own_model": {
+        "my_wrap": textwrap.dedent('''\
+            def my_wrap(module):                      # section 2's units: the lesson's Block only
+                model = ZeRO3(module, units=Block)
+                return model, adamw(model)'''),
+    },
     "04_tensor_parallel": {
         "my_row_forward": textwrap.dedent('''\
             def my_row_forward(x_local, weight_local, bias, tp):   # bias added on every rank

@@ -9,6 +9,7 @@ notebook                                    folder (``gpututor/lessons/...``)
 ``01c_one_device_speed``                    ``one_device_speed/``
 ``02_data_parallel``                        ``data_parallel/``
 ``03_sharding``                             ``sharding/``
+``03b_your_own_model``                       ``your_own_model/``
 ``04_tensor_parallel``                      ``tensor_parallel/``
 ``05_pipeline_parallel``                    ``pipeline_parallel/``
 ``06_mixed_precision``                      ``mixed_precision/``
