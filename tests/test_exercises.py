@@ -153,7 +153,7 @@ WRONG = {
                         "   # section 5's recorded degree-2 run, halved to batch 8"),
     },
     "05_pipeline_parallel": {
-        "my_bubble": ("def my_bubble(p, m, v):   # forgot the v chunks per rank\n"
+        "my_bubble": ("def my_bubble(p, m, x):   # section 5's balanced stages: forgot the slow last stage\n"
                       "    return (p - 1) / (m + p - 1)"),
         "my_fewest_microbatches": ("def my_fewest_microbatches(p, v, target):   # from (p - 1) / (v m) <= target\n"
                                    "    return -(-(p - 1) // (v * target))"),

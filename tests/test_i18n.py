@@ -293,12 +293,13 @@ def test_the_lesson_checkers_speak_chinese_in_a_chinese_kernel(capsys):
     try:
         moe_exercises.check_capacity(lambda tokens, top_k, n_expert, factor:
                                      math.ceil(factor * tokens * top_k / n_expert))
-        pipeline_exercises.check_bubble_formula(lambda p, m, v: (p - 1) / (v * m + p - 1))
+        pipeline_exercises.check_bubble_formula(lambda p, m, x: 1 - m * (p + x) /
+                                                (p * (p + x + (m - 1) * (1 + x))))
         pipeline_exercises.check_fewest_microbatches(...)
         moe_exercises.check_balancing_loss(...)
         pipeline_exercises.check_1f1b_order(...)
         out = capsys.readouterr().out
-        for chinese in ("正确：你的函数在 9 个情形上精确给出了每个专家的槽位数", "你的函数在 7 个情形上都给出了理论气泡", "最少微批次数：尚未作答",
+        for chinese in ("正确：你的函数在 9 个情形上精确给出了每个专家的槽位数", "你的函数在 7 条流水线上都给出了空闲比例", "最少微批次数：尚未作答",
                         "负载均衡损失：尚未作答", "1F1B 顺序：尚未作答"):
             assert chinese in out, (chinese, out)
         records = [{"expert_tokens": [[10, 10]], "expert_dropped": [[0, 0]]}]

@@ -2,12 +2,14 @@
 (the numbers of the question, the sweep of runs) and derives what it expects, so the notebook
 shows only the call. ``...`` means "not answered yet".
 
-- :func:`check_bubble_formula`: the learner's function for the theory's bubble of (interleaved)
-  1F1B, ``(p-1)/(v·m+p-1)``, on cases the learner does not choose (fixed and drawn), with every
-  function of the package that gives it (``gpututor.formulas.theoretical_bubble_fraction``, the
-  ideal timeline, the measured bubble) refused while it runs.
+- :func:`check_bubble_formula`: the learner's function for the bubble of GPipe or 1F1B when the
+  last stage costs ``1 + x`` times the others (a formula no cell prints: :func:`uneven_bubble`),
+  on cases the learner does not choose (fixed and drawn), with every function of the package
+  that gives a bubble (``gpututor.formulas.theoretical_bubble_fraction``, the ideal timeline,
+  the measured bubble) refused while it runs.
 - :func:`check_fewest_microbatches`: the learner's function for the fewest micro-batches that
-  keep that bubble at or under a target, on fixed and drawn cases, the same functions refused.
+  keep the theory's bubble of (interleaved) 1F1B, ``(p-1)/(v·m+p-1)``, at or under a target, on
+  fixed and drawn cases, the same functions refused.
 - :func:`check_measured_bubble`: the learner's function from a timeline to its bubble, run on
   timelines no run recorded (the package's own ``measured_bubble_fraction`` refused), then on
   the m=8 run's last step against what its ranks recorded.
@@ -17,7 +19,6 @@ shows only the call. ``...`` means "not answered yet".
 """
 from __future__ import annotations
 
-import math
 import random
 from typing import Callable
 
@@ -32,52 +33,65 @@ from ..common.code_exercise import call_refusing, number_from
 # timeline: refused while the learner's bubble functions run (exercises 1 and 2)
 def _bubble_references() -> tuple:
     return (theoretical_bubble_fraction, bubble_to_compute_ratio, _bubble_slots, ideal_timeline,
-            measured_bubble_fraction, free_handoff_bubble, timeline_bubble)
+            measured_bubble_fraction, free_handoff_bubble, timeline_bubble, uneven_bubble)
 
 
-# exercise 1's (stages p, micro-batches m, chunks per rank v) every check runs: v > 1 in most
-# (where a formula without v is wrong), m a multiple of p as interleaving needs; two more are drawn
-BUBBLE_CASES = ((4, 8, 2), (2, 4, 3), (8, 16, 4), (3, 9, 1), (6, 12, 2))
+# exercise 1's (stages p, micro-batches m, extra cost x of the last stage) every check runs:
+# x = 0 (section 5's balanced stages) once, the others where a formula without x is wrong;
+# two more are drawn
+BUBBLE_CASES = ((4, 8, 0.5), (2, 4, 1.0), (8, 16, 0.25), (3, 5, 0.0), (6, 9, 2.0))
 
 
 def drawn_bubble_cases(count: int = 2, rng: random.Random | None = None) -> list[tuple]:
-    """``count`` (p, m, v) drawn at random, none of them a fixed one: 2 to 8 stages, m a
-    multiple of p up to 4p, 1 to 4 chunks per rank."""
+    """``count`` (p, m, x) drawn at random, none of them a fixed one: 2 to 8 stages, 1 to 4p
+    micro-batches, the last stage 5 % to 200 % more expensive (steps of 5 %)."""
     rng, drawn = rng or random.Random(), []
     while len(drawn) < count:
         p = rng.randint(2, 8)
-        case = (p, p * rng.randint(1, 4), rng.randint(1, 4))
+        case = (p, rng.randint(1, 4 * p), rng.randint(1, 40) / 20)
         if case not in BUBBLE_CASES and case not in drawn:
             drawn.append(case)
     return drawn
 
 
+def uneven_bubble(p: int, m: int, x: float) -> float:
+    """The idle share of GPipe's or 1F1B's step (hand-offs free) on ``p`` stages with ``m``
+    micro-batches when the last stage's passes take ``1 + x`` times every other stage's: the
+    step lasts the first micro-batch's way through every stage, ``p + x`` stage-times, plus
+    ``m - 1`` of the slowest stage's, ``1 + x`` each (what paces a pipeline is its slowest
+    stage); the stages are busy ``m·(p + x)`` of ``p`` times that. With ``x = 0`` it is section
+    5's ``(p-1)/(m+p-1)``. (The lesson's tests run both schedules' call orders on such stages.)"""
+    step = p + x + (m - 1) * (1 + x)
+    return 1 - m * (p + x) / (p * step)
+
+
 def check_bubble_formula(candidate: Callable) -> None:
-    """Run ``candidate(p, m, v)`` on :data:`BUBBLE_CASES` and two drawn cases
-    (:func:`drawn_bubble_cases`): the share of a step each of ``p`` ranks is idle with ``m``
-    micro-batches and ``v`` chunks per rank by the theory, within 1e-9 (relative), with
-    :func:`_bubble_references` refused while it runs."""
+    """Run ``candidate(p, m, x)`` on :data:`BUBBLE_CASES` and two drawn cases
+    (:func:`drawn_bubble_cases`): the share of a step the ``p`` ranks of GPipe or 1F1B are idle
+    with ``m`` micro-batches when the last stage costs ``1 + x`` times the others
+    (:func:`uneven_bubble`), within 1e-9 of it (relative), with :func:`_bubble_references`
+    refused while it runs."""
     if candidate is ...:
         say("bubble: not answered yet. Define your function and pass it in.")
         return
     cases = list(BUBBLE_CASES) + drawn_bubble_cases()
-    for p, m, v in cases:
-        got = call_refusing(candidate, (p, m, v), refused=_bubble_references(),
+    for p, m, x in cases:
+        got = call_refusing(candidate, (p, m, x), refused=_bubble_references(),
                             called=tr("bubble: your function ran the package's own bubble: "
-                                      "write the formula yourself."),
-                            failed=tr("bubble: for p={p}, m={m}, v={v} your function failed: "
-                                      "{error}"), p=p, m=m, v=v)
-        got = number_from(got, tr("bubble: for p={p}, m={m}, v={v} your function did not "
-                                  "return a number.", p=p, m=m, v=v))
-        want = theoretical_bubble_fraction(p, m, v)
-        if not math.isclose(got, want, rel_tol=1e-9):
+                                      "work it out yourself."),
+                            failed=tr("bubble: for p={p}, m={m}, x={x:g} your function failed: "
+                                      "{error}"), p=p, m=m, x=x)
+        got = number_from(got, tr("bubble: for p={p}, m={m}, x={x:g} your function did not "
+                                  "return a number.", p=p, m=m, x=x))
+        want = uneven_bubble(p, m, x)
+        if abs(got - want) > 1e-9 * abs(want):
             raise AssertionError(tr(
-                "bubble: for p={p}, m={m}, v={v} your function gives {got:.4f}, {how} than the "
-                "theory's idle share. How long do filling and draining last with v chunks per "
-                "rank, against the work of the v·m chunk passes?", p=p, m=m, v=v, got=got,
-                how=tr("higher") if got > want else tr("lower")))
-    say("Correct: your function gives the theory's bubble in {count} cases, interleaved (v > 1) "
-        "and not (v = 1).", count=len(cases))
+                "bubble: for p={p}, m={m}, x={x:g} your function gives {got:.4f}, {how} than "
+                "the idle share of such a pipeline. How long does the step last when the last "
+                "stage is the slowest, and how long is each stage busy in it?", p=p, m=m, x=x,
+                got=got, how=tr("higher") if got > want else tr("lower")))
+    say("Correct: your function gives the idle share in {count} pipelines, with the last stage "
+        "as fast as the others (x = 0) and slower.", count=len(cases))
 
 
 # exercise 2's (p, v, target) every check runs, and two drawn: no target is a value the formula
@@ -120,7 +134,7 @@ def check_fewest_microbatches(candidate: Callable) -> None:
     for p, v, target in cases:
         got = call_refusing(candidate, (p, v, target), refused=_bubble_references(),
                             called=tr("fewest micro-batches: your function ran the package's "
-                                      "own bubble: use the formula (or your my_bubble)."),
+                                      "own bubble: use section 9's formula."),
                             failed=tr("fewest micro-batches: for p={p}, v={v}, target {target:g} "
                                       "your function failed: {error}"), p=p, v=v, target=target)
         got = number_from(got, tr("fewest micro-batches: for p={p}, v={v}, target {target:g} "
