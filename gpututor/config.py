@@ -70,7 +70,8 @@ SECTIONS = {
     "where": ("device", "first_gpu", "ranks_per_node", "threads_per_rank", "device_memory",
               "peak_flops", "timeout"),                                                  # on what machine
     "harness": ("warmup_steps", "inject_fault", "checkpoint_every", "checkpoint_dir",
-                "checkpoint_async", "resume", "max_restarts", "save_state"),   # around the loop
+                "checkpoint_async", "resume", "max_restarts", "save_state",
+                "timeline"),                                                # around the loop
 }
 
 
@@ -127,6 +128,8 @@ class RunSpec:
     capacity_factor: Optional[float] = None  # moe: the experts' capacity factor; None = the size's
     first_gpu: int = 0                  # on CUDA, local rank r uses GPU first_gpu + r (two runs
     #                                     side by side on one machine, each on its own GPUs)
+    timeline: bool = False              # each step's record gets its compute and collective
+    #                                     spans on one clock (gpututor.measure.timeline)
 
     def __post_init__(self):
         # normal forms first (frozen: set through object.__setattr__), then every check
@@ -294,6 +297,7 @@ class RunSpec:
             raise InvalidValue("checkpoint_dir", self.checkpoint_dir, "a folder path",
                                f"with checkpoint_every={self.checkpoint_every}")
         checks.where("checkpoint_async", self.checkpoint_async, checks.is_bool, "True or False")
+        checks.where("timeline", self.timeline, checks.is_bool, "True or False")
         checks.integer("max_restarts", self.max_restarts, 0, MAX_RESTARTS)
         if self.max_restarts and not self.checkpoint_every:
             raise InvalidValue("max_restarts", self.max_restarts, "0, or restarts with "

@@ -81,15 +81,25 @@ class CommMeter:
     world_size: int = 1
     exposed_unknown: bool = False  # an async collective on CUDA ran: its wait is not measured
     unmetered: bool = False        # the strategy's collectives are torch's own: none measured
+    timeline: object = None        # a measure.timeline.Timeline: every collective also a span
 
     def reset(self) -> None:
         self.bytes, self.busy_s, self.exposed_s, self.emulated_s, self.calls = 0, 0.0, 0.0, 0.0, 0
         self.wire_bytes, self.exposed_unknown = 0.0, False
 
     def add(self, nbytes: int, seconds: float, op: str = "all_reduce",
-            group_size: int | None = None) -> None:
+            group_size: int | None = None, start: "DeviceMark | None" = None,
+            end: "DeviceMark | None" = None) -> None:
         """Count one collective ``op`` ("all_reduce", "all_gather", ...) of data size ``nbytes``
-        among ``group_size`` ranks (default: all of them)."""
+        among ``group_size`` ranks (default: all of them). With a timeline, it is also a span:
+        between ``start`` and ``end`` where the caller has those marks (an asynchronous
+        collective), else the ``seconds`` that have just ended (a blocking one)."""
+        if self.timeline is not None:
+            group = group_size or self.world_size
+            if start is not None and end is not None:
+                self.timeline.add("collective", op, start, end, nbytes, group)
+            else:
+                self.timeline.add_ending_now("collective", op, seconds, nbytes, group)
         self.bytes += nbytes
         self.wire_bytes += nbytes * bus_factor(op, group_size or self.world_size)
         self.busy_s += seconds
@@ -114,6 +124,7 @@ class StepContext:
     grid: object = None     # the rank grid (parallel.mesh.RankGrid); None = one dim
     groups: dict = field(default_factory=dict)   # dim -> this rank's parallel.mesh.DimGroup
     device_meshes: dict = field(default_factory=dict)  # made once: grid shape -> DeviceMesh
+    timeline: object = None  # this step's measure.timeline.Timeline (RunSpec.timeline), or None
 
     def __post_init__(self):
         self.comm.world_size = self.world_size
@@ -133,7 +144,10 @@ class StepContext:
         try:
             yield
         finally:
-            self._marks.append((name, start, DeviceMark(self.device)))
+            end = DeviceMark(self.device)
+            self._marks.append((name, start, end))
+            if self.timeline is not None:
+                self.timeline.add("compute", name, start, end)
             if not start.cuda:
                 self.read_phases()
 
@@ -193,7 +207,8 @@ class CollectiveTimer:
         for e in self.pending:
             end = e["end"] or DeviceMark(self.device)   # callback not run: an upper bound
             seconds = end.seconds_since(e["start"])
-            self.meter.add(e["nbytes"], seconds, op=e["op"], group_size=e["group_size"])
+            self.meter.add(e["nbytes"], seconds, op=e["op"], group_size=e["group_size"],
+                           start=e["start"], end=end)
             if e["waited"]:
                 self.meter.exposed_s += seconds
             else:

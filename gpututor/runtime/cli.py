@@ -70,6 +70,10 @@ def build_parser() -> argparse.ArgumentParser:
         "torch.distributed.checkpoint: every rank writes its own pieces)")
     run.add_argument("--checkpoint-async", action="store_true",
                      help="save with async_save: training waits only for the copy to memory")
+    run.add_argument("--trace", metavar="FILE", default=None,
+                     help="record every step's compute and collectives on one clock "
+                          "(RunSpec.timeline) and write them as a Chrome trace (JSON: open it "
+                          "in Perfetto)")
     add("--max-restarts", type=int, metavar="N",
         help="when a rank dies, restart every rank from the last complete checkpoint, up to N "
              "times (needs --checkpoint-every; under torchrun use torchrun's own --max-restarts)")
@@ -103,19 +107,21 @@ def build_parser() -> argparse.ArgumentParser:
 def spec_from_args(args, world_size: int) -> RunSpec:
     fields = {k: v for k, v in vars(args).items()
               if k in RunSpec.__dataclass_fields__ and k not in ("world_size", "options")}
+    if getattr(args, "trace", None):
+        fields["timeline"] = True
     return check_spec(RunSpec(world_size=world_size, options=parse_options(args.option), **fields))
 
 
-def check_writable(path: str | None) -> None:
-    """Refuse a ``--json`` path that cannot be written, before training starts."""
+def check_writable(path: str | None, field: str = "json") -> None:
+    """Refuse a ``--json`` (or ``--trace``) path that cannot be written, before training starts."""
     if path in (None, "-"):
         return
     folder = os.path.dirname(os.path.abspath(path))
     if os.path.isdir(path):
-        raise InvalidValue("json", path, "a file path or '-'", "(it is a folder)")
+        raise InvalidValue(field, path, "a file path or '-'", "(it is a folder)")
     if not os.path.isdir(folder) or not os.access(folder, os.W_OK) or (
             os.path.exists(path) and not os.access(path, os.W_OK)):
-        raise InvalidValue("json", path, "a writable file path, or '-' for stdout",
+        raise InvalidValue(field, path, "a writable file path, or '-' for stdout",
                            f"({folder} is not a folder this user can write to)")
 
 
@@ -158,6 +164,7 @@ def main(argv: list[str] | None = None) -> int:
             (mesh_world_size(args.mesh) or 2)   # 0 is a value (refused), not "unset"
         spec = spec_from_args(args, world)
         check_writable(args.json)
+        check_writable(args.trace, "trace")
         check_machine(spec)   # what this machine can do, before anything starts
         if args.dry_run:
             return _dry_run(spec, args)
@@ -205,7 +212,15 @@ def _run_launched(spec: RunSpec, args) -> int:
         return 130
     progress.close()
     _write_summary(summary, args.json)
+    _write_trace(run.records, args)
     return 0
+
+
+def _write_trace(records: list, args) -> None:
+    """``--trace FILE``: the run's timeline as a Chrome trace."""
+    if getattr(args, "trace", None):
+        from ..measure.timeline import chrome_trace
+        _write_summary(chrome_trace(records), args.trace)
 
 
 def _run_torchrun(args) -> int:
@@ -269,6 +284,7 @@ def _run_torchrun(args) -> int:
     if rank == 0:
         _write_summary(summarize(asked, [r for part in gathered for r in part],
                                  failures=failures, attempts=attempt), args.json)
+        _write_trace([r for part in gathered for r in part], args)
     return 0
 
 

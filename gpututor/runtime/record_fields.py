@@ -33,6 +33,7 @@ def step_record(ctx, step_time: float, tokens: int, mem: dict) -> dict:
         "emulated_comm_s": ctx.comm.emulated_s,
         **{f"{name}_s": seconds for name, seconds in ctx.phases.items()},
         **ctx.extra,
+        **({"timeline": ctx.timeline.spans()} if ctx.timeline is not None else {}),
         "mem_params": mem["params"], "mem_grads": mem["grads"], "mem_optimizer": mem["optimizer"],
     }
 

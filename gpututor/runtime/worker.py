@@ -26,6 +26,7 @@ from ..measure.capacity import (CapacityGuard, DeviceOutOfMemory, PhaseTracker, 
                                 cuda_capacity, from_cuda_oom)
 from ..measure.flops import device_peak_flops, model_flops_per_token
 from ..measure.memory import LiveBytesProbe, optimizer_tensors
+from ..measure.timeline import Timeline
 from ..measure.timing import StepContext, synchronize
 from ..models import build_model, count_parameters
 from ..parallel import get_strategy
@@ -160,6 +161,8 @@ def step_within_capacity(run_step, ctx: StepContext, capacity, step: int, model,
     CUDA out-of-memory becomes a ``DeviceOutOfMemory`` naming the rank, step and phase."""
     spec, device = ctx.spec, ctx.device
     ctx.reset()
+    if spec.timeline:   # this step's spans, on a clock anchored at its start
+        ctx.timeline = ctx.comm.timeline = Timeline(device)
     if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats(device)
     guard = step_guard(spec, device, capacity, ctx.rank, step, model, optimizer)

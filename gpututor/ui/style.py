@@ -31,6 +31,10 @@ COLOURS = {
     # a step's time
     "compute": SERIES[0], "communication": SERIES[1], "not measured": SERIES[9],
     "forward": SERIES[0], "backward": SERIES[1], "weights": SERIES[2],
+    # a step's timeline (ui.step_timeline): the other phases and each kind of collective
+    "optimizer step": SERIES[2], "sync": SERIES[9], "gather": SERIES[5],
+    "all_reduce": SERIES[3], "all_gather": SERIES[4], "reduce_scatter": SERIES[6],
+    "send": SERIES[7], "all_to_all": SERIES[8],
     # splitting a sequence over ranks (lesson 10)
     "contiguous": SERIES[1], "zigzag": SERIES[0],
 }

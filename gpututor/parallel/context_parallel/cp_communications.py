@@ -94,5 +94,6 @@ class Ring:
     def flush(self) -> None:
         """Add the finished shifts to the meter (on CUDA: call once the step's work is done)."""
         for nbytes, start, end in self.pending:
-            self.meter.add(nbytes, end.seconds_since(start), op="send", group_size=self.size)
+            self.meter.add(nbytes, end.seconds_since(start), op="send", group_size=self.size,
+                           start=start, end=end)
         self.pending.clear()

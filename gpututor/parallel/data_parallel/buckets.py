@@ -173,7 +173,8 @@ class DataParallel(nn.Module):
         used_somewhere = self._used_on_any_rank() if unused else None
         for future, flat, params, start, done in self.in_flight:
             future.wait()
-            self.meter.add(flat.nbytes, done[0].seconds_since(start), group_size=self.world)
+            self.meter.add(flat.nbytes, done[0].seconds_since(start), group_size=self.world,
+                           start=start, end=done[0])
             flat /= self.world
             for p, piece in zip(params, flat.split([p.numel() for p in params])):
                 if id(p) in self.seen:

@@ -220,7 +220,8 @@ def _watch_last_gradient(ddp: DDP, ctx, hook_state: _HookState) -> None:
             state["last_grad"] = None
         hook_state.launched.clear()
         for nbytes, start, finish in hook_state.pending:   # the buckets' own durations
-            hook_state.meter.add(nbytes, finish.seconds_since(start), group_size=hook_state.size)
+            hook_state.meter.add(nbytes, finish.seconds_since(start), group_size=hook_state.size,
+                                 start=start, end=finish)
         hook_state.pending.clear()
 
     ctx.after_backward = backward_done

@@ -23,6 +23,7 @@ import time
 import torch.distributed as dist
 import torch.nn as nn
 
+from ... import checks
 from ..base import MemoryLayout, Strategy
 from ..link import LINK_ALLOWED, LINK_OPTIONS
 from ..mesh import DimGroup, dim_group
@@ -85,9 +86,10 @@ class NaiveDataParallel(Strategy):
 class BucketedDataParallel(Strategy):
     name = "dp-bucketed"
     description = "from scratch: gradients all-reduced in buckets, overlapping backward"
-    options = {"bucket_cap_mb": BUCKET_CAP_MB, **LINK_OPTIONS}
-    allowed = {"bucket_cap_mb": BUCKET_CAP_MB_ALLOWED, **LINK_ALLOWED}
-    defaults = {"bucket_cap_mb": 1.0}
+    options = {"bucket_cap_mb": BUCKET_CAP_MB, "overlap": checks.is_bool, **LINK_OPTIONS}
+    allowed = {"bucket_cap_mb": BUCKET_CAP_MB_ALLOWED, "overlap": "True or False",
+               **LINK_ALLOWED}
+    defaults = {"bucket_cap_mb": 1.0, "overlap": True}   # overlap False: all after backward
     memory_layout = MemoryLayout(note="buckets in flight during backward are left out")
 
     def step_collectives(self, spec, model):
@@ -99,6 +101,7 @@ class BucketedDataParallel(Strategy):
         dp = dim_group(ctx, "dp")
         broadcast_parameters(model, dp)
         return DataParallel(model, float(self.option(ctx.spec, "bucket_cap_mb")),
+                            overlap=bool(self.option(ctx.spec, "overlap")),
                             broadcast_from_first=False, sync_when_backward_ends=False,
                             meter=ctx.comm, link=ctx.link, dp=dp)
 
