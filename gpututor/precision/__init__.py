@@ -16,7 +16,15 @@ Three ideas, each small enough to read in one go:
   in fp32 and casts per operation instead, and ``GradScaler`` for fp16.
 - **8-bit optimizer state** (``adam8bit.Adam8bit``): Adam whose two moments are stored as one
   byte per number plus a scale per block (about 2 bytes per parameter instead of 8).
+- **FP8** (``fp8_casts``, ``fp8_linear``): casts to E4M3 and E5M2 with a scale per tensor
+  (dynamic or delayed), per row or per block of 32 (OCP MX), with counts of what overflows or
+  flushes to zero, and :class:`Fp8Linear`, whose three matmuls run on FP8 operands (emulated),
+  swapped into a model by :func:`convert_linears`. The production twin is torchao's
+  ``convert_to_float8_training``, and a test shows both give the same numbers.
 """
+from .fp8_casts import (DelayedScaler, Fp8Cast, cast_counts, fp8_format_facts, mx_block_cast,
+                        rowwise_cast, tensorwise_cast)
+from .fp8_linear import FP8_RECIPES, Fp8Linear, Fp8Recipe, convert_linears, fp8_cast_counts
 from .formats import (DTYPES, cast_table, cpu_matrix_features, flush_to_zero_fraction,
                       format_table, model_gradients, overflow_fraction, smallest_subnormal)
 from .loss_scaling import DynamicLossScaler, replay_scalers
@@ -25,4 +33,6 @@ from .master_weights import MasterWeightsRun, MasterWeightsTrainer, StepResult, 
 __all__ = ["DTYPES", "cast_table", "cpu_matrix_features", "flush_to_zero_fraction",
            "format_table", "model_gradients", "overflow_fraction", "smallest_subnormal",
            "DynamicLossScaler", "replay_scalers", "MasterWeightsRun", "MasterWeightsTrainer",
-           "StepResult", "train_master_weights"]
+           "StepResult", "train_master_weights", "DelayedScaler", "Fp8Cast", "cast_counts",
+           "fp8_format_facts", "mx_block_cast", "rowwise_cast", "tensorwise_cast", "FP8_RECIPES",
+           "Fp8Linear", "Fp8Recipe", "convert_linears", "fp8_cast_counts"]

@@ -152,6 +152,23 @@ USES: dict[str, Use] = {
         "a statistic called the gradient noise scale predicts the largest useful batch size "
         "across many domains; beyond it, larger batches give diminishing returns in the "
         "number of optimization steps"),
+    "micikevicius2022-formats": Use(
+        "micikevicius2022", "§3",
+        "two FP8 encodings: E4M3 (no infinities, one NaN pattern, largest normal 448, smallest "
+        "subnormal 2⁻⁹) recommended for weights and activations, and E5M2 (IEEE-754 special "
+        "values, largest normal 57344, smallest subnormal 2⁻¹⁶) for gradients (section-level "
+        "pointer; not checked against the text)"),
+    "micikevicius2022-scaling": Use(
+        "micikevicius2022", "§2",
+        "higher-precision values are scaled before the cast to FP8 and unscaled after the "
+        "conversion or the arithmetic; the per-tensor scale factors are left to software, not "
+        "encoded in the format (section-level pointer; not checked against the text)"),
+    "ocp2023-mx-conversion": Use(
+        "ocp2023", "§6.3",
+        "converting a block of k = 32 values to MXFP8: shared scale X = 2^(floor(log2(max|v|)) "
+        "− emax_elem), an E8M0 power of two (exponents −127..127); each element v/X is "
+        "quantized to the element format, values beyond its largest normal clamped to it "
+        "(section number as torchao's to_mx cites it; not checked against the spec's text)"),
     "narayanan2021-throughput": Use(
         "narayanan2021", "abstract",
         "training at 502 petaFLOP/s on 3072 GPUs, a per-GPU throughput of 52 % of the "

@@ -51,6 +51,12 @@ WORKS: dict[str, Work] = {
                       "Training (USENIX ATC 2021)", "https://arxiv.org/abs/2101.06840"),
     "dubey2024": Work("Dubey et al.", 2024, "The Llama 3 Herd of Models",
                         "https://arxiv.org/abs/2407.21783"),
+    # gpututor/precision/fp8_casts.py and fp8_linear.py (issue 46)
+    "micikevicius2022": Work("Micikevicius et al.", 2022, "FP8 Formats for Deep Learning",
+                               "https://arxiv.org/abs/2209.05433"),
+    "ocp2023": Work("Open Compute Project", 2023, "OCP Microscaling Formats (MX) Specification, "
+                      "Version 1.0", "https://www.opencompute.org/documents/"
+                      "ocp-microscaling-formats-mx-v1-0-spec-final-pdf"),
     # lesson 12 and gpututor/plan/interruptions.py
     "young1974": Work("Young", 1974, "A first order approximation to the optimum checkpoint "
                         "interval (Communications of the ACM 17(9), 530–531)",
