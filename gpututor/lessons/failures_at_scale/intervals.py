@@ -217,23 +217,30 @@ def intervals_verdict(rows: list[dict], save_s: float, fit_text: str) -> tuple[s
 
 def slowdown_sentence(scaled: dict, beside: dict) -> str:
     """How much slower the asynchronous run's steps beside a write were than its steps with
-    none (``beside``: :func:`.measured.steps_beside_writes`; ``scaled``:
-    :func:`async_at_scale`'s, for the seconds it adds at scale)."""
+    none (``beside``: :func:`.measured.steps_beside_writes`, each group with its middle half;
+    ``scaled``: :func:`async_at_scale`'s, for the seconds it adds at scale), and whether that
+    stands out of the step-to-step variation (counted) or not (counted as 0)."""
     seconds = lambda v: tr("not measured") if v is None else f"{v:.3f} s"
+    spread = lambda q: tr("not measured") if q is None else f"{q[0]:.3f}–{q[1]:.3f} s"
     words = dict(a=seconds(beside["beside_s"]), c=seconds(beside["clean_s"]),
-                 n_a=len(beside["beside"]), n_c=len(beside["clean"]))
+                 n_a=len(beside["beside"]), n_c=len(beside["clean"]),
+                 q_a=spread(beside.get("beside_quartiles")),
+                 q_c=spread(beside.get("clean_quartiles")), n_p=len(beside.get("partial", ())))
+    groups = tr("median step of the asynchronous fsdp run with at least half of it beside a "
+                "write {a} ({n_a} steps, middle half {q_a}), with none {c} ({n_c} steps, middle "
+                "half {q_c}), in the same run ({n_p} steps partly beside a write left out)",
+                **words)
     if beside["slowdown"] is None:
-        return tr("median step of the asynchronous fsdp run beside a write {a} ({n_a} steps), "
-                  "with none {c} ({n_c} steps): one of the two has no step, so slower steps "
-                  "beside the write are not measured and not counted", **words)
-    if beside["slowdown"] > 0:
-        return tr("median step of the asynchronous fsdp run beside a write {a} ({n_a} steps), "
-                  "with none {c} ({n_c} steps), in the same run: the steps beside a write were "
-                  "{slow:.1%} slower, {extra:,.0f} s more per save at scale, counted in the "
-                  "asynchronous δ", slow=beside["slowdown"], extra=scaled["slowed_s"], **words)
-    return tr("median step of the asynchronous fsdp run beside a write {a} ({n_a} steps), with "
-              "none {c} ({n_c} steps), in the same run: the steps beside a write were not slower "
-              "here (counted as 0)", **words)
+        return tr("{groups}: one of the two has no step, so slower steps beside the write are "
+                  "not measured and not counted", groups=groups)
+    if beside.get("counted", beside["slowdown"]) > 0:
+        return tr("{groups}: the steps beside a write were {slow:.1%} slower, above the middle "
+                  "half of the steps with none, {extra:,.0f} s more per save at scale, counted "
+                  "in the asynchronous δ", groups=groups, slow=beside["slowdown"],
+                  extra=scaled["slowed_s"])
+    return tr("{groups}: the difference ({slow:+.1%}) is within the step-to-step variation "
+              "(the median step beside a write is not above the upper quartile of the steps "
+              "with none), not counted (0)", groups=groups, slow=beside["slowdown"])
 
 
 def save_ways_table(rows: dict[str, dict]) -> tuple[list[str], list[list[str]]]:

@@ -74,12 +74,35 @@ def _write_windows(records: list[dict]) -> list[tuple[float, float]]:
             if (r["rank"], w["step"]) in began and w.get("save_s") is not None]
 
 
+def _covered(start: float, end: float, windows: list[tuple[float, float]]) -> float:
+    """Seconds of ``[start, end]`` that some window covers (overlapping windows count once)."""
+    covered, reach = 0.0, start
+    for w_start, w_end in sorted(windows):
+        lo, hi = max(w_start, reach), min(w_end, end)
+        if hi > lo:
+            covered, reach = covered + hi - lo, hi
+    return covered
+
+
+def _middle_half(values) -> tuple[float, float] | None:
+    """The lower and upper quartile of ``values`` (one value: itself twice; none: None)."""
+    values = sorted(values)
+    if len(values) < 2:
+        return (values[0], values[0]) if values else None
+    q1, _, q3 = statistics.quantiles(values, n=4, method="inclusive")
+    return q1, q3
+
+
 def steps_beside_writes(run) -> dict:
     """A finished asynchronous run's steady steps (``run.spec``, ``run.records``) in two groups:
-    ``beside``, those during which some rank's save may still have been writing, and ``clean``,
-    those that began after every earlier write had ended; each step's time is its slowest
-    rank's, as in the summary. ``slowdown``: the median ``beside`` step over the median ``clean``
-    one, less 1 (None where a group is empty)."""
+    ``beside``, those at least half of which some rank's write covered (on that rank's clock of
+    the step), and ``clean``, those no write touched on any rank; steps a write covered for less
+    than half are left out (``partial``): a step's end is estimated from its record, so a short
+    overlap may be an artefact. Each step's time is its slowest rank's, as in the summary.
+    ``slowdown``: the median ``beside`` step over the median ``clean`` one, less 1 (None where a
+    group is empty); ``*_quartiles``: each group's middle half; ``counted``: the slowdown where
+    the median step beside a write is slower than the upper quartile of the steps with none,
+    else 0 (within step-to-step variation), None where not measured."""
     records = run.records
     windows = _write_windows(records)
     by_step = {}
@@ -87,13 +110,23 @@ def steps_beside_writes(run) -> dict:
         blocked = r.get("checkpoint_blocked_s") or 0.0
         end = r["time"] - blocked   # the record is sent after the save's blocked time
         by_step.setdefault(r["step"], []).append((end - r["step_time_s"], end, r["step_time_s"]))
-    beside, clean = {}, {}
+    beside, clean, partial = {}, {}, []
     for step in steady_steps(run.spec, records):
         spans = by_step[step]
-        overlaps = any(start < w_end and w_start < end
-                       for start, end, _ in spans for w_start, w_end in windows)
-        (beside if overlaps else clean)[step] = max(t for _, _, t in spans)
+        share = max(_covered(start, end, windows) / max(end - start, 1e-12)
+                    for start, end, _ in spans)
+        slowest = max(t for _, _, t in spans)
+        if share >= 0.5:
+            beside[step] = slowest
+        elif share == 0.0:
+            clean[step] = slowest
+        else:
+            partial.append(step)
     median = lambda group: statistics.median(group.values()) if group else None
     b, c = median(beside), median(clean)
-    return {"beside": sorted(beside), "clean": sorted(clean), "beside_s": b, "clean_s": c,
-            "slowdown": None if b is None or c is None else b / c - 1}
+    slowdown = None if b is None or c is None else b / c - 1
+    clean_q = _middle_half(clean.values())
+    counted = None if slowdown is None else slowdown if b > clean_q[1] else 0.0
+    return {"beside": sorted(beside), "clean": sorted(clean), "partial": partial,
+            "beside_s": b, "clean_s": c, "beside_quartiles": _middle_half(beside.values()),
+            "clean_quartiles": clean_q, "slowdown": slowdown, "counted": counted}

@@ -77,22 +77,34 @@ def test_the_intervals_verdict_where_the_model_stops_holding():
     assert "holds at none of these sizes" in headline and tone == "bad"
 
 
-def beside(a, c, n_a=2, n_c=3):
-    return {"beside": list(range(n_a)), "clean": list(range(n_c)), "beside_s": a, "clean_s": c,
-            "slowdown": None if a is None or c is None else a / c - 1}
+def beside(a, c, n_a=2, n_c=3, clean_q=(0.18, 0.22)):
+    slowdown = None if a is None or c is None else a / c - 1
+    return {"beside": list(range(n_a)), "clean": list(range(n_c)), "partial": [7],
+            "beside_s": a, "clean_s": c, "beside_quartiles": None if a is None else (a, a),
+            "clean_quartiles": None if c is None else clean_q, "slowdown": slowdown,
+            "counted": None if slowdown is None else slowdown if a > clean_q[1] else 0.0}
 
 
 def test_the_slowdown_sentences():
-    slower = async_at_scale(100.0, 0.4, 0.1, 0.8, beside(0.3, 0.2)["slowdown"])
+    slower = async_at_scale(100.0, 0.4, 0.1, 0.8, beside(0.3, 0.2)["counted"])
     text = slowdown_sentence(slower, beside(0.3, 0.2))
-    assert "beside a write 0.300 s (2 steps), with none 0.200 s (3 steps), in the same run" in text
-    assert "were 50.0% slower, 67 s more per save at scale" in text and "lower bound" not in text
-    same = async_at_scale(100.0, 0.4, 0.1, 0.8, beside(0.19, 0.2)["slowdown"])
-    assert "were not slower here (counted as 0)" in slowdown_sentence(same, beside(0.19, 0.2))
+    assert ("beside a write 0.300 s (2 steps, middle half 0.300–0.300 s), with none 0.200 s "
+            "(3 steps, middle half 0.180–0.220 s), in the same run (1 steps partly") in text
+    assert "were 50.0% slower, above the middle half of the steps with none, 67 s more" in text
+    # 10 % slower, but inside the spread of the steps with none: noise, counted as 0
+    noisy = beside(0.22, 0.2, clean_q=(0.17, 0.25))
+    same = async_at_scale(100.0, 0.4, 0.1, 0.8, noisy["counted"])
+    text = slowdown_sentence(same, noisy)
+    assert "the difference (+10.0%) is within the step-to-step variation" in text
+    assert "not counted (0)" in text and same["slowed_s"] == 0.0
+    faster = beside(0.19, 0.2)
+    assert "(-5.0%) is within the step-to-step variation" in slowdown_sentence(
+        async_at_scale(100.0, 0.4, 0.1, 0.8, faster["counted"]), faster)
     unknown = async_at_scale(100.0, 0.4, 0.1, 0.8, None)
     assert unknown["slowdown"] is None and unknown["delta_s"] == pytest.approx(25.0)
     text = slowdown_sentence(unknown, beside(0.3, None, n_c=0))
-    assert "with none not measured (0 steps)" in text and "not measured and not counted" in text
+    assert "with none not measured (0 steps, middle half not measured)" in text
+    assert "not measured and not counted" in text
 
 
 def ways(sync_s, async_s, write_s):
