@@ -7,8 +7,9 @@ import pytest
 from gpututor.catalog import get_gpu, get_link
 from gpututor.i18n import set_language, tr
 from gpututor.plan.time import step_time
-from gpututor.lessons.long_context.planning import (block_verdict, layouts_table, layouts_verdict,
-                                                    plan_layouts)
+from gpututor.lessons.long_context.planning import (block_verdict, contiguous_imbalance,
+                                                    layouts_table, layouts_verdict, plan_layouts,
+                                                    split_cost_verdict)
 from gpututor.lessons.long_context.verdicts import (growth_verdict, losses_verdict,
                                                     ring_check_verdict, runs_table, slowdown_rows,
                                                     slowdown_table, slowdown_verdict,
@@ -236,11 +237,49 @@ def test_the_layouts_verdict_names_the_fastest_plan_that_fits(rows, words, tone)
 
 
 def test_the_block_verdict_sets_the_block_against_f_over_b():
+    """F and B are the table's: 40 % of the H100's peak, 80 % of NVLink's bandwidth, so F/B is
+    half of what it is at peak and full bandwidth (2,199 tokens, given in the details)."""
     headline, details, tone = block_verdict(131072, 8, H100, NVLINK)
-    assert "block of 16,384 tokens is long enough" in headline and "4,398" in headline
-    assert tone == "good" and "2,199 tokens" in details
+    assert "block of 16,384 tokens is long enough" in headline and "2,199" in headline
+    assert tone == "good" and "1,099 tokens (2,199 at peak and full bandwidth)" in details
+    assert "40% of the GPU's peak, 80% of the link's bandwidth" in details
     headline, _, tone = block_verdict(16384, 8, H100, NVLINK)
     assert "block of 2,048 tokens is too short" in headline and tone == "bad"
+
+
+@pytest.mark.parametrize("seq_len", [16384, 24576, 32768, 131072])
+def test_the_block_verdict_agrees_with_the_tables_exposed_ring(seq_len):
+    """Where the bound says a cp=8 block is too short, the table's step exposes part of the
+    ring; where it says long enough, none (the examiner's 24k and 32k tokens among them)."""
+    model = Transformer(32, 4096, 32, 32000, seq_len, 6.74e9, "7B")
+    row = plan_layouts(model, {"cp=8": dict(cp=8, zero_stage=3)}, 8, H100, NVLINK)[0]
+    tone = block_verdict(seq_len, 8, H100, NVLINK)[2]
+    assert (row["selective"]["comm_s"] > 0) == (tone == "bad")
+
+
+def test_a_contiguous_split_costs_the_last_rank_2_minus_1_over_cp():
+    for cp in (2, 4, 8):
+        assert contiguous_imbalance(2048, cp) == pytest.approx(2 - 1 / cp, rel=1e-3)
+    layouts = {"tp=8": dict(tp=8), "tp=8 + sequence parallel": dict(tp=8, sequence_parallel=True),
+               "cp=8, ZeRO-3 over the cp ranks": dict(cp=8, zero_stage=3)}
+    rows = plan_layouts(LLAMA, layouts, 8, H100, NVLINK)
+    assert all(r["cp"] == (8 if r["layout"].startswith("cp") else 1) for r in rows)
+    cp_full = rows[2]["full"]
+    # the zig-zag table: cp=8 with full recomputation is the fastest plan that fits
+    assert "the fastest that fits is cp=8" in layouts_verdict(rows, H100)[0]
+    headline, details, tone = split_cost_verdict(rows, LLAMA)
+    contiguous = cp_full["step_s"] + (contiguous_imbalance(LLAMA.seq_len, 8) - 1) \
+        * cp_full["attention_s"]
+    assert contiguous > rows[0]["full"]["step_s"] > cp_full["step_s"]
+    assert (f"cp=8, ZeRO-3 over the cp ranks would take about {contiguous:.2f} s a step instead "
+            f"of {cp_full['step_s']:.2f} s") in headline
+    assert "the fastest plan that fits would then be tp=8" in headline and tone == "bad"
+    assert "1.875 times the mean rank's" in details and "full recomputation" in details
+    # without a cp layout there is nothing to price; where the fastest stays, it says so
+    assert split_cost_verdict(rows[:2], LLAMA)[0] == "No layout here splits the sequence over ranks"
+    fast = [{**r, "full": {**r["full"], "step_s": 99.0}} if r["cp"] == 1 else r for r in rows]
+    headline, _, tone = split_cost_verdict(fast, LLAMA)
+    assert "would then be" not in headline and tone == "mixed"
 
 
 def test_the_verdicts_speak_chinese():
