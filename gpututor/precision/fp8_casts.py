@@ -29,7 +29,7 @@ from dataclasses import dataclass
 import torch
 
 FP8_DTYPES = {"e4m3": torch.float8_e4m3fn, "e5m2": torch.float8_e5m2}
-AMAX_FLOOR = 1e-12          # amax below this counts as this, so an all-zero tensor gets a finite scale
+AMAX_FLOOR = 1e-12          # a smaller amax counts as this: an all-zero tensor gets a finite scale
 MX_BLOCK = 32               # elements that share one E8M0 scale in the OCP MX formats
 E8M0_EXPONENTS = (-127, 127)  # the powers of two an E8M0 scale can hold (255 is NaN)
 
@@ -50,21 +50,27 @@ def fp8_max(dtype: str | torch.dtype) -> float:
     return torch.finfo(fp8_dtype(dtype)).max
 
 
-def fp8_format_facts(dtype: str | torch.dtype) -> dict:
-    """What the format holds, found by casting real float32 tensors and reading them back.
+def fp8_values(dtype: str | torch.dtype) -> torch.Tensor:
+    """Every value the format holds: its 256 bit patterns read as numbers (float32, NaNs kept)."""
+    return torch.arange(256, dtype=torch.int32).to(torch.uint8).view(fp8_dtype(dtype)).float()
 
-    ``max``: the largest value a cast of a large number gives (after saturation); ``smallest_normal``
-    from ``torch.finfo``; ``smallest_subnormal``: the smallest power of two that survives a cast;
-    ``mantissa_bits`` from the spacing just above 1.
+
+def fp8_format_facts(dtype: str | torch.dtype) -> dict:
+    """What the format holds, read from its 256 bit patterns (not from a table).
+
+    ``max``: the largest finite value; ``smallest_subnormal``: the smallest positive one;
+    ``mantissa_bits`` from the gap just above 1 (2^-mantissa); ``smallest_normal``: the pattern
+    with exponent field 1 and mantissa 0; ``nan`` and ``inf``: how many patterns are each.
     """
     dt = fp8_dtype(dtype)
-    big = torch.tensor(1e9).clamp(max=fp8_max(dt)).to(dt).float().item()
-    powers = torch.tensor([2.0 ** -k for k in range(0, 40)])
-    survived = powers[powers.to(dt).float() != 0]
-    eps = torch.finfo(dt).eps
-    return {"format": str(dt).replace("torch.", ""), "max": big,
-            "smallest_normal": torch.finfo(dt).smallest_normal,
-            "smallest_subnormal": survived.min().item(), "mantissa_bits": round(-math.log2(eps))}
+    values = fp8_values(dt)
+    finite = values[torch.isfinite(values)]
+    positive = finite[finite > 0]
+    mantissa = round(-math.log2((positive[positive > 1].min() - 1).item()))
+    return {"format": str(dt).replace("torch.", ""), "max": finite.max().item(),
+            "smallest_normal": values[1 << mantissa].item(),
+            "smallest_subnormal": positive.min().item(), "mantissa_bits": mantissa,
+            "nan": int(torch.isnan(values).sum()), "inf": int(torch.isinf(values).sum())}
 
 
 def saturating_cast(scaled: torch.Tensor, dtype: str | torch.dtype) -> torch.Tensor:
@@ -201,8 +207,8 @@ class DelayedScaler:
 
     The first cast, with no history yet, uses its own amax (dynamic). After each cast, this
     tensor's amax joins the history, so a spike shows up in the next step's scale and is
-    clamped (counted as overflow) in this one. Transformer Engine's default recipe works this
-    way; torchao keeps only dynamic scaling.
+    clamped (counted as overflow) in this one. Transformer Engine's ``DelayedScaling`` recipe
+    works this way; torchao 0.18 keeps only dynamic scaling.
     """
 
     def __init__(self, dtype: str | torch.dtype = "e4m3", history: int = 16):

@@ -13,7 +13,7 @@ from torch import nn
 from gpututor.precision.fp8_casts import (DelayedScaler, cast_counts, fp8_format_facts, fp8_max,
                                           mx_block_cast, overflows, rowwise_cast, rowwise_scale,
                                           saturating_cast, tensorwise_cast, tensorwise_scale)
-from gpututor.precision.fp8_linear import FP8_RECIPES, Fp8Linear, convert_linears
+from gpututor.precision.fp8_linear import FP8_RECIPES, Fp8Linear, convert_linears, fp8_cast_counts
 
 with warnings.catch_warnings():
     warnings.simplefilter("ignore")
@@ -26,15 +26,17 @@ MANTISSA = {E4M3: 3, E5M2: 2}
 
 # ---- the formats ---------------------------------------------------------------------------
 
-@pytest.mark.parametrize("dtype, top, smallest_normal, smallest_subnormal, mantissa", [
-    (E4M3, 448.0, 2.0 ** -6, 2.0 ** -9, 3), (E5M2, 57344.0, 2.0 ** -14, 2.0 ** -16, 2)])
+@pytest.mark.parametrize("dtype, top, smallest_normal, smallest_subnormal, mantissa, nan, inf", [
+    # E4M3: no infinities, NaN only at S.1111.111 (2 patterns); E5M2: IEEE's specials
+    (E4M3, 448.0, 2.0 ** -6, 2.0 ** -9, 3, 2, 0), (E5M2, 57344.0, 2.0 ** -14, 2.0 ** -16, 2, 6, 2)])
 def test_each_format_holds_what_its_definition_says(dtype, top, smallest_normal,
-                                                    smallest_subnormal, mantissa):
+                                                    smallest_subnormal, mantissa, nan, inf):
     facts = fp8_format_facts(dtype)
     assert facts["max"] == top == fp8_max(dtype)
     assert facts["smallest_normal"] == smallest_normal
     assert facts["smallest_subnormal"] == smallest_subnormal
     assert facts["mantissa_bits"] == mantissa
+    assert (facts["nan"], facts["inf"]) == (nan, inf)
 
 
 @pytest.mark.parametrize("dtype, value, stored", [
@@ -255,6 +257,15 @@ def test_convert_linears_keeps_skipped_layers_and_shares_parameters():
     assert all(a is b for a, b in zip(params, model.parameters()))
     other = nn.Sequential(nn.Linear(32, 64), nn.Linear(64, 8))
     assert convert_linears(other, "rowwise", skip=lambda name, m: m.out_features < 16) == ["0"]
+    model(torch.randn(16, 32)).sum().backward()
+    counts = fp8_cast_counts(model)
+    assert list(counts) == ["0", "2"]
+    # dynamic per-tensor scales put each amax on max: nothing overflows, whatever float32's
+    # rounding of amax·scale (a hair above 448 rounds back to 448, and is not counted)
+    assert all(c["overflow"] == 0 and c["values"] > 0 for layer in counts.values()
+               for c in layer.values())
+    assert set(counts["0"]) == {"input", "weight", "grad_output", "weight_for_dx",
+                                "grad_output_for_dw", "input_for_dw"}
     with pytest.raises(ValueError, match="wrap a lone nn.Linear"):
         convert_linears(nn.Linear(4, 4), "tensorwise")
     with pytest.raises(ValueError, match="choose one of"):
