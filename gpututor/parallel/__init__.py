@@ -36,7 +36,7 @@ from .composed import Composed
 from .context_parallel import ContextParallel, ContextParallelLayout
 from .data_parallel.buckets import DataParallel
 from .data_parallel.ddp import DataParallelDDP
-from .data_parallel.local_sgd import DiLoCo, LocalSGD
+from .data_parallel.local_sgd import DiLoCo, DiLoCoStrategy, LocalSGD, PeriodicAveraging
 from .data_parallel.scratch import BucketedDataParallel, NaiveDataParallel
 from .expert_parallel.scratch import DataExpertParallel, ExpertParallel
 from .pipeline.schedules import PipelineParallel
@@ -51,6 +51,7 @@ from .tensor_parallel.megatron import TensorParallel
 STRATEGIES: dict[str, Strategy] = {s.name: s for s in (
     Single(),                                                         # lesson 01
     NaiveDataParallel(), BucketedDataParallel(), DataParallelDDP(),   # lesson 02
+    PeriodicAveraging(), DiLoCoStrategy(),          # fewer messages: local SGD, DiLoCo
     ZeROStage1(), ZeROStage2(), ZeROStage3(), FullyShardedFSDP2(),    # lesson 03
     TensorParallel(), TensorParallelDTensor(),                        # lesson 04
     PipelineParallel(), PipelineTorch(),                              # lesson 05

@@ -8,10 +8,9 @@ The same command works in two ways:
   its launcher's local rank (``torchrun.local_rank_and_size``).
 
 Restarts: ``--max-restarts N`` (with ``--checkpoint-every``) restarts every rank from the last
-complete checkpoint when one dies, up to N times. Under torchrun, torchrun's own option does it
-(``torchrun --max-restarts N ... -m gpututor run --checkpoint-every K ...``): torchrun starts the
-worker group again and each rank, seeing ``TORCHELASTIC_RESTART_COUNT`` > 0, resumes by itself
-from the newest complete checkpoint written since torchrun started.
+complete checkpoint when one dies, up to N times; under torchrun, torchrun's own option does it
+(each rank, seeing ``TORCHELASTIC_RESTART_COUNT`` > 0, resumes from the newest complete
+checkpoint written since torchrun started).
 """
 from __future__ import annotations
 
@@ -25,6 +24,7 @@ import time
 from ..checks import InvalidValue, parse_mesh
 from ..config import PRECISIONS, RunSpec
 from ..files import write_text_atomically
+from ..measure.timeline import chrome_trace
 from ..parallel import STRATEGIES, check_spec
 from ..plan import command as plan_command
 from .guard import check_machine
@@ -70,10 +70,8 @@ def build_parser() -> argparse.ArgumentParser:
         "torch.distributed.checkpoint: every rank writes its own pieces)")
     run.add_argument("--checkpoint-async", action="store_true",
                      help="save with async_save: training waits only for the copy to memory")
-    run.add_argument("--trace", metavar="FILE", default=None,
-                     help="record every step's compute and collectives on one clock "
-                          "(RunSpec.timeline) and write them as a Chrome trace (JSON: open it "
-                          "in Perfetto)")
+    run.add_argument("--trace", metavar="FILE", help="write every step's compute and collectives"
+                     " on one clock (RunSpec.timeline) as a Chrome trace, for Perfetto")
     add("--max-restarts", type=int, metavar="N",
         help="when a rank dies, restart every rank from the last complete checkpoint, up to N "
              "times (needs --checkpoint-every; under torchrun use torchrun's own --max-restarts)")
@@ -107,8 +105,7 @@ def build_parser() -> argparse.ArgumentParser:
 def spec_from_args(args, world_size: int) -> RunSpec:
     fields = {k: v for k, v in vars(args).items()
               if k in RunSpec.__dataclass_fields__ and k not in ("world_size", "options")}
-    if getattr(args, "trace", None):
-        fields["timeline"] = True
+    fields["timeline"] = bool(getattr(args, "trace", None))   # --trace FILE records them
     return check_spec(RunSpec(world_size=world_size, options=parse_options(args.option), **fields))
 
 
@@ -163,8 +160,8 @@ def main(argv: list[str] | None = None) -> int:
         world = args.world_size if args.world_size is not None else \
             (mesh_world_size(args.mesh) or 2)   # 0 is a value (refused), not "unset"
         spec = spec_from_args(args, world)
-        check_writable(args.json)
-        check_writable(args.trace, "trace")
+        for field in ("json", "trace"):
+            check_writable(getattr(args, field), field)
         check_machine(spec)   # what this machine can do, before anything starts
         if args.dry_run:
             return _dry_run(spec, args)
@@ -216,10 +213,8 @@ def _run_launched(spec: RunSpec, args) -> int:
     return 0
 
 
-def _write_trace(records: list, args) -> None:
-    """``--trace FILE``: the run's timeline as a Chrome trace."""
+def _write_trace(records: list, args) -> None:   # --trace FILE: the timeline, a Chrome trace
     if getattr(args, "trace", None):
-        from ..measure.timeline import chrome_trace
         _write_summary(chrome_trace(records), args.trace)
 
 

@@ -170,3 +170,32 @@ def test_bad_input_is_refused_naming_it(one_rank):
             DiLoCo(model, opt, **kwargs)
     with pytest.raises(ValueError, match="optimizer='Linear' is invalid"):
         LocalSGD(model, model.head, 2)
+
+
+# ---- the strategies the worker runs -----------------------------------------------------------
+
+@pytest.mark.parametrize("strategy", ["local-sgd", "diloco"])
+def test_the_strategies_meet_every_sync_every_steps_and_count_only_those(strategy):
+    from gpututor import RunSpec, launch
+    from gpututor.models import build_model
+    spec = RunSpec(strategy=strategy, world_size=2, steps=7, batch_size=8, seq_len=16,
+                   device="cpu", options=(("sync_every", 3),))
+    run = launch(spec)
+    summary = run.wait()
+    psi = sum(p.numel() for p in build_model(spec).parameters())
+    steps = [r for r in run.records if "met" in r]
+    assert len(steps) == 2 * 7
+    for record in steps:
+        met = (record["step"] + 1) % 3 == 0
+        assert record["met"] == met, record["step"]
+        assert record["comm_bytes"] == (psi * 4 if met else 0), record["step"]
+    assert summary["losses"][-1] < summary["losses"][0]
+
+
+def test_a_strategy_option_out_of_range_is_refused_before_anything_starts():
+    from gpututor import RunSpec, launch
+    for options, field in (((("sync_every", 0),), "sync_every=0"),
+                           ((("outer_momentum", 1.0),), "outer_momentum=1.0")):
+        with pytest.raises(ValueError, match=field):
+            launch(RunSpec(strategy="diloco", world_size=2, steps=2, batch_size=8, seq_len=16,
+                           device="cpu", options=options))
