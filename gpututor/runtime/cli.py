@@ -252,8 +252,7 @@ def _run_torchrun(args) -> int:
     restarts = int(os.environ.get("TORCHELASTIC_RESTART_COUNT", "0"))
     init_process_group(spec, rank, world, device,
                        store=restarted_store(rank, world, restarts, spec.timeout))
-    # with restarts allowed (the same on every rank, unlike what each rank found), every rank
-    # takes rank 0's resume checkpoint: nodes reading the folder apart can differ (issue 44)
+    # with restarts allowed, every rank takes rank 0's resume checkpoint (nodes can differ)
     if int(os.environ.get("TORCHELASTIC_MAX_RESTARTS", "0")):
         own = spec.resume
         spec, failures, attempt = rank_zeros_attempt(spec, failures, attempt)
@@ -265,13 +264,11 @@ def _run_torchrun(args) -> int:
     try:
         train(spec, rank, world, device,
               emit=lambda r: (records.append({**r, "attempt": attempt}), progress.update(r)))
-        # the records are ragged (any number, fields by strategy), so they travel as JSON text
-        # in a byte tensor: rank 0 parses it, and unpickles nothing a peer sent (exchange.py)
+        # ragged records travel as JSON text: rank 0 unpickles nothing a peer sent (exchange.py)
         parts = all_gather_bytes(json.dumps(records).encode())
         gathered = [json.loads(part) for part in parts] if rank == 0 else None
-        # every rank is done with its peers before any closes its connections: a gloo rank whose
-        # peer closes while it still reads aborts (SIGABRT), and torchrun then fails the job
-        # (seen in gpu_check.py's two-node smoke test: 2 runs of 2 ended so, with the loss written)
+        # all done with their peers before any closes: a gloo rank whose peer closes while it
+        # reads aborts (SIGABRT; seen in gpu_check.py's two-node smoke test), failing the job
         dist.barrier()
     finally:
         progress.close()
