@@ -77,3 +77,6 @@ class ListStack(nn.Module):
 
 
 CHECKED_MODELS = {"SequentialStack": SequentialStack, "ListStack": ListStack}
+# where each model keeps its repeated blocks: the checker asks that none of their trainable
+# parameters is left to the root's unit, which stays gathered for the whole forward
+BLOCK_CONTAINERS = {"SequentialStack": "layers", "ListStack": "stages"}

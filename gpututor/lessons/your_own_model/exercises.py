@@ -6,9 +6,10 @@ ranks, and asks of what it returns:
 
 - gpututor's from-scratch ZeRO3, not torch's ``fully_shard`` (recognised by its ``FSDPModule``
   class or its DTensor parameters);
-- that no rank holds all the trainable parameters between steps, and that no moment of forward
-  holds them all gathered either (the root's unit stays gathered for the whole forward, so the
-  root plus the largest other unit must be less than the whole);
+- that every trainable parameter is sharded (none kept whole with ``keep_whole``; so no rank
+  holds all of them before the first step), that no trainable parameter of a repeated block is
+  left to the root's unit (it stays gathered for the whole forward: each block needs a unit of
+  its own), and that the root plus the largest other unit is less than the whole model;
 - after ``STEPS`` AdamW steps, every parameter within ``TOLERANCE`` of one process trained on the
   whole batch, and every frozen one bit for bit unchanged.
 
@@ -28,13 +29,13 @@ from ...config import RunSpec
 from ...i18n import say, tr
 from ...parallel.sharding.zero3 import ZeRO3
 from ..common.exercises import records_in_ranks
-from .checked_models import CHECKED_MODELS
+from .checked_models import BLOCK_CONTAINERS, CHECKED_MODELS
 from ...data import vocab_size
 from .training import SEED, STEPS, one_process, train_wrapped
 
 # AdamW moves every weight by about lr = 1e-3 a step whatever its gradient's size, so a rank
 # stepping on its own gradient, a missed step or decay of a frozen weight is off by ~1e-3; sums
-# in another order (the ranks' average against one process's mean) differ by below 1e-6.
+# in another order (the ranks' average against one process's mean) differ by a few 1e-6.
 TOLERANCE = 1e-4
 FIXED = (("SequentialStack", 32, 3, 2), ("ListStack", 40, 3, 3))   # model, width, depth, ranks
 
@@ -76,7 +77,7 @@ class WrapCheck:
                       "whole": whole, "error": None, "kind": None}
             try:
                 got = self.candidate(module)
-                if not (isinstance(got, tuple) and len(got) == 2):
+                if not (isinstance(got, (tuple, list)) and len(got) == 2):
                     record["kind"] = "not a pair"
                     emit(record)
                     continue
@@ -88,6 +89,11 @@ class WrapCheck:
                     sizes = [unit.layout.numel * unit.shard.element_size()
                              for unit, _ in model.units]
                     record["gathered"] = sizes[-1] + max(sizes[:-1], default=0)   # root last
+                    record["kept_whole"] = [aliases[0] for aliases, p in model.frozen
+                                            if p.requires_grad]
+                    block = f"{BLOCK_CONTAINERS[name]}."
+                    record["in_root"] = [aliases[0] for aliases in model.units[-1][1]
+                                         if any(a.startswith(block) for a in aliases)]
                 run = train_wrapped(model, optimizer, rank, world)
                 record["params"] = run["params"]
             except Exception as exc:   # noqa: BLE001 - said to the learner
@@ -118,18 +124,31 @@ def _judge(record: dict, world: int, frozen: set) -> None:
                                 "for gpututor's from-scratch ZeRO3 (ZeRO3(module, units=...)), the "
                                 "one you can read."))
     if record["held"] >= record["whole"]:
-        raise AssertionError(tr("my_wrap: {model} on {world} ranks: each rank holds all "
-                                "{whole:,} bytes of trainable parameters between steps: nothing "
-                                "is sharded ({kind}). Wrap it with ZeRO3.",
+        raise AssertionError(tr("my_wrap: {model} on {world} ranks: before the first step each "
+                                "rank holds all {whole:,} bytes of trainable parameters: the "
+                                "parameters are not sharded ({kind}). Wrap it with ZeRO3.",
                                 whole=record["whole"], kind=record["kind"], **where))
     if record["kind"] != "zero3":
         raise AssertionError(tr("my_wrap: wrap the module with gpututor's ZeRO3 (got {kind})",
                                 kind=record["kind"]))
+    if record["kept_whole"]:
+        raise AssertionError(tr("my_wrap: {model} on {world} ranks: {n} trainable parameters are "
+                                "kept whole on every rank ({first}, ...), as data parallel keeps "
+                                "them: shard every trainable parameter (no keep_whole).",
+                                n=len(record["kept_whole"]), first=record["kept_whole"][0],
+                                **where))
+    if record["in_root"]:
+        raise AssertionError(tr("my_wrap: {model} (width {width}, depth {depth}): {n} "
+                                "parameters of its repeated blocks ({first}, ...) are left to the "
+                                "root's unit, which stays gathered for all of forward: give each "
+                                "repeated block a unit of its own.", n=len(record["in_root"]),
+                                first=record["in_root"][0], **where))
     if record["gathered"] >= record["whole"]:
         raise AssertionError(tr("my_wrap: {model} (width {width}, depth {depth}): during forward "
                                 "a rank holds {gathered:,} bytes gathered at once, not less than "
-                                "the whole model's {whole:,}: the root's unit stays gathered for "
-                                "all of forward, so give each repeated block a unit of its own.",
+                                "the whole model's {whole:,}: the root's unit and the largest "
+                                "other one are gathered together; give each repeated block a "
+                                "unit of its own.",
                                 gathered=record["gathered"], whole=record["whole"], **where))
 
 
@@ -164,6 +183,8 @@ def check_my_wrap(candidate, seed: int | None = None) -> None:
     for world in sorted({c[3] for c in cases}):
         mine = tuple(c[:3] for c in cases if c[3] == world)
         spec = RunSpec(world_size=world, device="cpu", timeout=60)
+        say("my_wrap: training {n} models on {world} ranks, and each in one process ...",
+            n=len(mine), world=world)
         with warnings.catch_warnings():   # 3 ranks on fewer cores: they take turns (no timing here)
             warnings.simplefilter("ignore", UserWarning)
             records = records_in_ranks(WrapCheck(candidate, mine), spec,
@@ -187,6 +208,7 @@ def check_my_wrap(candidate, seed: int | None = None) -> None:
                                         world=world, steps=STEPS, gap=gap, tolerance=TOLERANCE))
             worst = max(worst, gap)
     say("Correct: on {n} models and sizes, on 2 and 3 ranks, your wrapping shards every "
-        "trainable parameter, never gathers the whole model at once, leaves the frozen ones as "
+        "trainable parameter, leaves no parameter of a repeated block to the root's unit, never "
+        "gathers the whole model at once, leaves the frozen ones as "
         "they were, and trains as one process does (largest parameter difference {gap:.1e}, "
         "within {tolerance:g}).", n=len(cases), gap=worst, tolerance=TOLERANCE)
