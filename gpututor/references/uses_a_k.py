@@ -234,4 +234,11 @@ USES: dict[str, Use] = {
         "the bytes at the asymptotic bandwidth (the α-β model; checked against summaries, not "
         "the text)"),
     # lesson 02 and gpututor/parallel/link.py, data_parallel/
+    "kingma2015-step": Use(
+        "kingma2015", "§2.1",
+        "the effective step is Δt = α·m̂t/√v̂t; |Δt| ≤ α·(1−β1)/√(1−β2) only in the most "
+        "severe case of sparsity, smaller otherwise, and in common scenarios m̂t/√v̂t ≈ ±1, so "
+        "each step's magnitude is approximately "
+        "bounded by the stepsize α; it is invariant to the scale of the gradients (rescaling g "
+        "by c scales m̂t by c and v̂t by c², which cancel)"),
 }

@@ -192,4 +192,6 @@ WORKS: dict[str, Work] = {
                          "https://arxiv.org/abs/1905.13727"),
     "mccandlish2018": Work("McCandlish et al.", 2018, "An Empirical Model of Large-Batch "
                              "Training", "https://arxiv.org/abs/1812.06162"),
+    "kingma2015": Work("Kingma & Ba", 2015, "Adam: A Method for Stochastic Optimization "
+                         "(ICLR 2015)", "https://arxiv.org/abs/1412.6980"),
 }

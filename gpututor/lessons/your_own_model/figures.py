@@ -9,7 +9,7 @@ import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from ...i18n import not_measured, tr
+from ...i18n import tr
 
 Verdict = tuple[str, str, str]
 HELD_KINDS = ("params", "grads", "optimizer")
@@ -29,29 +29,62 @@ def parameter_gap(records: list[dict], one: dict) -> float:
                for n, v in one["params"].items())
 
 
+ZERO_DRAWN_AT = 1e-12   # a gap of exactly 0 has no place on a log axis: drawn here, labelled "0"
+
+
+def loss_gaps(runs: dict[str, list[dict]], one: dict) -> dict[str, list[float]]:
+    """Each wrapper's |mean of the ranks' losses − one process's loss|, per step."""
+    return {name: [abs(a - b) for a, b in zip(_global_losses(records), one["losses"])]
+            for name, records in runs.items()}
+
+
+def gap_note(gaps: dict[str, list[float]]) -> str:
+    """What the gap panel cannot show by itself: zeros drawn at ZERO_DRAWN_AT, and wrappers
+    whose gaps are equal at every step (their lines coincide: only the last drawn shows)."""
+    notes = []
+    if any(g == 0 for values in gaps.values() for g in values):
+        notes.append(tr("a gap of exactly 0 is drawn at {at:g}, labelled 0", at=ZERO_DRAWN_AT))
+    groups: dict[tuple, list[str]] = {}
+    for name, values in gaps.items():
+        groups.setdefault(tuple(values), []).append(name)
+    for names in groups.values():
+        if len(names) > 1:
+            notes.append(tr("{names}: equal gaps at every step, their lines coincide (the last "
+                            "drawn shows)", names=", ".join(names)))
+    return "; ".join(notes)
+
+
 def loss_figure(runs: dict[str, list[dict]], one: dict) -> go.Figure:
     """Left: each wrapper's loss on each rank's share, and one process's on the whole batch.
-    Right: each wrapper's mean over the ranks less one process's, per step (log scale)."""
+    Right: each wrapper's mean over the ranks less one process's, per step (log scale), with a
+    note saying which lines coincide and where a zero is drawn (:func:`gap_note`)."""
     fig = make_subplots(rows=1, cols=2, subplot_titles=(
         tr("loss per rank (lines) and one process (black)"),
         tr("|mean over the ranks − one process|")))
     steps = list(range(1, len(one["losses"]) + 1))
+    gaps = loss_gaps(runs, one)
     for (name, records), colour in zip(runs.items(), WRAPPER_COLOURS):
         for r in records:
             fig.add_trace(go.Scatter(x=steps, y=r["losses"], mode="lines",
                                      name=f"{name}, {tr('rank')} {r['rank']}",
                                      line={"dash": "dot" if r["rank"] else "solid",
                                            "color": colour}, legendgroup=name), row=1, col=1)
-        gap = [abs(a - b) or 1e-12 for a, b in zip(_global_losses(records), one["losses"])]
-        fig.add_trace(go.Scatter(x=steps, y=gap, mode="markers+lines", name=name,
+        fig.add_trace(go.Scatter(x=steps, y=[g or ZERO_DRAWN_AT for g in gaps[name]],
+                                 text=["0" if g == 0 else "" for g in gaps[name]],
+                                 mode="markers+lines+text", textposition="top center", name=name,
                                  line={"color": colour}, legendgroup=name, showlegend=False),
                       row=1, col=2)
+    note = gap_note(gaps)
+    if note:
+        fig.add_annotation(text=note, xref="paper", yref="paper", x=1, y=-0.22, showarrow=False,
+                           xanchor="right", font={"size": 11})
     fig.add_trace(go.Scatter(x=steps, y=one["losses"], mode="lines+markers",
                              name=tr("one process"), line={"color": "black", "width": 3}),
                   row=1, col=1)
     fig.update_yaxes(type="log", row=1, col=2)
     fig.update_xaxes(title_text=tr("step"))
-    fig.update_layout(height=420, title=tr("The same training, wrapped six ways"))
+    fig.update_layout(height=460, margin={"b": 110},
+                      title=tr("The same training, wrapped {n} ways", n=len(runs)))
     return fig
 
 
@@ -75,7 +108,7 @@ def bytes_figure(runs: dict[str, list[dict]], one: dict) -> go.Figure:
     with one process's total as a line. Right: bytes each rank sent in the last step."""
     fig = make_subplots(rows=1, cols=2, column_widths=[0.6, 0.4], subplot_titles=(
         tr("bytes held per rank: parameters + gradients + optimizer state"),
-        tr("bytes each rank sent in one step")))
+        tr("bytes each rank sends in one step, by the ring formula")))
     labels = [f"{name} · r{r['rank']}" for name, records in runs.items() for r in records]
     for kind, colour in zip(HELD_KINDS, WRAPPER_COLOURS):
         fig.add_trace(go.Bar(x=labels, y=[r["held"][kind] for rs in runs.values() for r in rs],
@@ -91,19 +124,42 @@ def bytes_figure(runs: dict[str, list[dict]], one: dict) -> go.Figure:
     return fig
 
 
+def _sent(records: list[dict]) -> float | None:
+    """The most any rank sent in the last step (ring formula), None where nothing counted it."""
+    return max(r["sent"]["wire"] for r in records) if records[0]["sent"] else None
+
+
+def sent_words(sent: float | None, reference: str | None, reference_sent: float | None) -> str:
+    """Bytes sent, and their ratio to the first measured wrapper's, in words chosen from it."""
+    if sent is None:
+        return tr("not measured")
+    words = tr("{sent:,.0f} bytes", sent=sent)
+    if reference is None or reference_sent is None or not reference_sent:
+        return words
+    ratio = sent / reference_sent
+    if abs(ratio - 1) < 0.005:
+        return tr("{words}, the same as {reference}'s", words=words, reference=reference)
+    return tr("{words}, {ratio:.2f}× {reference}'s", words=words, ratio=ratio,
+              reference=reference)
+
+
 def bytes_lines(runs: dict[str, list[dict]], one: dict) -> list[str]:
-    """One line per wrapper: what rank 0 holds against one process, and what it sent."""
+    """One line per wrapper: what its ranks hold against one process, and what each sent, as a
+    ratio of the first wrapper whose bytes were counted (the lesson's DataParallel)."""
     whole = sum(one["held"].values())
+    measured = [(name, _sent(records)) for name, records in runs.items()
+                if _sent(records) is not None]
+    reference, reference_sent = measured[0] if measured else (None, None)
     lines = []
     for name, records in runs.items():
         held = [sum(r["held"].values()) for r in records]
-        sent = records[0]["sent"]
+        sent = _sent(records)
         lines.append(tr("{name}: ranks hold {held} bytes ({share} of one process's {whole:,}); "
                         "sent by each rank in the last step: {sent}", name=name,
                         held=" / ".join(f"{h:,}" for h in held),
                         share=" / ".join(f"{h / whole:.0%}" for h in held), whole=whole,
-                        sent=not_measured(sent and max(r["sent"]["wire"] for r in records),
-                                          ",.0f") + (tr(" bytes") if sent else "")))
+                        sent=sent_words(sent, None if name == reference else reference,
+                                        reference_sent)))
     return lines
 
 
