@@ -33,6 +33,7 @@ from ...plan import time as plan_time
 from ...plan.memory import CONVENTIONS, model_state_bytes, per_device_memory
 from ...plan.recommend import USABLE_FRACTION, estimate, recommend
 from ..common.code_exercise import call_refusing, number_from
+from ..common.exercises import within
 
 
 # (ZeRO stage, GPUs): every stage, on counts the lesson prints and on ones it does not
@@ -59,7 +60,7 @@ def check_bytes_per_param(candidate: Callable) -> None:
         number = number_from(got, tr("bytes per parameter [ZeRO-{stage} on {dp} GPUs]: your "
                                      "function returned {got}, not a number.", stage=stage, dp=dp,
                                      got=repr(got)))
-        if not math.isclose(number, expected, rel_tol=BYTES_PER_PARAM_TOLERANCE):
+        if not within(number, expected, BYTES_PER_PARAM_TOLERANCE):
             raise AssertionError(tr("bytes per parameter [ZeRO-{stage} on {dp} GPUs]: yours is "
                                     "not the formula's. Which of weights, gradients and optimizer "
                                     "state does this stage divide over the GPUs?",
@@ -204,7 +205,7 @@ def check_days_at_hfu(candidate: Callable, recommendation, model, tokens: float 
                                       "{error}"), case=case)
         number = number_from(got, tr("days at another HFU [{case}]: your function returned "
                                      "{got}, not a number of days.", case=case, got=repr(got)))
-        if not math.isclose(number, expected, rel_tol=DAYS_TOLERANCE):
+        if not within(number, expected, DAYS_TOLERANCE):
             raise AssertionError(tr("days at another HFU [{case}]: yours are not the planner's. "
                                     "Which parts of the step grow when the GPUs compute more "
                                     "slowly, and what does a longer backward hide?", case=case))
@@ -243,7 +244,7 @@ def check_formula_error(candidate: Callable, calibration) -> None:
         number = number_from(got, tr("formula error [{case}]: your function returned {got}, not "
                                      "a number.", case=name, got=repr(got)))
         expected = (formula_peak - measured_peak) / measured_peak
-        if not math.isclose(number, expected, rel_tol=FORMULA_ERROR_TOLERANCE):
+        if not within(number, expected, FORMULA_ERROR_TOLERANCE):
             raise AssertionError(tr("formula error [{case}]: yours is not (formula - measured) / "
                                     "measured. Which peak is the reference, and which sign means "
                                     "the formula predicted too little?", case=name))
