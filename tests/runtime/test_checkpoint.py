@@ -28,7 +28,7 @@ def layout(name: str, world: int | None = None, mesh: dict | None = None, **chan
                      model=small_model(name), **changes)
 
 
-@pytest.mark.parametrize("name", list(STRATEGIES))
+@pytest.mark.parametrize("name", [n for n, s in STRATEGIES.items() if s.supports_checkpoint])
 def test_every_strategy_saves_its_pieces_and_resumes_from_them(name, tmp_path):
     spec = layout(name, steps=4, checkpoint_every=2, checkpoint_dir=str(tmp_path))
     full = launch(spec).wait()
@@ -157,3 +157,9 @@ def test_cli_checkpoint_and_resume(tmp_path):
                                      "--json", "-"], capture_output=True, text=True, timeout=120)
     assert again.returncode == 0, again.stderr
     assert '"first_step": 2' in again.stdout
+
+
+@pytest.mark.parametrize("name", [n for n, s in STRATEGIES.items() if not s.supports_checkpoint])
+def test_a_strategy_that_cannot_checkpoint_is_refused_before_launch(name, tmp_path):
+    with pytest.raises(ValueError, match=f"strategy='{name}' is invalid with checkpointing"):
+        launch(layout(name, steps=4, checkpoint_every=2, checkpoint_dir=str(tmp_path)))

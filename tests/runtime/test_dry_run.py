@@ -26,6 +26,7 @@ LAYOUTS = {   # strategy -> (world size, mesh, options) of a small layout to dry
     "ddp+tp+pp": (8, {"dp": 2, "tp": 2, "pp": 2}, (("microbatches", 2),)),
     "cp": (2, None, ()), "ddp+cp": (4, {"dp": 2, "cp": 2}, ()),
     "ep": (2, None, ()), "ddp+ep": (4, {"dp": 2, "ep": 2}, ()),
+    "local-sgd": (2, None, (("sync_every", 1),)), "diloco": (2, None, (("sync_every", 1),)),
 }
 
 
