@@ -366,6 +366,12 @@ def test_sharded_optimizer_refuses_bad_input_naming_it(one_rank):
         ShardedOptimizer(nn.Linear(2, 2), torch.optim.AdamW(nn.Linear(2, 2).parameters()))
 
 
+def test_zero3_has_the_wrapped_module(one_rank):
+    inner = make("norms")
+    model = ZeRO3(inner, units=Block)
+    assert model.module is inner and model.module.head is inner.head
+
+
 def test_zero3_refuses_bad_input_naming_it(one_rank):
     with pytest.raises(ValueError, match="compute_dtype=torch.int8 is invalid"):
         ZeRO3(make("norms"), compute_dtype=torch.int8)

@@ -219,6 +219,12 @@ class ZeRO3(nn.Module):
                     m.mask = torch.tril(torch.ones(m.mask.shape, dtype=torch.bool,
                                                    device=ctx.device))
 
+    @property
+    def module(self) -> nn.Module:
+        """The wrapped module (its blocks replaced by their units), as DDP's and FSDP's
+        ``.module`` is."""
+        return self.root.module
+
     def forward(self, *args, **kwargs):
         self.start_step()
         self.check_queued = False
