@@ -202,6 +202,19 @@ class CollectiveTimer:
         self.meter.exposed_s += seconds
         return None
 
+    def ended(self, op: str, nbytes: int, start: DeviceMark, group_size: int | None = None):
+        """Meter a collective a library ran by itself, from ``start`` (a mark made before it)
+        to now: on CPU it blocked, so all of it was waited for; on CUDA a mark on the current
+        stream (the library's), read at :meth:`flush`, and how long compute waited not known."""
+        end = DeviceMark(self.device)
+        if self.device.type == "cuda":
+            self.pending.append({"op": op, "nbytes": nbytes, "group_size": group_size,
+                                 "start": start, "end": end, "waited": False})
+            return
+        seconds = end.seconds_since(start)
+        self.meter.add(nbytes, seconds, op=op, group_size=group_size, start=start, end=end)
+        self.meter.exposed_s += seconds
+
     def flush(self) -> None:
         """At the end of a step: read the CUDA marks (a no-op on CPU)."""
         for e in self.pending:

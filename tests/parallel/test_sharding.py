@@ -4,7 +4,7 @@ import pytest
 import torch
 from torch.distributed.fsdp import FSDPModule
 
-from gpututor import launch
+from gpututor import RunSpec, launch
 from gpututor.parallel.sharding.flat import FlatShard
 from gpututor.plan.memory import model_state_bytes
 from gpututor.lessons.sharding.figures import comm_rows, memory_rows, zero_stage
@@ -175,3 +175,23 @@ def test_zeros_collective_timer_starts_after_the_queued_compute(monkeypatch):
     assert events == ["synchronize", "clock", "gather", "synchronize", "clock",
                       "synchronize", "clock", "scatter", "synchronize", "clock"]
     assert meter.busy_s == 2   # each timed from after the first synchronize: 1 tick each
+
+
+def test_hsdp_meters_its_all_reduce_across_replicas():
+    """Issue 44: FSDP2 all-reduces each shard's gradient across the HSDP replicas with
+    dist.all_reduce itself (no custom hook); it is metered from the reduce-scatter's end to the
+    all-reduce hook, and the step's collectives, kinds and bytes, are what step_collectives says
+    (one all-reduce of each unit's shard), where before the all-reduces were missing."""
+    from gpututor.models import build_model
+    from gpututor.parallel import STRATEGIES
+    spec = RunSpec(strategy="fsdp", world_size=4, steps=3, batch_size=8, seq_len=16,
+                   device="cpu", timeline=True, options=(("hsdp_replicas", 2),))
+    run = launch(spec)
+    run.wait()
+    predicted = sorted(STRATEGIES["fsdp"].step_collectives(spec, build_model(spec)))
+    for record in (r for r in run.records if r.get("timeline")):
+        measured = sorted((s["name"], s["bytes"]) for s in record["timeline"]
+                          if s["kind"] == "collective")
+        assert measured == predicted, record["rank"]
+        assert record["comm_bytes"] == sum(b for _, b in predicted)
+        assert any(name == "all_reduce" for name, _ in measured)

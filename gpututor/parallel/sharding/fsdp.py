@@ -36,7 +36,8 @@ Options (``RunSpec.options``):
 
 What we measure: every all-gather and reduce-scatter FSDP2 runs, counted and timed through its
 ``set_custom_all_gather`` / ``set_custom_reduce_scatter`` hooks (torch >= 2.9; older versions
-run unmetered, with a warning). On CPU (gloo) they are blocking, so all their time is exposed.
+run unmetered, with a warning), and with HSDP each all-reduce across the replicas, from the
+reduce-scatter's end to ``set_all_reduce_hook``'s call right after it. On CPU (gloo) they are blocking, so all their time is exposed.
 On CUDA they run on FSDP2's own streams, overlapping compute; we time them with CUDA events
 on those streams (``comm_busy_s``) and do not know how much of it compute waited for:
 ``comm_s`` and ``compute_s`` are None there (not measured).
@@ -50,7 +51,7 @@ import torch
 from ... import checks
 from ...checks import InvalidValue
 from ...config import torch_dtype
-from ...measure.timing import CollectiveTimer
+from ...measure.timing import CollectiveTimer, DeviceMark
 from ..base import MemoryLayout, Strategy
 from ..mesh import degree_of, device_mesh
 from .flat import padded_unit_bytes, sharding_units
@@ -83,10 +84,13 @@ class FullyShardedFSDP2(Strategy):
         case is ``auto_reshard_after_forward = reshard_after_forward is None``)."""
         if spec.world_size == 1:
             return []
-        units = padded_unit_bytes(model, self.data_parallel_size(spec))
+        replicas = spec.option("hsdp_replicas", 1)   # HSDP: sharded within dp / replicas ranks,
+        shard = self.data_parallel_size(spec) // replicas   # each shard all-reduced across them
+        units = padded_unit_bytes(model, shard)
         gathers = 2 if spec.option("reshard_after_forward", True) else 1
         return [op for u in units for op in
-                [("all_gather", u)] * gathers + [("reduce_scatter", u)]]
+                [("all_gather", u)] * gathers + [("reduce_scatter", u)]
+                + ([("all_reduce", u // shard)] if replicas > 1 else [])]
 
     @property
     def meters_comm(self) -> bool:
@@ -134,7 +138,7 @@ class FullyShardedFSDP2(Strategy):
             fsdp.fully_shard(block, **shard)
         fsdp.fully_shard(model, **shard)   # the root: embeddings, final norm, head (tied weights)
         model.comm_timer = CollectiveTimer(ctx.comm, ctx.device)
-        meter_collectives(model, model.comm_timer)
+        meter_collectives(model, model.comm_timer, replicas)
         return model
 
     def train_step(self, model, optimizer, micro_batches, ctx) -> float:
@@ -158,8 +162,10 @@ def _fsdp():
 
 # ---- metering FSDP2's collectives ----------------------------------------------------------
 
-def meter_collectives(model: torch.nn.Module, timer: CollectiveTimer) -> None:
-    """Route every FSDP2 unit's all-gather and reduce-scatter through ``timer``."""
+def meter_collectives(model: torch.nn.Module, timer: CollectiveTimer,
+                      replicas: int = 1) -> None:
+    """Route every FSDP2 unit's all-gather and reduce-scatter through ``timer``; with HSDP
+    (``replicas`` > 1) meter the all-reduce across the replicas too."""
     FSDPModule = _fsdp().FSDPModule
     if not hasattr(FSDPModule, "set_custom_all_gather"):
         warnings.warn(f"torch {torch.__version__} has no FSDPModule.set_custom_all_gather "
@@ -174,14 +180,27 @@ def meter_collectives(model: torch.nn.Module, timer: CollectiveTimer) -> None:
             return timer.run("all_gather", nbytes, lambda: super(MeteredAllGather, self).__call__(
                 output_tensor, input_tensor, group, async_op=async_op))
 
+    reduced = []   # the mark where the last reduce-scatter ended: HSDP's all-reduce follows it
+
     class MeteredReduceScatter(DefaultReduceScatter):
         def __call__(self, output_tensor, input_tensor, group, op, async_op=False):
             nbytes = input_tensor.nbytes
-            return timer.run("reduce_scatter", nbytes,
+            work = timer.run("reduce_scatter", nbytes,
                              lambda: super(MeteredReduceScatter, self).__call__(
                                  output_tensor, input_tensor, group, op, async_op=async_op))
+            reduced[:] = [DeviceMark(timer.device)]
+            return work
+
+    def all_reduced(reduce_output: torch.Tensor) -> None:
+        """HSDP: FSDP2 all-reduces each reduce-scatter's output across the replicas itself
+        (``dist.all_reduce``, no custom hook); its all-reduce hook runs right after, so the
+        all-reduce is the span from the reduce-scatter's end to here."""
+        if reduced:
+            timer.ended("all_reduce", reduce_output.nbytes, reduced[0], group_size=replicas)
 
     for module in model.modules():
         if isinstance(module, FSDPModule):
             module.set_custom_all_gather(MeteredAllGather())
             module.set_custom_reduce_scatter(MeteredReduceScatter())
+            if replicas > 1:
+                module.set_all_reduce_hook(all_reduced)
