@@ -221,6 +221,19 @@ USES: dict[str, Use] = {
         "the bandwidth-optimal all-reduce on a logical ring: a reduce-scatter then an "
         "all-gather, 2(p−1) steps each sending N/p, so each process sends 2(p−1)/p·N "
         "(checked against summaries of the paper, not its text)"),
+    "pytorch-ddp-comm-hooks-bf16": Use(
+        "pytorch-ddp-comm-hooks", "Default Communication Hooks: bf16_compress_hook",
+        "casts the GradBucket tensor to bfloat16, divides it by the process group size, "
+        "all-reduces those bfloat16 tensors, and a chained callback casts the result back to the "
+        "input's dtype (such as float32); the page calls the hooks experimental"),
+    "pytorch-ddp-comm-hooks-powersgd": Use(
+        "pytorch-ddp-comm-hooks", "PowerSGD Communication Hook: powerSGD_hook, PowerSGDState",
+        "vanilla all-reduce for the first start_powerSGD_iter iterations; then the bucket's "
+        "tensors are split into those worth compressing (by min_compression_rate) and the rest, "
+        "vectors included, all-reduced uncompressed as one batch; each compressed M becomes "
+        "P = MQ (all-reduced as a batch, orthogonalized) and Q ≈ MᵀP (all-reduced as a batch), "
+        "M ≈ PQᵀ, of rank matrix_approximation_rank; error feedback and warm start are on by "
+        "default (read in the installed torch 2.13's docstrings)"),
     "vogels2019-powersgd": Use(
         "vogels2019", "abstract",
         "a low-rank gradient compressor based on power iteration that compresses gradients "

@@ -187,6 +187,8 @@ WORKS: dict[str, Work] = {
     "hockney1994": Work("Hockney", 1994, "The Communication Challenge for MPP: Intel Paragon "
                           "and Meiko CS-2 (Parallel Computing 20(3))",
                           "https://doi.org/10.1016/S0167-8191(06)80021-9"),
+    "pytorch-ddp-comm-hooks": Work("PyTorch docs", 2025, "DDP Communication Hooks",
+                                     "https://docs.pytorch.org/docs/stable/ddp_comm_hooks.html"),
     "vogels2019": Work("Vogels et al.", 2019, "PowerSGD: Practical Low-Rank Gradient "
                          "Compression for Distributed Optimization",
                          "https://arxiv.org/abs/1905.13727"),

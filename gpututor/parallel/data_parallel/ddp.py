@@ -15,9 +15,17 @@ how long before the last gradient each was launched: its chance to overlap backw
 step's record, ``ddp_buckets``.
 
 Options (``RunSpec.options``): ``bucket_cap_mb``, ``comm_hook`` — "none", "fp16" or "bf16"
-(gradients sent in 16 bits: half the bytes) or "powersgd" (low-rank compression, Vogels et al.
-2019 [ref: vogels2019-powersgd]) with ``powersgd_rank`` — and gradient accumulation via the
-spec's ``grad_accum`` (DDP's ``no_sync`` on all but the last micro-batch).
+(torch's ``default_hooks``: each bucket cast to 16 bits, all-reduced, cast back: half the bytes
+[ref: pytorch-ddp-comm-hooks-bf16]) or "powersgd" (torch's ``powerSGD_hook``: low-rank
+compression, Vogels et al. 2019 [ref: vogels2019-powersgd], with ``powersgd_rank`` as its
+``matrix_approximation_rank`` [ref: pytorch-ddp-comm-hooks-powersgd]) — and gradient
+accumulation via the spec's ``grad_accum`` (DDP's ``no_sync`` on all but the last micro-batch).
+Each hook runs inside the timed hook below, which counts the bytes the hook really all-reduces:
+16-bit hooks 2 bytes an element; PowerSGD, once started, its ``P`` and ``Q`` matrices and the
+tensors it leaves uncompressed (:func:`powersgd_bytes`, torch's own rule for which to compress).
+All run on gloo (CPU) as on NCCL: the tests run each on CPU ranks. On an emulated link a bucket is
+charged as one ring all-reduce of all its bytes, though PowerSGD runs three one after another:
+its latency is understated there.
 
 Buffers: DDP broadcasts every buffer from rank 0 at each forward by default (for state such as
 BatchNorm's running statistics). Our models' only buffers are constant causal masks, kept out of
@@ -163,17 +171,23 @@ class _HookState:
         if self.kind in ("fp16", "bf16"):
             return numel * 2
         if self.kind == "powersgd" and self.powersgd.iter >= self.powersgd.start_powerSGD_iter:
-            return sum(_powersgd_bytes(g, self.rank) for g in bucket.gradients())
+            rate = self.powersgd.min_compression_rate
+            return sum(powersgd_bytes(g, self.rank, rate) for g in bucket.gradients())
         return numel * bucket.buffer().element_size()
 
 
-def _powersgd_bytes(grad: torch.Tensor, rank: int, min_rate: float = 2.0) -> int:
-    """PowerSGD sends P (n×r) and Q (m×r) for a matrix worth compressing, else the tensor."""
+def powersgd_bytes(grad: torch.Tensor, rank: int, min_rate: float = 2.0) -> int:
+    """The bytes torch's ``powerSGD_hook`` all-reduces for one gradient once it has started: a
+    tensor of 2+ dimensions seen as an n×m matrix (n its first dimension) is sent as P (n×r) and
+    Q (m×r), r = min(n, m, rank), when that is smaller than n·m by more than ``min_rate``
+    (torch's ``_should_compress``: (n+m)·r·min_rate < n·m); any other tensor, and every vector,
+    is sent whole. Elements in the gradient's own dtype."""
+    size = grad.element_size()
     if grad.ndim <= 1:
-        return grad.numel() * 4
+        return grad.numel() * size
     n, m = grad.shape[0], grad.numel() // grad.shape[0]
     r = min(n, m, rank)
-    return (n + m) * r * 4 if n * m >= min_rate * (n + m) * r else grad.numel() * 4
+    return (n + m) * r * size if (n + m) * r * min_rate < n * m else grad.numel() * size
 
 
 def _timed_hook(state: _HookState, bucket: dist.GradBucket) -> torch.futures.Future[torch.Tensor]:
