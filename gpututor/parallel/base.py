@@ -75,6 +75,8 @@ class Strategy:
     meters_comm = True          # False: torch's own collectives run unmetered, so the records'
     #                             communication fields are None ("not measured"), never 0
     needs_model = None          # the model it can train, if only one (expert parallel: "moe")
+    trains_as_one_process = True  # its losses equal one process training the whole batch
+    #                               (False: another algorithm, e.g. local SGD's drifting ranks)
 
     @property
     def shards(self) -> tuple:

@@ -159,6 +159,7 @@ class PeriodicAveraging(Strategy):
     allowed = {"sync_every": "an integer >= 1", **LINK_ALLOWED}
     defaults = {"sync_every": 4}
     supports_checkpoint = False   # between meetings the ranks' weights differ
+    trains_as_one_process = False  # the ranks drift apart between meetings
     memory_layout = None   # the planner does not price it (a step's collectives vary: see below)
     wrapper = LocalSGD
 
