@@ -30,7 +30,7 @@ class GPU:
 
     name: str
     memory_bytes: float
-    peak_flops: dict            # precision ("fp32", "bf16", "fp16") -> dense FLOP/s or None
+    peak_flops: dict            # precision ("fp32", "bf16", "fp16", "fp8") -> dense FLOP/s or None
     memory_bandwidth: float     # bytes/s
     links: tuple                # names in LINKS this GPU typically has
     source: str
@@ -45,8 +45,9 @@ class GPU:
         value = self.peak_flops[precision]
         if value is None:
             supported = [p for p, v in self.peak_flops.items() if v]
+            why = FP8_NOT_LISTED.get(self.name) if precision == "fp8" else None
             raise InvalidValue("precision", precision, supported,
-                               f"on gpu={self.name!r}: it has no {precision} units")
+                               f"on gpu={self.name!r}: " + (why or f"it has no {precision} units"))
         return value
 
 
@@ -60,8 +61,10 @@ class Link:
     source: str
 
 
-def _gpu(name, memory_gb, fp32, bf16, fp16, bandwidth_gbs, links, source, cuda_names=()) -> GPU:
-    peaks = {"fp32": fp32 * TFLOPS, "bf16": bf16 and bf16 * TFLOPS, "fp16": fp16 * TFLOPS}
+def _gpu(name, memory_gb, fp32, bf16, fp16, bandwidth_gbs, links, source, cuda_names=(),
+         fp8=None) -> GPU:
+    peaks = {"fp32": fp32 * TFLOPS, "bf16": bf16 and bf16 * TFLOPS, "fp16": fp16 * TFLOPS,
+             "fp8": fp8 and fp8 * TFLOPS}
     return GPU(name, memory_gb * GB, peaks, bandwidth_gbs * GB, tuple(links), source,
                cuda_names=tuple(cuda_names))
 
@@ -81,24 +84,29 @@ GPUS: dict[str, GPU] = {g.name: g for g in (
          ("NVIDIA A100-SXM4-80GB",)),
     _gpu("H100-80GB", 80, 67, 989.5, 989.5, 3350, ("nvlink4", "pcie5"),
          "NVIDIA H100 Tensor Core GPU datasheet (SXM): FP32 67, BF16/FP16 tensor 1,979 TFLOPS "
-         "with sparsity -> 989.5 dense, HBM3 3.35 TB/s",
-         ("NVIDIA H100 80GB HBM3",)),
+         "with sparsity -> 989.5 dense, HBM3 3.35 TB/s; FP8 tensor 3,958 with sparsity -> "
+         "1,979 dense",   # [ref: nvidia-h100-datasheet-sxm] [ref: nvidia-h100-datasheet-fp8]
+         ("NVIDIA H100 80GB HBM3",), fp8=1979),
     _gpu("H100-PCIe-80GB", 80, 51, 756, 756, 2000, ("pcie5",),
          "NVIDIA H100 Tensor Core GPU datasheet (PCIe): FP32 51, BF16/FP16 tensor 1,513 TFLOPS "
-         "with sparsity -> 756 dense, HBM2e 2 TB/s",
-         ("NVIDIA H100 PCIe",)),
+         "with sparsity -> 756 dense, HBM2e 2 TB/s; FP8 tensor 3,026 with sparsity -> 1,513 "
+         "dense",   # [ref: nvidia-h100-datasheet-fp8]
+         ("NVIDIA H100 PCIe",), fp8=1513),
     _gpu("H200-141GB", 141, 67, 989.5, 989.5, 4800, ("nvlink4", "pcie5"),
          "NVIDIA H200 Tensor Core GPU datasheet (SXM): FP32 67, BF16/FP16 tensor 1,979 TFLOPS "
-         "with sparsity -> 989.5 dense, 141 GB HBM3e at 4.8 TB/s",
-         ("NVIDIA H200",)),
+         "with sparsity -> 989.5 dense, 141 GB HBM3e at 4.8 TB/s; FP8 tensor 3,958 with "
+         "sparsity -> 1,979 dense",   # [ref: nvidia-h200-datasheet-fp8]
+         ("NVIDIA H200",), fp8=1979),
     _gpu("L4-24GB", 24, 30.3, 121, 121, 300, ("pcie4",),
          "NVIDIA L4 Tensor Core GPU datasheet: FP32 30.3, BF16/FP16 tensor 242 TFLOPS with "
-         "sparsity -> 121 dense, 24 GB GDDR6 at 300 GB/s; PCIe Gen4 x16, no NVLink",
-         ("NVIDIA L4",)),
+         "sparsity -> 121 dense, 24 GB GDDR6 at 300 GB/s; PCIe Gen4 x16, no NVLink; FP8 "
+         "tensor 485 with sparsity -> 242.5 dense",   # [ref: nvidia-l4-datasheet-fp8]
+         ("NVIDIA L4",), fp8=242.5),
     _gpu("L40S-48GB", 48, 91.6, 362, 362, 864, ("pcie4",),
          "NVIDIA L40S datasheet: FP32 91.6, BF16/FP16 tensor 733 TFLOPS with sparsity -> 362 "
-         "dense, 48 GB GDDR6 at 864 GB/s; PCIe Gen4 x16, no NVLink",
-         ("NVIDIA L40S",)),
+         "dense, 48 GB GDDR6 at 864 GB/s; PCIe Gen4 x16, no NVLink; FP8 tensor 1,466 with "
+         "sparsity -> 733 dense",   # [ref: nvidia-l40s-datasheet-fp8]
+         ("NVIDIA L40S",), fp8=733),
     _gpu("A10-24GB", 24, 31.2, 125, 125, 600, ("pcie4",),
          "NVIDIA A10 Tensor Core GPU datasheet: FP32 31.2, BF16/FP16 tensor 250 TFLOPS with "
          "sparsity -> 125 dense, 24 GB GDDR6 at 600 GB/s; PCIe Gen4 x16 (AWS's A10G is a "
@@ -113,6 +121,16 @@ GPUS: dict[str, GPU] = {g.name: g for g in (
          "with FP32 accumulate 165.2 TFLOPS dense, 24 GB GDDR6X at 1,008 GB/s; no NVLink",
          ("NVIDIA GeForce RTX 4090",)),
 )}
+
+# FP8 (float8_e4m3fn / e5m2 tensor cores): Hopper (H100, H200) and Ada (L4, L40S, RTX 4090)
+# have them; Ampere (A100, A10), Volta (V100) and Turing (T4) do not [ref: nvidia-a100-whitepaper-formats]
+# (their fp8 peak is None, and a plan in fp8 on them is refused, naming the GPU). The RTX 4090
+# has FP8 units, but the tables we found disagree on its dense rate with FP32 accumulation
+# (330.3 or 660.6 TFLOPS): it is left out, with this reason, rather than guessed.
+FP8_NOT_LISTED = {"RTX4090-24GB": "it has FP8 units, but its dense FP8 rate with FP32 "
+                                  "accumulation is not in the catalogue (tables disagree: 330.3 "
+                                  "or 660.6 TFLOPS); give yours with add_gpu(..., peak_tflops="
+                                  "{'fp8': ...})"}
 
 _ALPHA = "latency: assumed order of magnitude, not a datasheet value"
 LINKS: dict[str, Link] = {link.name: link for link in (
@@ -244,14 +262,15 @@ def price_of(gpu: GPU, price_per_hour: Optional[float] = None) -> tuple[Optional
 def add_gpu(name: str, memory_gb: float, peak_tflops: dict, memory_bandwidth_gbs: float,
             links: tuple = ("pcie4",), source: str = "user", price_per_hour: float | None = None
             ) -> GPU:
-    """Add (or replace) a device in :data:`GPUS`; ``peak_tflops``: precision -> dense TFLOP/s."""
+    """Add (or replace) a device in :data:`GPUS`; ``peak_tflops``: precision ("fp32", "bf16",
+    "fp16", "fp8") -> dense TFLOP/s (a precision left out: the device has no units for it)."""
     if not isinstance(name, str) or not name:
         raise InvalidValue("name", name, "a non-empty string")
     checks.positive("memory_gb", memory_gb)
     checks.positive("memory_bandwidth_gbs", memory_bandwidth_gbs)
     if not isinstance(peak_tflops, dict) or not peak_tflops:
         raise InvalidValue("peak_tflops", peak_tflops, "a dict like {'bf16': 312, 'fp32': 19.5}")
-    peaks = {"fp32": None, "bf16": None, "fp16": None}
+    peaks = {"fp32": None, "bf16": None, "fp16": None, "fp8": None}
     for precision, value in peak_tflops.items():
         checks.choice("peak_tflops key", precision, tuple(peaks))
         if value is not None:

@@ -26,7 +26,7 @@ from ..files import write_text_atomically
 from ..formulas import MB, RECOMPUTE
 from ..model_sizes import MODEL_SIZES
 from .layouts import HEADROOM, pick_layout, predict_layouts, transformer_of
-from .memory import CONVENTIONS, PRECISIONS, PRESETS, Transformer, transformer_for_params
+from .memory import CONVENTIONS, PLAN_PRECISIONS, PRESETS, Transformer, transformer_for_params
 from .recommend import (DEFAULT_CAUSAL, DEFAULT_COMM_EFFICIENCY, DEFAULT_HFU, DEFAULT_OVERLAP,
                         DEFAULT_SEQUENCE_PARALLEL, DEFAULT_TOKENS_PER_STEP, Config, estimate,
                         recommend)
@@ -55,7 +55,7 @@ def add_parser(commands) -> argparse.ArgumentParser:
     p.add_argument("--pp", type=int, default=1, help="pipeline-parallel degree")
     p.add_argument("--micro-batch", type=int, default=1, help="sequences per GPU per micro-step")
     p.add_argument("--recompute", default="none", help="|".join(RECOMPUTE))
-    p.add_argument("--precision", default="bf16", help="|".join(PRECISIONS))
+    p.add_argument("--precision", default="bf16", help="|".join(PLAN_PRECISIONS))
     p.add_argument("--optimizer", default="adam", help="adam | sgd")
     p.add_argument("--convention", default=None, help="bytes per parameter: "
                    + "|".join(CONVENTIONS) + " (default from precision and optimizer)")

@@ -22,6 +22,9 @@ from ..formulas import (OPTIMIZER_STATE_BYTES, activation_bytes_per_layer, block
                         bytes_per_value, gpt_params)
 
 ZERO_STAGES = (0, 1, 2, 3)
+# What a plan may be made in: a run's precisions, and "fp8" (the weights' matmuls in FP8, as
+# torchao's Float8 training does; memory as bf16's: see plan.recommend.estimate)
+PLAN_PRECISIONS = PRECISIONS + ("fp8",)
 PLANNED_ATTENTION = ("eager", "fused")   # scores stored (softmax, dropout) or never stored (FlashAttention)
 
 

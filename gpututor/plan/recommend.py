@@ -20,7 +20,7 @@ from ..catalog import currency
 from ..checks import InvalidValue
 from ..formulas import DAY, RECOMPUTE, bytes_per_value
 from ..i18n import show_table, show_verdict, tr
-from .memory import PRECISIONS, ZERO_STAGES, Transformer, bytes_per_param, per_device_memory
+from .memory import PLAN_PRECISIONS, ZERO_STAGES, Transformer, bytes_per_param, per_device_memory
 from .ranking import Recommendation, meets, rank_key, with_notes
 from .reasons import breakdown, headline, memory_line, reasons, waiting_seconds
 from .time import run_cost, step_time
@@ -167,8 +167,11 @@ class Estimate:
 
 def planned_precision(gpu, precision: str = "bf16") -> str:
     """The precision a plan for ``gpu`` uses when asked for ``precision``: fp16 (with loss
-    scaling) in place of bf16 on a GPU without bf16 units (V100, T4), else ``precision``."""
-    checks.choice("precision", precision, PRECISIONS)
+    scaling) in place of bf16 on a GPU without bf16 units (V100, T4), else ``precision``.
+    "fp8" on a GPU without FP8 units (A100, V100, T4, ...) is refused, naming the GPU."""
+    checks.choice("precision", precision, PLAN_PRECISIONS)
+    if precision == "fp8":
+        gpu.peak("fp8")      # raises InvalidValue: "on gpu='A100-80GB': it has no fp8 units"
     return "fp16" if precision == "bf16" and not gpu.peak_flops.get("bf16") else precision
 
 
@@ -192,6 +195,13 @@ def estimate(model: Transformer, tokens: float, config: Config, precision: str =
     sizes). A configuration that is possible but does not fit in memory is *not* an error: the
     estimate has ``fits=False`` and its ``reasons`` say what is too big and what would help.
 
+    ``precision="fp8"``: the weights' matmuls run at the GPU's dense FP8 peak, the rest
+    (attention's products, the output layer) at its bf16 peak (``time.step_time``); memory and
+    traffic are bf16's, since torchao's Float8 training keeps weights, gradients, optimizer
+    state and the saved activations in high precision and casts to FP8 at each matmul (FSDP2's
+    FP8 all-gather, which halves ZeRO-3's parameter traffic, is not modelled). A GPU without
+    FP8 units is refused (ValueError naming it).
+
     A GPU without bf16 (V100, T4: no bf16 units, see the catalogue's sources) asked for bf16 is
     planned in fp16 instead, which needs loss scaling (Micikevicius et al. 2018, §3.2
     [ref: micikevicius2018-loss-scaling]) and keeps the
@@ -212,6 +222,9 @@ def estimate(model: Transformer, tokens: float, config: Config, precision: str =
     gpu = catalog.get_gpu(config.gpu)
     planned = planned_precision(gpu, precision)
     fallback, precision = planned != precision, planned
+    fp8 = precision == "fp8"
+    if fp8:
+        precision = "bf16"          # memory, traffic and the non-FP8 FLOPs: bf16's
     peak = gpu.peak(precision)
     if model.n_layer % config.pp:
         raise InvalidValue("pp", config.pp, "a divisor of the layer count",
@@ -232,19 +245,27 @@ def estimate(model: Transformer, tokens: float, config: Config, precision: str =
                      grad_bytes=b.grads, activation_bytes=bytes_per_value(precision),
                      dp_link=dp_link, tp_link=intra, pp_link=pp_link,
                      comm_efficiency=comm_efficiency, overlap=overlap,
-                     causal=causal_attention)
+                     causal=causal_attention, fp8_peak_flops=gpu.peak("fp8") if fp8 else None)
     steps = math.ceil(tokens / tokens_per_step)
     total = steps * step["step_s"]
     price, price_source = catalog.price_of(gpu, price_per_hour)
     link_bound = config.count > 1 and waiting_seconds(step) >= 0.5 * step["step_s"]
     est = Estimate(config, memory, usable, fits, step, steps, total,
                    run_cost(total, config.count, price), price, price_source, link_bound)
-    est.precision = precision
+    est.precision = "fp8" if fp8 else precision
     est.assumptions = dict(zip(ASSUMPTIONS, (tokens_per_step, hfu, comm_efficiency, overlap,
                                              sequence_parallel, causal_attention,
                                              usable_fraction)))
     est.reasons = reasons(est, gpu, {"tensor-parallel": intra, "pipeline": pp_link,
                                      "data-parallel": dp_link})
+    if fp8:
+        est.reasons.insert(0, tr("precision: FP8 for the weights' matmuls ({share:.0%} of the "
+                                 "FLOPs) at {fp8:,.0f} TFLOP/s dense, the rest (attention's "
+                                 "products, the output layer) in bf16 at {bf16:,.0f}; memory and "
+                                 "traffic counted as bf16's (torchao keeps weights, gradients "
+                                 "and optimizer state in high precision and casts per matmul)",
+                                 share=step["fp8_flops_per_gpu"] / step["flops_per_gpu"],
+                                 fp8=gpu.peak("fp8") / 1e12, bf16=peak / 1e12))
     if fallback:
         est.reasons.insert(0, tr("precision: {gpu} has no bf16, so this plans fp16 with loss "
                                  "scaling (the same 2 bytes per value; fp16's narrow range needs "

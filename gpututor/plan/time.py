@@ -52,6 +52,16 @@ def training_flops_per_token(model: Transformer, recompute: str = "none", causal
                     causal)
 
 
+def fp8_flops_per_token(model: Transformer, recompute: str = "none") -> float:
+    """The FLOPs per token that FP8 training runs in FP8: the weights' matmuls,
+    ``6·(N - V·h)`` (``8·`` with full recomputation), every weight but the output layer's,
+    which stays in bf16 as torchao's filter in torchtitan keeps it; attention's own products
+    (``Q·Kᵀ``, ``scores·V``) stay in bf16. (A separate input embedding is a lookup that 6·N
+    counts as a matmul: counted here as FP8, a few percent of N.)"""
+    passes = 8 if recompute == "full" else 6
+    return passes * (model.n_params - model.vocab_size * model.d_model)
+
+
 def compute_seconds(flops: float, peak_flops: float, hfu: float) -> float:
     """Seconds for ``flops`` (all it runs) on one device that reaches ``hfu`` x its peak."""
     checks.fraction("hfu", hfu)
@@ -94,16 +104,23 @@ def step_time(model: Transformer, tokens_per_step: float, n_gpus: int, peak_flop
               micro_batch: int = 1, recompute: str = "none", grad_bytes: float = 2,
               activation_bytes: float = 2, dp_link=None, tp_link=None, pp_link=None,
               comm_efficiency: float = 0.8, overlap: float = 1.0, cp: int = 1, ep: int = 1,
-              top_k: int = 2, cp_link=None, ep_link=None, causal: bool = False) -> dict[str, float]:
+              top_k: int = 2, cp_link=None, ep_link=None, causal: bool = False,
+              fp8_peak_flops: float | None = None) -> dict[str, float]:
     """Seconds of one optimizer step, by part: ``compute_s``, ``bubble_s``, ``tp_comm_s``,
     ``pp_comm_s``, ``dp_comm_s`` (all of it), ``dp_exposed_s`` (what compute does not hide),
     ``cp_comm_s``, ``cp_exposed_s``, ``ep_comm_s``, ``step_s`` (the total), with
     ``microbatches``, ``flops_per_gpu`` (what runs, recomputation included),
-    ``model_flops_per_gpu`` (the model's), and the step's ``hfu`` and ``mfu``: those FLOPs over
-    ``step_s`` x ``peak_flops`` (below the assumed ``hfu`` whenever the step waits).
+    ``model_flops_per_gpu`` (the model's), ``fp8_flops_per_gpu`` (0 without FP8), and the
+    step's ``hfu`` and ``mfu``: those FLOPs over ``step_s`` x ``peak_used`` (``peak_flops``
+    without FP8; below the assumed ``hfu`` whenever the step waits).
 
     - Compute: each GPU does ``1/(dp·tp·pp)`` of the step's FLOPs at ``hfu`` x its peak.
       ``causal``: attention computes half its ``s×s`` square.
+    - FP8 (``fp8_peak_flops`` given): the weights' matmuls (:func:`fp8_flops_per_token`) run at
+      ``hfu`` x the FP8 peak, the rest at ``hfu`` x ``peak_flops`` (bf16). The step's ``hfu``
+      and ``mfu`` are then over the peak that mix of FLOPs would reach (``peak_used``):
+      torchtitan reports no MFU with Float8 since two peaks are involved
+      [ref: torchtitan2024-float8].
 
     - Tensor parallel: 4 all-reduces of the activations (``b·s·h``) per layer and micro-batch,
       two in forward and two in backward (Shoeybi et al. 2019, Figure 4
@@ -144,6 +161,12 @@ def step_time(model: Transformer, tokens_per_step: float, n_gpus: int, peak_flop
     flops = training_flops_per_token(model, recompute, causal) * tokens_per_step / n_gpus
     model_flops = training_flops_per_token(model, "none", causal) * tokens_per_step / n_gpus
     compute = compute_seconds(flops, peak_flops, hfu)
+    fp8_flops, peak_used = 0.0, peak_flops
+    if fp8_peak_flops is not None:
+        fp8_flops = fp8_flops_per_token(model, recompute) * tokens_per_step / n_gpus
+        compute = (compute_seconds(fp8_flops, fp8_peak_flops, hfu)
+                   + compute_seconds(flops - fp8_flops, peak_flops, hfu))
+        peak_used = flops / (compute * hfu)
     bubble = compute * bubble_to_compute_ratio(pp, m) if pp > 1 else 0.0
     seq = model.seq_len / cp                                            # tokens per rank
     act = micro_batch * seq * model.d_model * activation_bytes
@@ -189,9 +212,10 @@ def step_time(model: Transformer, tokens_per_step: float, n_gpus: int, peak_flop
             "pp_comm_s": pp_comm, "dp_comm_s": dp_comm, "dp_exposed_s": dp_exposed,
             "cp_comm_s": cp_comm, "cp_exposed_s": cp_exposed, "ep_comm_s": ep_comm,
             "step_s": step, "microbatches": m, "flops_per_gpu": flops,
-            "model_flops_per_gpu": model_flops,
-            "hfu": flops_utilization(flops, step, peak_flops),
-            "mfu": flops_utilization(model_flops, step, peak_flops)}
+            "model_flops_per_gpu": model_flops, "fp8_flops_per_gpu": fp8_flops,
+            "peak_used": peak_used,
+            "hfu": flops_utilization(flops, step, peak_used),
+            "mfu": flops_utilization(model_flops, step, peak_used)}
 
 
 def run_cost(total_s: float, n_gpus: int, price_per_gpu_hour: float | None) -> float | None:

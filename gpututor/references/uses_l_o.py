@@ -92,6 +92,27 @@ USES: dict[str, Use] = {
         "with sparsity. Specifications 1/2 lower without sparsity', so 494.5 and 989.5 dense "
         "(checked against a copy of the table, archive-lib.hpctech.co.jp, and glennklockwood.com's "
         "table: TF32 494.7, BF16 989.4 dense; not against NVIDIA's own PDF)"),
+    "nvidia-h100-datasheet-fp8": Use(
+        "nvidia-h100-datasheet", "specifications table, H100 SXM and H100 PCIe",
+        "FP8 Tensor Core 3,958 TFLOPS (SXM) and 3,026 (PCIe), marked 'Shown with sparsity. "
+        "Specifications 1/2 lower without sparsity': 1,979 and 1,513 dense (checked against "
+        "glennklockwood.com's H100 table, FP8 matrix 1,978.9 dense and 3,957.8 sparse; not "
+        "against NVIDIA's own PDF)"),
+    "nvidia-h200-datasheet-fp8": Use(
+        "nvidia-h200-datasheet", "specifications table, H200 SXM",
+        "FP8 Tensor Core 3,958 TFLOPS and BF16 1,979, with sparsity (footnote): 1,979 and 989.5 "
+        "dense; 141 GB HBM3e at 4.8 TB/s (not checked against the page's text: from the same "
+        "tensor cores as the H100 SXM, as glennklockwood.com's H100 page says of the H200)"),
+    "nvidia-l4-datasheet-fp8": Use(
+        "nvidia-l4-datasheet", "specifications table",
+        "FP8 Tensor Core 485 TFLOPS and BF16 242, both with sparsity (footnote): 242.5 and 121 "
+        "dense (checked against a copy of the figures, grokipedia.com's L4 vs L40S page: 485 "
+        "FP8 with sparsity; not against NVIDIA's page)"),
+    "nvidia-l40s-datasheet-fp8": Use(
+        "nvidia-l40s-datasheet", "specifications table",
+        "FP8 Tensor Core 1,466 TFLOPS and BF16 733, with sparsity (footnote): 733 and 362 dense "
+        "(checked against a reseller's copy of the table, mullet.se: FP8 733 | 1,466*, * with "
+        "sparsity; not against NVIDIA's page)"),
     "nvidia-a100-whitepaper-formats": Use(
         "nvidia-a100-whitepaper", "A100 Tensor Cores Support All DL Data Types; Compute Capability",
         "A100's third-generation Tensor Cores add TF32 and BF16 to FP16, INT8, INT4 and FP64; "

@@ -24,6 +24,10 @@ WORKS: dict[str, Work] = {
                              "(pytorch/torchtitan, benchmarks/llama3_h100_202412_torchtitan.md)",
                              "https://github.com/pytorch/torchtitan/blob/main/benchmarks/"
                              "llama3_h100_202412_torchtitan.md"),
+    "torchtitan-config": Work("torchtitan", 2025, "torchtitan/config/job_config.py "
+                                "(pytorch/torchtitan): the Float8 options",
+                                "https://github.com/pytorch/torchtitan/blob/main/torchtitan/"
+                                "config/job_config.py"),
     "li2020": Work("Li et al.", 2020, "PyTorch Distributed: Experiences on Accelerating Data "
                      "Parallel Training", "https://arxiv.org/abs/2006.15704"),
     "kaplan2020": Work("Kaplan et al.", 2020, "Scaling Laws for Neural Language Models",
@@ -151,6 +155,12 @@ WORKS: dict[str, Work] = {
     "nvidia-h100-datasheet": Work("NVIDIA", 2022, "NVIDIA H100 Tensor Core GPU (datasheet)",
                                     "https://resources.nvidia.com/en-us-tensor-core/"
                                     "nvidia-tensor-core-gpu-datasheet"),
+    "nvidia-h200-datasheet": Work("NVIDIA", 2024, "NVIDIA H200 Tensor Core GPU (product page, "
+                                    "specifications)", "https://www.nvidia.com/en-us/data-center/h200/"),
+    "nvidia-l4-datasheet": Work("NVIDIA", 2023, "NVIDIA L4 Tensor Core GPU (product page, "
+                                  "specifications)", "https://www.nvidia.com/en-us/data-center/l4/"),
+    "nvidia-l40s-datasheet": Work("NVIDIA", 2023, "NVIDIA L40S GPU (product page, specifications)",
+                                    "https://www.nvidia.com/en-us/data-center/l40s/"),
     "nvidia-a100-whitepaper": Work("NVIDIA", 2020, "NVIDIA A100 Tensor Core GPU Architecture "
                                      "(whitepaper, V1.0)", "https://images.nvidia.com/aem-dam/"
                                      "en-zz/Solutions/data-center/"
