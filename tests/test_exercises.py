@@ -51,7 +51,8 @@ MANY_GPUS, FOUR_GPUS, TWO_GPUS, ONE_GPU = (8, 32), (4, 16), (2, 6), (1, 1)
 SHAPES = {"02_data_parallel": MANY_GPUS, "03_sharding": FOUR_GPUS, "04_tensor_parallel": TWO_GPUS,
           "05_pipeline_parallel": TWO_GPUS, "08_choosing_hardware": MANY_GPUS,
           "09_composing_parallelisms": MANY_GPUS, "10_long_context": FOUR_GPUS,
-          "11_mixture_of_experts": TWO_GPUS, "12_failures_at_scale": FOUR_GPUS}
+          "11_mixture_of_experts": TWO_GPUS, "12_failures_at_scale": FOUR_GPUS,
+          "13_cutting_communication": TWO_GPUS}
 if os.environ.get("CUDA_SHAPE_ALL") == "1":
     SHAPES = {nb.stem: SHAPES.get(nb.stem, ONE_GPU) for nb in NOTEBOOKS}
 SHAPED = [ROOT / "notebooks" / "zh" / f"{stem}.ipynb" for stem in sorted(SHAPES)]
@@ -243,6 +244,13 @@ WRONG = {
         "my_lost_gpu_hours": textwrap.dedent('''\
             def my_lost_gpu_hours(interval_s, save_s, mtbf_s, n_gpus, restart_s):   # forgot the restarts
                 return (save_s / interval_s + interval_s / 2 / mtbf_s) * n_gpus * 24'''),
+    },
+    "13_cutting_communication": {
+        "my_outer_step": textwrap.dedent('''\
+            def my_outer_step(theta, workers, velocity, lr, momentum):   # plain momentum, not Nesterov's
+                delta = torch.stack([theta - w for w in workers]).mean(dim=0)
+                velocity = momentum * velocity + delta
+                return theta - lr * velocity, velocity'''),
     },
     "09_composing_parallelisms": {
         "my_pp_group": "my_pp_group = [8, 9, 10]             # neighbours by rank number",

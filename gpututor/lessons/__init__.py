@@ -19,6 +19,7 @@ notebook                                    folder (``gpututor/lessons/...``)
 ``10_long_context``                         ``long_context/``
 ``11_mixture_of_experts``                   ``mixture_of_experts/``
 ``12_failures_at_scale``                    ``failures_at_scale/``
+``13_cutting_communication``                ``cutting_communication/``
 (several)                                   ``common/``
 ==========================================  =====================================
 

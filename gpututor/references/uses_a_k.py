@@ -57,6 +57,11 @@ USES: dict[str, Use] = {
         "flash-attn-readme", "Changelog, 2.1",
         "if seqlen_q != seqlen_k and causal=True, the causal mask is aligned to the bottom right "
         "corner of the attention matrix, instead of the top-left corner"),
+    "douillard2023-abstract": Use(
+        "douillard2023", "abstract",
+        "on the C4 dataset, DiLoCo on 8 workers performs as well as fully synchronous "
+        "optimization while communicating 500 times less (inner AdamW, outer Nesterov momentum; "
+        "checked against the abstract as quoted in summaries, not the full text)"),
     "douillard2023-diloco-algorithm": Use(
         "douillard2023", "Algorithm 1",
         "k workers each copy the outer parameters θ(t−1), run H inner steps of an inner optimizer "
