@@ -122,9 +122,10 @@ def overlap_verdict(on: dict, off: dict) -> Verdict:
     timelines and their time per token."""
     a, b = overlap_counts(on["records"]), overlap_counts(off["records"])
     share = lambda c: not_measured(c["under_share"], ".0%")
-    detail = tr("with overlap {started} of {total} bucket all-reduces on rank 0 started before "
-                "backward ended ({share} of their time under backward); without, {b_started} "
-                "of {b_total} ({b_share}).", started=a["started"], total=a["total"],
+    detail = tr("with overlap {started} of the {total} bucket all-reduces of rank 0's steps "
+                "started before that step's backward ended ({share} of their time under "
+                "backward); without, {b_started} of {b_total} ({b_share}).",
+                started=a["started"], total=a["total"],
                 share=share(a), b_started=b["started"], b_total=b["total"], b_share=share(b))
     t_on, t_off = on["ms_per_k_tokens"], off["ms_per_k_tokens"]
     if t_on is None or t_off is None:

@@ -150,7 +150,7 @@ def test_overlap_is_read_from_the_timeline():
                                                       "under_share": 0.25}
     assert verdicts.overlap_counts(off["records"])["started"] == 0
     headline, detail, tone = verdicts.overlap_verdict(on, off)
-    assert tone == "good" and "0.50×" in headline and "1 of 2" in detail and "0 of 1" in detail
+    assert tone == "good" and "0.50×" in headline and "1 of the 2" in detail and "0 of 1" in detail
 
 
 def test_the_trade_off_figure_draws_the_measured_and_names_the_rest():
