@@ -198,6 +198,12 @@ WRONG = {
                 scale = (w.amax(dim=1) / 127).clamp(min=torch.finfo(torch.float32).tiny)
                 return torch.round(w / scale[:, None]).clamp(-127, 127).to(torch.int8), scale'''),
     },
+    "06b_fp8": {
+        "my_e4m3_cast": textwrap.dedent('''\
+            def my_e4m3_cast(x, amax):                 # amax / max: the scale turned upside down
+                scale = amax / 448.0
+                return (x.float() * scale).clamp(-448.0, 448.0).to(torch.float8_e4m3fn), scale'''),
+    },
     "08_choosing_hardware": {
         "my_bytes_per_param": ("def my_bytes_per_param(zero_stage, dp):   # as if every stage sharded the weights too\n"
                                "    return 16 / dp if zero_stage else 16"),

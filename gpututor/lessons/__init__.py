@@ -13,6 +13,7 @@ notebook                                    folder (``gpututor/lessons/...``)
 ``04_tensor_parallel``                      ``tensor_parallel/``
 ``05_pipeline_parallel``                    ``pipeline_parallel/``
 ``06_mixed_precision``                      ``mixed_precision/``
+``06b_fp8``                                 ``fp8/``
 ``07_compression``                          ``compression/``
 ``08_choosing_hardware``                    ``choosing_hardware/``
 ``09_composing_parallelisms``               ``composing_parallelisms/``
