@@ -157,6 +157,16 @@ def scales_sentence(record: dict, layer: str) -> str:
     return tr("Largest scale over smallest, per operand: {parts}", parts=", ".join(parts))
 
 
+def weight_bytes_per_step(record: dict) -> str:
+    """The weight values a from-scratch run's matmuls cast per step (forward and grad_input each
+    cast the weight), as bytes in FP8 and in bf16, from the run's own cast counts."""
+    totals, steps = run_totals(record), len(record["counts"])
+    values = (totals["weight"]["values"] + totals["weight_for_dx"]["values"]) / steps
+    return tr("Per step the converted layers' weights are cast twice (forward, and the gradient of "
+              "the input): {values:,.0f} values, {fp8:,.0f} bytes in FP8 against {bf16:,.0f} in "
+              "bf16, scales not counted", values=values, fp8=values, bf16=2 * values)
+
+
 def bytes_rows(runs: dict) -> tuple[list[str], list[list[str]]]:
     """For each from-scratch recipe: the converted layers' weights in bf16 and in FP8 with the
     recipe's scales, in bytes counted from the tensors, and FP8's share of bf16's."""

@@ -10,7 +10,8 @@ from exercise_solutions import published, rejected
 from gpututor import RunSpec
 from gpututor.lessons.fp8.exercises import check_e4m3_cast
 from gpututor.lessons.fp8.figures import (bytes_rows, cast_rows, format_rows, loss_verdict,
-                                          recipe_flush_sentence, scales_sentence)
+                                          recipe_flush_sentence, scales_sentence,
+                                          weight_bytes_per_step)
 from gpututor.lessons.fp8.training import LESSON_RUNS, TORCHAO, train_all
 
 
@@ -77,3 +78,7 @@ def test_a_few_steps_of_every_run_record_what_the_figures_read():
     assert "the fewest" in recipe_flush_sentence(runs)
     assert "grad_output: x" in scales_sentence(runs["tensorwise"], "blocks.0.mlp.fc")
     assert [r[1] for r in format_rows()[1]] == ["448", "57344"]
+    weights = sum(m.weight.numel() for n, m in runs["tensorwise"]["model"].named_modules()
+                  if n in runs["tensorwise"]["converted"])
+    assert f"{2 * weights:,} values, {2 * weights:,} bytes in FP8 against {4 * weights:,} in bf16" \
+        in weight_bytes_per_step(runs["tensorwise"])
