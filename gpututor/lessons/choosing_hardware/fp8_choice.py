@@ -84,8 +84,10 @@ def fp8_verdict(plans: dict, model, tokens: float) -> tuple[str, str, str]:
     measured one, with words chosen from the two."""
     gpus = dict.fromkeys(g for g, _ in plans)
     both = [g for g in gpus if plans[g, "bf16"] is not None and plans[g, "fp8"] is not None]
-    parts = [tr("{gpu}: {days16:,.1f} days for {cost16} in bf16, {days8:,.1f} days for {cost8} "
-                "in FP8", gpu=g, days16=plans[g, "bf16"].days, days8=plans[g, "fp8"].days,
+    parts = [tr("{gpu}: {count16} GPUs for {days16:,.1f} days and {cost16} in bf16, {count8} for "
+                "{days8:,.1f} days and {cost8} in FP8", gpu=g,
+                count16=plans[g, "bf16"].config.count, count8=plans[g, "fp8"].config.count,
+                days16=plans[g, "bf16"].days, days8=plans[g, "fp8"].days,
                 cost16=money(plans[g, "bf16"].cost) if plans[g, "bf16"].cost is not None
                 else tr("not priced"),
                 cost8=money(plans[g, "fp8"].cost) if plans[g, "fp8"].cost is not None
@@ -94,7 +96,8 @@ def fp8_verdict(plans: dict, model, tokens: float) -> tuple[str, str, str]:
     if without:
         parts.append(tr("{gpus}: no FP8 units, so the planner refuses fp8 there",
                         gpus=", ".join(without)))
-    headline = tr("Best plans, bf16 against FP8: {parts}", parts="; ".join(parts))
+    headline = tr("The cheapest plan that meets the deadline and budget (the ranking's first), "
+                  "bf16 against FP8: {parts}", parts="; ".join(parts))
     if not both:
         return headline, "", "mixed"
     gains = {g: fp8_step_speedup(model, tokens, plans[g, "fp8"]) for g in both}
