@@ -199,3 +199,53 @@ def test_a_strategy_option_out_of_range_is_refused_before_anything_starts():
         with pytest.raises(ValueError, match=field):
             launch(RunSpec(strategy="diloco", world_size=2, steps=2, batch_size=8, seq_len=16,
                            device="cpu", options=options))
+
+
+def test_diloco_in_the_worker_shares_theta_and_with_lr_1_no_momentum_is_local_sgd(tmp_path):
+    """The strategies' order: DiLoCo's shared θ is taken before the first inner step, so
+    after a meeting every rank holds the same weights; with outer_lr 1 and no momentum the outer
+    step is θ ← the ranks' mean, local SGD's meeting: the two runs end with equal weights (an
+    examiner found θ taken after the first inner step: ranks 2e-2 apart after every meeting)."""
+    from gpututor import RunSpec, launch
+    weights = {}
+    for strategy, options in (("local-sgd", ()), ("diloco", (("outer_lr", 1.0),
+                                                             ("outer_momentum", 0.0)))):
+        spec = RunSpec(strategy=strategy, world_size=2, steps=4, batch_size=8, seq_len=16,
+                       device="cpu", optimizer="sgd", options=(("sync_every", 2),) + options,
+                       save_state=str(tmp_path / f"{strategy}.pt"))
+        launch(spec).wait()
+        weights[strategy] = torch.load(tmp_path / f"{strategy}.pt")
+    for name, value in weights["local-sgd"].items():
+        torch.testing.assert_close(weights["diloco"][name], value, rtol=0, atol=1e-6)
+
+
+def test_after_a_meeting_every_rank_holds_the_same_weights():
+    """On ranks, the strategies' call order (the meeting object made before the first step)."""
+    import tempfile
+    folder = tempfile.mkdtemp()
+    mp.start_processes(_meeting_ranks, args=(2, folder), nprocs=2, start_method="spawn")
+    got = [torch.load(f"{folder}/w{r}.pt") for r in range(2)]
+    for name in got[0]:
+        assert torch.equal(got[0][name], got[1][name]), name
+
+
+def _meeting_ranks(rank: int, world: int, folder: str) -> None:
+    from types import SimpleNamespace
+    from gpututor import RunSpec
+    from gpututor.measure.timing import StepContext
+    from gpututor.parallel import STRATEGIES
+    dist.init_process_group("gloo", init_method=f"file://{folder}/rendezvous", rank=rank,
+                            world_size=world)
+    try:
+        strategy = STRATEGIES["diloco"]
+        spec = RunSpec(strategy="diloco", world_size=world, steps=4, batch_size=8, seq_len=16,
+                       device="cpu", options=(("sync_every", 2),))
+        ctx = StepContext(spec=spec, rank=rank, world_size=world, device=torch.device("cpu"))
+        model = strategy.wrap(build("frozen"), ctx)
+        opt = torch.optim.AdamW(model.parameters(), lr=1e-2)
+        x, y = shard(rank, world)
+        for _ in range(2):   # (train_step's cross-entropy on these outputs: any loss will do)
+            strategy.train_step(model, opt, [(x, y)], ctx)
+        torch.save(model.state_dict(), f"{folder}/w{rank}.pt")
+    finally:
+        dist.destroy_process_group()

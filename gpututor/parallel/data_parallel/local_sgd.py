@@ -174,13 +174,14 @@ class PeriodicAveraging(Strategy):
         return {}
 
     def train_step(self, model, optimizer, micro_batches, ctx) -> float:
-        loss = super().train_step(model, optimizer, micro_batches, ctx)
         meeting = getattr(optimizer, "gpututor_meeting", None)
-        if meeting is None:   # made once, on the first step, around the worker's optimizer
+        if meeting is None:   # made once, before the first step: DiLoCo's shared θ is the
+            #                   weights every rank starts from (after wrap's broadcast)
             meeting = optimizer.gpututor_meeting = self.wrapper(
                 model, optimizer, int(self.option(ctx.spec, "sync_every")), meter=ctx.comm,
                 dp=dim_group(ctx, "dp"), broadcast_from_first=False, link=ctx.link,
                 **self.extra_arguments(ctx.spec))
+        loss = super().train_step(model, optimizer, micro_batches, ctx)
         with ctx.phase("sync"):
             ctx.extra["met"] = meeting.after_step()
         return loss
