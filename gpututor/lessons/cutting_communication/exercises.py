@@ -24,8 +24,11 @@ from ..common.code_exercise import call_refusing
 RTOL, ATOL = 1e-6, 1e-9
 MEETINGS = 3
 # what refuses while the learner's function runs: DiLoCo's meeting (the function under its
-# no_grad wrapper), its average, and the update torch's SGD.step calls
-OUTER_STEP_REFUSED = (DiLoCo.meet.__wrapped__, LocalSGD.average, torch_sgd.sgd)
+# no_grad wrapper), its average, and the updates torch's SGD.step calls (the public function
+# and the three private ones it dispatches to, any of which a learner could call directly)
+OUTER_STEP_REFUSED = (DiLoCo.meet.__wrapped__, LocalSGD.average, torch_sgd.sgd,
+                      torch_sgd._single_tensor_sgd, torch_sgd._multi_tensor_sgd,
+                      torch_sgd._fused_sgd)
 
 
 def outer_step_reference(theta: torch.Tensor, workers: list[torch.Tensor],
@@ -55,11 +58,14 @@ def outer_step_cases(rng: random.Random) -> list[dict]:
 
 
 def _as_pair(got) -> tuple:
-    """The learner's (theta, velocity), as two values (a tuple or a list of two)."""
+    """The learner's (theta, velocity), as two values (a tuple or a list of two), each as a
+    float64 tensor (a list or a numpy array is read as one): the velocity is fed back to the
+    learner's function at the next meeting, so it goes back as a tensor, as the first did."""
     if not isinstance(got, (tuple, list)) or len(got) != 2:
         raise TypeError(tr("return two values: (theta, velocity)"))
     theta = torch.as_tensor(got[0]).detach().to(torch.float64)
-    return theta, got[1]
+    velocity = torch.as_tensor(got[1]).detach().to(torch.float64)
+    return theta, velocity
 
 
 def check_outer_step(candidate: Callable) -> None:

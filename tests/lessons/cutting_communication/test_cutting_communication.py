@@ -57,6 +57,16 @@ def torch_sgd(theta, workers, velocity, lr, momentum):
     return p.detach(), velocity
 
 
+def private_sgd(theta, workers, velocity, lr, momentum):   # torch's SGD, its private loop
+    import torch.optim.sgd as sgd
+    p = theta.clone()
+    buffers = [velocity.clone()]
+    sgd._single_tensor_sgd([p], [_mean_delta(theta, workers)], buffers, None, None,
+                           weight_decay=0.0, momentum=momentum, lr=lr, dampening=0.0,
+                           nesterov=momentum > 0, maximize=False, has_sparse_grad=False)
+    return p, buffers[0]
+
+
 def averaged_only(theta, workers, velocity, lr, momentum):   # local SGD's average
     return torch.stack(workers).mean(dim=0), velocity
 
@@ -67,6 +77,9 @@ def test_the_published_outer_step_passes_and_in_other_shapes(capsys):
     assert "Correct: your outer step gives DiLoCo's shared weights" in capsys.readouterr().out
     check_outer_step(lambda *a: list(map(lambda t: t.tolist() if torch.is_tensor(t) else t,
                                          solution(*a)))[:1] + [solution(*a)[1]])
+    as_numpy = lambda t: t.numpy() if torch.is_tensor(t) else t
+    check_outer_step(lambda t, w, v, lr, m: tuple(
+        map(as_numpy, solution(t, w, v, lr, m))))   # numpy back: read as tensors
     check_outer_step(...)
     assert "not answered yet" in capsys.readouterr().out
 
@@ -78,6 +91,8 @@ def test_the_published_outer_step_passes_and_in_other_shapes(capsys):
     ("the velocity never carried", velocity_dropped, "off by up to"),
     ("local SGD's average, no outer optimizer", averaged_only, "off by up to"),
     ("torch's SGD does the step", torch_sgd, "called the package's DiLoCo or torch's SGD"),
+    ("torch's private SGD loop does the step", private_sgd,
+     "called the package's DiLoCo or torch's SGD"),
     ("theta alone returned", lambda t, w, v, lr, m: t, "return two values"),
 ])
 def test_a_wrong_outer_step_fails(mistake, candidate, says):
