@@ -20,7 +20,9 @@ from ...compression.measure import eval_loss, validation_batches
 from ...config import RunSpec
 from ...i18n import say, tr
 from ...models import build_model
+from ...parallel.data_parallel.ddp import POWERSGD_START_ITER
 from ...runtime.launcher import launch
+from ...runtime.summary import steady_steps
 
 # the meetings of local SGD and DiLoCo: every MEET_EVERY optimizer steps (our runs are short:
 # see the lesson for the paper's H)
@@ -35,6 +37,7 @@ class Lever:
     name: str
     spec: RunSpec
     against: str | None   # the name of the run this one changes one thing of (None: the base)
+    other_link: bool = False   # on another link than the others: left out of the time ranking
 
 
 def lever_specs(base: RunSpec, slow, fast) -> list[Lever]:
@@ -48,7 +51,7 @@ def lever_specs(base: RunSpec, slow, fast) -> list[Lever]:
     plain = "DDP"
     return [
         Lever(plain, on(ddp), None),
-        Lever("DDP, fast link", on(ddp, fast), plain),
+        Lever("DDP, fast link", on(ddp, fast), plain, other_link=True),
         Lever("small buckets, overlap", on(bucketed, bucket_cap_mb=0.25, overlap=True), plain),
         Lever("small buckets, no overlap", on(bucketed, bucket_cap_mb=0.25, overlap=False),
               "small buckets, overlap"),
@@ -87,18 +90,27 @@ def run_levers(levers: list[Lever], workdir: str | Path | None = None) -> dict[s
 def lever_measures(spec: RunSpec, records: list[dict], held_out: list) -> dict:
     """What the trade-off figure plots for one run: ``tokens`` trained (all ranks), ``sent_per
     _token`` (bytes rank 0 sent over the run, by the meter's ring count, per token; None where
-    not measured), ``ms_per_k_tokens`` (rank 0's step times after the first step, in
-    milliseconds per thousand of their tokens), and ``held_out_loss`` of the saved final
-    weights."""
+    not measured), ``ms_per_k_tokens`` (rank 0's mean step time over the run's steady steps,
+    ``runtime.summary.steady_steps``: after the warm-up, never a step slowed by counting FLOPs
+    or probing memory; in milliseconds per thousand of their tokens; the mean, not the median,
+    so that local SGD's and DiLoCo's meetings count), ``timed_steps`` (those steps), and
+    ``held_out_loss`` of the saved final weights. A PowerSGD run also gets ``compressed_sent
+    _per_token``: its bytes per token over the steps after its uncompressed warm-up."""
     mine = sorted((r for r in records if r["rank"] == 0 and r.get("loss") is not None),
                   key=lambda r: r["step"])
     per_step = spec.batch_size * spec.seq_len
     tokens = per_step * len(mine)
     sent = [r.get("comm_wire_bytes") for r in mine]
-    later = [r["step_time_s"] for r in mine[1:]]
+    steady = set(steady_steps(spec, records))
+    later = [r["step_time_s"] for r in mine if r["step"] in steady]
+    warm_up = POWERSGD_START_ITER if spec.option("comm_hook", "none") == "powersgd" else None
+    compressed = [r.get("comm_wire_bytes") for r in mine[warm_up or 0:]]
     model = build_model(spec)
     model.load_state_dict(torch.load(spec.save_state))
     return {"tokens": tokens, "steps": len(mine),
+            "timed_steps": sorted(steady), "warm_up_steps": warm_up,
+            "compressed_sent_per_token": None if warm_up is None or None in compressed
+            or not compressed else sum(compressed) / (per_step * len(compressed)),
             "sent_per_token": None if None in sent else sum(sent) / tokens,
             "ms_per_k_tokens": sum(later) * 1e3 / (per_step * len(later)) * 1e3 if later
             else None,

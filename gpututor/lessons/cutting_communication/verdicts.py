@@ -1,15 +1,19 @@
 """Lesson 13's verdicts: what the lever runs showed, each sentence chosen from their numbers
 (``levers.run_levers``'s measures), never written in advance.
 
-Words for "about the same" are conditions stated in the lesson: bytes and time within
-:data:`SAME_SHARE` of the run compared with (one run each, on a shared machine, so smaller
-differences are not read as differences), held-out losses within :data:`SAME_LOSS`.
+Words for "about the same" are conditions stated in the lesson: bytes within :data:`SAME_SHARE`
+of the run compared with, times within :data:`SAME_TIME` (one run each, on a shared machine, so
+smaller differences are not read as differences), held-out losses within :data:`SAME_LOSS`. The
+headline names every run within those of the best, not one of a tie.
 """
 from __future__ import annotations
 
 from ...i18n import not_measured, tr
 
-SAME_SHARE = 0.10   # bytes or time within 10 % of the other run's: "about the same"
+SAME_SHARE = 0.10   # bytes within 10 % of the other run's: "about the same"
+# times within 25 %: the examiner's three identical DDP runs on the shared 2-core machine spread
+# 22 % (their first two, measuring steps then counted; now left out, see levers.lever_measures)
+SAME_TIME = 0.25
 SAME_LOSS = 0.01    # held-out losses within 0.01: "about the same"
 Verdict = tuple[str, str, str]
 
@@ -34,7 +38,7 @@ def _time_words(mine, theirs, other: str) -> str:
     if mine is None or theirs is None:
         return tr("time per token: not measured")
     ratio = mine / theirs
-    if abs(ratio - 1) <= SAME_SHARE:
+    if abs(ratio - 1) <= SAME_TIME:
         return tr("took about {other}'s time per token ({mine:.2f} ms per 1,000 tokens)",
                   other=other, mine=mine)
     if ratio < 1:
@@ -64,8 +68,14 @@ def lever_sentence(name: str, results: dict) -> str:
     other = mine["lever"].against
     theirs = results[other]
     label = tr(other)
-    return tr("{name}: {sent}; {time}; {loss}.", name=tr(name),
-              sent=_bytes_words(mine["sent_per_token"], theirs["sent_per_token"], label),
+    sent = _bytes_words(mine["sent_per_token"], theirs["sent_per_token"], label)
+    if mine.get("compressed_sent_per_token") and theirs["sent_per_token"]:
+        sent += tr(" (its first {warm} steps send whole gradients; over the {n} steps after "
+                   "them, {ratio:.1f}× fewer: {mine:,.0f})", warm=mine["warm_up_steps"],
+                   n=mine["steps"] - mine["warm_up_steps"],
+                   ratio=theirs["sent_per_token"] / mine["compressed_sent_per_token"],
+                   mine=mine["compressed_sent_per_token"])
+    return tr("{name}: {sent}; {time}; {loss}.", name=tr(name), sent=sent,
               time=_time_words(mine["ms_per_k_tokens"], theirs["ms_per_k_tokens"],
                                label),
               loss=_loss_words(mine["held_out_loss"], theirs["held_out_loss"], label))
@@ -74,17 +84,24 @@ def lever_sentence(name: str, results: dict) -> str:
 def levers_verdict(results: dict) -> Verdict:
     """Which run sent the fewest bytes per token, which took the least time per token on the
     link, which ended with the lowest held-out loss; a sentence per lever as details."""
-    def best(key):
-        measured = {n: r[key] for n, r in results.items() if r[key] is not None}
-        return min(measured, key=measured.get) if measured else None
-    fewest, fastest, lowest = best("sent_per_token"), best("ms_per_k_tokens"), \
-        best("held_out_loss")
+    def best(key, near, runs=results):
+        """Every run within ``near`` of the best on ``key``: a share of it, or (loss) a gap."""
+        measured = {n: r[key] for n, r in runs.items() if r[key] is not None}
+        if not measured:
+            return tr("not measured")
+        least = min(measured.values())
+        limit = least + near if key == "held_out_loss" else least * (1 + near)
+        return ", ".join(tr(n) for n, v in measured.items() if v <= limit)
+    same_link = {n: r for n, r in results.items() if not r["lever"].other_link}
     tokens = {r["tokens"] for r in results.values()}
-    headline = tr("Fewest bytes per token: {fewest}; least time per token on the link: "
-                  "{fastest}; lowest held-out loss after the same {tokens:,} tokens: {lowest}.",
-                  fewest=tr(fewest) if fewest else tr("not measured"),
-                  fastest=tr(fastest) if fastest else tr("not measured"),
-                  lowest=tr(lowest), tokens=max(tokens))
+    headline = tr("Fewest bytes per token (within {share:.0%} of the fewest): {fewest}; least "
+                  "time per token on the InfiniBand-like link (within {time:.0%} of the least): "
+                  "{fastest}; lowest held-out loss after the same {tokens:,} tokens (within "
+                  "{loss} of the lowest): {lowest}.",
+                  share=SAME_SHARE, time=SAME_TIME, loss=SAME_LOSS,
+                  fewest=best("sent_per_token", SAME_SHARE),
+                  fastest=best("ms_per_k_tokens", SAME_TIME, same_link),
+                  lowest=best("held_out_loss", SAME_LOSS), tokens=max(tokens))
     details = [lever_sentence(n, results) for n, r in results.items()
                if r["lever"].against is not None]
     if len(tokens) > 1:
@@ -131,7 +148,7 @@ def overlap_verdict(on: dict, off: dict) -> Verdict:
     if t_on is None or t_off is None:
         return tr("Overlap: time per token not measured"), detail, "mixed"
     ratio = t_on / t_off
-    if abs(ratio - 1) <= SAME_SHARE:
+    if abs(ratio - 1) <= SAME_TIME:
         head = tr("Overlap on and off took about the same time per token here ({on:.2f} and "
                   "{off:.2f} ms per 1,000 tokens)", on=t_on, off=t_off)
         return head, detail, "mixed"

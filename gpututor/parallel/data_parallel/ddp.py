@@ -24,8 +24,9 @@ Each hook runs inside the timed hook below, which counts the bytes the hook real
 16-bit hooks 2 bytes an element; PowerSGD, once started, its ``P`` and ``Q`` matrices and the
 tensors it leaves uncompressed (:func:`powersgd_bytes`, torch's own rule for which to compress).
 All run on gloo (CPU) as on NCCL: the tests run each on CPU ranks. On an emulated link a bucket is
-charged as one ring all-reduce of all its bytes, though PowerSGD runs three one after another:
-its latency is understated there.
+charged as a ring all-reduce per collective the hook runs: one, or, for PowerSGD once it
+compresses, three one after another (the tensors it sends whole, the Ps, the Qs), each with its
+own latency (``_HookState.collectives``).
 
 Buffers: DDP broadcasts every buffer from rank 0 at each forward by default (for state such as
 BatchNorm's running statistics). Our models' only buffers are constant causal masks, kept out of
@@ -165,6 +166,24 @@ class _HookState:
             return self.previous
         return default_hooks.allreduce_hook(self.group, bucket)
 
+    def collectives(self, bucket) -> list[int]:
+        """The bytes of each all-reduce the hook chains for ``bucket``, in order: one, except
+        PowerSGD once it compresses, which all-reduces the tensors it sends whole, then every
+        P, then every Q (torch's ``powerSGD_hook``): three, each paying the link's latency."""
+        if not (self.kind == "powersgd"
+                and self.powersgd.iter >= self.powersgd.start_powerSGD_iter):
+            return [self.bytes_sent(bucket)]
+        rate, whole, p, q = self.powersgd.min_compression_rate, 0, 0, 0
+        for g in bucket.gradients():
+            n = g.shape[0] if g.ndim > 1 else 0
+            m = g.numel() // n if n else 0
+            r = min(n, m, self.rank)
+            if g.ndim > 1 and (n + m) * r * rate < n * m:
+                p, q = p + n * r * g.element_size(), q + m * r * g.element_size()
+            else:
+                whole += g.nbytes
+        return [whole, p, q]
+
     def bytes_sent(self, bucket) -> int:
         """Bytes this rank contributes to the collective(s) for ``bucket``."""
         numel = bucket.buffer().numel()
@@ -203,9 +222,10 @@ def _timed_hook(state: _HookState, bucket: dist.GradBucket) -> torch.futures.Fut
         return result[0] if isinstance(result, list) else result
 
     future = state.launch(bucket)
-    if state.link is not None:  # emulated slow link: complete later, by the modelled time
-        future = state.link.then_delay(future, nbytes, state.size, state.meter,
-                                        start.device)
+    if state.link is not None:  # emulated slow link: complete later, by the modelled time,
+        for part in state.collectives(bucket):   # one ring all-reduce (one latency) each
+            future = state.link.then_delay(future, part, state.size, state.meter,
+                                            start.device)
     return future.then(done)
 
 
