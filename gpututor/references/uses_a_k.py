@@ -53,6 +53,11 @@ USES: dict[str, Use] = {
         "with a causal mask the blocks whose columns all lie past the row block are skipped, "
         "about half of them for long sequences; the benchmarks count causal attention's FLOPs as "
         "half of the full 4·seqlen²·head_dim·heads"),
+    "deepseek2024-accumulation": Use(
+        "deepseek2024", "§3.3.2",
+        "Increasing Accumulation Precision: on H800 GPUs the FP8 GEMM accumulation in the "
+        "tensor cores retains only about 14 bits, well below FP32 accumulation; DeepSeek-V3 "
+        "copies partial sums to FP32 registers on CUDA cores every 128 elements"),
     "flash-attn-readme-causal": Use(
         "flash-attn-readme", "Changelog, 2.1",
         "if seqlen_q != seqlen_k and causal=True, the causal mask is aligned to the bottom right "

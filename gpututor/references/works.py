@@ -53,6 +53,8 @@ WORKS: dict[str, Work] = {
                            "Quantization (ICLR 2022)", "https://arxiv.org/abs/2110.02861"),
     "ren2021": Work("Ren et al.", 2021, "ZeRO-Offload: Democratizing Billion-Scale Model "
                       "Training (USENIX ATC 2021)", "https://arxiv.org/abs/2101.06840"),
+    "deepseek2024": Work("DeepSeek-AI", 2024, "DeepSeek-V3 Technical Report",
+                           "https://arxiv.org/abs/2412.19437"),
     "dubey2024": Work("Dubey et al.", 2024, "The Llama 3 Herd of Models",
                         "https://arxiv.org/abs/2407.21783"),
     # gpututor/precision/fp8_casts.py and fp8_linear.py (issue 46)

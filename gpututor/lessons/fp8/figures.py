@@ -52,23 +52,31 @@ def loss_figure(runs: dict) -> go.Figure:
 
 
 def loss_verdict(runs: dict) -> Verdict:
-    """How far each FP8 run's final loss lies from bf16's, against how far bf16's lies from
-    fp32's; and whether the from-scratch tensorwise run and torchao's agree step by step."""
-    bf16 = final_loss(runs["bf16"])
-    base = abs(bf16 - final_loss(runs["fp32"]))
-    fp8 = {n: final_loss(r) - bf16 for n, r in runs.items() if n not in ("fp32", "bf16")}
+    """How far each FP8 run's final loss lies from fp32's (their baseline: outside the Linear
+    layers' matmuls they compute in float32, with no autocast), signed, against how far bf16's
+    lies from fp32's; and whether the from-scratch tensorwise run and torchao's agree step by
+    step."""
+    fp32 = final_loss(runs["fp32"])
+    base = final_loss(runs["bf16"]) - fp32
+    fp8 = {n: final_loss(r) - fp32 for n, r in runs.items() if n not in ("fp32", "bf16")}
     worst = max(fp8, key=lambda n: abs(fp8[n]))
-    values = dict(worst=worst, gap=abs(fp8[worst]), base=base, tail=TAIL)
-    if abs(fp8[worst]) <= base:
-        headline = tr("Every FP8 run ends within {gap:.3f} of bf16's loss (mean of the last "
-                      "{tail} steps; the farthest: {worst}), no farther than bf16 ends from "
-                      "fp32 ({base:.3f})", **values)
+    values = dict(worst=worst, gap=fp8[worst], dist=abs(fp8[worst]), fp32=fp32, base=base,
+                  tail=TAIL)
+    if abs(fp8[worst]) <= abs(base):
+        headline = tr("Every FP8 run ends within {dist:.4f} of fp32's loss {fp32:.4f}, their "
+                      "baseline (mean of the last {tail} steps; the farthest: {worst}, "
+                      "{gap:+.4f}), no "
+                      "farther than bf16 ends from fp32 ({base:+.4f})", **values)
     else:
-        headline = tr("The FP8 runs end up to {gap:.3f} from bf16's loss (mean of the last "
-                      "{tail} steps; the farthest: {worst}), farther than bf16 ends from fp32 "
-                      "({base:.3f})", **values)
-    details = [tr("{run}: {loss:.4f} ({gap:+.4f} from bf16)", run=n, loss=final_loss(runs[n]),
-                  gap=fp8[n]) for n in fp8]
+        headline = tr("The FP8 runs end up to {dist:.4f} from fp32's loss {fp32:.4f}, their "
+                      "baseline (mean of the last {tail} steps; the farthest: {worst}, "
+                      "{gap:+.4f}), farther "
+                      "than bf16 ends from fp32 ({base:+.4f})", **values)
+    details = [tr("fp32: {loss:.4f}", loss=fp32),
+               tr("bf16 (autocast): {loss:.4f} ({gap:+.4f} from fp32)",
+                  loss=final_loss(runs["bf16"]), gap=base)]
+    details += [tr("{run}: {loss:.4f} ({gap:+.4f} from fp32)", run=n, loss=final_loss(runs[n]),
+                   gap=fp8[n]) for n in fp8]
     if "tensorwise" in runs and TORCHAO in runs:
         diff = max(abs(a - b) for a, b in zip(runs["tensorwise"]["losses"], runs[TORCHAO]["losses"]))
         details.append(tr("from-scratch tensorwise against torchao's: the losses differ by at "
@@ -76,7 +84,7 @@ def loss_verdict(runs: dict) -> Verdict:
                           steps=len(runs[TORCHAO]["losses"])) if diff else
                        tr("from-scratch tensorwise against torchao's: the same loss at every one "
                           "of {steps} steps", steps=len(runs[TORCHAO]["losses"])))
-    return headline, "\n".join(details), "good" if abs(fp8[worst]) <= base else "mixed"
+    return headline, "\n".join(details), "good" if abs(fp8[worst]) <= abs(base) else "mixed"
 
 
 def histogram_figure(record: dict, layer: str) -> go.Figure:

@@ -80,7 +80,7 @@ def train_run(spec, run: str, progress=None) -> dict:
     """Train ``spec``'s model as ``run`` (one of :data:`LESSON_RUNS`) with AdamW at ``spec.lr``:
     ``losses``, the layers ``converted``, and for a from-scratch FP8 run ``counts`` (per step:
     layer -> operand -> overflow/flushed/values), ``scales`` and ``kept`` (:class:`OperandProbe`),
-    ``seconds`` (wall clock of the whole run: not a speed of FP8)."""
+    ``seconds`` (wall clock of the whole run: not a speed of FP8) and ``device`` (where it ran)."""
     model = build_model(spec)
     converted: list[str] = []
     if run in FROM_SCRATCH:
@@ -104,7 +104,7 @@ def train_run(spec, run: str, progress=None) -> dict:
         if run in FROM_SCRATCH:
             counts.append(fp8_cast_counts(model))
     out = {"losses": losses, "converted": converted, "seconds": time.perf_counter() - start,
-           "model": model}
+           "model": model, "device": str(next(model.parameters()).device)}
     if probe is not None:
         probe.close()
         out.update(counts=counts, scales=probe.scales, kept=probe.kept)
