@@ -91,7 +91,7 @@ def levers_verdict(results: dict) -> Verdict:
             return tr("not measured")
         least = min(measured.values())
         limit = least + near if key == "held_out_loss" else least * (1 + near)
-        return ", ".join(tr(n) for n, v in measured.items() if v <= limit)
+        return " / ".join(tr(n) for n, v in measured.items() if v <= limit)
     same_link = {n: r for n, r in results.items() if not r["lever"].other_link}
     tokens = {r["tokens"] for r in results.values()}
     headline = tr("Fewest bytes per token (within {share:.0%} of the fewest): {fewest}; least "

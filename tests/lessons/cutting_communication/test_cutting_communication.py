@@ -151,9 +151,9 @@ def test_the_words_come_from_the_numbers():
     runs["DDP, fast link"] = {**fake("DDP, fast link", 200.0, 1.0, 3.0),
                               "lever": Lever("DDP, fast link", None, "DDP", other_link=True)}
     headline = verdicts.levers_verdict(runs)[0]
-    assert "of the fewest): PowerSGD rank 1, DiLoCo, H=4;" in headline
-    assert "of the least): PowerSGD rank 1, DiLoCo, H=4;" in headline
-    assert "of the lowest): local SGD, H=4, DiLoCo, H=4." in headline
+    assert "of the fewest): PowerSGD rank 1 / DiLoCo, H=4;" in headline
+    assert "of the least): PowerSGD rank 1 / DiLoCo, H=4;" in headline
+    assert "of the lowest): local SGD, H=4 / DiLoCo, H=4." in headline
     # PowerSGD's bytes over the steps after its warm-up are said too (examiner 4)
     runs["PowerSGD rank 1"].update(compressed_sent_per_token=4.0, warm_up_steps=2)
     assert "first 2 steps send whole gradients; over the 6 steps after them, 50.0× fewer" in \
