@@ -9,7 +9,9 @@ A linear layer runs three matmuls per step, and each casts both of its operands 
 E4M3 carries weights and activations, E5M2 the gradients [ref: micikevicius2022-formats].
 **Emulated**: each operand is cast to FP8 and read back (``data.float() / scale``) and the matmul
 runs in float32; an H100's FP8 tensor cores take the FP8 bytes and the scales directly
-(``torch._scaled_mm``), with the same numbers going in. The output is cast back to the input's
+(``torch._scaled_mm``), with the same numbers going in, but accumulate the sums in fewer bits
+(about 14 on Hopper [ref: deepseek2024-accumulation]): the emulation is an optimistic bound on
+the accumulation error. The output is cast back to the input's
 dtype. Bias, the optimizer and the master weights stay in high precision.
 
 The recipes (:data:`FP8_RECIPES`) differ in which values share a scale. The scales always run
@@ -20,8 +22,9 @@ forward), so each scale can be taken out of the sum and applied to the result:
   ``Float8LinearConfig()``.
 - ``rowwise``: one scale per row along the summed dimension, every operand in E4M3, scales
   rounded down to a power of two: torchao's ``Float8LinearConfig.from_recipe_name("rowwise")``.
-- ``mxfp8``: blocks of 32 along the summed dimension, E8M0 scales, every operand in E4M3, as
-  in the OCP MX formats [ref: ocp2023-mx-conversion] and torchao's MXFP8 training.
+- ``mxfp8``: blocks of 32 along the summed dimension, E8M0 scales, every operand in E4M3, the
+  scale's exponent rounded down (FLOOR) as in the OCP MX formats [ref: ocp2023-mx-conversion]
+  (torchao's MXFP8 training rounds it up by default, RCEIL, which this module does not do).
 
 :func:`convert_linears` swaps a model's ``nn.Linear`` layers for :class:`Fp8Linear`, keeping
 those ``skip`` names in high precision (the output layer, usually: its logits feed a softmax

@@ -8,7 +8,7 @@ import torch
 
 from exercise_solutions import published, rejected
 from gpututor import RunSpec
-from gpututor.lessons.fp8.exercises import check_e4m3_cast
+from gpututor.lessons.fp8.exercises import check_e4m3_cast, e4m3_cast_saturates
 from gpututor.lessons.fp8.figures import (bytes_rows, cast_rows, format_rows, loss_verdict,
                                           recipe_flush_sentence, scales_sentence,
                                           weight_bytes_per_step)
@@ -57,6 +57,17 @@ def test_the_published_solution_passes():
 ])
 def test_named_wrong_answers_fail(code, says):
     rejected(check_e4m3_cast, wrong(code), random.Random(2), match=says)
+
+
+def test_an_answer_without_the_clamp_passes_only_where_the_cast_saturates(capsys):
+    no_clamp = wrong("""def my_e4m3_cast(x, amax):              # no clamp to ±448
+            s = 448.0 / amax
+            return (x * s).to(torch.float8_e4m3fn), s""")
+    if e4m3_cast_saturates():      # torch 2.12 on (eager): the cast saturates by itself
+        check_e4m3_cast(no_clamp, random.Random(2))
+        assert "the clamp is not checked" in capsys.readouterr().out
+    else:                          # older torch: values beyond 448 become NaN
+        rejected(check_e4m3_cast, no_clamp, random.Random(2), match="became NaN")
 
 
 def test_a_few_steps_of_every_run_record_what_the_figures_read():
