@@ -134,15 +134,19 @@ def cast_rows(record: dict) -> tuple[list[str], list[list[str]]]:
 
 def recipe_flush_sentence(runs: dict) -> str:
     """The share of nonzero values each from-scratch recipe flushed to 0 over its whole run,
-    all operands together, and which flushed the fewest."""
-    shares = {}
+    all operands together, which flushed the fewest, and how many values each clamped
+    (overflowed)."""
+    shares, over = {}, {}
     for recipe in FROM_SCRATCH:
         if recipe in runs:
             totals = run_totals(runs[recipe]).values()
             shares[recipe] = sum(t["flushed"] for t in totals) / sum(t["values"] for t in totals)
+            over[recipe] = sum(t["overflow"] for t in totals)
     fewest = min(shares, key=shares.get)
-    return tr("Values flushed to 0 over the whole run, all operands: {parts}; the fewest: {fewest}",
-              parts=", ".join(f"{r} {s:.2e}" for r, s in shares.items()), fewest=fewest)
+    return tr("Values flushed to 0 over the whole run, all operands: {parts}; the fewest: "
+              "{fewest}. Values overflowed (clamped to the format's largest value): {over}",
+              parts=", ".join(f"{r} {s:.2e}" for r, s in shares.items()), fewest=fewest,
+              over=", ".join(f"{r} {n:,}" for r, n in over.items()))
 
 
 def scales_figure(record: dict, layer: str) -> go.Figure:
