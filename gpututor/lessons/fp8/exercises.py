@@ -6,6 +6,7 @@ with the package's casts and torchao's refused while it runs.
 from __future__ import annotations
 
 import random
+import types
 from typing import Callable
 
 import torch
@@ -52,6 +53,20 @@ def e4m3_cast_saturates() -> bool:
     return bool((got == E4M3_MAX).all())
 
 
+def _torchao_functions() -> tuple:
+    """The plain functions under :func:`_refused_torchao`'s names (each decorator's
+    ``__wrapped__`` followed to the end), whose code is swapped as :func:`_refused`'s is: a name
+    the learner bound before the check refuses too."""
+    found = []
+    for module, name in _refused_torchao():
+        f = getattr(module, name, None)
+        while hasattr(f, "__wrapped__"):
+            f = f.__wrapped__
+        if isinstance(f, types.FunctionType) and not f.__code__.co_freevars and f not in found:
+            found.append(f)
+    return tuple(found)
+
+
 def drawn_tensors(rng: random.Random) -> list[tuple[torch.Tensor, float, str]]:
     """``(x, amax, what)``: float32 tensors of drawn shapes whose magnitudes span 2^-24 to 2^6
     (some zeros, both signs), each with its own amax (dynamic), half of it (the tensor grew
@@ -96,7 +111,8 @@ def check_e4m3_cast(candidate: Callable, rng: random.Random | None = None) -> No
     cases = drawn_tensors(rng or random.Random())
     for x, amax, what in cases:
         data, scale = call_refusing(
-            candidate, (x.clone(), amax), refused=_refused(), attributes=_refused_torchao(),
+            candidate, (x.clone(), amax), refused=_refused() + _torchao_functions(),
+            attributes=_refused_torchao(),
             read=_read,
             called=tr("my_e4m3_cast: your function called a cast or scale the package or torchao "
                       "already has: write the scale and the cast yourself."),

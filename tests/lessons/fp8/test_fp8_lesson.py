@@ -52,6 +52,10 @@ def test_the_published_solution_passes():
             from torchao.float8 import float8_utils
             s = 448.0 / amax
             return float8_utils.to_fp8_saturated(x * s, torch.float8_e4m3fn), s""", "already has"),
+    ("""from torchao.float8.float8_utils import to_fp8_saturated    # bound before the check
+def my_e4m3_cast(x, amax):
+            s = 448.0 / amax
+            return to_fp8_saturated(x * s, torch.float8_e4m3fn), s""", "already has"),
     ("""def my_e4m3_cast(x, amax):              # one value only
             return x.to(torch.float8_e4m3fn)""", "two values"),
 ])
