@@ -1,4 +1,5 @@
 import atexit
+import json
 import multiprocessing.forkserver
 import multiprocessing.resource_tracker
 import os
@@ -191,3 +192,26 @@ def no_rank_left_behind():
 
 os.environ.setdefault("PYTHONUNBUFFERED", "1")
 
+
+
+def spawn_gloo_ranks(body, world: int, folder) -> list:
+    """Start ``world`` gloo ranks (spawned) that each run ``body(rank, world)`` in a process
+    group on a file rendezvous in ``folder``; return what each rank returned, read back as JSON
+    from a file per rank (a pipe would fill while this process waits for the ranks to exit).
+    ``body`` must be a module-level function (spawn imports it again)."""
+    import torch.multiprocessing as mp
+    mp.start_processes(_gloo_rank, args=(body, world, str(folder)), nprocs=world,
+                       start_method="spawn")
+    return [json.loads(open(os.path.join(folder, f"rank{r}.json")).read()) for r in range(world)]
+
+
+def _gloo_rank(rank: int, body, world: int, folder: str) -> None:
+    import torch.distributed as dist
+    dist.init_process_group("gloo", init_method=f"file://{folder}/rendezvous", rank=rank,
+                            world_size=world)
+    try:
+        out = body(rank, world)
+    finally:
+        dist.destroy_process_group()
+    with open(os.path.join(folder, f"rank{rank}.json"), "w") as f:
+        json.dump(out, f)

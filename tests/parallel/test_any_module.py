@@ -11,12 +11,10 @@ dtype is held to its own derived bound (see ``test_compute_dtype_...``).
 """
 from __future__ import annotations
 
-import json
 
 import pytest
 import torch
 import torch.distributed as dist
-import torch.multiprocessing as mp
 import torch.nn as nn
 import torch.nn.functional as F
 from torch.func import functional_call
@@ -24,6 +22,7 @@ from torch.func import functional_call
 from gpututor.parallel.data_parallel.buckets import DataParallel
 from gpututor.parallel.sharding.zero import ShardedOptimizer
 from gpututor.parallel.sharding.zero3 import ZeRO3
+from conftest import spawn_gloo_ranks
 from test_foreign_models import BATCH, DECAY, LR, MODELS, STEPS, TOLERANCE, Block, batch, build
 
 OPTIMIZERS = {   # class, arguments: each updates element by element
@@ -189,30 +188,23 @@ def _fsdp2(name: str, rank: int, world: int) -> dict:
             for k, v in module.state_dict().items()}
 
 
-def _rank(rank: int, world: int, folder: str) -> None:
-    dist.init_process_group("gloo", init_method=f"file://{folder}/rendezvous", rank=rank,
-                            world_size=world)
+def _rank(rank: int, world: int) -> dict:
     results = {}
-    try:
-        for case in CASES:
-            try:
-                results[case_id(case)] = ("ok", train(case, rank, world))
-            except Exception as exc:  # noqa: BLE001 - the test reads what each raised
-                results[case_id(case)] = ("error", f"{type(exc).__name__}: {exc}")
-        results["branches"] = ("ok", _branches(rank, world))
-        for name in FSDP2_MODELS:
-            results[f"fsdp2-{name}"] = ("ok", _fsdp2(name, rank, world))
-    finally:
-        dist.destroy_process_group()
-    with open(f"{folder}/rank{rank}.json", "w") as f:
-        json.dump(results, f)
+    for case in CASES:
+        try:
+            results[case_id(case)] = ("ok", train(case, rank, world))
+        except Exception as exc:  # noqa: BLE001 - the test reads what each raised
+            results[case_id(case)] = ("error", f"{type(exc).__name__}: {exc}")
+    results["branches"] = ("ok", _branches(rank, world))
+    for name in FSDP2_MODELS:
+        results[f"fsdp2-{name}"] = ("ok", _fsdp2(name, rank, world))
+    return results
 
 
 @pytest.fixture(scope="module", params=[2, 3], ids=["2 ranks", "3 ranks"])
 def ranks(request, tmp_path_factory):
     world, folder = request.param, tmp_path_factory.mktemp("ranks")
-    mp.start_processes(_rank, args=(world, str(folder)), nprocs=world, start_method="spawn")
-    return world, [json.loads((folder / f"rank{r}.json").read_text()) for r in range(world)]
+    return world, spawn_gloo_ranks(_rank, world, folder)
 
 
 def _compare(got: dict, want: dict, frozen: set, first: dict, tolerance: float, where: str):

@@ -10,7 +10,6 @@ parameters bit for bit.
 """
 from __future__ import annotations
 
-import json
 
 import pytest
 import torch
@@ -19,6 +18,7 @@ import torch.multiprocessing as mp
 import torch.nn.functional as F
 
 from gpututor.parallel.data_parallel.local_sgd import DiLoCo, LocalSGD
+from conftest import spawn_gloo_ranks
 from test_foreign_models import BATCH, batch, build
 
 STEPS, H, TOLERANCE = 7, 3, 1e-5
@@ -89,23 +89,16 @@ def on_ranks(method: str, inner: str, rank: int, world: int, sync_every: int = H
 CASES = [("local", "sgd"), ("local", "adamw"), ("diloco", "adamw"), ("diloco", "sgd")]
 
 
-def _rank(rank: int, world: int, folder: str) -> None:
-    dist.init_process_group("gloo", init_method=f"file://{folder}/rendezvous", rank=rank,
-                            world_size=world)
-    try:
-        out = {f"{m}-{i}": on_ranks(m, i, rank, world) for m, i in CASES}
-        out["every-step"] = on_ranks("local", "plain", rank, world, sync_every=1)
-    finally:
-        dist.destroy_process_group()
-    with open(f"{folder}/rank{rank}.json", "w") as f:
-        json.dump(out, f)
+def _rank(rank: int, world: int) -> dict:
+    out = {f"{m}-{i}": on_ranks(m, i, rank, world) for m, i in CASES}
+    out["every-step"] = on_ranks("local", "plain", rank, world, sync_every=1)
+    return out
 
 
 @pytest.fixture(scope="module", params=[2, 3], ids=["2 ranks", "3 ranks"])
 def ranks(request, tmp_path_factory):
     world, folder = request.param, tmp_path_factory.mktemp("ranks")
-    mp.start_processes(_rank, args=(world, str(folder)), nprocs=world, start_method="spawn")
-    return world, [json.loads((folder / f"rank{r}.json").read_text()) for r in range(world)]
+    return world, spawn_gloo_ranks(_rank, world, folder)
 
 
 def _same(got: dict, want: dict, tolerance: float, where: str) -> None:

@@ -11,15 +11,13 @@ training the whole batch with the same loss. Tolerance 2e-5 as in ``test_foreign
 """
 from __future__ import annotations
 
-import json
 
 import pytest
 import torch
-import torch.distributed as dist
-import torch.multiprocessing as mp
 import torch.nn as nn
 import torch.nn.functional as F
 
+from conftest import spawn_gloo_ranks
 from gpututor import RunSpec
 from gpututor.measure.timing import StepContext
 from gpututor.parallel import STRATEGIES
@@ -94,27 +92,20 @@ def train(name: str, rank: int, world: int) -> dict:
     return {k: v.detach().tolist() for k, v in strategy.full_state_dict(model).items()}
 
 
-def _rank(rank: int, world: int, folder: str) -> None:
-    dist.init_process_group("gloo", init_method=f"file://{folder}/rendezvous", rank=rank,
-                            world_size=world)
+def _rank(rank: int, world: int) -> dict:
     results = {}
-    try:
-        for name in ANY_MODULE:
-            try:
-                results[name] = ("ok", train(name, rank, world))
-            except Exception as exc:  # noqa: BLE001 - the test reads what each raised
-                results[name] = ("error", f"{type(exc).__name__}: {exc}")
-    finally:
-        dist.destroy_process_group()
-    with open(f"{folder}/rank{rank}.json", "w") as f:
-        json.dump(results, f)
+    for name in ANY_MODULE:
+        try:
+            results[name] = ("ok", train(name, rank, world))
+        except Exception as exc:  # noqa: BLE001 - the test reads what each raised
+            results[name] = ("error", f"{type(exc).__name__}: {exc}")
+    return results
 
 
 @pytest.fixture(scope="module", params=[2, 3], ids=["2 ranks", "3 ranks"])
 def ranks(request, tmp_path_factory):
     world, folder = request.param, tmp_path_factory.mktemp("ranks")
-    mp.start_processes(_rank, args=(world, str(folder)), nprocs=world, start_method="spawn")
-    return world, [json.loads((folder / f"rank{r}.json").read_text()) for r in range(world)]
+    return world, spawn_gloo_ranks(_rank, world, folder)
 
 
 def test_every_any_module_strategy_is_registered():
