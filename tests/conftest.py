@@ -198,7 +198,11 @@ def spawn_gloo_ranks(body, world: int, folder) -> list:
     """Start ``world`` gloo ranks (spawned) that each run ``body(rank, world)`` in a process
     group on a file rendezvous in ``folder``; return what each rank returned, read back as JSON
     from a file per rank (a pipe would fill while this process waits for the ranks to exit).
-    ``body`` must be a module-level function (spawn imports it again)."""
+    ``body`` must be a module-level function (spawn imports it again). Each rank runs torch on
+    one thread, as the launcher's ranks do: the models here are far below torch's intra-op grain
+    size, so no result changes, and 2 or 3 ranks of 2 threads each on 2 cores spent most of
+    their time waiting for a core between the collectives (test_any_module's 3 ranks: 21.6 s of
+    training on 2 threads, 9.4 s on 1)."""
     import torch.multiprocessing as mp
     mp.start_processes(_gloo_rank, args=(body, world, str(folder)), nprocs=world,
                        start_method="spawn")
@@ -207,6 +211,7 @@ def spawn_gloo_ranks(body, world: int, folder) -> list:
 
 def _gloo_rank(rank: int, body, world: int, folder: str) -> None:
     import torch.distributed as dist
+    torch.set_num_threads(1)
     dist.init_process_group("gloo", init_method=f"file://{folder}/rendezvous", rank=rank,
                             world_size=world)
     try:
@@ -215,3 +220,51 @@ def _gloo_rank(rank: int, body, world: int, folder: str) -> None:
         dist.destroy_process_group()
     with open(os.path.join(folder, f"rank{rank}.json"), "w") as f:
         json.dump(out, f)
+
+
+# The test files whose rank bodies share one spawned group per world size (each file's
+# ``_rank(rank, world)``, run one after the other in the same ranks). A spawned group costs
+# seconds before its first case (starting and importing, then torch's first collective and
+# optimizer step); these files had one group per file and world size.
+SHARED_GLOO_FILES = ("test_foreign_models", "test_any_module", "test_registry_any_module",
+                     "test_local_sgd")
+_shared_gloo: dict[int, list] = {}
+
+
+def _every_shared_body(rank: int, world: int) -> dict:
+    import importlib
+    import traceback
+    out = {}
+    for name in SHARED_GLOO_FILES:
+        try:
+            out[name] = importlib.import_module(name)._rank(rank, world)
+        except Exception:  # noqa: BLE001 - the file's tests report it; the other files go on
+            out[name] = {"__error__": traceback.format_exc()}
+    return out
+
+
+def shared_gloo_ranks(name: str, world: int, tmp_path_factory) -> list:
+    """What ``name``'s ``_rank`` returned on each of ``world`` gloo ranks, from one group per
+    world size that runs every file of SHARED_GLOO_FILES. The group runs once per session: with
+    pytest-xdist (worksteal) a file's tests are split between the workers and a module-scoped
+    fixture ran again on each, so the results go in a file in the session's temporary folder
+    (shared by the workers) under a lock, and a second worker reads them."""
+    import fcntl
+    if world not in _shared_gloo:
+        root = tmp_path_factory.getbasetemp()
+        if os.environ.get("PYTEST_XDIST_WORKER"):
+            root = root.parent
+        done = root / f"shared-gloo-{world}.json"
+        with open(root / f"shared-gloo-{world}.lock", "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            if not done.exists():
+                results = spawn_gloo_ranks(_every_shared_body, world,
+                                           tmp_path_factory.mktemp(f"ranks{world}"))
+                done.with_suffix(".part").write_text(json.dumps(results))
+                done.with_suffix(".part").rename(done)
+            _shared_gloo[world] = json.loads(done.read_text())
+    results = [ranks[name] for ranks in _shared_gloo[world]]
+    for rank, got in enumerate(results):
+        if isinstance(got, dict) and "__error__" in got:
+            pytest.fail(f"{name}._rank raised on rank {rank}:\n{got['__error__']}")
+    return results

@@ -22,7 +22,7 @@ from torch.func import functional_call
 from gpututor.parallel.data_parallel.buckets import DataParallel
 from gpututor.parallel.sharding.zero import ShardedOptimizer
 from gpututor.parallel.sharding.zero3 import ZeRO3
-from conftest import spawn_gloo_ranks
+from conftest import shared_gloo_ranks
 from test_foreign_models import BATCH, DECAY, LR, MODELS, STEPS, TOLERANCE, Block, batch, build
 
 OPTIMIZERS = {   # class, arguments: each updates element by element
@@ -203,8 +203,8 @@ def _rank(rank: int, world: int) -> dict:
 
 @pytest.fixture(scope="module", params=[2, 3], ids=["2 ranks", "3 ranks"])
 def ranks(request, tmp_path_factory):
-    world, folder = request.param, tmp_path_factory.mktemp("ranks")
-    return world, spawn_gloo_ranks(_rank, world, folder)
+    world = request.param
+    return world, shared_gloo_ranks("test_any_module", world, tmp_path_factory)
 
 
 def _compare(got: dict, want: dict, frozen: set, first: dict, tolerance: float, where: str):

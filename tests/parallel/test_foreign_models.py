@@ -17,16 +17,14 @@ bit for bit.
 """
 from __future__ import annotations
 
-import json
 from types import SimpleNamespace
 
 import pytest
 import torch
-import torch.distributed as dist
-import torch.multiprocessing as mp
 import torch.nn as nn
 import torch.nn.functional as F
 
+from conftest import shared_gloo_ranks
 from gpututor.measure.timing import StepContext
 from gpututor.parallel.data_parallel.buckets import DataParallel
 from gpututor.parallel.sharding.zero import ZeRO1, ZeRO2
@@ -163,35 +161,25 @@ def train_wrapped(wrapper: str, model_name: str, rank: int, world: int) -> dict:
     return {k: v.detach().tolist() for k, v in state.items()}
 
 
-def _rank(rank: int, world: int, folder: str) -> None:
-    dist.init_process_group("gloo", init_method=f"file://{folder}/rendezvous", rank=rank,
-                            world_size=world)
-    results = {}
-    try:
-        for model_name in MODELS:
-            for wrapper in WRAPPERS:
-                try:
-                    results[wrapper, model_name] = ("ok", train_wrapped(wrapper, model_name,
-                                                                        rank, world))
-                except Exception as exc:  # noqa: BLE001 - the test compares what each raised
-                    results[wrapper, model_name] = ("error", f"{type(exc).__name__}: {exc}")
-    finally:
-        dist.destroy_process_group()
-    # a file, not a queue: a pipe fills while the parent still waits for the ranks to exit
-    with open(f"{folder}/rank{rank}.json", "w") as f:
-        json.dump([[wrapper, model_name, *result]
-                   for (wrapper, model_name), result in results.items()], f)
+def _rank(rank: int, world: int) -> list:
+    """One rank of the group conftest.shared_gloo_ranks starts: every wrapper on every model."""
+    results = []
+    for model_name in MODELS:
+        for wrapper in WRAPPERS:
+            try:
+                results.append([wrapper, model_name, "ok",
+                                train_wrapped(wrapper, model_name, rank, world)])
+            except Exception as exc:  # noqa: BLE001 - the test compares what each raised
+                results.append([wrapper, model_name, "error", f"{type(exc).__name__}: {exc}"])
+    return results
 
 
 @pytest.fixture(scope="module", params=[2, 3], ids=["2 ranks", "3 ranks"])
 def trained(request, tmp_path_factory):
-    world, folder = request.param, tmp_path_factory.mktemp("ranks")
-    mp.start_processes(_rank, args=(world, str(folder)), nprocs=world, start_method="spawn")
-    results = {}
-    for rank in range(world):
-        with open(folder / f"rank{rank}.json") as f:
-            results[rank] = {(w, m): (kind, got) for w, m, kind, got in json.load(f)}
-    return world, results
+    world = request.param
+    ranks = shared_gloo_ranks("test_foreign_models", world, tmp_path_factory)
+    return world, {rank: {(w, m): (kind, got) for w, m, kind, got in ranks[rank]}
+                   for rank in range(world)}
 
 
 @pytest.mark.parametrize("model_name", ["frozen", "frozen_in_blocks", "tied"])

@@ -14,11 +14,10 @@ from __future__ import annotations
 import pytest
 import torch
 import torch.distributed as dist
-import torch.multiprocessing as mp
 import torch.nn.functional as F
 
 from gpututor.parallel.data_parallel.local_sgd import DiLoCo, LocalSGD
-from conftest import spawn_gloo_ranks
+from conftest import shared_gloo_ranks
 from test_foreign_models import BATCH, batch, build
 
 STEPS, H, TOLERANCE = 7, 3, 1e-5
@@ -92,13 +91,15 @@ CASES = [("local", "sgd"), ("local", "adamw"), ("diloco", "adamw"), ("diloco", "
 def _rank(rank: int, world: int) -> dict:
     out = {f"{m}-{i}": on_ranks(m, i, rank, world) for m, i in CASES}
     out["every-step"] = on_ranks("local", "plain", rank, world, sync_every=1)
+    if world == 2:   # last: the strategies' own wrap and train_step, on the same ranks
+        out["meeting"] = _meeting(rank, world)
     return out
 
 
 @pytest.fixture(scope="module", params=[2, 3], ids=["2 ranks", "3 ranks"])
 def ranks(request, tmp_path_factory):
-    world, folder = request.param, tmp_path_factory.mktemp("ranks")
-    return world, spawn_gloo_ranks(_rank, world, folder)
+    world = request.param
+    return world, shared_gloo_ranks("test_local_sgd", world, tmp_path_factory)
 
 
 def _same(got: dict, want: dict, tolerance: float, where: str) -> None:
@@ -212,33 +213,25 @@ def test_diloco_in_the_worker_shares_theta_and_with_lr_1_no_momentum_is_local_sg
         torch.testing.assert_close(weights["diloco"][name], value, rtol=0, atol=1e-6)
 
 
-def test_after_a_meeting_every_rank_holds_the_same_weights():
+def test_after_a_meeting_every_rank_holds_the_same_weights(tmp_path_factory):
     """On ranks, the strategies' call order (the meeting object made before the first step)."""
-    import tempfile
-    folder = tempfile.mkdtemp()
-    mp.start_processes(_meeting_ranks, args=(2, folder), nprocs=2, start_method="spawn")
-    got = [torch.load(f"{folder}/w{r}.pt") for r in range(2)]
+    got = [{name: torch.tensor(value) for name, value in rank["meeting"].items()}
+           for rank in shared_gloo_ranks("test_local_sgd", 2, tmp_path_factory)]
     for name in got[0]:
         assert torch.equal(got[0][name], got[1][name]), name
 
 
-def _meeting_ranks(rank: int, world: int, folder: str) -> None:
-    from types import SimpleNamespace
+def _meeting(rank: int, world: int) -> dict:
     from gpututor import RunSpec
     from gpututor.measure.timing import StepContext
     from gpututor.parallel import STRATEGIES
-    dist.init_process_group("gloo", init_method=f"file://{folder}/rendezvous", rank=rank,
-                            world_size=world)
-    try:
-        strategy = STRATEGIES["diloco"]
-        spec = RunSpec(strategy="diloco", world_size=world, steps=4, batch_size=8, seq_len=16,
-                       device="cpu", options=(("sync_every", 2),))
-        ctx = StepContext(spec=spec, rank=rank, world_size=world, device=torch.device("cpu"))
-        model = strategy.wrap(build("frozen"), ctx)
-        opt = torch.optim.AdamW(model.parameters(), lr=1e-2)
-        x, y = shard(rank, world)
-        for _ in range(2):   # (train_step's cross-entropy on these outputs: any loss will do)
-            strategy.train_step(model, opt, [(x, y)], ctx)
-        torch.save(model.state_dict(), f"{folder}/w{rank}.pt")
-    finally:
-        dist.destroy_process_group()
+    strategy = STRATEGIES["diloco"]
+    spec = RunSpec(strategy="diloco", world_size=world, steps=4, batch_size=8, seq_len=16,
+                   device="cpu", options=(("sync_every", 2),))
+    ctx = StepContext(spec=spec, rank=rank, world_size=world, device=torch.device("cpu"))
+    model = strategy.wrap(build("frozen"), ctx)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-2)
+    x, y = shard(rank, world)
+    for _ in range(2):   # (train_step's cross-entropy on these outputs: any loss will do)
+        strategy.train_step(model, opt, [(x, y)], ctx)
+    return {name: value.tolist() for name, value in model.state_dict().items()}

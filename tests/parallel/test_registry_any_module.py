@@ -17,7 +17,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from conftest import spawn_gloo_ranks
+from conftest import shared_gloo_ranks
 from gpututor import RunSpec
 from gpututor.measure.timing import StepContext
 from gpututor.parallel import STRATEGIES
@@ -104,8 +104,8 @@ def _rank(rank: int, world: int) -> dict:
 
 @pytest.fixture(scope="module", params=[2, 3], ids=["2 ranks", "3 ranks"])
 def ranks(request, tmp_path_factory):
-    world, folder = request.param, tmp_path_factory.mktemp("ranks")
-    return world, spawn_gloo_ranks(_rank, world, folder)
+    world = request.param
+    return world, shared_gloo_ranks("test_registry_any_module", world, tmp_path_factory)
 
 
 def test_every_any_module_strategy_is_registered():
