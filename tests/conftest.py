@@ -227,7 +227,7 @@ def _gloo_rank(rank: int, body, world: int, folder: str) -> None:
 # seconds before its first case (starting and importing, then torch's first collective and
 # optimizer step); these files had one group per file and world size.
 SHARED_GLOO_FILES = ("test_foreign_models", "test_any_module", "test_registry_any_module",
-                     "test_local_sgd")
+                     "test_local_sgd", "test_exchange")
 _shared_gloo: dict[int, list] = {}
 
 

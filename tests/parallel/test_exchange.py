@@ -6,9 +6,8 @@ import ast
 from pathlib import Path
 
 import torch
-import torch.distributed as dist
-import torch.multiprocessing as mp
 
+from conftest import shared_gloo_ranks
 from gpututor.parallel.exchange import all_gather_bytes, all_gather_tensors
 
 PACKAGE = Path(__file__).resolve().parents[2] / "gpututor"
@@ -24,16 +23,13 @@ def rank_tensors(rank: int) -> dict:
     return dict(list(made.items())[:rank + 1])
 
 
-def _gather(rank: int, folder: str, out) -> None:
-    """One rank: gather, then check what arrived against what each rank made (plain values go
-    back through the queue: a tensor in it fails once the rank that sent it has exited)."""
-    dist.init_process_group("gloo", init_method=f"file://{folder}/rendezvous", rank=rank,
-                            world_size=WORLD)
-    try:
-        texts = all_gather_bytes(("é" * rank).encode())
-        tensors = all_gather_tensors(rank_tensors(rank))
-    finally:
-        dist.destroy_process_group()
+def _rank(rank: int, world: int) -> list | None:
+    """One rank of conftest's shared 3-rank gloo group (none on 2): gather, then check what
+    arrived against what each rank made; what was wrong goes back as text."""
+    if world != WORLD:
+        return None
+    texts = all_gather_bytes(("é" * rank).encode())
+    tensors = all_gather_tensors(rank_tensors(rank))
     wrong = [] if texts == [("é" * r).encode() for r in range(WORLD)] else [f"texts {texts}"]
     for r, part in enumerate(tensors):
         want = rank_tensors(r)
@@ -41,15 +37,12 @@ def _gather(rank: int, folder: str, out) -> None:
             wrong.append(f"rank {r}'s names {list(part)}")
         wrong += [f"rank {r}'s {name}" for name, t in want.items() if name in part and not (
             part[name].dtype == t.dtype and part[name].shape == t.shape and torch.equal(part[name], t))]
-    out.put((rank, wrong))
+    return wrong
 
 
-def test_bytes_and_tensors_arrive_bit_for_bit_in_rank_order(tmp_path):
-    ctx = mp.get_context("spawn")
-    out = ctx.SimpleQueue()
-    mp.start_processes(_gather, args=(str(tmp_path), out), nprocs=WORLD, start_method="spawn")
-    results = dict(out.get() for _ in range(WORLD))
-    assert results == {rank: [] for rank in range(WORLD)}
+def test_bytes_and_tensors_arrive_bit_for_bit_in_rank_order(tmp_path_factory):
+    results = shared_gloo_ranks("test_exchange", WORLD, tmp_path_factory)
+    assert dict(enumerate(results)) == {rank: [] for rank in range(WORLD)}
 
 
 def test_no_module_unpickles_what_a_peer_sends():
