@@ -5,13 +5,18 @@ Runs with only torch installed, from the repository root (no install, no .venv):
     PYTHONPATH=$PWD python3 benchmarks/gpu_check.py            # on a GPU machine
     PYTHONPATH=$PWD python3 benchmarks/gpu_check.py --device cpu --quick   # smoke test, no GPU
 
-Sections (benchmarks/gpu_check_sections.py, gpu_check_lessons.py), each one JSON line in
-OUT/gpu_check.jsonl, appended (and flushed to disk) the moment it ends, so a ``timeout`` loses
-nothing already done: ``environment``; ``single_rank`` (a CUDA rank trains, its first loss equals
-a CPU run's); ``precision`` (fp32 vs bf16 vs fp16 tokens/s and MFU); ``strategies`` (every
-strategy that fits the GPUs); ``capacity`` (the ``device_memory`` guard); ``torchrun`` (two
-nodes); ``memory`` (tracker vs allocator); ``devices`` (each rank on its own GPU); ``cuda_oom``
-(a real CUDA out-of-memory; GPU only); ``lessons`` (lessons 00 and 01 with their exercises, then
+Sections (benchmarks/gpu_check_sections.py, gpu_check_more.py, gpu_check_lessons.py), in this
+order, each one JSON line in OUT/gpu_check.jsonl, appended (and flushed to disk) the moment it
+ends, so a ``timeout`` loses nothing already done: ``environment``; ``single_rank`` (a CUDA rank
+trains, its first loss equals a CPU run's); ``precision`` (fp32 vs bf16 vs fp16 tokens/s and MFU);
+``fp8`` (``torch._scaled_mm`` fed by gpututor's casts, against bf16; GPU only); ``ranks``
+(``%%ranks``'s group: CPU and device collectives, the guard, a hung cell); ``checkpoint`` (async
+save and restart, DCP across layouts, on the device); ``torchrun_restarts`` (``--standalone`` with
+and without ``--max-restarts``); ``gloo_shared`` (two ranks on GPU 0 over gloo; GPU only);
+``capacity`` (the ``device_memory`` guard); ``memory`` (tracker vs allocator); ``devices`` (each
+rank on its own GPU); ``cuda_oom`` (a real CUDA out-of-memory; GPU only); ``torchrun`` (two
+nodes); ``strategies`` (every strategy that fits the GPUs); ``gpu_tests`` (the tests marked
+``gpu``); ``lessons`` (lessons 00 and 01 with their exercises, then
 every notebook). A line's ``status`` is ``ok``, ``failed`` or ``not run`` with ``why``: a
 section that needs a package this Python lacks (gpututor's runtime needs numpy, psutil and
 cloudpickle; the lessons need nbformat, nbclient, ipykernel, ...) or a GPU is not run, never
@@ -40,6 +45,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))   # gpututor from this checkout, whatever PYTHONPATH says
 
 import gpu_check_lessons as lessons  # noqa: E402 - benchmarks/ is on sys.path (this script's folder)
+import gpu_check_more as more  # noqa: E402
 import gpu_check_sections as sections  # noqa: E402
 from gpu_check_report import PASSING, markdown  # noqa: E402
 
@@ -57,12 +63,18 @@ SECTIONS = {
     "environment": (sections.section_environment, (), False, False),
     "single_rank": (sections.section_single_rank, sections.RUNTIME, False, False),
     "precision": (sections.section_precision, sections.RUNTIME, False, False),
-    "strategies": (sections.section_strategies, sections.RUNTIME, False, True),
+    "fp8": (more.section_fp8, (), True, False),
+    "ranks": (more.section_ranks, sections.RUNTIME, False, False),
+    "checkpoint": (more.section_checkpoint, sections.RUNTIME, False, False),
+    "torchrun_restarts": (more.section_torchrun_restarts, sections.RUNTIME, False, False),
+    "gloo_shared": (more.section_gloo_shared, sections.RUNTIME, True, False),
     "capacity": (sections.section_capacity, sections.RUNTIME, False, False),
-    "torchrun": (sections.section_torchrun, sections.RUNTIME, False, False),
     "memory": (sections.section_memory, sections.RUNTIME, False, False),
     "devices": (sections.section_devices, sections.RUNTIME, False, False),
     "cuda_oom": (sections.section_cuda_oom, (), True, False),
+    "torchrun": (sections.section_torchrun, sections.RUNTIME, False, False),
+    "strategies": (sections.section_strategies, sections.RUNTIME, False, True),
+    "gpu_tests": (more.section_gpu_tests, (*sections.RUNTIME, "pytest"), True, False),
     "lessons": (lessons.section_lessons, lessons.NEEDS, False, True),
 }
 
@@ -198,6 +210,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sections", default=",".join(SECTIONS),
                         help=f"comma-separated, in this order: {','.join(SECTIONS)}")
     parser.add_argument("--no-lessons", action="store_true", help="leave the notebooks out")
+    parser.add_argument("--parallel-notebooks", type=int, default=None,
+                        help="notebooks run at once (default 3; 1 with --quick)")
+    parser.add_argument("--notebooks", default="",
+                        help="comma-separated lesson numbers (00,02,05): only those notebooks")
     args = parser.parse_args(argv)
     unknown = set(args.sections.split(",")) - set(SECTIONS)
     if unknown:
@@ -210,7 +226,10 @@ def main(argv: list[str] | None = None) -> int:
               "build of torch. For a smoke test of the script: --device cpu --quick",
               file=sys.stderr)
         return 2
-    cfg = {**CONFIGS["quick" if args.quick else "full"], "device": args.device}
+    cfg = {**CONFIGS["quick" if args.quick else "full"], "device": args.device,
+           "notebooks": [n for n in args.notebooks.split(",") if n]}
+    if args.parallel_notebooks:
+        cfg["parallel_notebooks"] = args.parallel_notebooks
     budget, started = sections.Budget(args.budget_s), time.monotonic()
     log = Log(args.out / "gpu_check.jsonl")
     signal.signal(signal.SIGTERM, _stop)

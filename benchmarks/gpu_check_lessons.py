@@ -5,6 +5,7 @@ notebook top to bottom in a fresh kernel. Needs what the lessons and their runne
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -45,6 +46,8 @@ def section_lessons(cfg: dict, budget: Budget) -> dict:
     each in a fresh kernel, ``cfg["parallel_notebooks"]`` at a time (ok or not)."""
     folder = Path(tempfile.mkdtemp(prefix="gpu-check-lessons-"))
     pending = exercised_copies(folder) + sorted((ROOT / "notebooks").glob("*.ipynb"))
+    if cfg.get("notebooks"):   # --notebooks 02,05: only those lessons (a rerun of failures)
+        pending = [p for p in pending if p.name.split("_")[0] in cfg["notebooks"]]
     rows, running = {}, {}
     while pending or running:
         while pending and len(running) < cfg["parallel_notebooks"] and budget.left() > 30:
@@ -63,7 +66,8 @@ def section_lessons(cfg: dict, budget: Budget) -> dict:
     ran = [r for r in rows.values() if r["ok"] is not None]
     # lessons 00 and 01 with their exercises are the check; the others run as time allows
     exercised = [rows.get(name.replace(".ipynb", ".exercised.ipynb"), {}).get("ok")
-                 for name in EXERCISED]
+                 for name in EXERCISED if not cfg.get("notebooks")
+                 or name.split("_")[0] in cfg["notebooks"]]
     return {"ok": all(e is True for e in exercised) and all(r["ok"] for r in ran),
             "parallel": cfg["parallel_notebooks"], "notebooks": dict(sorted(rows.items()))}
 
@@ -102,5 +106,6 @@ def _end_notebook(proc: subprocess.Popen, start: float) -> dict:
     seconds = round(time.monotonic() - start, 1)
     if proc.returncode == 0:
         return {"ok": True, "seconds": seconds}
-    return {"ok": False, "seconds": seconds, "error": output[-1500:]}
+    plain = re.sub(r"\x1b\[[0-9;]*m", "", output)   # the traceback's colours
+    return {"ok": False, "seconds": seconds, "error": plain[-3000:]}
 

@@ -126,10 +126,15 @@ class Strategy:
         return model
 
     def make_optimizer(self, model: torch.nn.Module, spec):
-        params = model.parameters()
+        params = list(model.parameters())
+        # torch's optimizers batch a device's tensors into foreach kernels (their default on
+        # CUDA, not on CPU), and a batch that mixes DTensors (tp-dtensor's split Linears) with
+        # plain tensors fails: "got mixed torch.Tensor and DTensor" (seen on an H200)
+        mixed = len({hasattr(p, "device_mesh") for p in params}) > 1
+        kw = {"foreach": False} if mixed else {}
         if spec.optimizer == "sgd":
-            return torch.optim.SGD(params, lr=spec.lr, momentum=0.9)
-        return torch.optim.AdamW(params, lr=spec.lr, weight_decay=0.0)
+            return torch.optim.SGD(params, lr=spec.lr, momentum=0.9, **kw)
+        return torch.optim.AdamW(params, lr=spec.lr, weight_decay=0.0, **kw)
 
     def full_state_dict(self, model) -> dict:
         """The whole model's parameters as one state dict (collective for sharded strategies)."""

@@ -35,7 +35,7 @@ import torch.distributed as dist
 from ..models import build_model
 from ..parallel.pieces import local_tensor, model_names
 from .checkpoint_files import (CheckpointError, check_folder, first_failure, latest, next_step,
-                               rank_bytes, safe_reader, write_info)
+                               rank_bytes, safe_reader, write_info, written_bytes)
 from .checkpoint_owner import clear_staging, commit, run_of_rank, save_failed, staging_folder
 from .checkpoint_planners import Boxes, _planners
 
@@ -216,7 +216,8 @@ class Checkpointer:
         def end(done_future) -> None:   # runs in the writer thread when the save is done
             try:
                 if done_future.exception() is None:
-                    figures["metadata"] = done_future.result()
+                    figures["bytes"] = written_bytes(done_future.result(), self.rank,
+                                                     staging, folder)
                     if self.rank == 0:
                         commit(staging, folder, self.run)
             except BaseException as exc:  # noqa: BLE001 - raised by wait()
@@ -246,7 +247,7 @@ class Checkpointer:
             raise save_failed(exc, self.rank, figures["step"], staging,
                               self.spec.checkpoint_dir) from None
         return [{"step": figures["step"], "save_s": figures["save_s"],
-                 "bytes": rank_bytes(figures["metadata"], self.rank)}]
+                 "bytes": figures["bytes"]}]
 
     def finished(self) -> list:
         """The figures of an asynchronous save that has finished by now (else [])."""

@@ -158,6 +158,22 @@ def rank_bytes(metadata, rank: int) -> int:
     return sum(ends.values())
 
 
+def written_bytes(result, rank: int, *folders) -> int | None:
+    """Bytes ``rank`` wrote in an asynchronous save: from the save's index when its future
+    returns one (torch 2.13 does), else from its data files on disk (torch 2.11's future returns
+    None: seen on the lent H200): the staging folder, or the folder rank 0 renamed it to."""
+    if getattr(result, "storage_data", None) is not None:
+        return rank_bytes(result, rank)
+    for folder in folders:
+        try:
+            files = list(Path(folder).glob(f"__{rank}_*.distcp"))
+            if files:
+                return sum(f.stat().st_size for f in files)
+        except OSError:   # renamed meanwhile: the next folder has them
+            continue
+    return None
+
+
 def first_failure(exc: BaseException) -> str:
     """One line for what went wrong, from DCP's per-rank failures when it reports them."""
     failures = getattr(exc, "failures", None)

@@ -224,7 +224,7 @@ def _run_torchrun(args) -> int:
 
     from ..parallel.exchange import all_gather_bytes
     from .summary import summarize
-    from .joining import init_process_group, rank_device
+    from .joining import init_process_group, keep_off_gpus, rank_device
     from .resume_choice import rank_zeros_attempt
     from .worker import train
 
@@ -248,7 +248,7 @@ def _run_torchrun(args) -> int:
         check_resume(spec)
     if args.dry_run:      # this node's checks passed; rank 0 shows the whole job's layout
         return _dry_run(spec.replace(ranks_per_node=None), args) if rank == 0 else 0
-    device = rank_device(spec, local_rank)
+    device = keep_off_gpus(rank_device(spec, local_rank))
     restarts = int(os.environ.get("TORCHELASTIC_RESTART_COUNT", "0"))
     init_process_group(spec, rank, world, device,
                        store=restarted_store(rank, world, restarts, spec.timeout))

@@ -20,6 +20,18 @@ def rank_device(spec, local_rank: int) -> torch.device:
     return torch.device("cpu")
 
 
+def keep_off_gpus(device: torch.device) -> torch.device:
+    """A CPU rank sees no GPU (``CUDA_VISIBLE_DEVICES=""``, set before anything in it asked CUDA:
+    NVML and the CUDA runtime read it on their first query). Code that checks only
+    ``torch.cuda.is_available()`` otherwise reaches for a GPU from a CPU rank on a GPU machine:
+    torch's PowerSGD hook synchronizes its CPU "device" and fails ("Expected a cuda device, but
+    got: cpu", seen on an H200), DCP's file writer takes a CUDA stream, each opening a context
+    on GPU 0 (hundreds of MB; refused under the exclusive compute mode of clusters)."""
+    if device.type == "cpu":
+        os.environ["CUDA_VISIBLE_DEVICES"] = ""
+    return device
+
+
 def backend_for(device: torch.device, cpu_tensors: bool = False) -> str:
     """gloo on CPU, NCCL on CUDA, and gloo beside it for ``cpu_tensors`` (``%%ranks`` cells
     all-reduce CPU tensors; NCCL has no CPU backend: torch's ``Backend.backend_capability``)."""

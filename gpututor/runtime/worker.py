@@ -34,8 +34,8 @@ from ..parallel.link import EmulatedLink
 from ..parallel.mesh import RankGrid, build_groups
 from ..parallel.meta import materialize
 from .checkpoint import Checkpointer
-from .joining import (init_process_group, leave_together, rank_device, rank_threads,
-                      use_loopback_only)
+from .joining import (init_process_group, keep_off_gpus, leave_together, rank_device,
+                      rank_threads, use_loopback_only)
 from .rank_output import RankOutput, RecordPipe, dump_stack_on_request
 from .record_fields import FlopFields, MemoryFields, step_record
 from .scratch_dirs import remove_when_owner_gone, scratch_dir_of
@@ -267,7 +267,7 @@ def rank_main(payload: bytes, rank: int, world_size: int, store_path: str, recor
     spec, task = cloudpickle.loads(payload)
     grouped = False
     try:
-        device = rank_device(spec, rank)
+        device = keep_off_gpus(rank_device(spec, rank))
         # Always a process group, even of one rank: strategies such as DDP need one (as under
         # torchrun, where the CLI always creates it), and a 1-rank gloo group costs milliseconds.
         store = dist.FileStore(store_path, world_size)

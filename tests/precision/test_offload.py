@@ -110,10 +110,18 @@ def test_state_dict_round_trip_and_a_changed_lr_continue_like_torch_adam():
 @pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 def test_on_cuda_state_lives_pinned_on_the_host_and_training_equals_torch_adam():
+    # The host runs Adam's CPU kernels, the reference its CUDA ones: one step from the same
+    # gradients gives the same parameters up to rounding. Over six steps the rounding feeds
+    # back through the gradients, and Adam's first steps move a parameter by about lr whatever
+    # its gradient's size, so one whose gradient is near zero can drift apart (an attention
+    # bias was beyond rtol 1e-4 after six steps on an H200): the losses are compared there.
+    one = SPEC.replace(steps=1)
+    _assert_same_training(_train(lambda p: OffloadedAdam(p, lr=3e-3), device="cuda", spec=one),
+                          _train(lambda p: torch.optim.Adam(p, lr=3e-3), device="cuda", spec=one),
+                          rtol=1e-5, atol=1e-7)
     ours = _train(lambda p: OffloadedAdam(p, lr=3e-3), device="cuda")
     ref = _train(lambda p: torch.optim.Adam(p, lr=3e-3), device="cuda")
-    # the host runs Adam's CPU kernels, the reference its CUDA ones: equal up to rounding
-    _assert_same_training(ours, ref, rtol=1e-4, atol=1e-5)
+    torch.testing.assert_close(torch.tensor(ours[2]), torch.tensor(ref[2]), rtol=1e-4, atol=0)
     optimizer = ours[1]
     assert all(s["master"].device.type == "cpu" and s["master"].is_pinned()
                for s in optimizer.state.values())

@@ -39,7 +39,8 @@ import torch.distributed as dist
 
 from ..rank_output import dump_stack_on_request
 from ..refuse import OnlyPointToPoint
-from ..joining import init_process_group, rank_device, rank_threads, use_loopback_only
+from ..joining import (init_process_group, keep_off_gpus, rank_device, rank_threads,
+                       use_loopback_only)
 
 OUTPUT_LIMIT = 100_000   # characters of one cell's output a rank keeps (the rest: counted)
 VALUE_LIMIT = 10_000     # characters of a last expression's repr
@@ -188,7 +189,7 @@ def rank_main(rank: int, world_size: int, spec, tmp: str, conn, alive) -> None:
     stacks = dump_stack_on_request(os.path.join(tmp, f"stack-rank{rank}.txt"))
     grouped = False
     try:
-        device = rank_device(spec, rank)
+        device = keep_off_gpus(rank_device(spec, rank))
         init_process_group(spec, rank, world_size, device,   # gloo for CPU tensors on GPUs too
                            store=dist.FileStore(os.path.join(tmp, "store"), world_size),
                            cpu_tensors=True)
