@@ -17,7 +17,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ...compression.quantize import _quiet_import
+from ...compression.quantize import _quiet_import, torchao_version
 from ...data import batches
 from ...models import build_model
 from ...precision.fp8_casts import fp8_max, rowwise_scale, tensorwise_scale
@@ -113,10 +113,17 @@ def train_run(spec, run: str, progress=None) -> dict:
     return out
 
 
-def train_all(spec, runs=LESSON_RUNS, progress=None) -> dict:
-    """:func:`train_run` for each of ``runs``, in order, on ``spec.threads_per_rank`` threads
-    (as lesson 06's runs: on a shared machine more threads fight over its cores): run name ->
-    its record."""
+def available_runs() -> tuple:
+    """:data:`LESSON_RUNS`, less torchao's where torchao is not installed (it is an extra,
+    ``gpututor[compress]``: Binder's environment and a plain ``pip install`` lack it)."""
+    return LESSON_RUNS if torchao_version() else LESSON_RUNS[:-1]
+
+
+def train_all(spec, runs=None, progress=None) -> dict:
+    """:func:`train_run` for each of ``runs`` (default :func:`available_runs`), in order, on
+    ``spec.threads_per_rank`` threads (as lesson 06's runs: on a shared machine more threads
+    fight over its cores): run name -> its record."""
+    runs = available_runs() if runs is None else runs
     saved = torch.get_num_threads()
     torch.set_num_threads(spec.threads_per_rank)
     try:

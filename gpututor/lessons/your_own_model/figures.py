@@ -23,8 +23,15 @@ def _global_losses(records: list[dict]) -> list[float]:
 
 
 def parameter_gap(records: list[dict], one: dict) -> float:
-    """The largest difference of any final parameter from one process's."""
-    mine = next(r["params"] for r in records if r.get("params") is not None)
+    """The largest difference of any final parameter from one process's. A wrapping that did
+    not train (its ranks recorded an error) is named with each rank's error."""
+    mine = next((r["params"] for r in records if r and r.get("params") is not None), None)
+    if mine is None:
+        errors = "; ".join(f"rank {r['rank']}: {r['error']}" for r in records
+                           if r and r.get("error"))
+        raise RuntimeError(tr("{wrapper} did not train in its ranks: {errors}",
+                              wrapper=next((r["wrapper"] for r in records if r), "?"),
+                              errors=errors or tr("no rank reported")))
     return max(float(np.abs(np.asarray(mine[n]) - np.asarray(v)).max())
                for n, v in one["params"].items())
 

@@ -97,3 +97,16 @@ def test_a_few_steps_of_every_run_record_what_the_figures_read():
                   if n in runs["tensorwise"]["converted"])
     assert f"{2 * weights:,} values, {2 * weights:,} bytes in FP8 against {4 * weights:,} in bf16" \
         in weight_bytes_per_step(runs["tensorwise"])
+
+
+def test_without_torchao_the_lesson_runs_the_five_others_and_says_torchaos_is_not_measured(
+        monkeypatch):
+    """torchao is an extra (Binder's environment and a plain pip install lack it): the lesson
+    then trains the other five runs and its verdict says torchao's was not measured."""
+    from gpututor.lessons.fp8 import training
+    monkeypatch.setattr(training, "torchao_version", lambda: None)
+    spec = RunSpec(model="gpt", model_size="tiny", batch_size=4, seq_len=32, steps=2, lr=3e-3)
+    runs = train_all(spec)
+    assert list(runs) == list(LESSON_RUNS[:-1]) and TORCHAO not in runs
+    _, details, _ = loss_verdict(runs)
+    assert "torchao's run: not measured (torchao is not installed here" in details
