@@ -150,6 +150,13 @@ LINKS: dict[str, Link] = {link.name: link for link in (
          f"ConnectX-6 datasheet) = 25 GB/s per direction; {_ALPHA}"),
     Link("ib-ndr", 50 * GB, 10e-6, "InfiniBand NDR, one 400 Gb/s port per GPU (NVIDIA "
          f"ConnectX-7 datasheet) = 50 GB/s per direction; {_ALPHA}"),
+    # between sites or on commodity clusters, where local SGD and DiLoCo are used (lesson 13)
+    Link("eth-10g", 1.25 * GB, 30e-6, "10 Gigabit Ethernet (IEEE 802.3ae), one port per GPU: "
+         f"10 Gb/s = 1.25 GB/s per direction; {_ALPHA}"),
+    Link("eth-25g", 3.125 * GB, 30e-6, "25 Gigabit Ethernet (IEEE 802.3by), one port per GPU: "
+         f"25 Gb/s = 3.125 GB/s per direction; {_ALPHA}"),
+    Link("eth-100g", 12.5 * GB, 30e-6, "100 Gigabit Ethernet (IEEE 802.3ba), one port per GPU: "
+         f"100 Gb/s = 12.5 GB/s per direction; {_ALPHA}"),
 )}
 
 # Example prices, USD per GPU-hour, on demand, each with its source and date. Prices move and

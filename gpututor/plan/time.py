@@ -105,7 +105,8 @@ def step_time(model: Transformer, tokens_per_step: float, n_gpus: int, peak_flop
               activation_bytes: float = 2, dp_link=None, tp_link=None, pp_link=None,
               comm_efficiency: float = 0.8, overlap: float = 1.0, cp: int = 1, ep: int = 1,
               top_k: int = 2, cp_link=None, ep_link=None, causal: bool = False,
-              fp8_peak_flops: float | None = None) -> dict[str, float]:
+              fp8_peak_flops: float | None = None, sync_every: int = 1,
+              sync_bytes: float = 4) -> dict[str, float]:
     """Seconds of one optimizer step, by part: ``compute_s``, ``bubble_s``, ``tp_comm_s``,
     ``pp_comm_s``, ``dp_comm_s`` (all of it), ``dp_exposed_s`` (what compute does not hide),
     ``cp_comm_s``, ``cp_exposed_s``, ``ep_comm_s``, ``step_s`` (the total), with
@@ -141,7 +142,16 @@ def step_time(model: Transformer, tokens_per_step: float, n_gpus: int, peak_flop
       (``m`` reduce-scatters, one all-gather), each hidden by its own backward (2/3 of
       compute); ZeRO-3 gathers the parameters in every micro-batch's forward and backward and
       reduce-scatters after each (1.5 x ``m``), hidden by all of compute (it prefetches in
-      forward too). The hiding is scaled by the fraction ``overlap``.
+      forward too). The hiding is scaled by the fraction ``overlap``. ``grad_bytes`` is the
+      bytes of a gradient value as sent: 2 for bf16 gradients or DDP's fp16/bf16 compression
+      hooks, 4 for fp32.
+    - Synchronising every ``sync_every`` = H steps instead (local SGD, Stich 2019
+      [ref: stich2019-local-sgd]; DiLoCo, Douillard et al. 2023
+      [ref: douillard2023-diloco-algorithm]): the replicas train alone for H steps, then
+      all-reduce the parameters (local SGD) or their change (DiLoCo's outer gradient),
+      ``N/(tp·pp)`` x ``sync_bytes`` (4: float32), between steps, so nothing hides it; a step's
+      share is 1/H of it (``dp_comm_s``, all exposed). Not with ZeRO (each replica must hold
+      its whole state to train alone).
     - Context parallel (``cp``): its ranks hold the same parameters, so the gradients are
       reduced over ``dp·cp`` ranks; :func:`ring_attention_seconds` per layer and micro-batch; ring
       attention sends the next block while it computes on this one, so only what attention's
@@ -156,6 +166,12 @@ def step_time(model: Transformer, tokens_per_step: float, n_gpus: int, peak_flop
     """
     checks.fraction("hfu", hfu)
     checks.fraction("comm_efficiency", comm_efficiency)
+    checks.integer("sync_every", sync_every)
+    checks.positive("sync_bytes", sync_bytes)
+    if sync_every > 1 and zero_stage:
+        raise checks.InvalidValue("sync_every", sync_every, "1",
+                                  f"with zero_stage={zero_stage} (a replica that trains alone "
+                                  "holds its whole state; ZeRO shards it)")
     global_batch = max(1, round(tokens_per_step / model.seq_len))
     m = max(1, math.ceil(global_batch / (dp * micro_batch)))            # micro-batches per GPU
     flops = training_flops_per_token(model, recompute, causal) * tokens_per_step / n_gpus
@@ -193,6 +209,10 @@ def step_time(model: Transformer, tokens_per_step: float, n_gpus: int, peak_flop
             dp_comm *= 1.5 * m
     window = {3: compute, 2: compute * 2 / 3}.get(zero_stage, compute * 2 / 3 / m)
     dp_exposed = exposed_seconds(dp_comm, window, overlap)
+    if replicas > 1 and sync_every > 1:   # between steps, once every H: nothing hides it
+        dp_comm = dp_exposed = ring_allreduce_seconds(
+            model.n_params / (tp * pp) * sync_bytes, replicas, bw(dp_link),
+            dp_link.latency) / sync_every
     cp_comm = cp_exposed = 0.0
     if cp > 1:
         cp_comm = model.n_layer / pp * m * ring_attention_seconds(
