@@ -14,6 +14,6 @@ export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
 OUT="${1:-benchmarks/results/gpu_check}"
 shift || true
 mkdir -p "$OUT"
-# The script keeps to its budget (--budget-s, 280 s by default) itself; this is the hard stop at 9
+# The script keeps to its budget (--budget-s, 500 s by default) itself; this is the hard stop at 9
 # minutes (its SIGTERM handler writes what is left and ends every process it started).
 timeout --signal=TERM --kill-after=15 540 "$PYTHON" benchmarks/gpu_check.py --out "$OUT" "$@"

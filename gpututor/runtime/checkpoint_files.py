@@ -160,8 +160,9 @@ def rank_bytes(metadata, rank: int) -> int:
 
 def written_bytes(result, rank: int, *folders) -> int | None:
     """Bytes ``rank`` wrote in an asynchronous save: from the save's index when its future
-    returns one (torch 2.13 does), else from its data files on disk (torch 2.11's future returns
-    None: seen on the lent H200): the staging folder, or the folder rank 0 renamed it to."""
+    returns one with its storage data (torch 2.13 does), else from its data files on disk (under
+    torch 2.11 on the lent H200 the index's ``storage_data`` was None): the staging folder, or the
+    folder rank 0 renamed it to."""
     if getattr(result, "storage_data", None) is not None:
         return rank_bytes(result, rank)
     for folder in folders:

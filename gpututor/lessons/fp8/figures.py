@@ -85,8 +85,8 @@ def loss_verdict(runs: dict) -> Verdict:
                        tr("from-scratch tensorwise against torchao's: the same loss at every one "
                           "of {steps} steps", steps=len(runs[TORCHAO]["losses"])))
     elif TORCHAO not in runs:
-        details.append(tr("torchao's run: not measured (torchao is not installed here: "
-                          'pip install "gpututor[compress]")'))
+        details.append(tr("torchao's run: not measured (torchao is not installed here, or does "
+                          'not load with this torch: pip install "gpututor[compress]")'))
     return headline, "\n".join(details), "good" if abs(fp8[worst]) <= abs(base) else "mixed"
 
 

@@ -17,7 +17,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ...compression.quantize import _quiet_import, torchao_version
+from ...compression.quantize import _quiet_import
 from ...data import batches
 from ...models import build_model
 from ...precision.fp8_casts import fp8_max, rowwise_scale, tensorwise_scale
@@ -113,10 +113,20 @@ def train_run(spec, run: str, progress=None) -> dict:
     return out
 
 
+def torchao_float8_loads() -> bool:
+    """Whether torchao's Float8 training (what :func:`convert_torchao` imports) loads here."""
+    try:
+        with _quiet_import():
+            from torchao.float8 import Float8LinearConfig, convert_to_float8_training  # noqa: F401
+        return True
+    except Exception:  # noqa: BLE001 - missing, or built for another torch: not usable either way
+        return False
+
+
 def available_runs() -> tuple:
-    """:data:`LESSON_RUNS`, less torchao's where torchao is not installed (it is an extra,
-    ``gpututor[compress]``: Binder's environment and a plain ``pip install`` lack it)."""
-    return LESSON_RUNS if torchao_version() else LESSON_RUNS[:-1]
+    """:data:`LESSON_RUNS`, less torchao's where torchao's Float8 does not load (torchao is an
+    extra, ``gpututor[compress]``: Binder's environment and a plain ``pip install`` lack it)."""
+    return LESSON_RUNS if torchao_float8_loads() else LESSON_RUNS[:-1]
 
 
 def train_all(spec, runs=None, progress=None) -> dict:

@@ -104,9 +104,9 @@ def test_without_torchao_the_lesson_runs_the_five_others_and_says_torchaos_is_no
     """torchao is an extra (Binder's environment and a plain pip install lack it): the lesson
     then trains the other five runs and its verdict says torchao's was not measured."""
     from gpututor.lessons.fp8 import training
-    monkeypatch.setattr(training, "torchao_version", lambda: None)
+    monkeypatch.setattr(training, "torchao_float8_loads", lambda: False)
     spec = RunSpec(model="gpt", model_size="tiny", batch_size=4, seq_len=32, steps=2, lr=3e-3)
     runs = train_all(spec)
     assert list(runs) == list(LESSON_RUNS[:-1]) and TORCHAO not in runs
     _, details, _ = loss_verdict(runs)
-    assert "torchao's run: not measured (torchao is not installed here" in details
+    assert "torchao's run: not measured (torchao is not installed here, or does not load" in details
