@@ -10,7 +10,7 @@ from .memory import Transformer
 from .time import step_time
 
 
-def link_rows(model: Transformer, tokens_per_step: float, n_gpus: int, peak_flops: float,
+def exposed_by_link(model: Transformer, tokens_per_step: float, n_gpus: int, peak_flops: float,
               links=None, **step_kwargs) -> list[dict]:
     """For each link (default: the catalogue's), slowest first: the step's data-parallel
     seconds (``dp_comm_s``), what compute does not hide (``dp_exposed_s``), ``compute_s``,
@@ -31,7 +31,7 @@ def link_rows(model: Transformer, tokens_per_step: float, n_gpus: int, peak_flop
 def slowest_link(model: Transformer, tokens_per_step: float, n_gpus: int, peak_flops: float,
                  max_exposed_share: float = 0.1, links=None, **step_kwargs) -> dict | None:
     """The slowest link whose exposed data-parallel time is at most ``max_exposed_share`` of
-    the step (its row of :func:`link_rows`), or None if none of them is fast enough."""
+    the step (its row of :func:`exposed_by_link`), or None if none of them is fast enough."""
     checks.fraction("max_exposed_share", max_exposed_share, allow_zero=True)
-    rows = link_rows(model, tokens_per_step, n_gpus, peak_flops, links, **step_kwargs)
+    rows = exposed_by_link(model, tokens_per_step, n_gpus, peak_flops, links, **step_kwargs)
     return next((r for r in rows if r["exposed_share"] <= max_exposed_share), None)

@@ -7,7 +7,7 @@ import pytest
 from gpututor.catalog import LINKS
 from gpututor.checks import InvalidValue
 from gpututor.formulas import ring_allreduce_seconds
-from gpututor.plan.links_needed import link_rows, slowest_link
+from gpututor.plan.links_needed import exposed_by_link, slowest_link
 from gpututor.plan.memory import transformer_for_params
 from gpututor.plan.time import step_time
 
@@ -36,7 +36,7 @@ def test_sync_every_is_checked_and_refused_with_zero():
 
 
 def test_the_slowest_link_is_the_first_whose_exposed_share_fits_and_h_lowers_it():
-    rows = link_rows(MODEL, **PLAN, sync_every=10)
+    rows = exposed_by_link(MODEL, **PLAN, sync_every=10)
     assert [r["bandwidth"] for r in rows] == sorted(r["bandwidth"] for r in rows)
     chosen = slowest_link(MODEL, **PLAN, sync_every=10, max_exposed_share=0.1)
     first = next(r for r in rows if r["exposed_share"] <= 0.1)
