@@ -21,6 +21,9 @@ from .checks import InvalidValue
 from .model_sizes import DEFAULT_SIZES, MODEL_SIZES   # the sizes a spec may name
 
 PRECISIONS = ("fp32", "bf16", "fp16")
+# what a run trains in: those, and "fp8" (torchao's Float8 Linears, the rest fp32:
+# precision/fp8_training.py), which is no dtype of its own
+RUN_PRECISIONS = PRECISIONS + ("fp8",)
 OPTIMIZERS = ("adamw", "sgd")   # what a run trains with (the planner prices more: plan/memory.py)
 ATTENTION = ("naive", "sdpa")   # the GPT's attention: T x T scores, or torch's fused SDPA
 CORPORA = {"en": "corpus.txt",      # the text trained on, a file of data/ (data/README.md):
@@ -227,7 +230,7 @@ class RunSpec:
             raise InvalidValue("strategy", self.strategy, "the name of a strategy (see "
                                "gpututor.parallel.STRATEGIES)")
         checks.integer("world_size", self.world_size, 1, 256)
-        checks.choice("precision", self.precision, PRECISIONS)
+        checks.choice("precision", self.precision, RUN_PRECISIONS)
         checks.integer("batch_size", self.batch_size, 1, 1 << 20)
         checks.integer("seq_len", self.seq_len, 2, MAX_SEQ_LEN)
         checks.integer("steps", self.steps, 1, 1_000_000)

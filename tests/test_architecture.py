@@ -31,6 +31,7 @@ ROOMS = {
     "i18n": -0.5,   # the tables of words, below everything that speaks to the learner
     "model_sizes": -0.25,   # the sizes a spec names (no torch): below config, which checks them
     "config": 0, "hardware": 0, "catalog": 0, "formulas": 0,
+    "optional": 0,   # optional packages (torchao) imported quietly
     "data": 1, "moe": 1,   # moe.py: the MoE layer, which models.py builds into the GPT
     "models": 2, "attention": 2,
     "measure": 3,

@@ -15,7 +15,7 @@ BAD_VALUES = [
     ("model_size", "huge"),
     ("strategy", "zero9"), ("strategy", ""),
     ("world_size", 0), ("world_size", -1), ("world_size", 2.0), ("world_size", True),
-    ("precision", "fp8"), ("precision", "fp16"),  # fp16 needs CUDA; this machine has none
+    ("precision", "fp4"), ("precision", "fp16"),  # fp16 needs CUDA; this machine has none
     ("batch_size", 0), ("batch_size", 7),          # 7 does not split into 2 ranks
     ("seq_len", 1), ("seq_len", 10_000),
     ("steps", 0), ("steps", "10"),

@@ -25,13 +25,13 @@ the kernel, so the lesson measures it (:mod:`gpututor.compression.measure`).
 from __future__ import annotations
 
 import copy
-import logging
 import warnings
-from contextlib import contextmanager
 
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+
+from ..optional import quiet_import
 
 QMAX = 127   # symmetric int8: [-127, 127], so 0 is exact and the range is the same both ways
 
@@ -115,26 +115,10 @@ def quantize_dynamic_int8(model: nn.Module) -> nn.Module:
         return torch.ao.quantization.quantize_dynamic(model, {nn.Linear}, dtype=torch.qint8)
 
 
-@contextmanager
-def _quiet_import():
-    """torchao logs warnings on import about GPU-only extensions a CPU build cannot load."""
-    loggers = [logging.getLogger(n) for n in ("torchao", "torch.utils._pytree")]
-    levels = [lg.level for lg in loggers]
-    for lg in loggers:
-        lg.setLevel(logging.ERROR)
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            yield
-    finally:
-        for lg, level in zip(loggers, levels):
-            lg.setLevel(level)
-
-
 def torchao_version() -> str | None:
     """torchao's version if it can be imported here, else None."""
     try:
-        with _quiet_import():
+        with quiet_import():
             import torchao
             from torchao.quantization import Int8WeightOnlyConfig, quantize_  # noqa: F401
         return torchao.__version__
@@ -147,10 +131,10 @@ def quantize_torchao_int8(model: nn.Module) -> nn.Module:
     if torchao_version() is None:
         raise ImportError("torchao is not installed (or does not load with this torch): "
                           'pip install "gpututor[compress]"')
-    with _quiet_import():
+    with quiet_import():
         from torchao.quantization import Int8WeightOnlyConfig, quantize_
     # A tied LM head gets a new int8 weight; the embedding keeps the float one (as above).
     model = copy.deepcopy(model).eval()
-    with _quiet_import():
+    with quiet_import():
         quantize_(model, Int8WeightOnlyConfig(set_inductor_config=False))
     return model

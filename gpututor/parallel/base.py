@@ -237,8 +237,9 @@ def agree_found_inf(scaler, optimizer, group=None) -> None:
 
 
 def autocast_for(precision: str, device: torch.device):
-    """``torch.autocast`` to bf16/fp16 on ``device``, or nothing for fp32."""
-    if precision == "fp32":
+    """``torch.autocast`` to bf16/fp16 on ``device``, or nothing for fp32 and fp8 (whose
+    Float8 Linears cast their own operands; the rest computes in fp32)."""
+    if precision in ("fp32", "fp8"):
         return nullcontext()
     return torch.autocast(device.type, dtype=torch_dtype(precision))
 

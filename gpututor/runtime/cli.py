@@ -22,7 +22,7 @@ import sys
 import time
 
 from ..checks import InvalidValue, parse_mesh
-from ..config import PRECISIONS, RunSpec
+from ..config import RUN_PRECISIONS, RunSpec
 from ..files import write_text_atomically
 from ..measure.timeline import chrome_trace
 from ..parallel import STRATEGIES, check_spec
@@ -43,7 +43,7 @@ def build_parser() -> argparse.ArgumentParser:
     add("--strategy", help="one of " + ", ".join(STRATEGIES))
     run.add_argument("--world-size", type=int, default=None,
                      help="number of ranks (default: 2, or torchrun's WORLD_SIZE under torchrun)")
-    add("--precision", help="|".join(PRECISIONS))
+    add("--precision", help="|".join(RUN_PRECISIONS))
     add("--steps", type=int)
     add("--batch-size", type=int, help="global batch (all ranks together), in sequences")
     add("--seq-len", type=int)

@@ -66,6 +66,9 @@ def check_machine(spec, gpus: int | None = None) -> str:
             raise InvalidValue("precision", spec.precision, "'fp32' or 'fp16' on this GPU",
                                f"on a GPU of compute capability {major}.{minor}: bf16 arithmetic "
                                "needs 8.0 (Ampere) or newer")
+    if spec.precision == "fp8":   # torchao loads; a GPU has FP8 tensor cores
+        from ..precision.fp8_training import check_fp8
+        check_fp8(device, spec.first_gpu if device == "cuda" and gpus > 0 else None)
     strategy = STRATEGIES.get(spec.strategy)   # (a task run may name none of them)
     if strategy is not None:
         strategy.check_device(spec, device)

@@ -25,6 +25,7 @@ from ..files import write_atomically
 from ..measure.capacity import (CapacityGuard, DeviceOutOfMemory, PhaseTracker, check_setup,
                                 cuda_capacity, from_cuda_oom)
 from ..measure.flops import device_peak_flops, model_flops_per_token
+from ..precision.fp8_training import to_fp8_training
 from ..measure.memory import LiveBytesProbe, optimizer_tensors
 from ..measure.timeline import Timeline
 from ..measure.timing import StepContext, synchronize
@@ -73,7 +74,7 @@ def train(spec, rank: int, world_size: int, device: torch.device,
     # Step 0 creates the optimizer state and is what a learner waits for: measure after it.
     flop_step, probe_step = (min(start_step + k, spec.steps - 1) for k in (1, 2))
     flops = FlopFields(setup.flops_per_token, setup.model_cfg, spec, device, dp_size, world_size,
-                       spec.peak_flops or device_peak_flops(device, spec.precision))
+                       spec.peak_flops or one_peak(device, spec.precision))
     memory = MemoryFields(setup.peak_bytes, device, probe_step, spec.steps - 1)
 
     data = batches(spec, dp_rank, dp_size, start_step=start_step)
@@ -140,11 +141,19 @@ def set_up(spec, strategy, ctx: StepContext, device: torch.device) -> Setup:
         model = build_model(spec, meta=strategy.builds_on_meta)
         if not strategy.builds_on_meta:
             model = model.to(device)
+        if spec.precision == "fp8":   # torchao's Float8 Linears (emulated off a CUDA GPU)
+            to_fp8_training(model, emulate=device.type != "cuda")
         params, model_cfg = count_parameters(model), getattr(model, "cfg", None)
         flops_per_token = model_flops_per_token(model, spec.seq_len)
         model = materialize(strategy.wrap(model, ctx), device, spec.seed)
         optimizer = strategy.make_optimizer(model, spec)
     return Setup(model, optimizer, params, flops_per_token, model_cfg, probe.peak)
+
+
+def one_peak(device: torch.device, precision: str) -> float | None:
+    """The peak MFU is taken against; None for fp8, whose Linears run at the FP8 peak and the rest
+    at another: no one peak (torchtitan reports no MFU with Float8 [ref: torchtitan2024-float8])."""
+    return None if precision == "fp8" else device_peak_flops(device, precision)
 
 
 def inject_fault(fault, rank: int, step: int) -> None:

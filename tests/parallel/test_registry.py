@@ -12,7 +12,7 @@ import re
 import pytest
 
 from gpututor import RunSpec, build_model, launch
-from gpututor.config import PRECISIONS
+from gpututor.config import RUN_PRECISIONS
 from gpututor.lessons.choosing_hardware.calibrate import calibration_specs, collectives, predict_run
 from gpututor.lessons.choosing_hardware.machine import Machine
 from gpututor.models import config_of
@@ -80,7 +80,7 @@ def test_each_strategy_describes_itself_consistently(name):
     strategy = STRATEGIES[name]
     assert strategy.zero_stage in (0, 1, 2, 3)
     assert strategy.shards == STATES[:strategy.zero_stage]
-    assert set(strategy.precisions) <= set(PRECISIONS) and strategy.precisions
+    assert set(strategy.precisions) <= set(RUN_PRECISIONS) and strategy.precisions
     for option, default in strategy.defaults.items():
         assert option in strategy.options, f"{name}: default for unknown option {option!r}"
         assert strategy.options[option](default), f"{name}: its default {option}={default!r} " \

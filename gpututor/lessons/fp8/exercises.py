@@ -11,7 +11,7 @@ from typing import Callable
 
 import torch
 
-from ...compression.quantize import _quiet_import
+from ...optional import quiet_import
 from ...i18n import say, tr
 from ...precision import fp8_casts, fp8_linear
 from ..common.code_exercise import call_refusing
@@ -36,7 +36,7 @@ def _refused_torchao() -> tuple:
     """torchao's scale and cast functions, by name in each of its float8 modules (they are
     wrapped, so refused as attributes, wherever torchao's own code looks them up)."""
     try:
-        with _quiet_import():   # torchao logs, on import, the GPU-only extensions it cannot load
+        with quiet_import():   # torchao logs, on import, the GPU-only extensions it cannot load
             import torchao.float8 as package
             from torchao.float8 import float8_scaling_utils, float8_training_tensor, float8_utils
     except ImportError:      # torchao not installed: nothing of it to refuse

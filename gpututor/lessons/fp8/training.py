@@ -17,13 +17,13 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ...compression.quantize import _quiet_import
+from ...checks import InvalidValue
 from ...data import batches
 from ...models import build_model
 from ...precision.fp8_casts import fp8_max, rowwise_scale, tensorwise_scale
 from ...precision.fp8_linear import Fp8Linear, convert_linears, fp8_cast_counts
+from ...precision.fp8_training import KEPT, to_fp8_training, torchao_float8
 
-KEPT = ("head",)             # the output layer, kept in high precision (as torchao's filter)
 FROM_SCRATCH = ("tensorwise", "rowwise", "mxfp8")
 TORCHAO = "torchao tensorwise (emulated)"
 LESSON_RUNS = ("fp32", "bf16") + FROM_SCRATCH + (TORCHAO,)
@@ -32,12 +32,9 @@ OPERANDS = {"input": "e4m3", "weight": "e4m3", "grad_output": "e5m2"}   # tensor
 
 def convert_torchao(model: nn.Module, kept=KEPT) -> list[str]:
     """torchao's ``convert_to_float8_training`` with ``emulate=True`` (FP8 numerics in float32,
-    so it runs on a CPU), every ``nn.Linear`` but ``kept``; the names converted."""
-    with _quiet_import():   # torchao logs, on import, the GPU-only extensions it cannot load
-        from torchao.float8 import Float8LinearConfig, convert_to_float8_training
-    convert_to_float8_training(model, config=Float8LinearConfig(emulate=True),
-                               module_filter_fn=lambda _module, name: name not in kept)
-    return [n for n, m in model.named_modules() if type(m).__name__ == "Float8Linear"]
+    so it runs on a CPU), every ``nn.Linear`` but ``kept``; the names converted (what a run with
+    ``precision="fp8"`` does: ``precision/fp8_training.py``)."""
+    return to_fp8_training(model, emulate=True, kept=kept)
 
 
 class OperandProbe:
@@ -116,10 +113,9 @@ def train_run(spec, run: str, progress=None) -> dict:
 def torchao_float8_loads() -> bool:
     """Whether torchao's Float8 training (what :func:`convert_torchao` imports) loads here."""
     try:
-        with _quiet_import():
-            from torchao.float8 import Float8LinearConfig, convert_to_float8_training  # noqa: F401
+        torchao_float8()
         return True
-    except Exception:  # noqa: BLE001 - missing, or built for another torch: not usable either way
+    except InvalidValue:   # missing, or built for another torch: not usable either way
         return False
 
 

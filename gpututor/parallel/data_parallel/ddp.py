@@ -48,6 +48,7 @@ from torch.distributed.algorithms.ddp_comm_hooks import default_hooks, powerSGD_
 from torch.nn.parallel import DistributedDataParallel as DDP
 
 from ... import checks
+from ...config import RUN_PRECISIONS
 from ..base import MemoryLayout, Strategy
 from ..link import LINK_ALLOWED, LINK_OPTIONS
 from .buckets import BUCKET_CAP_MB, BUCKET_CAP_MB_ALLOWED
@@ -75,6 +76,7 @@ class DataParallelDDP(Strategy):
                "powersgd_rank": "an integer in [1, 64]", **LINK_ALLOWED}
     # bucket_cap_mb unset: DDP's own default (a first bucket of 1 MiB, then 25 MiB)
     defaults = {"comm_hook": "none", "powersgd_rank": 1}
+    precisions = RUN_PRECISIONS   # fp8: torchao's Float8 Linears (precision/fp8_training.py)
     memory_layout = MemoryLayout(bucket_copy=True,
                                  note="DDP's buckets are a second copy of the gradients "
                                       "(gradient_as_bucket_view=False, PyTorch's default)")
