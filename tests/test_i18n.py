@@ -426,12 +426,12 @@ def test_a_bad_input_error_shows_its_frame_in_chinese_and_its_facts_as_written(c
                                      "0, or restarts with checkpoint_every > 0 (a restart resumes "
                                      "from the last complete checkpoint)")
     with pytest.raises(InvalidValue) as err:   # a list of values: listed as written
-        RunSpec(precision="fp8")
-    assert error_text(err.value) == "precision='fp8' 无效：允许的值：'fp32', 'bf16', 'fp16'"
+        RunSpec(precision="fp4")
+    assert error_text(err.value) == "precision='fp4' 无效：允许的值：'fp32', 'bf16', 'fp16', 'fp8'"
     assert error_text(ValueError("something else went wrong")) == "something else went wrong"
     set_language("en")
     assert error_text(err.value) == str(err.value) == \
-        "precision='fp8' is invalid: allowed values are 'fp32', 'bf16', 'fp16'"
+        "precision='fp4' is invalid: allowed values are 'fp32', 'bf16', 'fp16', 'fp8'"
 
 
 def test_an_error_that_only_reads_like_a_bad_input_keeps_its_english(chinese):

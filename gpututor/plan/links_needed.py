@@ -14,7 +14,8 @@ def exposed_by_link(model: Transformer, tokens_per_step: float, n_gpus: int, pea
               links=None, **step_kwargs) -> list[dict]:
     """For each link (default: the catalogue's), slowest first: the step's data-parallel
     seconds (``dp_comm_s``), what compute does not hide (``dp_exposed_s``), ``compute_s``,
-    ``step_s`` and ``exposed_share`` (exposed / step). ``step_kwargs`` go to ``step_time``
+    ``step_s``, ``microbatches``, ``dp_window_s`` (the compute that can hide it) and
+    ``exposed_share`` (exposed / step). ``step_kwargs`` go to ``step_time``
     (``dp`` = replicas, ``grad_bytes``, ``sync_every``, ...)."""
     chosen = [catalog.get_link(x) if isinstance(x, str) else x
               for x in (links if links is not None else catalog.LINKS.values())]
@@ -24,6 +25,7 @@ def exposed_by_link(model: Transformer, tokens_per_step: float, n_gpus: int, pea
         rows.append({"link": link.name, "bandwidth": link.bandwidth,
                      "dp_comm_s": t["dp_comm_s"], "dp_exposed_s": t["dp_exposed_s"],
                      "compute_s": t["compute_s"], "step_s": t["step_s"],
+                     "microbatches": t["microbatches"], "dp_window_s": t["dp_window_s"],
                      "exposed_share": t["dp_exposed_s"] / t["step_s"]})
     return rows
 

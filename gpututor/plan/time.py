@@ -110,7 +110,8 @@ def step_time(model: Transformer, tokens_per_step: float, n_gpus: int, peak_flop
     """Seconds of one optimizer step, by part: ``compute_s``, ``bubble_s``, ``tp_comm_s``,
     ``pp_comm_s``, ``dp_comm_s`` (all of it), ``dp_exposed_s`` (what compute does not hide),
     ``cp_comm_s``, ``cp_exposed_s``, ``ep_comm_s``, ``step_s`` (the total), with
-    ``microbatches``, ``flops_per_gpu`` (what runs, recomputation included),
+    ``microbatches``, ``dp_window_s`` (the compute that can hide data parallel's traffic),
+    ``flops_per_gpu`` (what runs, recomputation included),
     ``model_flops_per_gpu`` (the model's), ``fp8_flops_per_gpu`` (0 without FP8), and the
     step's ``hfu`` and ``mfu``: those FLOPs over ``step_s`` x ``peak_used`` (``peak_flops``
     without FP8; below the assumed ``hfu`` whenever the step waits).
@@ -231,7 +232,7 @@ def step_time(model: Transformer, tokens_per_step: float, n_gpus: int, peak_flop
     return {"compute_s": compute, "bubble_s": bubble, "tp_comm_s": tp_comm,
             "pp_comm_s": pp_comm, "dp_comm_s": dp_comm, "dp_exposed_s": dp_exposed,
             "cp_comm_s": cp_comm, "cp_exposed_s": cp_exposed, "ep_comm_s": ep_comm,
-            "step_s": step, "microbatches": m, "flops_per_gpu": flops,
+            "step_s": step, "microbatches": m, "dp_window_s": window, "flops_per_gpu": flops,
             "model_flops_per_gpu": model_flops, "fp8_flops_per_gpu": fp8_flops,
             "peak_used": peak_used,
             "hfu": flops_utilization(flops, step, peak_used),
