@@ -24,6 +24,7 @@ PRECISIONS = ("fp32", "bf16", "fp16")
 # what a run trains in: those, and "fp8" (torchao's Float8 Linears, the rest fp32:
 # precision/fp8_training.py), which is no dtype of its own
 RUN_PRECISIONS = PRECISIONS + ("fp8",)
+FP8_KEPT = ("head",)   # fp8: the Linears left in high precision (the output layer, as torchao's filter)
 OPTIMIZERS = ("adamw", "sgd")   # what a run trains with (the planner prices more: plan/memory.py)
 ATTENTION = ("naive", "sdpa")   # the GPT's attention: T x T scores, or torch's fused SDPA
 CORPORA = {"en": "corpus.txt",      # the text trained on, a file of data/ (data/README.md):

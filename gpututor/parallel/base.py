@@ -68,6 +68,7 @@ class Strategy:
     memory_layout = None   # a MemoryLayout: how it holds the tiny GPT (None: no prediction)
     planned = False      # the planner proposes it (plan.layouts), in registry order
     precisions = PRECISIONS  # the precisions it trains in
+    fp8_all_gather = False   # fp8: gathers the converted weights in FP8 (fsdp)
     supports_checkpoint = True  # it says which pieces of the whole model each rank holds
     #                             (checkpoint_pieces): DCP checkpoints, any layout to any other
     builds_on_meta = False      # True: wrap() gets the model on "meta" and keeps only its part,

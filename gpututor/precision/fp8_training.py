@@ -10,16 +10,18 @@ Where it runs: on a CPU it is emulated (``Float8LinearConfig(emulate=True)``: th
 the matmuls in float32 on the cast values: FP8's numbers, not its speed); on a CUDA GPU it needs
 FP8 tensor cores (compute capability 8.9, Ada, or newer; the A100, V100 and T4 have none) and
 is refused before the run starts on one without; it needs torchao (``gpututor[compress]``).
-Strategies that take it: ``single`` and ``ddp`` (torchao converts the modules; DDP averages
-their float32 gradients as any others). Each rank scales by its own batch's amax, so an FP8
+Strategies that take it: ``single``, ``ddp`` (torchao converts the modules; DDP averages their
+float32 gradients as any others) and ``fsdp`` (FSDP2 gathers the converted weights in FP8,
+1 byte each, cast before the gather: torchao's ``enable_fsdp_float8_all_gather``; the run then
+builds the whole model before sharding it, as torchao converts real modules). Each rank scales by its own batch's amax, so an FP8
 data-parallel run is not bit for bit one process's FP8 run, as a fp32 one is.
 """
 from __future__ import annotations
 
 from ..checks import InvalidValue
+from ..config import FP8_KEPT
 from ..optional import quiet_import
 
-KEPT = ("head",)          # the output layer, kept in high precision (as torchao's filter)
 FP8_CAPABILITY = (8, 9)   # Ada (8.9) and Hopper (9.0) have FP8 tensor cores; Ampere (8.0) none
 OTHERS = "'fp32', 'bf16' or 'fp16'"
 
@@ -50,10 +52,12 @@ def check_fp8(device: str, gpu: int | None = None) -> None:
                                "cores need 8.9 (Ada) or newer")
 
 
-def to_fp8_training(model, emulate: bool, kept=KEPT) -> list[str]:
+def to_fp8_training(model, emulate: bool, kept=FP8_KEPT, all_gather: bool = False) -> list[str]:
     """Convert ``model``'s Linears but ``kept`` to torchao's ``Float8Linear`` in place (tensorwise
-    scaling; ``emulate``: FP8 numerics in float32, for a CPU); the names converted."""
+    scaling; ``emulate``: FP8 numerics in float32, for a CPU; ``all_gather``: FSDP2 gathers
+    their weights already cast, 1 byte each, ``enable_fsdp_float8_all_gather``); the names
+    converted."""
     config_class, convert = torchao_float8()
-    convert(model, config=config_class(emulate=emulate),
+    convert(model, config=config_class(emulate=emulate, enable_fsdp_float8_all_gather=all_gather),
             module_filter_fn=lambda _module, name: name not in kept)
     return [n for n, m in model.named_modules() if type(m).__name__ == "Float8Linear"]

@@ -138,11 +138,14 @@ def set_up(spec, strategy, ctx: StepContext, device: torch.device) -> Setup:
     just its part: no rank ever holds the whole model (parallel/meta.py)."""
     load_corpus(spec.corpus)   # read before the probe: it is data, not the model's memory
     with LiveBytesProbe() as probe:
-        model = build_model(spec, meta=strategy.builds_on_meta)
-        if not strategy.builds_on_meta:
+        # fp8: torchao converts real modules, so an fp8 run builds the whole model first
+        meta = strategy.builds_on_meta and spec.precision != "fp8"
+        model = build_model(spec, meta=meta)
+        if not meta:
             model = model.to(device)
         if spec.precision == "fp8":   # torchao's Float8 Linears (emulated off a CUDA GPU)
-            to_fp8_training(model, emulate=device.type != "cuda")
+            to_fp8_training(model, emulate=device.type != "cuda",
+                            all_gather=strategy.fp8_all_gather)
         params, model_cfg = count_parameters(model), getattr(model, "cfg", None)
         flops_per_token = model_flops_per_token(model, spec.seq_len)
         model = materialize(strategy.wrap(model, ctx), device, spec.seed)

@@ -74,3 +74,20 @@ def test_fp8_is_refused_before_anything_starts_where_it_cannot_run(monkeypatch):
         fp8_training.check_fp8("cuda", 0)
     monkeypatch.setattr(torch.cuda, "get_device_capability", lambda i=None: (9, 0))
     fp8_training.check_fp8("cuda", 0)                       # an H100/H200: allowed
+
+
+def test_fsdp_gathers_the_converted_weights_in_fp8_and_trains_as_ddp_does():
+    """FSDP2 with torchao's FP8 all-gather: each converted weight is gathered already cast (1
+    byte), its scale from the amax all ranks agree on, so the step's numbers are DDP's in fp8
+    (whole weights, the same amax); the bytes its ranks meter are what step_collectives prices,
+    fewer than in fp32 (gradients still reduce-scatter in float32)."""
+    from gpututor.parallel import get_strategy
+    spec = tiny_spec(**SPEC, strategy="fsdp", world_size=2, steps=4, precision="fp8")
+    fsdp = launch(spec).wait()
+    ddp = launch(spec.replace(strategy="ddp")).wait()
+    torch.testing.assert_close(torch.tensor(fsdp["losses"]), torch.tensor(ddp["losses"]),
+                               rtol=1e-5, atol=0)
+    priced = sum(n for _, n in get_strategy("fsdp").step_collectives(spec, build_model(spec)))
+    assert fsdp["comm_bytes_per_step"] == pytest.approx(priced, rel=1e-6)
+    fp32 = launch(spec.replace(precision="fp32")).wait()["comm_bytes_per_step"]
+    assert priced < 0.6 * fp32

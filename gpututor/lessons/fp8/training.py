@@ -18,11 +18,12 @@ import torch.nn.functional as F
 from torch import nn
 
 from ...checks import InvalidValue
+from ...config import FP8_KEPT
 from ...data import batches
 from ...models import build_model
 from ...precision.fp8_casts import fp8_max, rowwise_scale, tensorwise_scale
 from ...precision.fp8_linear import Fp8Linear, convert_linears, fp8_cast_counts
-from ...precision.fp8_training import KEPT, to_fp8_training, torchao_float8
+from ...precision.fp8_training import to_fp8_training, torchao_float8
 
 FROM_SCRATCH = ("tensorwise", "rowwise", "mxfp8")
 TORCHAO = "torchao tensorwise (emulated)"
@@ -30,7 +31,7 @@ LESSON_RUNS = ("fp32", "bf16") + FROM_SCRATCH + (TORCHAO,)
 OPERANDS = {"input": "e4m3", "weight": "e4m3", "grad_output": "e5m2"}   # tensorwise formats
 
 
-def convert_torchao(model: nn.Module, kept=KEPT) -> list[str]:
+def convert_torchao(model: nn.Module, kept=FP8_KEPT) -> list[str]:
     """torchao's ``convert_to_float8_training`` with ``emulate=True`` (FP8 numerics in float32,
     so it runs on a CPU), every ``nn.Linear`` but ``kept``; the names converted (what a run with
     ``precision="fp8"`` does: ``precision/fp8_training.py``)."""
@@ -81,7 +82,7 @@ def train_run(spec, run: str, progress=None) -> dict:
     model = build_model(spec)
     converted: list[str] = []
     if run in FROM_SCRATCH:
-        converted = convert_linears(model, run, skip=KEPT)
+        converted = convert_linears(model, run, skip=FP8_KEPT)
     elif run == TORCHAO:
         converted = convert_torchao(model)
     probe = OperandProbe(model, spec.steps - 1) if run in FROM_SCRATCH else None

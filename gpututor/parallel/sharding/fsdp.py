@@ -50,11 +50,11 @@ import torch
 
 from ... import checks
 from ...checks import InvalidValue
-from ...config import torch_dtype
+from ...config import FP8_KEPT, RUN_PRECISIONS, torch_dtype
 from ...measure.timing import CollectiveTimer, DeviceMark
 from ..base import MemoryLayout, Strategy
 from ..mesh import degree_of, device_mesh
-from .flat import padded_unit_bytes, sharding_units
+from .flat import padded_unit_bytes, sharding_units, unit_parameters
 
 MIXED_PRECISION = {"none": None, "bf16": torch_dtype("bf16"), "fp16": torch_dtype("fp16")}
 
@@ -69,6 +69,8 @@ class FullyShardedFSDP2(Strategy):
                "mixed_precision": "one of " + ", ".join(MIXED_PRECISION),
                "hsdp_replicas": "an integer >= 1 that divides the dp degree"}
     builds_on_meta = True        # sharded on meta, then each rank makes only its shards
+    precisions = RUN_PRECISIONS   # fp8: torchao's Float8 Linears (precision/fp8_training.py)
+    fp8_all_gather = True        # ... whose weights FSDP2 gathers in FP8
     zero_stage = 3
     memory_layout = MemoryLayout(gathered_blocks=2, gathered_root=True,
                                  note="the root gathered through forward and backward, and "
@@ -87,9 +89,10 @@ class FullyShardedFSDP2(Strategy):
         replicas = spec.option("hsdp_replicas", 1)   # HSDP: sharded within dp / replicas ranks,
         shard = self.data_parallel_size(spec) // replicas   # each shard all-reduced across them
         units = padded_unit_bytes(model, shard)
+        gathered = fp8_gathered_bytes(model, shard) if spec.precision == "fp8" else units
         gathers = 2 if spec.option("reshard_after_forward", True) else 1
-        return [op for u in units for op in
-                [("all_gather", u)] * gathers + [("reduce_scatter", u)]
+        return [op for u, g in zip(units, gathered) for op in
+                [("all_gather", g)] * gathers + [("reduce_scatter", u)]
                 + ([("all_reduce", u // shard)] if replicas > 1 else [])]
 
     @property
@@ -204,3 +207,16 @@ def meter_collectives(model: torch.nn.Module, timer: CollectiveTimer,
             module.set_custom_reduce_scatter(MeteredReduceScatter())
             if replicas > 1:
                 module.set_all_reduce_hook(all_reduced)
+
+
+def fp8_gathered_bytes(model, shard: int) -> list[int]:
+    """What FSDP2 gathers of each unit in an fp8 run (torchao's FP8 all-gather): the weights of
+    the Linears torchao converts (all but ``FP8_KEPT``) 1 byte each, every other parameter 4, each
+    padded to ``shard`` equal rows (FSDP2 shards every parameter on its first dim); gradients
+    still reduce-scatter in float32."""
+    from torch import nn
+    cast = {id(m.weight) for name, m in model.named_modules()
+            if isinstance(m, nn.Linear) and name not in FP8_KEPT}
+    padded = lambda p: -(-p.shape[0] // shard) * shard * (p.numel() // max(p.shape[0], 1))   # noqa: E731
+    return [sum(padded(p) * (1 if id(p) in cast else p.element_size()) for p in group)
+            for group in unit_parameters(model)]
