@@ -63,7 +63,7 @@ SECTIONS = {
     "environment": (sections.section_environment, (), False, False),
     "single_rank": (sections.section_single_rank, sections.RUNTIME, False, False),
     "precision": (sections.section_precision, sections.RUNTIME, False, False),
-    "fp8": (more.section_fp8, (), True, False),
+    "fp8": (more.section_fp8, sections.RUNTIME, True, False),
     "ranks": (more.section_ranks, sections.RUNTIME, False, False),
     "checkpoint": (more.section_checkpoint, sections.RUNTIME, False, False),
     "torchrun_restarts": (more.section_torchrun_restarts, sections.RUNTIME, False, False),

@@ -289,10 +289,40 @@ def section_fp8(cfg: dict) -> dict:
             "scaled_mm_vs_emulated_rel_err": rel, "fp8_rel_err_vs_fp32": fp8_rel,
             "bf16_rel_err_vs_fp32": bf16_rel}
     layer = _fp8_linear_step(dev, cast)
-    ok = all(r["scaled_mm_vs_emulated_rel_err"] < 1e-2 for r in rows.values()) and layer["ok"]
+    runs = _fp8_runs(cfg)
+    ok = all(r["scaled_mm_vs_emulated_rel_err"] < 1e-2 for r in rows.values()) and layer["ok"] \
+        and runs.get("ok") is not False
     return {"ok": ok, "capability": list(capability), "matmuls": rows, "linear_layer": layer,
+            "training_runs": runs,
             "note": "speeds measured on this GPU; the casts are gpututor's (plain torch ops, "
                     "not fused kernels)"}
+
+
+def _fp8_runs(cfg: dict) -> dict:
+    """``RunSpec(precision="fp8")`` on this GPU (torchao's Float8 Linears on ``_scaled_mm``, the
+    rest in fp32) against fp32 and bf16 (autocast), the largest GPT, A B C A B C; not run where
+    torchao does not load."""
+    from gpututor import RunSpec, launch
+    from gpututor.checks import InvalidValue
+    from gpututor.precision.fp8_training import torchao_float8
+    try:
+        torchao_float8()
+    except InvalidValue as exc:
+        return {"ok": None, "note": f"not run: {exc}"}
+    base = RunSpec(strategy="single", world_size=1, device="cuda", steps=cfg["steps"],
+                   model_size=cfg["big_model"], batch_size=cfg["big_batch"],
+                   seq_len=cfg["seq_len"], precision="bf16")
+    tps = {"fp32": [], "bf16": [], "fp8": []}
+    losses = {}
+    for _ in range(cfg["repeats"]):
+        for p in tps:
+            s = _finish(launch(base.replace(precision=p)), cfg["run_timeout_s"])
+            tps[p].append(s["tokens_per_s"])
+            losses[p] = s["final_loss"]
+    med = {p: sorted(v)[len(v) // 2] for p, v in tps.items()}
+    return {"ok": all(math.isfinite(v) for v in losses.values()), "tokens_per_s": tps,
+            "fp8_vs_fp32_tokens_per_s": med["fp8"] / med["fp32"],
+            "fp8_vs_bf16_tokens_per_s": med["fp8"] / med["bf16"], "final_loss": losses}
 
 
 def _fp8_linear_step(dev: torch.device, cast) -> dict:
