@@ -1,8 +1,5 @@
 """Distributed checkpoints (DCP): every strategy saves its own pieces and resumes from them, and
 a run continued in another layout, world size or strategy follows the uninterrupted curve."""
-import subprocess
-import sys
-
 import pytest
 import torch
 
@@ -146,17 +143,22 @@ def test_checkpoint_fields_are_validated(tmp_path):
         tiny_spec(checkpoint_async="yes")
 
 
-def test_cli_checkpoint_and_resume(tmp_path):
-    common = [sys.executable, "-m", "gpututor", "run", "--model-size", "tiny", "--batch-size", "8",
-              "--seq-len", "32", "--steps", "4", "--quiet"]
-    first = subprocess.run(common + ["--world-size", "2", "--strategy", "zero2",
-                                     "--checkpoint-every", "2", "--checkpoint-dir", str(tmp_path)],
-                           capture_output=True, text=True, timeout=120)
-    assert first.returncode == 0, first.stderr
-    again = subprocess.run(common + ["--world-size", "2", "--resume", str(tmp_path / "step2"),
-                                     "--json", "-"], capture_output=True, text=True, timeout=120)
-    assert again.returncode == 0, again.stderr
-    assert '"first_step": 2' in again.stdout
+def test_cli_checkpoint_and_resume(tmp_path, capsys):
+    """The command line's checkpoint flags, run in this process: ``python -m gpututor run`` as a
+    separate process is tests/runtime/test_cli.py's (each process here cost an import of torch
+    and gpututor, seconds on 2 cores, for the same code path)."""
+    from gpututor.runtime.cli import main
+    common = ["run", "--model-size", "tiny", "--batch-size", "8", "--seq-len", "32", "--steps", "4",
+              "--quiet"]
+    first = main(common + ["--world-size", "2", "--strategy", "zero2", "--checkpoint-every", "2",
+                           "--checkpoint-dir", str(tmp_path)])
+    assert first == 0, capsys.readouterr().err
+    assert (tmp_path / "step2" / ".metadata").is_file()
+    capsys.readouterr()
+    again = main(common + ["--world-size", "2", "--resume", str(tmp_path / "step2"), "--json", "-"])
+    out = capsys.readouterr()
+    assert again == 0, out.err
+    assert '"first_step": 2' in out.out
 
 
 @pytest.mark.parametrize("name", [n for n, s in STRATEGIES.items() if not s.supports_checkpoint])

@@ -192,19 +192,26 @@ def test_many_launches_leave_no_process_thread_fd_socket_or_growing_memory():
 
 def test_two_processes_launching_at_the_same_moment_both_succeed(tmp_path):
     script = tmp_path / "both.py"
+    # both start their launch at the same moment: each, once imported, says so with a file and
+    # waits (polling every millisecond) until the other has too (a fixed wall-clock moment 8 s
+    # ahead waited whatever the imports took; 120 s is a ceiling for a busy machine)
     script.write_text(textwrap.dedent("""
-        import sys, time
+        import os, sys, time
         from gpututor import RunSpec, launch
         if __name__ == "__main__":
-            start_at = float(sys.argv[1])
-            time.sleep(max(0.0, start_at - time.time()))
+            folder, me = sys.argv[1], sys.argv[2]
+            open(os.path.join(folder, f"ready-{me}"), "w").close()
+            deadline = time.monotonic() + 120
+            while sum(n.startswith("ready-") for n in os.listdir(folder)) < 2:
+                assert time.monotonic() < deadline, "the other process never got ready"
+                time.sleep(0.001)
             s = launch(RunSpec(model="gpt", model_size="tiny", strategy="ddp", world_size=2,
                                steps=2, batch_size=4)).wait()
             print(s["status"], s["steps"])
         """))
-    at = str(time.time() + 8)   # both start their launch at this wall-clock moment
-    procs = [subprocess.Popen([sys.executable, str(script), at], stdout=subprocess.PIPE,
-                              stderr=subprocess.PIPE, text=True, cwd=ROOT) for _ in range(2)]
+    procs = [subprocess.Popen([sys.executable, str(script), str(tmp_path), str(i)],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT)
+             for i in range(2)]
     outs = [p.communicate(timeout=120) for p in procs]
     for p, (out, err) in zip(procs, outs):
         assert p.returncode == 0 and out.strip() == "finished 2", err[-2000:]
