@@ -29,6 +29,7 @@ import torch
 from .timing import DeviceMark
 
 SPAN_KINDS = ("compute", "collective")
+TAIL_SLACK_S = 1e-3   # a tail span ends within this of its phase's end (the marks are taken apart)
 
 
 class Timeline:
@@ -60,7 +61,14 @@ class Timeline:
                 self.anchor)
             out.append({"kind": kind, "name": name, "start": begin, "end": stop,
                         "bytes": nbytes, "group": group})
-        return sorted(out, key=lambda span: span["start"])
+        out.sort(key=lambda span: span["start"])
+        compute = [span for span in out if span["kind"] == "compute"]
+        for outer in compute:   # a phase's tail marked apart (DDP's wait at the end of
+            for inner in compute:   # backward): the phase ends where its tail begins
+                if inner is not outer and outer["start"] < inner["start"] <= outer["end"] \
+                        and inner["end"] <= outer["end"] + TAIL_SLACK_S:
+                    outer["end"] = inner["start"]
+        return out
 
 
 def chrome_trace(records: list[dict]) -> dict:

@@ -135,3 +135,23 @@ def test_the_command_line_writes_the_chrome_trace(tmp_path):
     bad = subprocess.run([sys.executable, "-m", "gpututor", "run", "--trace", str(tmp_path)],
                          capture_output=True, text=True, timeout=300)
     assert bad.returncode == 2 and "trace=" in bad.stderr and "is a folder" in bad.stderr
+
+
+def test_ddp_marks_backwards_tail_spent_waiting_on_its_last_bucket():
+    """torch's DDP waits for its all-reduces inside backward: the timeline ends backward at the
+    last gradient and marks the rest "waiting on all-reduce", in which the last bucket runs;
+    lesson 02's verdict reads the time under backward and the wait from the same spans."""
+    from gpututor.lessons.data_parallel.verdicts import timeline_verdict
+    from gpututor.parallel.data_parallel.ddp import WAIT_SPAN
+    records = _run("ddp", model_size="small", batch_size=16, seq_len=32)
+    for record in _steps(records):
+        backward, wait = _phase(record, "backward"), _phase(record, WAIT_SPAN)
+        assert backward["end"] == wait["start"] < wait["end"]
+        last = max((s for s in record["timeline"] if s["kind"] == "collective"),
+                   key=lambda s: s["start"])
+        assert wait["start"] - 1e-3 <= last["start"] <= wait["end"]
+    headline, details, _ = timeline_verdict(records)
+    assert "ran while backward still computed; then compute waited" in headline
+    assert details.count("all_reduce of") == sum(
+        s["kind"] == "collective" for s in max((r for r in _steps(records) if r["rank"] == 0),
+                                               key=lambda r: r["step"])["timeline"])

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from ...catalog import get_link
 from ...i18n import tr
+from ...parallel.data_parallel.ddp import WAIT_SPAN
 from .buckets import bucket_steps, describe, late_share
 from .machine import _is_cuda
 
@@ -71,6 +72,37 @@ def bucket_verdict(records: list[dict]) -> Verdict:
     return (tr("In DDP's last step {early:.0%} of the bytes were launched before backward's last "
                "gradient and could overlap it; {late:.0%} could not", early=1 - late, late=late),
             details, "mixed")
+
+
+def timeline_verdict(records: list[dict], rank: int = 0) -> Verdict:
+    """What the last step with a timeline shows on ``rank``, on one clock: when backward computed
+    (until its last gradient), when each all-reduce ran, how much of them ran while backward
+    still computed, and how long compute then stood waiting (DDP's span ``waiting on
+    all-reduce``)."""
+    timed = [r for r in records if r.get("timeline") and r["rank"] == rank]
+    if not timed:
+        return tr("this run recorded no timeline (RunSpec(timeline=True))"), "", "mixed"
+    record = max(timed, key=lambda r: r["step"])
+    spans = record["timeline"]
+    origin = min(span["start"] for span in spans)
+    backward = [span for span in spans if span["kind"] == "compute" and span["name"] == "backward"]
+    reduces = [span for span in spans if span["kind"] == "collective"]
+    if not backward or not reduces:
+        return tr("step {step} on rank {rank} recorded no backward or no collective",
+                  step=record["step"], rank=rank), "", "mixed"
+    start, end = min(b["start"] for b in backward), max(b["end"] for b in backward)
+    under = sum(max(0.0, min(c["end"], end) - max(c["start"], start)) for c in reduces)
+    total = sum(c["end"] - c["start"] for c in reduces)
+    waited = sum(s["end"] - s["start"] for s in spans if s["name"] == WAIT_SPAN)
+    ms = lambda t: f"{(t - origin) * 1e3:.1f}"   # noqa: E731
+    details = [tr("backward computing: {a} to {b} ms", a=ms(start), b=ms(end))] + [
+        tr("{name} of {mb:.2f} MB: {a} to {b} ms", name=c["name"], mb=(c["bytes"] or 0) / 1e6,
+           a=ms(c["start"]), b=ms(c["end"])) for c in reduces]
+    values = dict(step=record["step"], rank=rank, n=len(reduces), under=under * 1e3,
+                  total=total * 1e3, waited=waited * 1e3)
+    return (tr("In step {step} on rank {rank}, {under:.1f} ms of its {n} all-reduces' {total:.1f} "
+               "ms ran while backward still computed; then compute waited {waited:.1f} ms for "
+               "the rest", **values), "\n".join(details), "good" if under >= waited else "mixed")
 
 
 def overlap_verdict(runs: dict[str, dict], how_ranks_talk: str) -> Verdict:

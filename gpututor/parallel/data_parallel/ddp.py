@@ -231,10 +231,14 @@ def _timed_hook(state: _HookState, bucket: dist.GradBucket) -> torch.futures.Fut
     return future.then(done)
 
 
+WAIT_SPAN = "waiting on all-reduce"   # a timeline span inside backward: its last gradient to its end
+
+
 def _watch_last_gradient(ddp: DDP, ctx, hook_state: _HookState) -> None:
     """Mark when each parameter's gradient is ready and when backward (with DDP's wait for
     the all-reduces) has ended: the span between the last gradient and that end is the
-    communication compute waited for. Both are marks on the device's timeline."""
+    communication compute waited for (with a timeline, a span :data:`WAIT_SPAN` inside
+    ``backward``). Both are marks on the device's timeline."""
     state = {"last_grad": None}
 
     def grad_ready(_param):
@@ -248,6 +252,8 @@ def _watch_last_gradient(ddp: DDP, ctx, hook_state: _HookState) -> None:
         end = DeviceMark(ctx.device)
         if state["last_grad"] is not None:
             ctx.comm.exposed_s += max(0.0, end.seconds_since(state["last_grad"]))
+            if getattr(ctx, "timeline", None) is not None:   # backward's tail: no compute left
+                ctx.timeline.add("compute", WAIT_SPAN, state["last_grad"], end)
             if hook_state.launched:   # this step's buckets, as DDP made them (see the top)
                 ctx.extra["ddp_buckets"] = [
                     {"index": index, "bytes": nbytes,
