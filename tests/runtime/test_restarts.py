@@ -195,14 +195,17 @@ def uninterrupted():
     return launch(tiny_spec(steps=4, seed=1)).wait()["losses"]
 
 
-def test_cli_max_restarts(tmp_path, uninterrupted):
+def test_cli_max_restarts(tmp_path, uninterrupted, capsys):
+    """The command line's --max-restarts, run in this process (python -m gpututor as a process
+    of its own is test_cli's; one here re-imported torch and gpututor for the same code)."""
+    from gpututor.runtime.cli import main
     out = tmp_path / "out.json"
-    result = subprocess.run([sys.executable, "-m", "gpututor", "run", *CLI, "--world-size", "2",
-                             "--max-restarts", "1", "--checkpoint-dir", str(tmp_path / "ckpt"),
-                             "--json", str(out)], capture_output=True, text=True, timeout=180)
-    assert result.returncode == 0, result.stderr[-3000:]
-    assert "[gpututor] rank 1 failed at step 3; restarted from step 2 (attempt 2 of 2)" \
-        in result.stderr
+    capsys.readouterr()
+    code = main(["run", *CLI, "--world-size", "2", "--max-restarts", "1",
+                 "--checkpoint-dir", str(tmp_path / "ckpt"), "--json", str(out)])
+    stderr = capsys.readouterr().err
+    assert code == 0, stderr[-3000:]
+    assert "[gpututor] rank 1 failed at step 3; restarted from step 2 (attempt 2 of 2)" in stderr
     summary = json.loads(out.read_text())
     assert summary["attempts"] == 2 and summary["failures"][0]["resumed_from"] == 2
     torch.testing.assert_close(torch.tensor(summary["losses"]), torch.tensor(uninterrupted),
