@@ -34,7 +34,8 @@ COLOURS = {
     # a step's timeline (ui.step_timeline): the other phases and each kind of collective
     "optimizer step": SERIES[2], "sync": SERIES[9], "gather": SERIES[5],
     "all_reduce": SERIES[3], "all_gather": SERIES[4], "reduce_scatter": SERIES[6],
-    "send": SERIES[7], "all_to_all": SERIES[8], "waiting on all-reduce": SERIES[9],
+    "send": SERIES[7], "all_to_all": SERIES[8],
+    "waiting on all-reduce": "#fbd3ad",   # a pale backward orange: backward's tail, not computing
     # splitting a sequence over ranks (lesson 10)
     "contiguous": SERIES[1], "zigzag": SERIES[0],
 }

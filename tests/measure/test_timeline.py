@@ -152,6 +152,9 @@ def test_ddp_marks_backwards_tail_spent_waiting_on_its_last_bucket():
         assert wait["start"] - 1e-3 <= last["start"] <= wait["end"]
     headline, details, _ = timeline_verdict(records)
     assert "ran while backward still computed; then compute waited" in headline
-    assert details.count("all_reduce of") == sum(
-        s["kind"] == "collective" for s in max((r for r in _steps(records) if r["rank"] == 0),
-                                               key=lambda r: r["step"])["timeline"])
+    last = max(r["step"] for r in _steps(records))
+    finals = [r for r in _steps(records) if r["step"] == last]
+    assert details.count("all_reduce of") == sum(s["kind"] == "collective"
+                                                 for r in finals for s in r["timeline"])
+    latest = max(finals, key=lambda r: _phase(r, "backward")["end"])["rank"]
+    assert f"on rank {latest}, whose backward ended last" in headline     # the nearest to link time

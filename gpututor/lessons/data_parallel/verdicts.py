@@ -74,35 +74,54 @@ def bucket_verdict(records: list[dict]) -> Verdict:
             details, "mixed")
 
 
-def timeline_verdict(records: list[dict], rank: int = 0) -> Verdict:
-    """What the last step with a timeline shows on ``rank``, on one clock: when backward computed
-    (until its last gradient), when each all-reduce ran, how much of them ran while backward
-    still computed, and how long compute then stood waiting (DDP's span ``waiting on
-    all-reduce``)."""
-    timed = [r for r in records if r.get("timeline") and r["rank"] == rank]
+def _rank_overlap(spans: list[dict]) -> dict | None:
+    """One rank's step: when backward computed (until its last gradient), how much of its
+    all-reduces ran meanwhile, their total, and how long compute then waited."""
+    backward = [s for s in spans if s["kind"] == "compute" and s["name"] == "backward"]
+    reduces = [s for s in spans if s["kind"] == "collective"]
+    if not backward or not reduces:
+        return None
+    start, end = min(b["start"] for b in backward), max(b["end"] for b in backward)
+    return {"start": start, "end": end, "reduces": reduces,
+            "under": sum(max(0.0, min(c["end"], end) - max(c["start"], start)) for c in reduces),
+            "total": sum(c["end"] - c["start"] for c in reduces),
+            "waited": sum(s["end"] - s["start"] for s in spans if s["name"] == WAIT_SPAN)}
+
+
+def timeline_verdict(records: list[dict]) -> Verdict:
+    """The last step with a timeline, every rank on one clock (ms from the first span of any
+    rank, as the figure). An all-reduce ends only when every rank has joined it, so a rank that
+    reaches a bucket first shows a longer bar and a longer wait: the headline reads the rank
+    whose backward ended last (its bars are the nearest to the link's own time); the details
+    give every rank."""
+    timed = [r for r in records if r.get("timeline")]
     if not timed:
         return tr("this run recorded no timeline (RunSpec(timeline=True))"), "", "mixed"
-    record = max(timed, key=lambda r: r["step"])
-    spans = record["timeline"]
-    origin = min(span["start"] for span in spans)
-    backward = [span for span in spans if span["kind"] == "compute" and span["name"] == "backward"]
-    reduces = [span for span in spans if span["kind"] == "collective"]
-    if not backward or not reduces:
-        return tr("step {step} on rank {rank} recorded no backward or no collective",
-                  step=record["step"], rank=rank), "", "mixed"
-    start, end = min(b["start"] for b in backward), max(b["end"] for b in backward)
-    under = sum(max(0.0, min(c["end"], end) - max(c["start"], start)) for c in reduces)
-    total = sum(c["end"] - c["start"] for c in reduces)
-    waited = sum(s["end"] - s["start"] for s in spans if s["name"] == WAIT_SPAN)
+    step = max(r["step"] for r in timed)
+    ranks = {r["rank"]: _rank_overlap(r["timeline"]) for r in timed if r["step"] == step}
+    if not ranks or any(v is None for v in ranks.values()):
+        return tr("step {step} recorded no backward or no collective on some rank", step=step), \
+            "", "mixed"
+    origin = min(s["start"] for r in timed if r["step"] == step for s in r["timeline"])
     ms = lambda t: f"{(t - origin) * 1e3:.1f}"   # noqa: E731
-    details = [tr("backward computing: {a} to {b} ms", a=ms(start), b=ms(end))] + [
-        tr("{name} of {mb:.2f} MB: {a} to {b} ms", name=c["name"], mb=(c["bytes"] or 0) / 1e6,
-           a=ms(c["start"]), b=ms(c["end"])) for c in reduces]
-    values = dict(step=record["step"], rank=rank, n=len(reduces), under=under * 1e3,
-                  total=total * 1e3, waited=waited * 1e3)
-    return (tr("In step {step} on rank {rank}, {under:.1f} ms of its {n} all-reduces' {total:.1f} "
-               "ms ran while backward still computed; then compute waited {waited:.1f} ms for "
-               "the rest", **values), "\n".join(details), "good" if under >= waited else "mixed")
+    details = []
+    for rank, o in sorted(ranks.items()):
+        details.append(tr("rank {rank}: backward computing {a} to {b} ms; {under:.1f} of its "
+                          "all-reduces' {total:.1f} ms under it, then {waited:.1f} ms waited",
+                          rank=rank, a=ms(o["start"]), b=ms(o["end"]), under=o["under"] * 1e3,
+                          total=o["total"] * 1e3, waited=o["waited"] * 1e3))
+        details += [tr("  {name} of {mb:.2f} MB: {a} to {b} ms", name=c["name"],
+                       mb=(c["bytes"] or 0) / 1e6, a=ms(c["start"]), b=ms(c["end"]))
+                    for c in o["reduces"]]
+    details.append(tr("ms from the start of the figure; an all-reduce ends when every rank has "
+                      "joined it, so a rank that arrives first waits for the others"))
+    late = max(ranks, key=lambda r: ranks[r]["end"])
+    o = ranks[late]
+    return (tr("In step {step}, on rank {rank}, whose backward ended last: {under:.1f} ms of its "
+               "all-reduces' {total:.1f} ms ran while backward still computed; then compute "
+               "waited {waited:.1f} ms for the rest", step=step, rank=late,
+               under=o["under"] * 1e3, total=o["total"] * 1e3, waited=o["waited"] * 1e3),
+            "\n".join(details), "good" if o["under"] >= o["waited"] else "mixed")
 
 
 def overlap_verdict(runs: dict[str, dict], how_ranks_talk: str) -> Verdict:
