@@ -17,7 +17,7 @@ from pathlib import Path
 
 import torch
 
-from gpu_check_sections import ROOT, _finish, _free_port, start_child
+from gpu_check_sections import ROOT, _finish, finish_child, start_child
 
 
 def _cell(result) -> dict:
@@ -137,11 +137,7 @@ def section_torchrun_restarts(cfg: dict) -> dict:
                        "--json", str(out)]
             proc = start_child(command, cwd=ROOT, stdout=subprocess.PIPE,
                                stderr=subprocess.STDOUT, text=True)
-            try:
-                output, _ = proc.communicate(timeout=cfg["run_timeout_s"])
-            except subprocess.TimeoutExpired:
-                os.killpg(proc.pid, signal.SIGKILL)
-                output, _ = proc.communicate()
+            output = finish_child(proc, cfg["run_timeout_s"])
             summary = json.loads(out.read_text()) if out.exists() else {}
             rows[f"max_restarts={restarts}"] = {"exit": proc.returncode,
                                                 "errors": _errors(output),
@@ -196,11 +192,7 @@ def section_gloo_shared(cfg: dict) -> dict:
     tensor and a DDP step; parameters equal on both ranks afterwards."""
     proc = start_child([sys.executable, "-c", SHARED_GPU], stdout=subprocess.PIPE,
                        stderr=subprocess.STDOUT, text=True)
-    try:
-        output, _ = proc.communicate(timeout=cfg["run_timeout_s"])
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        output, _ = proc.communicate()
+    output = finish_child(proc, cfg["run_timeout_s"])
     if proc.returncode != 0:
         return {"ok": False, "exit": proc.returncode, "error": _errors(output)}
     r = json.loads(output.strip().splitlines()[-1])

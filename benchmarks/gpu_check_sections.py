@@ -32,6 +32,15 @@ def start_child(command: list[str], **kwargs) -> subprocess.Popen:
     return proc
 
 
+def finish_child(proc: subprocess.Popen, timeout: float) -> str:
+    """Its output once it ends; past ``timeout`` it and all it started are killed first."""
+    try:
+        return proc.communicate(timeout=timeout)[0]
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)   # the child's session: torchrun and its ranks too
+        return proc.communicate()[0]
+
+
 CUDA_OOM = """
 import json, torch
 total = torch.cuda.get_device_properties(0).total_memory
@@ -207,11 +216,7 @@ def section_torchrun(cfg: dict) -> dict:
                                       stderr=subprocess.STDOUT, text=True), out))
         results = []
         for proc, out in procs:
-            try:
-                output, _ = proc.communicate(timeout=cfg["run_timeout_s"])
-            except subprocess.TimeoutExpired:
-                os.killpg(proc.pid, signal.SIGKILL)   # torchrun and its ranks
-                output, _ = proc.communicate()
+            output = finish_child(proc, cfg["run_timeout_s"])
             results.append({"exit": proc.returncode, "tail": output[-800:],
                             "summary": json.loads(out.read_text()) if out.exists() else None})
     summary = results[0]["summary"] or {}
