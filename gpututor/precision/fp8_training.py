@@ -19,11 +19,11 @@ data-parallel run is not bit for bit one process's FP8 run, as a fp32 one is.
 from __future__ import annotations
 
 from ..checks import InvalidValue
-from ..config import FP8_KEPT
+from ..config import FP8_KEPT, PRECISIONS
 from ..optional import quiet_import
 
 FP8_CAPABILITY = (8, 9)   # Ada (8.9) and Hopper (9.0) have FP8 tensor cores; Ampere (8.0) none
-OTHERS = "'fp32', 'bf16' or 'fp16'"
+OTHERS = ", ".join(map(repr, PRECISIONS[:-1])) + f" or {PRECISIONS[-1]!r}"   # the others
 
 
 def torchao_float8():
