@@ -10,8 +10,11 @@ Where it runs: on a CPU it is emulated (``Float8LinearConfig(emulate=True)``: th
 the matmuls in float32 on the cast values: FP8's numbers, not its speed); on a CUDA GPU it needs
 FP8 tensor cores (compute capability 8.9, Ada, or newer; the A100, V100 and T4 have none) and
 is refused before the run starts on one without; it needs torchao (``gpututor[compress]``).
-Strategies that take it: ``single``, ``ddp`` (torchao converts the modules; DDP averages their
-float32 gradients as any others) and ``fsdp`` (FSDP2 gathers the converted weights in FP8,
+Strategies that take it: ``single``; the data-parallel ones, ``ddp``, ``dp-naive``,
+``dp-bucketed``, ``local-sgd`` and ``diloco`` (torchao converts the modules; their float32
+gradients or weights are averaged as any others); ZeRO from scratch, ``zero1``-``zero3`` (its
+flat vectors hold the converted Linears' float32 weights, gathered in float32); and ``fsdp``
+(FSDP2 gathers the converted weights in FP8,
 1 byte each, cast before the gather: torchao's ``enable_fsdp_float8_all_gather``; the run then
 builds the whole model before sharding it, as torchao converts real modules). Each rank scales by its own batch's amax, so an FP8
 data-parallel run is not bit for bit one process's FP8 run, as a fp32 one is.

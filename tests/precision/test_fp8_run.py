@@ -1,5 +1,5 @@
 """``RunSpec(precision="fp8")`` (issue 46, item 2): torchao's Float8 training as a run's precision,
-for the strategies that take it (single, ddp); emulated on a CPU, refused before anything starts
+for the strategies that take it (single, the data-parallel ones, ZeRO and fsdp); emulated on a CPU, refused before anything starts
 where it cannot run: a strategy that does not take it, torchao missing, a GPU without FP8 units."""
 from __future__ import annotations
 
@@ -55,9 +55,9 @@ def test_fp8_trains_and_ends_near_fp32_single_and_ddp():
 
 
 def test_fp8_is_refused_before_anything_starts_where_it_cannot_run(monkeypatch):
-    with pytest.raises(InvalidValue, match=r"precision='fp8' is invalid for strategy='zero1': "
+    with pytest.raises(InvalidValue, match=r"precision='fp8' is invalid for strategy='tp': "
                                            r"allowed values are 'fp32', 'bf16', 'fp16'"):
-        check_spec(RunSpec(**SPEC, strategy="zero1", world_size=2, precision="fp8"))
+        check_spec(RunSpec(**SPEC, strategy="tp", world_size=2, precision="fp8"))
     with pytest.raises(InvalidValue, match="allowed values are 'fp32', 'bf16', 'fp16', 'fp8'"):
         RunSpec(precision="fp4")
     # torchao missing: the run says how to install it
@@ -91,3 +91,22 @@ def test_fsdp_gathers_the_converted_weights_in_fp8_and_trains_as_ddp_does():
     assert fsdp["comm_bytes_per_step"] == pytest.approx(priced, rel=1e-6)
     fp32 = launch(spec.replace(precision="fp32")).wait()["comm_bytes_per_step"]
     assert priced < 0.6 * fp32
+
+
+def test_from_scratch_data_parallel_and_zero_train_fp8_as_ddp_does():
+    """The from-scratch strategies convert the same Linears before they wrap the model: every
+    rank casts its own batch as DDP's ranks do, and the averaged float32 gradients (dp-naive,
+    dp-bucketed) or the shards' float32 updates (zero1-3) are DDP's, so the losses are DDP's.
+    local-sgd and diloco average weights every few steps instead (no reference run: their losses
+    must fall as they do in fp32)."""
+    spec = tiny_spec(**SPEC, strategy="ddp", world_size=2, steps=4, precision="fp8")
+    ddp = torch.tensor(launch(spec).wait()["losses"])
+    for strategy in ("dp-naive", "dp-bucketed", "zero1", "zero2", "zero3"):
+        run = launch(spec.replace(strategy=strategy)).wait()
+        assert run["precision"] == "fp8"
+        torch.testing.assert_close(torch.tensor(run["losses"]), ddp, rtol=1e-5, atol=0,
+                                   msg=lambda m, s=strategy: f"{s}: {m}")
+    for strategy in ("local-sgd", "diloco"):
+        losses = launch(spec.replace(strategy=strategy, steps=6,
+                                     options=(("sync_every", 2),))).wait()["losses"]
+        assert losses[-1] < losses[0] - 0.5, (strategy, losses)

@@ -30,6 +30,7 @@ import torch.nn as nn
 
 from ... import checks
 from ...checks import InvalidValue
+from ...config import RUN_PRECISIONS
 from ...measure.timing import CommMeter, synchronize
 from ..base import Strategy
 from ..link import LINK_ALLOWED, LINK_OPTIONS
@@ -154,6 +155,7 @@ class PeriodicAveraging(Strategy):
     average their weights (:class:`LocalSGD`)."""
 
     name = "local-sgd"
+    precisions = RUN_PRECISIONS   # fp8: torchao's Float8 Linears (precision/fp8_training.py)
     description = "from scratch: each rank steps alone, weights averaged every sync_every steps"
     options = {**SYNC_EVERY, **LINK_OPTIONS}
     allowed = {"sync_every": "an integer >= 1", **LINK_ALLOWED}

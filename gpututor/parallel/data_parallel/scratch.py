@@ -24,6 +24,7 @@ import torch.distributed as dist
 import torch.nn as nn
 
 from ... import checks
+from ...config import RUN_PRECISIONS
 from ..base import MemoryLayout, Strategy
 from ..link import LINK_ALLOWED, LINK_OPTIONS
 from ..mesh import DimGroup, dim_group
@@ -66,6 +67,7 @@ def bucketed_all_reduces(model, bucket_cap_mb: float) -> list:
 
 class NaiveDataParallel(Strategy):
     name = "dp-naive"
+    precisions = RUN_PRECISIONS   # fp8: torchao's Float8 Linears (precision/fp8_training.py)
     description = "from scratch: one all-reduce per gradient after backward"
     options, allowed = LINK_OPTIONS, LINK_ALLOWED
     memory_layout = MemoryLayout(note="all-reduces gradients in place after backward")
@@ -85,6 +87,7 @@ class NaiveDataParallel(Strategy):
 
 class BucketedDataParallel(Strategy):
     name = "dp-bucketed"
+    precisions = RUN_PRECISIONS   # fp8: torchao's Float8 Linears (precision/fp8_training.py)
     description = "from scratch: gradients all-reduced in buckets, overlapping backward"
     options = {"bucket_cap_mb": BUCKET_CAP_MB, "overlap": checks.is_bool, **LINK_OPTIONS}
     allowed = {"bucket_cap_mb": BUCKET_CAP_MB_ALLOWED, "overlap": "True or False",

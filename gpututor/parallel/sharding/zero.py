@@ -37,6 +37,7 @@ import torch
 import torch.nn as nn
 
 from ...checks import InvalidValue
+from ...config import RUN_PRECISIONS
 from ..base import MemoryLayout, Strategy, parameter_names, unused_error
 from ..data_parallel.buckets import broadcast_parameters
 from ..pieces import canonical, flat_shard_pieces
@@ -227,6 +228,7 @@ class ShardedOptimizer:
 
 class _ZeRO(Strategy):
     zero_stage, wrapper = 0, None
+    precisions = RUN_PRECISIONS   # fp8: torchao's Float8 Linears; the gathers stay float32
 
     def step_collectives(self, spec, model):
         """Stages 1 and 2: each unit's gradients reduce-scattered, its parameters all-gathered
