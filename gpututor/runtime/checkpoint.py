@@ -249,6 +249,18 @@ class Checkpointer:
         return [{"step": figures["step"], "save_s": figures["save_s"],
                  "bytes": figures["bytes"]}]
 
+    def settle(self, seconds: float) -> None:
+        """A rank is failing: give an asynchronous save in flight up to ``seconds`` to finish,
+        so that its files are whole and a restart resumes from it (the ranks are stopped as soon
+        as one reports its failure). Never raises: the rank's own failure is what it reports."""
+        if self.pending is None:
+            return
+        future, self.pending = self.pending[0], None
+        try:
+            future.result(timeout=seconds)
+        except BaseException:  # noqa: BLE001 - the save's own failure, or still running
+            pass
+
     def finished(self) -> list:
         """The figures of an asynchronous save that has finished by now (else [])."""
         return self.wait() if self.pending is not None and self.pending[0].done() else []

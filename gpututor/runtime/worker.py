@@ -44,6 +44,8 @@ from .scratch_dirs import remove_when_owner_gone, scratch_dir_of
 load_corpus()  # read once here, so a forkserver that preloads this module has it in memory
 
 
+SETTLE_S = 10.0   # a failing rank waits at most this for an asynchronous save in flight
+
 # a step's checkpoint figures: the save it started (its step, the seconds training waited for
 # it; None where it started none), and the saves that finished by its end, each with its step,
 # the whole save's seconds and the bytes this rank wrote (an asynchronous save finishes later)
@@ -77,25 +79,32 @@ def train(spec, rank: int, world_size: int, device: torch.device,
                        spec.peak_flops or one_peak(device, spec.precision))
     memory = MemoryFields(setup.peak_bytes, device, probe_step, spec.steps - 1)
 
-    data = batches(spec, dp_rank, dp_size, start_step=start_step)
-    for step, (inputs, targets) in enumerate(data, start=start_step):
-        inject_fault(spec.fault, rank, step)
-        micro = list(zip(inputs.to(device).chunk(spec.grad_accum),
-                         targets.to(device).chunk(spec.grad_accum)))
-        loss, step_time, counted, probed = step_within_capacity(
-            lambda: strategy.train_step(model, optimizer, micro, ctx), ctx, capacity, step,
-            model, optimizer, count_flops=step == flop_step, probe_memory=step == probe_step)
-        saved = checkpoint_after(saver, ctx, step, model, optimizer)
-        emit({
-            "rank": rank, "step": step, "loss": loss, "time": time.time() - start_time,
-            **step_record(ctx, step_time, inputs.numel(), memory.state(step, model, optimizer)),
-            **memory.fields(probed), **flops.fields(counted, step_time, inputs.numel()),
-            "params": setup.params, "device": str(device), "world_size": world_size,
-            "probe": step in (flop_step, probe_step),  # slowed by measuring
-            **saved,
-        })
-    if saver is not None:
-        saver.wait()
+    try:
+        data = batches(spec, dp_rank, dp_size, start_step=start_step)
+        for step, (inputs, targets) in enumerate(data, start=start_step):
+            inject_fault(spec.fault, rank, step)
+            micro = list(zip(inputs.to(device).chunk(spec.grad_accum),
+                             targets.to(device).chunk(spec.grad_accum)))
+            loss, step_time, counted, probed = step_within_capacity(
+                lambda: strategy.train_step(model, optimizer, micro, ctx), ctx, capacity, step,
+                model, optimizer, count_flops=step == flop_step,
+                probe_memory=step == probe_step)
+            saved = checkpoint_after(saver, ctx, step, model, optimizer)
+            emit({
+                "rank": rank, "step": step, "loss": loss, "time": time.time() - start_time,
+                **step_record(ctx, step_time, inputs.numel(),
+                              memory.state(step, model, optimizer)),
+                **memory.fields(probed), **flops.fields(counted, step_time, inputs.numel()),
+                "params": setup.params, "device": str(device), "world_size": world_size,
+                "probe": step in (flop_step, probe_step),  # slowed by measuring
+                **saved,
+            })
+        if saver is not None:
+            saver.wait()
+    except BaseException:
+        if saver is not None:   # a save in flight finishes (a bounded wait) before the report
+            saver.settle(SETTLE_S)
+        raise
     if spec.save_state:  # for tests and by-hand comparison: the trained weights, by rank 0
         save_weights(strategy, model, rank, spec.save_state)
 

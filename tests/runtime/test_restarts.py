@@ -289,3 +289,15 @@ def test_a_peer_killed_a_moment_after_its_partner_reports_the_lost_connection_is
         finally:
             for p in (reporter, victim):
                 p.kill(); p.join()
+
+
+def test_an_async_save_in_flight_when_a_rank_raises_is_finished_before_the_rank_reports(tmp_path):
+    """Rank 1 raises at the start of step 2, a moment after the asynchronous save of step 1
+    (``step2``) began writing: the failing rank waits (a bounded time) for that save before it
+    reports, so the save is whole and a restart resumes from it, not from the save before."""
+    spec = tiny_spec(strategy="ddp", steps=4, checkpoint_every=1, checkpoint_async=True,
+                     checkpoint_dir=str(tmp_path), inject_fault="1:2")
+    with pytest.raises(RunFailed, match="injected fault"):
+        launch(spec).wait()
+    assert latest(tmp_path) == str(tmp_path / "step2")
+    assert not wait_no_ranks()
