@@ -97,6 +97,27 @@ def exposed_seconds(comm_s: float, window_s: float, overlap: float = 1.0) -> flo
     return max(0.0, comm_s - overlap * window_s)
 
 
+def powersgd_values(model: Transformer, rank: int, min_rate: float = 2.0) -> float:
+    """Values PowerSGD all-reduces for ``model``'s gradients in a step, at ``rank`` r: each weight
+    matrix M (n×m) is sent as P = MQ (n×r) and Q = MᵀP (m×r), (n+m)·r values for n·m
+    (Vogels et al. 2019 [ref: vogels2019-powersgd]); torch's hook sends a matrix whole unless
+    (n+m)·r·``min_rate`` < n·m (its ``min_compression_rate``, 2 by default
+    [ref: pytorch-ddp-comm-hooks-powersgd]). A block's matrices, laid out as GPT-2's and this
+    package's model: Q, K and V fused in one 3h×h, the output projection h×h, and h×4h and
+    4h×h in the MLP (its 12·h²; three separate h×h for Q, K and V would send 2·h·r more);
+    then the tied embedding, V×h. Vectors (biases, norms) are not in
+    :class:`~.memory.Transformer`'s count, and not here."""
+    checks.integer("powersgd_rank", rank)
+    h, v = model.d_model, model.vocab_size
+
+    def sent(n: int, m: int) -> float:
+        r = min(n, m, rank)
+        return (n + m) * r if (n + m) * r * min_rate < n * m else n * m
+
+    return model.n_layer * (sent(3 * h, h) + sent(h, h) + sent(4 * h, h) + sent(h, 4 * h)) \
+        + sent(v, h)
+
+
 # ---- one step of a configuration -----------------------------------------------------------------
 
 def step_time(model: Transformer, tokens_per_step: float, n_gpus: int, peak_flops: float,
@@ -106,7 +127,7 @@ def step_time(model: Transformer, tokens_per_step: float, n_gpus: int, peak_flop
               comm_efficiency: float = 0.8, overlap: float = 1.0, cp: int = 1, ep: int = 1,
               top_k: int = 2, cp_link=None, ep_link=None, causal: bool = False,
               fp8_peak_flops: float | None = None, sync_every: int = 1,
-              sync_bytes: float = 4) -> dict[str, float]:
+              sync_bytes: float = 4, powersgd_rank: int = 0) -> dict[str, float]:
     """Seconds of one optimizer step, by part: ``compute_s``, ``bubble_s``, ``tp_comm_s``,
     ``pp_comm_s``, ``dp_comm_s`` (all of it), ``dp_exposed_s`` (what compute does not hide),
     ``cp_comm_s``, ``cp_exposed_s``, ``ep_comm_s``, ``step_s`` (the total), with
@@ -153,6 +174,11 @@ def step_time(model: Transformer, tokens_per_step: float, n_gpus: int, peak_flop
       ``N/(tp·pp)`` x ``sync_bytes`` (4: float32), between steps, so nothing hides it; a step's
       share is 1/H of it (``dp_comm_s``, all exposed). Not with ZeRO (each replica must hold
       its whole state to train alone).
+    - PowerSGD (``powersgd_rank`` r > 0, DDP's low-rank compression hook): every step sends
+      :func:`powersgd_values` ``/(tp·pp)`` x ``grad_bytes`` instead of the gradients, in two
+      all-reduces (P, then Q: two latencies), hidden as plain data parallel's are. Its own
+      compute (the products and P's orthogonalisation) is not priced. Not with ZeRO or
+      ``sync_every``.
     - Context parallel (``cp``): its ranks hold the same parameters, so the gradients are
       reduced over ``dp·cp`` ranks; :func:`ring_attention_seconds` per layer and micro-batch; ring
       attention sends the next block while it computes on this one, so only what attention's
@@ -168,11 +194,17 @@ def step_time(model: Transformer, tokens_per_step: float, n_gpus: int, peak_flop
     checks.fraction("hfu", hfu)
     checks.fraction("comm_efficiency", comm_efficiency)
     checks.integer("sync_every", sync_every)
+    checks.integer("powersgd_rank", powersgd_rank, low=0)
     checks.positive("sync_bytes", sync_bytes)
     if sync_every > 1 and zero_stage:
         raise checks.InvalidValue("sync_every", sync_every, "1",
                                   f"with zero_stage={zero_stage} (a replica that trains alone "
                                   "holds its whole state; ZeRO shards it)")
+    if powersgd_rank and (zero_stage or sync_every > 1):
+        field, value = ("zero_stage", zero_stage) if zero_stage else ("sync_every", sync_every)
+        raise checks.InvalidValue("powersgd_rank", powersgd_rank, "0",
+                                  f"with {field}={value} (PowerSGD compresses plain data "
+                                  "parallel's gradient all-reduce)")
     global_batch = max(1, round(tokens_per_step / model.seq_len))
     m = max(1, math.ceil(global_batch / (dp * micro_batch)))            # micro-batches per GPU
     flops = training_flops_per_token(model, recompute, causal) * tokens_per_step / n_gpus
@@ -202,8 +234,11 @@ def step_time(model: Transformer, tokens_per_step: float, n_gpus: int, peak_flop
     dp_comm = 0.0
     replicas = dp * cp          # context-parallel ranks hold the same parameters: they join in
     if replicas > 1:
-        grads = model.n_params / (tp * pp) * grad_bytes
+        values = powersgd_values(model, powersgd_rank) if powersgd_rank else model.n_params
+        grads = values / (tp * pp) * grad_bytes
         dp_comm = ring_allreduce_seconds(grads, replicas, bw(dp_link), dp_link.latency)
+        if powersgd_rank:   # P and Q: a second all-reduce, a second set of latencies
+            dp_comm += ring_allreduce_seconds(0, replicas, bw(dp_link), dp_link.latency)
         if zero_stage == 2:       # a reduce-scatter (half an all-reduce) per micro-batch + one gather
             dp_comm *= (m + 1) / 2
         elif zero_stage == 3:

@@ -48,3 +48,44 @@ def test_the_slowest_link_is_the_first_whose_exposed_share_fits_and_h_lowers_it(
     assert slowest_link(MODEL, **PLAN, max_exposed_share=0.0)["dp_exposed_s"] == 0.0
     with pytest.raises(InvalidValue, match="max_exposed_share"):
         slowest_link(MODEL, **PLAN, max_exposed_share=1.5)
+
+
+def test_powersgd_values_follow_torchs_rule_on_this_packages_model():
+    """The planner's count per block and for the embedding equals what DDP's PowerSGD hook
+    sends for the same matrices of the small GPT (``powersgd_bytes``, torch's rule, the bytes
+    the ddp strategy meters), at a rank where every matrix is compressed and at one where the
+    narrow ones are sent whole."""
+    import torch
+    from gpututor import RunSpec, build_model
+    from gpututor.parallel.data_parallel.ddp import powersgd_bytes
+    from gpututor.plan.memory import Transformer
+    from gpututor.plan.time import powersgd_values
+    spec = RunSpec(model="gpt", model_size="small", device="cpu")
+    gpt = build_model(spec)
+    cfg = gpt.cfg
+    plan = Transformer(cfg.n_layer, cfg.d_model, cfg.n_head, cfg.vocab_size, cfg.block_size)
+    for rank in (1, 4, cfg.d_model // 4):
+        block = sum(powersgd_bytes(p, rank) // 4 for p in gpt.blocks[0].parameters()
+                    if p.ndim == 2)
+        emb = powersgd_bytes(gpt.tok_emb.weight, rank) // 4
+        assert powersgd_values(plan, rank) == cfg.n_layer * block + emb, rank
+        assert powersgd_values(plan, rank) < plan.n_params
+
+
+def test_powersgd_sends_its_values_in_two_all_reduces_and_is_refused_where_it_does_not_apply():
+    link = LINKS["eth-25g"]
+    from gpututor.plan.time import powersgd_values
+    t = step_time(MODEL, dp_link=link, powersgd_rank=4, grad_bytes=4, comm_efficiency=0.8,
+                  **PLAN)
+    bw = link.bandwidth * 0.8
+    assert t["dp_comm_s"] == pytest.approx(
+        ring_allreduce_seconds(powersgd_values(MODEL, 4) * 4, 64, bw, link.latency)
+        + ring_allreduce_seconds(0, 64, bw, link.latency), rel=1e-12)
+    plain = step_time(MODEL, dp_link=link, grad_bytes=4, comm_efficiency=0.8, **PLAN)
+    assert t["dp_comm_s"] < plain["dp_comm_s"] / 50
+    with pytest.raises(InvalidValue, match=r"powersgd_rank=4 is invalid with zero_stage=2"):
+        step_time(MODEL, dp_link=link, powersgd_rank=4, zero_stage=2, **PLAN)
+    with pytest.raises(InvalidValue, match=r"powersgd_rank=4 is invalid with sync_every=10"):
+        step_time(MODEL, dp_link=link, powersgd_rank=4, sync_every=10, **PLAN)
+    with pytest.raises(InvalidValue, match=r"powersgd_rank=-1 is invalid"):
+        step_time(MODEL, dp_link=link, powersgd_rank=-1, **PLAN)
