@@ -187,3 +187,121 @@ def fit_verdict(rows: list[dict], capacity: float) -> Verdict:
     return (tr("The plan said {planned} would be the first to fit {mb:.0f} MB per rank, the capped "
                "runs {measured}: the runs decide", planned=planned or tr("none"),
                measured=measured, mb=capacity / MB), "", "mixed")
+
+
+# ---- one step on one clock (the runs' ``timeline`` spans, ``gpututor.measure.timeline``) -----
+
+def _read_step(record: dict) -> dict | None:
+    """One rank's step from its spans: each collective with the compute phase it ran in, the
+    step's length (first phase's start to last phase's end), the collectives' total time, the
+    wait the worker measured (``comm_s``, None if not measured) and, in backward, the most
+    all-gathers that had started ahead of their units' reduce-scatters (:func:`_ahead`)."""
+    spans = record["timeline"]
+    compute = [s for s in spans if s["kind"] == "compute"]
+    coll = [s for s in spans if s["kind"] == "collective"]
+    if not compute or not coll:
+        return None
+    phase = lambda c: max((p for p in compute if p["start"] <= c["start"] + 1e-6),  # noqa: E731
+                          key=lambda p: p["start"], default=compute[0])["name"]
+    placed = [{**c, "phase": phase(c)} for c in coll]
+    return {"rank": record["rank"], "spans": placed, "waited": record.get("comm_s"),
+            "start": min(p["start"] for p in compute), "end": max(p["end"] for p in compute),
+            "busy": sum(c["end"] - c["start"] for c in coll),
+            "ahead": _ahead([c for c in placed if c["phase"] == "backward"]),
+            "count": lambda name, where: sum(c["name"] == name and c["phase"] == where
+                                             for c in placed)}
+
+
+def _ahead(backward: list[dict]) -> int:
+    """The most all-gathers, at any moment of backward, whose reduce-scatter had not started:
+    the units whose weights were gathered at once (each unit's gradient is reduce-scattered
+    once, when its backward is over)."""
+    ahead = most = 0
+    for c in sorted(backward, key=lambda c: c["start"]):
+        ahead += (c["name"] == "all_gather") - (c["name"] == "reduce_scatter")
+        most = max(most, ahead)
+    return most
+
+
+def _last_step(records: list[dict]) -> tuple[int, list[dict]] | None:
+    timed = [r for r in records if r.get("timeline")]
+    if not timed:
+        return None
+    step = max(r["step"] for r in timed)
+    return step, sorted((r for r in timed if r["step"] == step), key=lambda r: r["rank"])
+
+
+def gather_verdict(records: list[dict], name: str = "zero3") -> Verdict:
+    """The last step with a timeline of a sharded run (``name``): how many all-gathers it made
+    in forward and in backward and how many reduce-scatters, how much of the step they took,
+    and whether any of that time ran while compute ran (their time less the time compute
+    waited for them, ``comm_s``). The headline reads the rank that spent least time inside
+    them (a rank that reaches a collective first waits there for the others); the details
+    give every collective of every rank, in ms from the first span of the step (as the
+    figure)."""
+    last = _last_step(records)
+    if last is None:
+        return tr("this run recorded no timeline (RunSpec(timeline=True))"), "", "mixed"
+    step, ranks = last
+    read = [_read_step(r) for r in ranks]
+    if any(o is None for o in read):
+        return tr("step {step} recorded no compute or no collective on some rank", step=step), \
+            "", "mixed"
+    origin = min(o["start"] for o in read)
+    details = []
+    for o in read:
+        details.append(tr("rank {rank}: collectives {busy:.1f} ms of a {total:.1f} ms step; "
+                          "compute waited {waited} ms", rank=o["rank"], busy=o["busy"] * 1e3,
+                          total=(o["end"] - o["start"]) * 1e3,
+                          waited=not_measured(o["waited"], ".1f", 1e-3)))
+        details += [tr("  {name} of {mb:.2f} MB in {phase}: {a:.1f} to {b:.1f} ms", name=c["name"],
+                       mb=(c["bytes"] or 0) / MB, phase=tr(c["phase"]),
+                       a=(c["start"] - origin) * 1e3, b=(c["end"] - origin) * 1e3)
+                    for c in o["spans"]]
+    o = min(read, key=lambda o: o["busy"])
+    said = dict(name=name, step=step, rank=o["rank"], busy=o["busy"] * 1e3,
+                total=(o["end"] - o["start"]) * 1e3, share=o["busy"] / (o["end"] - o["start"]),
+                forward=o["count"]("all_gather", "forward"),
+                backward=o["count"]("all_gather", "backward"),
+                scatters=o["count"]("reduce_scatter", "backward"))
+    head = tr("In {name}'s step {step}, on rank {rank} (the one that spent least time in them): "
+              "{forward} all-gathers in forward, then {backward} all-gathers and {scatters} "
+              "reduce-scatters in backward took {busy:.1f} ms of the {total:.1f} ms step "
+              "({share:.0%})", **said)
+    if o["waited"] is None:
+        return head + tr("; whether compute ran meanwhile was not measured"), \
+            "\n".join(details), "mixed"
+    hidden = o["busy"] - o["waited"]
+    if hidden <= max(0.01 * o["busy"], 5e-5):
+        return head + tr("; compute waited through all of it: none of it ran while compute "
+                         "ran"), "\n".join(details), "mixed"
+    return head + tr("; {hidden:.1f} ms of it ran while compute ran", hidden=hidden * 1e3), \
+        "\n".join(details), "good"
+
+
+def prefetch_verdict(plain: list[dict], prefetching: list[dict],
+                     names: tuple[str, str] = ("zero3", "fsdp")) -> Verdict:
+    """Whether the second run (``names[1]``, FSDP2) gathered further ahead in backward than the
+    first (the from-scratch ZeRO-3): on each, the most all-gathers started ahead of their
+    units' reduce-scatters at any moment of the last step's backward, the most over its ranks."""
+    first, second = names
+    ahead = {}
+    for name, records in ((first, plain), (second, prefetching)):
+        last = _last_step(records)
+        read = [] if last is None else [_read_step(r) for r in last[1]]
+        if not read or any(o is None for o in read):
+            return (tr("{name}'s timeline holds no collectives (no timeline, or its collectives "
+                       "were not metered): its gathers cannot be read here", name=name), "",
+                    "mixed")
+        ahead[name] = max(o["ahead"] for o in read)
+    details = "\n".join(tr("{name}: up to {n} all-gathers ahead of their reduce-scatters in "
+                           "backward", name=k, n=v) for k, v in ahead.items())
+    said = dict(first=first, second=second, a=ahead[first], b=ahead[second],
+                extra=ahead[second] - ahead[first])
+    if ahead[second] > ahead[first]:
+        return (tr("In backward, {second} had up to {b} units gathered at once (all-gathers "
+                   "started whose reduce-scatter had not), {first} {a}: {second} had {extra} more "
+                   "gathered ahead of the unit computing, its prefetch", **said), details, "good")
+    return (tr("In backward, {second} had up to {b} units gathered at once (all-gathers started "
+               "whose reduce-scatter had not), {first} {a}: {second} gathered no further ahead "
+               "in this step", **said), details, "mixed")
