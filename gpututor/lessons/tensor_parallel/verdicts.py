@@ -245,3 +245,80 @@ def link_rows(links: dict[str, str], emulated: dict, allreduce_bytes: int) -> li
         rows.append([f"{name} ({key})", f"{real.bandwidth / 1e9:g}", f"{real.latency * 1e6:.0f}",
                      f"{link.bandwidth / 1e6:.2f}", _ms(link.latency), _ms(whole), f"{1 - bytes_only / whole:.0%}"])
     return rows
+
+
+def _pass_of(collective: dict, passes: list[dict]) -> str:
+    """The compute span (forward, backward, ...) that was running when ``collective`` started."""
+    return next((p["name"] for p in passes if p["start"] <= collective["start"] <= p["end"]),
+                "other")
+
+
+def _rank_step(record: dict) -> dict:
+    """One rank's step from its spans: its all-reduces per pass, their time, the step's length,
+    and how long compute waited in them (the record's ``comm_s``; None: not measured)."""
+    spans = record["timeline"]
+    passes = [s for s in spans if s["kind"] == "compute"]
+    reduces = [s for s in spans if s["kind"] == "collective"]
+    within = {name: [c for c in reduces if _pass_of(c, passes) == name]
+              for name in ("forward", "backward")}
+    return {"start": min(s["start"] for s in spans), "end": max(s["end"] for s in spans),
+            "forward": within["forward"], "backward": within["backward"], "reduces": reduces,
+            "total": sum(c["end"] - c["start"] for c in reduces), "waited": record.get("comm_s")}
+
+
+def _one_or_range(values: list, fmt: str) -> str:
+    """``values`` formatted: one figure where every rank's reads the same, else lowest to highest."""
+    low, high = (format(v, fmt) for v in (min(values), max(values)))
+    return low if low == high else tr("{low} to {high}", low=low, high=high)
+
+
+def timeline_verdict(records: list[dict]) -> tuple[str, str, str]:
+    """The tp run's last step with a timeline: how many all-reduces each rank made in forward and
+    in backward, what share of its step they took (first to last span of the rank), and whether
+    compute ran while they did: their time against what the rank measured waiting in them
+    (``comm_s``). The compute bars time whole passes, waits included, so they cannot say it."""
+    timed = [r for r in records if r.get("timeline")]
+    if not timed:
+        return tr("this run recorded no timeline (RunSpec(timeline=True))"), "", "mixed"
+    step = max(r["step"] for r in timed)
+    ranks = {r["rank"]: _rank_step(r) for r in timed if r["step"] == step}
+    if not any(o["reduces"] for o in ranks.values()):
+        return tr("step {step} recorded no collective on any rank", step=step), "", "mixed"
+    origin = min(o["start"] for o in ranks.values())
+    ms = lambda t: f"{(t - origin) * 1e3:.1f}"   # noqa: E731
+    details = [tr("rank {rank}: step {a} to {b} ms; forward {fwd} all-reduces ({fwd_ms:.1f} ms), "
+                  "backward {bwd} ({bwd_ms:.1f} ms); {mb:.2f} MB in all, {total:.1f} ms, {share:.0%} "
+                  "of its step; compute waited in them {waited} ms", rank=rank, a=ms(o["start"]),
+                  b=ms(o["end"]), fwd=len(o["forward"]), bwd=len(o["backward"]),
+                  fwd_ms=sum(c["end"] - c["start"] for c in o["forward"]) * 1e3,
+                  bwd_ms=sum(c["end"] - c["start"] for c in o["backward"]) * 1e3,
+                  mb=sum(c["bytes"] or 0 for c in o["reduces"]) / 1e6, total=o["total"] * 1e3,
+                  share=o["total"] / (o["end"] - o["start"]), waited=_ms_or_not(o["waited"]))
+               for rank, o in sorted(ranks.items())]
+    details.append(tr("ms from the start of the figure. The forward and backward bars time the "
+                      "whole pass, the waits in its all-reduces included, so a bar inside them does "
+                      "not by itself mean compute ran meanwhile: the wait the rank measured says it. "
+                      "An all-reduce ends when every rank has joined it, so a rank that arrives "
+                      "first shows a longer bar."))
+    words = dict(step=step,
+                 fwd=_one_or_range([len(o["forward"]) for o in ranks.values()], "d"),
+                 bwd=_one_or_range([len(o["backward"]) for o in ranks.values()], "d"),
+                 share=_one_or_range([o["total"] / (o["end"] - o["start"])
+                                      for o in ranks.values()], ".0%"))
+    said = tr("In step {step} each rank made {fwd} all-reduces in forward and {bwd} in backward, "
+              "which took {share} of its step", **words)
+    if any(o["waited"] is None for o in ranks.values()):
+        return (said + tr(": how long compute waited in them was not measured, so whether it ran "
+                          "meanwhile is not known"), "\n".join(details), "mixed")
+    ran = {rank: max(0.0, o["total"] - o["waited"]) for rank, o in ranks.items()}
+    if max(ran.values()) * 1e3 < 0.05:   # under 0.05 ms: the same time, as printed
+        return (said + tr(", and compute waited through all of them: none ran while the rank "
+                          "computed"), "\n".join(details), "mixed")
+    return (said + tr(": compute ran during part of them ({ran})", ran=tr("; ").join(
+        tr("rank {rank}: {ran:.1f} of {total:.1f} ms", rank=rank, ran=v * 1e3,
+           total=ranks[rank]["total"] * 1e3) for rank, v in sorted(ran.items()))),
+            "\n".join(details), "good")
+
+
+def _ms_or_not(seconds) -> str:
+    return tr("not measured") if seconds is None else f"{seconds * 1e3:.1f}"
