@@ -202,7 +202,7 @@ class Checkpointer:
                     commit(staging, folder, self.run)
                 seconds = time.perf_counter() - start
                 written = {"step": step, "save_s": seconds,
-                           "bytes": rank_bytes(metadata, self.rank)}
+                           "bytes": written_bytes(metadata, self.rank, staging, folder)}
                 return {"checkpoint_step": step, "checkpoint_blocked_s": seconds,
                         "checkpoint_written": [written]}
             staged = {k: v.staged() if isinstance(v, Boxes) else v.clone() for k, v in sd.items()}

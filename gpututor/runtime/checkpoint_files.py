@@ -159,10 +159,10 @@ def rank_bytes(metadata, rank: int) -> int:
 
 
 def written_bytes(result, rank: int, *folders) -> int | None:
-    """Bytes ``rank`` wrote in an asynchronous save: from the save's index when its future
-    returns one with its storage data (torch 2.13 does), else from its data files on disk (under
-    torch 2.11 on the lent H200 the index's ``storage_data`` was None): the staging folder, or the
-    folder rank 0 renamed it to."""
+    """Bytes ``rank`` wrote in a save: from the index the save returned (an asynchronous save's
+    future's result) when it holds its storage data (torch 2.13's does), else from its data files
+    on disk (under torch 2.11 on the lent H200 an asynchronous save's index had ``storage_data``
+    None): the staging folder, or the folder rank 0 renamed it to."""
     if getattr(result, "storage_data", None) is not None:
         return rank_bytes(result, rank)
     for folder in folders:

@@ -5,8 +5,10 @@
   ``CUDA_VISIBLE_DEVICES=""``: ``launch()``'s, ``%%ranks``'s, and a torchrun rank's.
 - tp-dtensor's AdamW failed on CUDA, where torch's optimizers default to foreach kernels and a
   batch mixed DTensors with plain tensors. Forcing foreach on CPU gives the same failure.
-- an asynchronous save's future returned None under torch 2.11, where the bytes written were
-  read from its index: they are read from the files then.
+- an asynchronous save's index (its future's result) had ``storage_data`` None under torch 2.11,
+  where the bytes written were read from it: they are read from the files then, for a
+  synchronous save too (the restarts under torchrun and a checkpoint gpu test failed there
+  before their fault; a synchronous save reads its bytes from the same index).
 """
 from __future__ import annotations
 
@@ -119,3 +121,30 @@ def test_written_bytes_reads_the_files_when_the_save_returns_no_index(tmp_path):
     staging.rename(folder)                    # rank 0 committed the save meanwhile
     assert written_bytes(None, 0, staging, folder) == 100
     assert written_bytes(None, 2, staging, folder) is None
+
+
+def save_without_index_task(spec, rank, world_size, device, emit) -> None:
+    """Training whose saves return an index without its storage data, as the H200's torch 2.11
+    did for an asynchronous save (and, by the same reading, would for a synchronous one)."""
+    import torch.distributed.checkpoint as dcp
+
+    from gpututor.runtime.worker import train
+    real = dcp.save
+
+    def save(*args, **kwargs):
+        metadata = real(*args, **kwargs)
+        metadata.storage_data = None
+        return metadata
+
+    dcp.save = save
+    train(spec, rank, world_size, device, emit)
+
+
+def test_a_synchronous_save_whose_index_has_no_storage_data_counts_the_files(tmp_path):
+    spec = tiny_spec(strategy="ddp", steps=2, checkpoint_every=2, checkpoint_dir=str(tmp_path))
+    records = launch(spec, task=save_without_index_task).wait()
+    written = {r["rank"]: r["checkpoint_written"] for r in records if r["checkpoint_written"]}
+    on_disk = {rank: sum(f.stat().st_size for f in (tmp_path / "step2").glob(f"__{rank}_*"))
+               for rank in range(spec.world_size)}
+    assert {rank: w[0]["bytes"] for rank, w in written.items()} == on_disk
+    assert all(n > 0 for n in on_disk.values())
