@@ -89,12 +89,13 @@ class CommMeter:
 
     def add(self, nbytes: int, seconds: float, op: str = "all_reduce",
             group_size: int | None = None, start: "DeviceMark | None" = None,
-            end: "DeviceMark | None" = None) -> None:
+            end: "DeviceMark | None" = None, span: bool = True) -> None:
         """Count one collective ``op`` ("all_reduce", "all_gather", ...) of data size ``nbytes``
         among ``group_size`` ranks (default: all of them). With a timeline, it is also a span:
         between ``start`` and ``end`` where the caller has those marks (an asynchronous
-        collective), else the ``seconds`` that have just ended (a blocking one)."""
-        if self.timeline is not None:
+        collective), else the ``seconds`` that have just ended (a blocking one); ``span=False``:
+        counted only (a send queued now, whose time is its exchange's span)."""
+        if self.timeline is not None and span:
             group = group_size or self.world_size
             if start is not None and end is not None:
                 self.timeline.add("collective", op, start, end, nbytes, group)

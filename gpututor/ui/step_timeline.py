@@ -34,9 +34,10 @@ def step_timeline(records: list[dict], steps: list[int] | None = None,
         for span in r["timeline"]:
             name = PHASE_NAMES.get(span["name"], span["name"]) if span["kind"] == "compute" \
                 else span["name"]
-            bar = bars.setdefault(name, {"base": [], "x": [], "y": [], "text": []})
+            bar = bars.setdefault(name, {"base": [], "x": [], "y": [], "text": [], "end": []})
             bar["base"].append((span["start"] - origin) * 1e3)
             bar["x"].append(max(span["end"] - span["start"], 0.0) * 1e3)
+            bar["end"].append(bar["base"][-1] + bar["x"][-1])
             bar["y"].append(lanes[r["rank"], span["kind"]])
             bar["text"].append(tr("in step {step}", step=r["step"]) + (
                 "" if span["bytes"] is None else
@@ -46,10 +47,10 @@ def step_timeline(records: list[dict], steps: list[int] | None = None,
     fig = go.Figure()
     for name, bar in bars.items():
         fig.add_bar(name=tr(name), orientation="h", base=bar["base"], x=bar["x"], y=bar["y"],
-                    text=bar["text"], textposition="none",
+                    text=bar["text"], textposition="none", customdata=bar["end"],
                     marker_color=COLOURS.get(name, spare.get(name)),
-                    hovertemplate="%{text}<br>%{base:.2f} – %{x:.2f} ms<extra>%{fullData.name}"
-                                  "</extra>")
+                    hovertemplate="%{text}<br>%{base:.2f} – %{customdata:.2f} ms"
+                                  "<extra>%{fullData.name}</extra>")
     fig.update_layout(**{**LAYOUT, "height": max(LAYOUT["height"], 60 * len(lanes) + 140)},
                       barmode="overlay",
                       title=title or tr("What each rank did, steps {steps}, on one clock",

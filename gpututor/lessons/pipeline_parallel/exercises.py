@@ -204,13 +204,13 @@ def check_measured_bubble(candidate, sweep: dict, microbatches: int = 8) -> None
                 "first start). Try again.", number=number, stages=len(events), got=got))
     run = sweep.get(microbatches)
     records = [r for r in (run.records if run is not None else []) if r.get("rank") == 0]
-    if not records or records[-1].get("timeline") is None:
+    if not records or records[-1].get("stage_events") is None:
         say("Correct on the checker's {count} timelines (section 5 has not measured its "
                  "m={m} run yet).", count=len(TIMELINES), m=microbatches)
         return
     last = records[-1]["step"]
-    events = {r["rank"]: r["timeline"] for r in run.records
-              if r["step"] == last and r.get("timeline") is not None}
+    events = {r["rank"]: r["stage_events"] for r in run.records
+              if r["step"] == last and r.get("stage_events") is not None}
     say("Correct on the checker's {count} timelines; on the m={m} run's last step your "
              "function gives {mine:.4f}, its ranks recorded {recorded:.4f}.",
              count=len(TIMELINES), m=microbatches, mine=float(candidate(events)),

@@ -75,7 +75,7 @@ class PointToPoint:
         """Queue ``tensor`` for ``dst``; it goes out with the next exchange."""
         tensor = tensor.contiguous()
         self.queued.append(dist.P2POp(dist.isend, tensor, dst))
-        self.ctx.comm.add(tensor.nbytes, 0.0, op="send")
+        self.ctx.comm.add(tensor.nbytes, 0.0, op="send", span=False)   # its time: exchange's
 
     def recv(self, shape, src: int, dtype=torch.float32) -> torch.Tensor:
         """The tensor ``src`` sends (the queued sends go out with it)."""
@@ -108,6 +108,9 @@ class PointToPoint:
         seconds = time.perf_counter() - start
         self.ctx.comm.busy_s += seconds
         self.ctx.comm.exposed_s += seconds
+        if self.ctx.comm.timeline is not None:   # the hand-off and the wait for it, one span
+            self.ctx.comm.timeline.add_ending_now(
+                "collective", "send_recv", seconds, sum(op.tensor.nbytes for op in ops), 2)
 
     def wait_posted(self) -> None:
         """Send what is queued, then wait for every send posted without waiting (the end of a
@@ -117,10 +120,13 @@ class PointToPoint:
         for work, _ in self.posted:
             work.wait()
         synchronize(self.ctx.device)
+        nbytes = sum(tensor.nbytes for _, tensor in self.posted)
         self.posted = []
         seconds = time.perf_counter() - start
         self.ctx.comm.busy_s += seconds
         self.ctx.comm.exposed_s += seconds
+        if self.ctx.comm.timeline is not None and nbytes:
+            self.ctx.comm.timeline.add_ending_now("collective", "send_wait", seconds, nbytes, 2)
 
 
 class StageWorker:

@@ -170,8 +170,9 @@ def tied_weight_sync(stage: GPTStage, group, ctx) -> None:
     dist.all_reduce(grad, group=group)
     synchronize(grad.device)        # NCCL returns when queued: stop when it is done
     seconds = time.perf_counter() - start
-    # an all-reduce of two ranks: each sends its copy's gradient once ("send" bus factor 1)
-    ctx.comm.add(grad.nbytes, seconds, op="send")
+    # an all-reduce of two ranks (the first and last stage): each sends its copy's gradient
+    # once (bus factor 2(n-1)/n = 1)
+    ctx.comm.add(grad.nbytes, seconds, op="all_reduce", group_size=2)
     ctx.comm.exposed_s += seconds
 
 

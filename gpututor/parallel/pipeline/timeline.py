@@ -90,11 +90,11 @@ class StageTimeline:
         bubble = measured_bubble_fraction(spans)
         origin = min(first for first, _, _ in spans)   # the step's first compute, any stage
         self.ctx.extra["bubble_fraction"] = bubble
-        self.ctx.extra["timeline"] = [[k, m, s - origin, e - origin]
+        self.ctx.extra["stage_events"] = [[k, m, s - origin, e - origin]
                                       for k, m, s, e, _ in self.events]
         # which (virtual) stage ran each event: with several model chunks per rank, a rank's
         # events belong to different stages
-        self.ctx.extra["timeline_stages"] = [st for *_, st in self.events]
+        self.ctx.extra["stage_event_stages"] = [st for *_, st in self.events]
         return bubble
 
 
@@ -109,15 +109,15 @@ def one_clock(ctx) -> bool:
 
 def step_events(records: list[dict], step: int) -> dict[int, list]:
     """Stage (rank) -> its ``[kind, micro-batch, start, end]`` events at ``step``."""
-    return {r["rank"]: r["timeline"] for r in records
-            if r["step"] == step and r.get("timeline") is not None}
+    return {r["rank"]: r["stage_events"] for r in records
+            if r["step"] == step and r.get("stage_events") is not None}
 
 
 def step_stages(records: list[dict], step: int) -> dict[int, list]:
     """Rank -> the (virtual) stage of each of its events at ``step``, in :func:`step_events`'
     order: with an interleaved schedule, which model chunk ran it (virtual stage r + j·p)."""
-    return {r["rank"]: r["timeline_stages"] for r in records
-            if r["step"] == step and r.get("timeline_stages") is not None}
+    return {r["rank"]: r["stage_event_stages"] for r in records
+            if r["step"] == step and r.get("stage_event_stages") is not None}
 
 
 def handoff_s(events: dict[int, list], stages: dict[int, list] | None = None) -> float | None:

@@ -323,7 +323,7 @@ def test_measured_bubble_checker_runs_the_function_on_its_own_timelines(capsys):
 
     class FakeRun:   # the m=8 run's last step, as its ranks recorded it
         records = [{"rank": r, "step": 4, "bubble_fraction": 0.25,
-                    "timeline": [["F", 0, float(r), r + 1.0], ["B", 0, 2.0 + r, 3.0 + r]]}
+                    "stage_events": [["F", 0, float(r), r + 1.0], ["B", 0, 2.0 + r, 3.0 + r]]}
                    for r in (0, 1)]
     solution = published("05_pipeline_parallel", "my_bubble_fraction")
     check_measured_bubble(solution, {8: FakeRun()})

@@ -21,7 +21,7 @@ def gpipe_run(late: float) -> SimpleNamespace:
     end = 6 + 2 * h
     measured = 1 - 8 / (2 * end)
     records = [{"rank": r, "step": s, "probe": s == 2, "bubble_fraction": measured,
-                "timeline": events[r], "timeline_stages": [r] * 4}
+                "stage_events": events[r], "stage_event_stages": [r] * 4}
                for s in range(5) for r in (0, 1)]
     return SimpleNamespace(spec=spec, records=records)
 
