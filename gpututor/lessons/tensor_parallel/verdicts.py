@@ -254,8 +254,9 @@ def _pass_of(collective: dict, passes: list[dict]) -> str:
 
 
 def _rank_step(record: dict) -> dict:
-    """One rank's step from its spans: its all-reduces per pass, their time, the step's length,
-    and how long compute waited in them (the record's ``comm_s``; None: not measured)."""
+    """One rank's step from its spans: its all-reduces per pass, their time, the step as drawn
+    (first span to last), and the wait the worker counted in the step (the record's ``comm_s``;
+    None: not measured)."""
     spans = record["timeline"]
     passes = [s for s in spans if s["kind"] == "compute"]
     reduces = [s for s in spans if s["kind"] == "collective"]
@@ -274,9 +275,10 @@ def _one_or_range(values: list, fmt: str) -> str:
 
 def timeline_verdict(records: list[dict]) -> tuple[str, str, str]:
     """The tp run's last step with a timeline: how many all-reduces each rank made in forward and
-    in backward, what share of its step they took (first to last span of the rank), and whether
-    compute ran while they did: their time against what the rank measured waiting in them
-    (``comm_s``). The compute bars time whole passes, waits included, so they cannot say it."""
+    in backward and what share of its step as drawn (first span to last) they took. Each of them
+    blocks (``dist.all_reduce`` without ``async_op``), so the worker counts each bar's whole
+    length as waiting: the bars must add up to the rank's ``comm_s``, a consistency check of the
+    spans against the meter, not a measure of overlap."""
     timed = [r for r in records if r.get("timeline")]
     if not timed:
         return tr("this run recorded no timeline (RunSpec(timeline=True))"), "", "mixed"
@@ -286,39 +288,51 @@ def timeline_verdict(records: list[dict]) -> tuple[str, str, str]:
         return tr("step {step} recorded no collective on any rank", step=step), "", "mixed"
     origin = min(o["start"] for o in ranks.values())
     ms = lambda t: f"{(t - origin) * 1e3:.1f}"   # noqa: E731
-    details = [tr("rank {rank}: step {a} to {b} ms; forward {fwd} all-reduces ({fwd_ms:.1f} ms), "
-                  "backward {bwd} ({bwd_ms:.1f} ms); {mb:.2f} MB in all, {total:.1f} ms, {share:.0%} "
-                  "of its step; compute waited in them {waited} ms", rank=rank, a=ms(o["start"]),
-                  b=ms(o["end"]), fwd=len(o["forward"]), bwd=len(o["backward"]),
+    details = [tr("rank {rank}: step as drawn {a} to {b} ms; forward {fwd} all-reduces ({fwd_ms:.1f} "
+                  "ms), backward {bwd} ({bwd_ms:.1f} ms); {mb:.2f} MB in all, {total:.1f} ms, "
+                  "{share:.0%} of its step as drawn; the wait the worker counted (comm_s): {waited}",
+                  rank=rank, a=ms(o["start"]), b=ms(o["end"]), fwd=len(o["forward"]),
+                  bwd=len(o["backward"]),
                   fwd_ms=sum(c["end"] - c["start"] for c in o["forward"]) * 1e3,
                   bwd_ms=sum(c["end"] - c["start"] for c in o["backward"]) * 1e3,
                   mb=sum(c["bytes"] or 0 for c in o["reduces"]) / 1e6, total=o["total"] * 1e3,
                   share=o["total"] / (o["end"] - o["start"]), waited=_ms_or_not(o["waited"]))
                for rank, o in sorted(ranks.items())]
-    details.append(tr("ms from the start of the figure. The forward and backward bars time the "
-                      "whole pass, the waits in its all-reduces included, so a bar inside them does "
-                      "not by itself mean compute ran meanwhile: the wait the rank measured says it. "
-                      "An all-reduce ends when every rank has joined it, so a rank that arrives "
-                      "first shows a longer bar."))
+    details.append(tr("ms from the start of the figure. Each all-reduce here blocks: "
+                      "dist.all_reduce without async_op makes the rank (on a GPU, its compute "
+                      "stream) wait until it ends, so the worker counts each bar's whole length as "
+                      "waiting, and comm_s is the bars' sum, printed as a consistency check. The "
+                      "forward and backward bars time the whole pass, these waits included. An "
+                      "all-reduce cannot end on any rank before the last rank has joined it, so a "
+                      "bar includes waiting for the other rank (and, where ranks share cores, for a "
+                      "core); the two ranks' bars need not end together. The share is of this one "
+                      "step as drawn, first bar to last; section 5's wait verdict took medians of "
+                      "the steady steps, against the slowest rank's step."))
     words = dict(step=step,
                  fwd=_one_or_range([len(o["forward"]) for o in ranks.values()], "d"),
                  bwd=_one_or_range([len(o["backward"]) for o in ranks.values()], "d"),
                  share=_one_or_range([o["total"] / (o["end"] - o["start"])
                                       for o in ranks.values()], ".0%"))
-    said = tr("In step {step} each rank made {fwd} all-reduces in forward and {bwd} in backward, "
-              "which took {share} of its step", **words)
+    said = tr("In the last step (step {step}, counted from 0) each rank made {fwd} all-reduces in "
+              "forward and {bwd} in backward, which took {share} of its step as drawn (first bar "
+              "to last)", **words)
     if any(o["waited"] is None for o in ranks.values()):
-        return (said + tr(": how long compute waited in them was not measured, so whether it ran "
-                          "meanwhile is not known"), "\n".join(details), "mixed")
-    ran = {rank: max(0.0, o["total"] - o["waited"]) for rank, o in ranks.items()}
-    if max(ran.values()) * 1e3 < 0.05:   # under 0.05 ms: the same time, as printed
-        return (said + tr(", and compute waited through all of them: none ran while the rank "
-                          "computed"), "\n".join(details), "mixed")
-    return (said + tr(": compute ran during part of them ({ran})", ran=tr("; ").join(
-        tr("rank {rank}: {ran:.1f} of {total:.1f} ms", rank=rank, ran=v * 1e3,
-           total=ranks[rank]["total"] * 1e3) for rank, v in sorted(ran.items()))),
-            "\n".join(details), "good")
+        return (said + tr("; the wait the worker counted was not measured, so the bars cannot be "
+                          "checked against it"), "\n".join(details), "mixed")
+    # the bars and comm_s come from the same seconds (CollectiveTimer.run adds each all-reduce's
+    # to both): they differ only if the spans or the meter are wrong, never through overlap
+    off = {rank: o["total"] - o["waited"] for rank, o in ranks.items()}
+    if all(abs(v) <= max(0.01 * ranks[r]["total"], 5e-5) for r, v in off.items()):
+        return (said + tr("; each all-reduce blocks its rank, so the worker counted all of their "
+                          "time as waiting: the bars add up to the wait it counted (comm_s), a "
+                          "consistency check, not a measure of overlap"), "\n".join(details), "mixed")
+    return (said + tr("; the bars do not add up to the wait the worker counted ({off}): the spans "
+                      "and the meter disagree, a fault in the measuring, not overlap",
+                      off=tr("; ").join(tr("rank {rank}: {total:.1f} ms of bars, {waited:.1f} ms "
+                                           "counted", rank=r, total=ranks[r]["total"] * 1e3,
+                                           waited=ranks[r]["waited"] * 1e3) for r in sorted(off))),
+            "\n".join(details), "bad")
 
 
 def _ms_or_not(seconds) -> str:
-    return tr("not measured") if seconds is None else f"{seconds * 1e3:.1f}"
+    return tr("not measured") if seconds is None else f"{seconds * 1e3:.1f} ms"
