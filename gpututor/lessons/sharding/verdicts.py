@@ -231,14 +231,24 @@ def _last_step(records: list[dict]) -> tuple[int, list[dict]] | None:
     return step, sorted((r for r in timed if r["step"] == step), key=lambda r: r["rank"])
 
 
+def _sums(o: dict) -> dict:
+    """One rank's collective time by kind and phase, in ms: what the details print."""
+    ms = lambda keep: sum(c["end"] - c["start"] for c in o["spans"] if keep(c)) * 1e3  # noqa: E731
+    sums = {"forward": ms(lambda c: c["name"] == "all_gather" and c["phase"] == "forward"),
+            "backward": ms(lambda c: c["name"] == "all_gather" and c["phase"] == "backward"),
+            "scatters": ms(lambda c: c["name"] == "reduce_scatter" and c["phase"] == "backward")}
+    return {**sums, "other": o["busy"] * 1e3 - sum(sums.values())}
+
+
 def gather_verdict(records: list[dict], name: str = "zero3") -> Verdict:
     """The last step with a timeline of a sharded run (``name``): how many all-gathers it made
-    in forward and in backward and how many reduce-scatters, how much of the step they took,
-    and whether any of that time ran while compute ran (their time less the time compute
-    waited for them, ``comm_s``). The headline reads the rank that spent least time inside
-    them (a rank that reaches a collective first waits there for the others); the details
-    give every collective of every rank, in ms from the first span of the step (as the
-    figure)."""
+    in forward and in backward and how many reduce-scatters, and how much of the step they took;
+    then whether their bars add up to the wait the worker counted (``comm_s``, the meter section
+    6's wait comes from). Collectives that block, as zero3's, are counted whole as compute's
+    wait, so this checks the spans against the meter: it does not measure overlap. Each bar also
+    holds the time a rank waited there for a rank that arrived later; the headline reads the
+    rank with less of it (less time in collectives). The details: each rank's totals by phase
+    (the figure shows each collective)."""
     last = _last_step(records)
     if last is None:
         return tr("this run recorded no timeline (RunSpec(timeline=True))"), "", "mixed"
@@ -247,36 +257,43 @@ def gather_verdict(records: list[dict], name: str = "zero3") -> Verdict:
     if any(o is None for o in read):
         return tr("step {step} recorded no compute or no collective on some rank", step=step), \
             "", "mixed"
-    origin = min(o["start"] for o in read)
-    details = []
+    lines = []
     for o in read:
-        details.append(tr("rank {rank}: collectives {busy:.1f} ms of a {total:.1f} ms step; "
-                          "compute waited {waited} ms", rank=o["rank"], busy=o["busy"] * 1e3,
-                          total=(o["end"] - o["start"]) * 1e3,
-                          waited=not_measured(o["waited"], ".1f", 1e-3)))
-        details += [tr("  {name} of {mb:.2f} MB in {phase}: {a:.1f} to {b:.1f} ms", name=c["name"],
-                       mb=(c["bytes"] or 0) / MB, phase=tr(c["phase"]),
-                       a=(c["start"] - origin) * 1e3, b=(c["end"] - origin) * 1e3)
-                    for c in o["spans"]]
+        sums = _sums(o)
+        lines.append(tr("rank {rank}: collectives {busy:.1f} ms of a {total:.1f} ms step "
+                        "(all-gathers in forward {forward:.1f} ms, in backward {backward:.1f} ms, "
+                        "reduce-scatters {scatters:.1f} ms); compute's wait counted: {waited}",
+                        rank=o["rank"], busy=o["busy"] * 1e3, total=(o["end"] - o["start"]) * 1e3,
+                        waited=tr("not measured") if o["waited"] is None
+                        else f"{o['waited'] * 1e3:.1f} ms", **sums)
+                     + (tr("; other collectives {other:.1f} ms", other=sums["other"])
+                        if sums["other"] > 0.05 else ""))
+    details = "\n".join(lines)
     o = min(read, key=lambda o: o["busy"])
     said = dict(name=name, step=step, rank=o["rank"], busy=o["busy"] * 1e3,
                 total=(o["end"] - o["start"]) * 1e3, share=o["busy"] / (o["end"] - o["start"]),
                 forward=o["count"]("all_gather", "forward"),
                 backward=o["count"]("all_gather", "backward"),
                 scatters=o["count"]("reduce_scatter", "backward"))
-    head = tr("In {name}'s step {step}, on rank {rank} (the one that spent least time in them): "
-              "{forward} all-gathers in forward, then {backward} all-gathers and {scatters} "
-              "reduce-scatters in backward took {busy:.1f} ms of the {total:.1f} ms step "
-              "({share:.0%})", **said)
+    head = tr("In {name}'s step {step}, {forward} all-gathers in forward, then {backward} "
+              "all-gathers and {scatters} reduce-scatters in backward took {busy:.1f} ms of the "
+              "{total:.1f} ms step ({share:.0%}) on rank {rank} (each bar also holds the time a "
+              "rank waited there for a rank that arrived later; this rank had less of it)", **said)
     if o["waited"] is None:
-        return head + tr("; whether compute ran meanwhile was not measured"), \
-            "\n".join(details), "mixed"
-    hidden = o["busy"] - o["waited"]
-    if hidden <= max(0.01 * o["busy"], 5e-5):
-        return head + tr("; compute waited through all of it: none of it ran while compute "
-                         "ran"), "\n".join(details), "mixed"
-    return head + tr("; {hidden:.1f} ms of it ran while compute ran", hidden=hidden * 1e3), \
-        "\n".join(details), "good"
+        return head + tr("; the wait the worker counted was not measured: the bars cannot be "
+                         "checked against it"), details, "mixed"
+    gap = o["busy"] - o["waited"]
+    said = dict(name=name, waited=o["waited"] * 1e3, gap=abs(gap) * 1e3)
+    if abs(gap) <= max(0.01 * o["busy"], 5e-5):
+        return head + tr("; {name}'s collectives block and the worker counts all their time as "
+                         "compute's wait: the bars add up to the {waited:.1f} ms it counted in "
+                         "this step (the meter section 6's wait comes from), a check of the spans "
+                         "against the meter, not a measure of overlap", **said), details, "mixed"
+    if gap > 0:
+        return head + tr("; the worker counted {waited:.1f} ms of it as compute's wait: {gap:.1f} "
+                         "ms of the bars it did not count as waiting", **said), details, "mixed"
+    return head + tr("; the worker counted {waited:.1f} ms of wait, {gap:.1f} ms more than the "
+                     "bars hold: a wait no bar shows", **said), details, "bad"
 
 
 def prefetch_verdict(plain: list[dict], prefetching: list[dict],

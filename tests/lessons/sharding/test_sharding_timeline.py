@@ -1,6 +1,7 @@
 """Lesson 03's timeline verdicts (``verdicts.gather_verdict``, ``verdicts.prefetch_verdict``)
-on synthetic spans: the counts, the share of the step and the overlap are read from the spans
-and the measured wait, and each branch says what its numbers show; nothing is launched."""
+on synthetic spans: the counts and the share of the step are read from the spans, the bars are
+checked against the wait the worker counted, and each branch says what its numbers show; nothing
+is launched."""
 from gpututor.lessons.sharding import verdicts
 
 
@@ -28,28 +29,45 @@ PREFETCH = ["all_gather", "all_gather", "all_gather", "reduce_scatter", "reduce_
             "reduce_scatter"]       # ... the next block gathered before the first gradient
 
 
-def test_blocking_collectives_read_as_compute_waiting_through_them():
+def test_blocking_collectives_are_checked_against_the_wait_the_worker_counted():
     records = [_step(0, ZERO3, waited=8e-3), _step(1, ZERO3, waited=8e-3, shift=1e-4),
                {"rank": 0, "step": 2, "comm_s": 0.0}]   # a step without a timeline: left out
     headline, details, tone = verdicts.gather_verdict(records)
-    assert ("In zero3's step 3, on rank 0" in headline and "2 all-gathers in forward, then 3 "
-            "all-gathers and 3 reduce-scatters in backward took 8.0 ms of the 32.0 ms step "
-            "(25%)" in headline and "none of it ran while compute ran" in headline)
+    assert ("In zero3's step 3, 2 all-gathers in forward, then 3 all-gathers and 3 "
+            "reduce-scatters in backward took 8.0 ms of the 32.0 ms step (25%) on rank 0"
+            in headline and "this rank had less of it" in headline)
+    assert ("zero3's collectives block" in headline and "the bars add up to the 8.0 ms it "
+            "counted in this step" in headline and "not a measure of overlap" in headline)
     assert tone == "mixed"
-    assert "reduce_scatter of 1.00 MB in backward: 15.0 to 16.0 ms" in details
-    assert "rank 1: collectives 8.0 ms of a 32.0 ms step; compute waited 8.0 ms" in details
+    assert ("rank 1: collectives 8.0 ms of a 32.0 ms step (all-gathers in forward 2.0 ms, in "
+            "backward 3.0 ms, reduce-scatters 3.0 ms); compute's wait counted: 8.0 ms" in details)
+    assert len(details.splitlines()) == 2      # per-rank totals only: the figure shows each bar
 
 
-def test_collectives_under_compute_are_the_time_compute_did_not_wait():
+def test_the_headline_reads_the_rank_that_waited_less_in_collectives():
+    slow = _step(0, ZERO3, waited=9e-3)
+    slow["timeline"][1]["end"] += 1e-3         # rank 0 waited 1 ms more in its first all-gather
+    headline, details, _ = verdicts.gather_verdict([slow, _step(1, ZERO3, waited=8e-3)])
+    assert "on rank 1" in headline and "took 8.0 ms" in headline
+    assert "rank 0: collectives 9.0 ms" in details and "in forward 3.0 ms" in details
+
+
+def test_bars_longer_than_the_counted_wait_are_said_so_not_called_overlap():
     headline, _, tone = verdicts.gather_verdict([_step(0, ZERO3, waited=3e-3)], name="fsdp")
-    assert "In fsdp's step 3" in headline and "5.0 ms of it ran while compute ran" in headline
-    assert tone == "good"
+    assert "In fsdp's step 3" in headline and ("counted 3.0 ms of it as compute's wait: 5.0 ms "
+                                               "of the bars it did not count") in headline
+    assert "overlap" not in headline and "block" not in headline and tone == "mixed"
+
+
+def test_a_counted_wait_no_bar_shows():
+    headline, _, tone = verdicts.gather_verdict([_step(0, ZERO3, waited=10e-3)])
+    assert "2.0 ms more than the bars hold" in headline and tone == "bad"
 
 
 def test_an_unmeasured_wait_is_said_so_never_zero():
     headline, details, tone = verdicts.gather_verdict([_step(0, ZERO3, waited=None)])
-    assert "whether compute ran meanwhile was not measured" in headline and tone == "mixed"
-    assert "compute waited not measured ms" in details
+    assert "the wait the worker counted was not measured" in headline and tone == "mixed"
+    assert "compute's wait counted: not measured" in details and "measured ms" not in details
 
 
 def test_a_wrong_reading_counting_every_collective_in_forward_is_not_what_it_says():
