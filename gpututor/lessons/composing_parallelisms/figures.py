@@ -1,5 +1,6 @@
 """Lesson 09's figures: the rank grid drawn as groups, measured memory per rank per layout, and
-the planner's predictions beside the measured peaks."""
+the planner's predictions beside the measured peaks. Also the ddp+tp step's timeline, its
+all-reduces named by kind."""
 from __future__ import annotations
 
 import plotly.graph_objects as go
@@ -9,8 +10,10 @@ from ...i18n import tr
 from ...measure.memory import CATEGORIES
 from ...parallel.mesh import RankGrid
 from ...plan.layouts import HEADROOM
-from ...ui.style import TEMPLATE
+from ...ui import step_timeline as timelines   # the module: its function here would pass for ours
+from ...ui.style import SERIES, TEMPLATE
 from ...formulas import MB
+from .timeline import ALL_REDUCE_NAMES, labelled_records
 
 GRID_LAYOUT = dict(template=TEMPLATE, margin=dict(l=60, r=20, t=70, b=50))   # no fixed height
 
@@ -81,4 +84,15 @@ def prediction_figure(rows: list[dict], measured: dict[str, dict | None],
     fig.update_layout(barmode="group", yaxis_title=tr("MB per rank"), height=420,
                       title=tr("The planner's prediction per layout, and the measured peak"),
                       legend=dict(orientation="h", y=-0.3), **GRID_LAYOUT)
+    return fig
+
+
+def composed_timeline_figure(records: list[dict], step: int) -> go.Figure:
+    """Section 5's ``ddp+tp`` run, ``step`` on every rank on one clock (``step_timeline``), its
+    all-reduces named and coloured by kind, data parallel's or tensor parallel's, as
+    :func:`.timeline.composed_timeline_verdict` tells them apart."""
+    fig = timelines.step_timeline(labelled_records(records, step), steps=[step],
+                        title=tr("ddp+tp, step {step}, on one clock", step=step))
+    for kind, colour in (("dp", SERIES[4]), ("tp", SERIES[3])):
+        fig.update_traces(marker_color=colour, selector=dict(name=tr(ALL_REDUCE_NAMES[kind])))
     return fig
