@@ -108,6 +108,80 @@ def handoff_verdict(forward_s: float, handoff: Optional[float], words: str) -> t
         "mixed"
 
 
+
+HANDOFF_SPANS = ("send_recv", "send_wait")   # a stage's hand-offs on the general timeline
+PASSES = ("forward", "backward")
+
+
+def _stood_still(spans: list[dict]) -> dict:
+    """One rank's step from its spans (``RunSpec(timeline=True)``): its hand-offs (the sends
+    and receives posted together and the wait for them, and any end-of-step wait for posted
+    sends), their bytes and time, its passes' time, and the step from first to last span."""
+    took = lambda s: s["end"] - s["start"]   # noqa: E731
+    hands = [s for s in spans if s["kind"] == "collective" and s["name"] in HANDOFF_SPANS]
+    passes = [s for s in spans if s["kind"] == "compute" and s["name"] in PASSES]
+    phase = lambda name: sum(took(s) for s in spans if s["kind"] == "compute" and s["name"] == name)
+    return {"start": min(s["start"] for s in spans), "end": max(s["end"] for s in spans),
+            "n": len(hands), "waits": sum(s["name"] == "send_wait" for s in hands),
+            "bytes": sum(s["bytes"] or 0 for s in hands), "time": sum(map(took, hands)),
+            "sizes": {s["bytes"]: [took(t) for t in hands if t["bytes"] == s["bytes"]]
+                      for s in hands},
+            "passes": sum(map(took, passes)), "sync": phase("sync"),
+            "optimizer": phase("optimizer"), "covered": _covered(spans)}
+
+
+def _covered(spans: list[dict]) -> float:
+    """Seconds that at least one of ``spans`` covers (spans inside others count once)."""
+    total, reach = 0.0, float("-inf")
+    for s in sorted(spans, key=lambda s: s["start"]):
+        total += max(0.0, s["end"] - max(s["start"], reach))
+        reach = max(reach, s["end"])
+    return total
+
+
+def handoffs_verdict(records: list[dict], step: int) -> tuple[str, str, str]:
+    """Step ``step`` of a ``pp`` run with ``RunSpec(timeline=True)``, per rank: how many
+    hand-offs, the bytes sent and received in them, their time and its share of the rank's step
+    (first to last span). A hand-off's time is the transfer and the wait for the neighbour
+    together (``PointToPoint.exchange`` waits for all of it, the stage computes nothing
+    meanwhile): the spans do not tell the two apart, so it is never called transfer time."""
+    ranks = {r["rank"]: _stood_still(r["timeline"]) for r in records
+             if r["step"] == step and r.get("timeline")}
+    if not ranks:
+        return tr("Step {step} recorded no timeline (RunSpec(timeline=True))", step=step), "", \
+            "mixed"
+    if not any(o["n"] for o in ranks.values()):
+        return tr("In step {step} no rank recorded a hand-off (a pp-torch run's are not "
+                  "metered)", step=step), "", "mixed"
+    each = tr("; ").join(
+        tr("rank {rank} in {n} hand-offs ({mb:.2f} MB sent and received) for {ms:.1f} ms, "
+           "{share:.0%} of its step", rank=rank, n=o["n"], mb=o["bytes"] / 1e6, ms=o["time"] * 1e3,
+           share=o["time"] / (o["end"] - o["start"])) for rank, o in sorted(ranks.items()))
+    size = max((b for o in ranks.values() for b in o["sizes"]),
+               key=lambda b: sum(len(o["sizes"].get(b, ())) for o in ranks.values()))
+    same = [t for o in ranks.values() for t in o["sizes"].get(size, ())]
+    said = tr("In step {step} the stages stood still: {each}. That time is the transfer and the "
+              "wait for the neighbour together, which the spans do not tell apart", step=step,
+              each=each)
+    if len(same) > 1:
+        said += tr(": the {n} hand-offs of {mb:.2f} MB each took from {low:.1f} to {high:.1f} ms",
+                   n=len(same), mb=size / 1e6, low=min(same) * 1e3, high=max(same) * 1e3)
+    details = [tr("rank {rank}: step {step_ms:.1f} ms; forwards and backwards {passes:.1f} ms, "
+                  "hand-offs {handoffs:.1f} ms{waits}, sync {sync:.1f} ms, optimizer step "
+                  "{optimizer:.1f} ms; in no span {rest:.1f} ms", rank=rank,
+                  step_ms=(o["end"] - o["start"]) * 1e3, passes=o["passes"] * 1e3,
+                  handoffs=o["time"] * 1e3, waits=ntr(
+                      " (incl. {n} end-of-step wait for posted sends)",
+                      " (incl. {n} end-of-step waits for posted sends)", o["waits"])
+                  if o["waits"] else "",
+                  sync=o["sync"] * 1e3, optimizer=o["optimizer"] * 1e3,
+                  rest=(o["end"] - o["start"] - o["covered"]) * 1e3)
+               for rank, o in sorted(ranks.items())]
+    details.append(tr("A hand-off's bytes are what its sends and receives carried. The sync "
+                      "phase holds the step's gradient all-reduces (in this lesson's pp runs, the "
+                      "tied embedding's, between the first and the last stage), not hand-offs."))
+    return said, "\n".join(details), "mixed"
+
 # ---- section 6: activation memory and the parts of the bubble ----------------------------------------
 
 def activation_rows(gpipe: dict, one_f_one_b: dict) -> list[list[str]]:
