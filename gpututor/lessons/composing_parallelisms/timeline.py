@@ -50,7 +50,7 @@ def split_collectives(record: dict) -> dict | None:
     free = [s for s in spans if s["kind"] == "collective"]
     dp, unmatched = [], []
     for bucket in buckets:
-        launched = last_grad - bucket["before_last_grad_s"]
+        launched = last_grad + bucket["launch_s"]
         match = min(free, key=lambda s: abs(s["start"] - launched), default=None)
         if match is None or abs(match["start"] - launched) > MATCH_S:
             unmatched.append((bucket["bytes"], launched))
@@ -119,7 +119,9 @@ def composed_timeline_verdict(records: list[dict], step: int | None = None,
                               run: dict | None = None, cores: int | None = None) -> Verdict:
     """``step`` (default: the last with a timeline) of a ``ddp+tp`` run, every rank on one clock
     (ms from the first span of any rank, as the figure draws it). The headline reads the rank
-    whose backward ended last; the details give every rank, after how ``run``'s ranks ran on
+    with the least time in tensor-parallel all-reduces (each bar also holds its rank's wait for a
+    later partner, and, where ranks share cores, for a core: this rank had the least of it; which
+    rank arrives first changes from one all-reduce to the next); the details give every rank, after how ``run``'s ranks ran on
     ``cores`` (:func:`.results.ran_on`). Tone: "good" when compute stood still (tensor
     parallel's all-reduces plus the wait for DDP) under :data:`CALM` of the step, else "mixed";
     "mixed" whenever ranks share cores."""
@@ -151,18 +153,20 @@ def composed_timeline_verdict(records: list[dict], step: int | None = None,
         "ms from the start of the figure. Data parallel's all-reduces are the buckets DDP listed "
         "that step, matched by launch time; in this lesson's ddp+tp run every other one is "
         "tensor parallel's. A bar includes the time the collective waited for the other ranks "
-        "of its group. The two ranks of a tensor-parallel pair can end backward nearly "
-        "together: then the headline's rank is a near-tie with its partner. The verdict is "
+        "of its group (and, where ranks share cores, for a core); which rank arrives first "
+        "changes from one all-reduce to the next, so the headline reads the rank with the least "
+        "time in tensor-parallel all-reduces: the least of that waiting. The verdict is "
         "green when compute stood still (tensor parallel's all-reduces plus the wait for DDP) "
         "for less than {calm:.0%} of the step, amber otherwise, and amber wherever ranks share "
         "cores. One step of one run: rerun and it moves.", calm=CALM))
-    late = max(ranks, key=lambda r: ranks[r]["backward"][1])
+    late = min(ranks, key=lambda r: ranks[r]["tp"]["busy"])   # the least waiting in its bars
     o = ranks[late]
     length = o["end"] - o["start"]
     share = (o["tp"]["busy"] + o["dp"]["waited"]) / length if length > 0 else 0.0
     headline = tr(
-        "In step {step}, on rank {rank}, whose backward ended last, so its partners were already "
-        "waiting (its bars are the closest to the transfer): {tp_n} tensor-parallel all-reduces "
+        "In step {step}, on rank {rank}, the rank with the least time in tensor-parallel "
+        "all-reduces (each bar also holds waiting for a later rank; this rank had the least of "
+        "it): {tp_n} tensor-parallel all-reduces "
         "({tp_mb:.2f} MB of messages), whose results compute needed before it could go on, took "
         "{tp_ms:.1f} ms of its {step_ms:.1f} ms step; {dp_n} data-parallel all-reduces of the "
         "gradients ({dp_mb:.2f} MB of messages) took {dp_ms:.1f} ms, {under:.1f} ms of it while "

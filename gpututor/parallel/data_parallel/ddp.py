@@ -255,9 +255,13 @@ def _watch_last_gradient(ddp: DDP, ctx, hook_state: _HookState) -> None:
             if getattr(ctx, "timeline", None) is not None:   # backward's tail: no compute left
                 ctx.timeline.add("compute", WAIT_SPAN, state["last_grad"], end)
             if hook_state.launched:   # this step's buckets, as DDP made them (see the top)
+                # before_last_grad_s: 0 for a bucket launched at or after the last gradient;
+                # launch_s: its launch mark, signed, from the last gradient's (the start of its
+                # bar on the timeline: DDP launches the last bucket a little after that gradient)
                 ctx.extra["ddp_buckets"] = [
                     {"index": index, "bytes": nbytes,
-                     "before_last_grad_s": max(0.0, state["last_grad"].seconds_since(start))}
+                     "before_last_grad_s": max(0.0, state["last_grad"].seconds_since(start)),
+                     "launch_s": start.seconds_since(state["last_grad"])}
                     for index, nbytes, start in hook_state.launched]
             state["last_grad"] = None
         hook_state.launched.clear()
