@@ -12,6 +12,7 @@ import pytest
 from gpututor import RunSpec, launch
 from gpututor.measure.timeline import chrome_trace
 from gpututor.parallel import small_layout
+from gpututor.parallel.pipeline.timeline import BUBBLE_GATHER
 
 SMALL = dict(steps=3, batch_size=8, seq_len=16, device="cpu", timeline=True, warmup_steps=1)
 # one strategy of each kind of communication: buckets (ours, torch's), sharded, tensor,
@@ -112,6 +113,8 @@ def test_every_strategy_records_ordered_nested_spans(strategy):
         assert handoffs and all(s["bytes"] > 0 and s["group"] == 2 for s in handoffs)
         assert all(s["end"] >= s["start"] for s in handoffs)
         assert sum(s["end"] - s["start"] for s in handoffs) > 0
+        # the bubble measurement's gather (the last stage's wait for the drain) is drawn too
+        assert all(any(s["name"] == BUBBLE_GATHER for s in r["timeline"]) for r in timed)
 
 
 def test_a_run_without_timeline_records_none():
@@ -170,3 +173,18 @@ def test_ddp_marks_backwards_tail_spent_waiting_on_its_last_bucket():
                                                  for r in finals for s in r["timeline"])
     latest = max(finals, key=lambda r: _phase(r, "backward")["end"])["rank"]
     assert f"on rank {latest}, whose backward ended last" in headline     # the nearest to link time
+
+
+def test_a_pipelines_hand_off_bytes_are_counted_once_whether_sends_wait_or_are_posted():
+    """With sends="post" an exchange does not wait for its sends: they are on the step-end
+    send_wait span, not also on the exchange's send_recv span."""
+    def handoff_bytes(records):
+        last = max(r["step"] for r in _steps(records))
+        return {r["rank"]: sum(s["bytes"] for s in r["timeline"]
+                               if s["name"] in ("send_recv", "send_wait"))
+                for r in _steps(records) if r["step"] == last}
+
+    waited = handoff_bytes(_run("pp"))
+    posted_records = _run("pp", options=(("sends", "post"),))
+    assert any(s["name"] == "send_wait" for r in _steps(posted_records) for s in r["timeline"])
+    assert handoff_bytes(posted_records) == waited

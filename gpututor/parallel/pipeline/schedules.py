@@ -108,9 +108,11 @@ class PointToPoint:
         seconds = time.perf_counter() - start
         self.ctx.comm.busy_s += seconds
         self.ctx.comm.exposed_s += seconds
-        if self.ctx.comm.timeline is not None:   # the hand-off and the wait for it, one span
+        if self.ctx.comm.timeline is not None:   # the hand-off and the wait for it, one span,
+            #   with the bytes it waited for (posted sends: their wait_posted span's)
+            waited_for = [op for op in ops if not (apart and op.op is dist.isend)]
             self.ctx.comm.timeline.add_ending_now(
-                "collective", "send_recv", seconds, sum(op.tensor.nbytes for op in ops), 2)
+                "collective", "send_recv", seconds, sum(op.tensor.nbytes for op in waited_for), 2)
 
     def wait_posted(self) -> None:
         """Send what is queued, then wait for every send posted without waiting (the end of a

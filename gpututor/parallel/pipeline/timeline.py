@@ -85,17 +85,28 @@ class StageTimeline:
         mine = torch.tensor([first, last, busy], dtype=torch.float64, device=self.ctx.device)
         pp = dim_group(self.ctx, "pp")    # the stages of this rank's pipeline
         spans = [torch.empty_like(mine) for _ in range(pp.size)]
+        synchronize(self.ctx.device)
+        start = time.perf_counter()
         dist.all_gather(spans, mine, group=pp.group)
+        synchronize(self.ctx.device)
+        if self.ctx.comm.timeline is not None:   # on the timeline only (24 bytes, not metered):
+            # its length is this stage's wait for the last one to finish its passes (the drain)
+            self.ctx.comm.timeline.add_ending_now("collective", BUBBLE_GATHER,
+                                                  time.perf_counter() - start, mine.nbytes,
+                                                  pp.size)
         spans = [tuple(s.tolist()) for s in spans]
         bubble = measured_bubble_fraction(spans)
         origin = min(first for first, _, _ in spans)   # the step's first compute, any stage
         self.ctx.extra["bubble_fraction"] = bubble
         self.ctx.extra["stage_events"] = [[k, m, s - origin, e - origin]
-                                      for k, m, s, e, _ in self.events]
+                                          for k, m, s, e, _ in self.events]
         # which (virtual) stage ran each event: with several model chunks per rank, a rank's
         # events belong to different stages
         self.ctx.extra["stage_event_stages"] = [st for *_, st in self.events]
         return bubble
+
+
+BUBBLE_GATHER = "all_gather (bubble measure)"   # the timeline's name for finish()'s gather
 
 
 def one_clock(ctx) -> bool:
