@@ -278,22 +278,26 @@ def gather_verdict(records: list[dict], name: str = "zero3") -> Verdict:
     head = tr("In {name}'s step {step}, {forward} all-gathers in forward, then {backward} "
               "all-gathers and {scatters} reduce-scatters in backward took {busy:.1f} ms of the "
               "{total:.1f} ms step ({share:.0%}) on rank {rank} (each bar also holds the time a "
-              "rank waited there for a rank that arrived later; this rank had less of it)", **said)
+              "rank waited there for a rank that arrived later, and, where ranks share cores, for "
+              "a core; this rank had less of it)", **said)
     if o["waited"] is None:
         return head + tr("; the wait the worker counted was not measured: the bars cannot be "
                          "checked against it"), details, "mixed"
     gap = o["busy"] - o["waited"]
     said = dict(name=name, waited=o["waited"] * 1e3, gap=abs(gap) * 1e3)
     if abs(gap) <= max(0.01 * o["busy"], 5e-5):
-        return head + tr("; {name}'s collectives block and the worker counts all their time as "
-                         "compute's wait: the bars add up to the {waited:.1f} ms it counted in "
-                         "this step (the meter section 6's wait comes from), a check of the spans "
-                         "against the meter, not a measure of overlap", **said), details, "mixed"
-    if gap > 0:
-        return head + tr("; the worker counted {waited:.1f} ms of it as compute's wait: {gap:.1f} "
-                         "ms of the bars it did not count as waiting", **said), details, "mixed"
+        return head + tr("; {name}'s collectives block, and each one's seconds are written both "
+                         "to its bar and to compute's wait: the bars add up to the {waited:.1f} "
+                         "ms the worker counted in this step (the meter section 6's wait comes "
+                         "from) by construction, a check of the recording, not a measure of "
+                         "overlap", **said), details, "mixed"
+    if gap > 0:   # each collective's seconds go to both: any gap is a fault in the measuring
+        return head + tr("; the bars hold {gap:.1f} ms more than the {waited:.1f} ms wait the "
+                         "worker counted: with blocking collectives, whose seconds go to both, a "
+                         "fault in the measuring", **said), details, "bad"
     return head + tr("; the worker counted {waited:.1f} ms of wait, {gap:.1f} ms more than the "
-                     "bars hold: a wait no bar shows", **said), details, "bad"
+                     "bars hold: with blocking collectives, whose seconds go to both, a fault in "
+                     "the measuring", **said), details, "bad"
 
 
 def prefetch_verdict(plain: list[dict], prefetching: list[dict],
