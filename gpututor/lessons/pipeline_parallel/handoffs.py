@@ -50,12 +50,15 @@ def _covered(spans: list[dict]) -> float:
 
 
 def _what_a_handoff_holds(device: str, ranks: int, cores: int) -> str:
-    """What a hand-off's time holds on ``device``: with more CPU ranks than ``cores``, also the
-    wait for a core."""
-    if torch.device(device).type != "cuda" and ranks > cores:
+    """What a hand-off's time holds on ``device``: on CPU also the wait for a core (the ranks
+    share the ``cores`` when they outnumber them; else other programs may take them)."""
+    if torch.device(device).type == "cuda":
+        return tr("the transfer and the wait for the neighbour together")
+    if ranks > cores:
         return tr("the transfer, waiting for the neighbour and, with ranks sharing cores, "
                   "waiting for a core")
-    return tr("the transfer and the wait for the neighbour together")
+    return tr("the transfer, waiting for the neighbour and, on a busy machine, waiting for a "
+              "core")
 
 
 def handoffs_verdict(records: list[dict], step: int, shortest_s: Optional[float], device: str,
