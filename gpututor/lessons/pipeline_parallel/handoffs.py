@@ -113,7 +113,7 @@ def handoffs_verdict(records: list[dict], step: int, shortest_s: Optional[float]
                   rest=_time(o["end"] - o["start"] - o["covered"]))
                for rank, o in sorted(ranks.items())]
     details.append(tr("A hand-off's bytes are those it waited for: its sends and receives, or "
-                      "with sends=\"post\" its receives only (the posted sends' bytes are on the "
+                      "with sends=\"post\" on gloo its receives only (the posted sends' bytes are on the "
                       "end-of-step send_wait), so no byte is counted twice. all_gather (bubble "
                       "measure) is the stages exchanging their busy times to measure the "
                       "bubble (24 bytes, not a hand-off). The sync phase holds the step's "
