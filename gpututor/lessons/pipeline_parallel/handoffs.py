@@ -11,7 +11,7 @@ from ...parallel.pipeline.timeline import BUBBLE_GATHER
 PASSES = ("forward", "backward")
 
 
-def _time(seconds: float) -> str:
+def span_time(seconds: float) -> str:
     """A span's length as a learner reads it: µs under a millisecond (a GPU's hand-offs take tens
     of µs), else ms with two decimals."""
     us = round(seconds * 1e6)
@@ -32,7 +32,7 @@ def _stood_still(spans: list[dict]) -> dict:
         if s["bytes"]:   # a posted send's exchange waited for no byte: its bytes are send_wait's
             sizes.setdefault(s["bytes"], []).append(took(s))
     return {"start": min(s["start"] for s in spans), "end": max(s["end"] for s in spans),
-            "n": len(hands), "waits": len(waits), "wait_time": sum(map(took, waits)),
+            "n": sum(1 for s in hands if s["bytes"]), "waits": len(waits), "wait_time": sum(map(took, waits)),
             # disjoint: with sends="post" an exchange's span holds only what it waited for
             "bytes": sum(s["bytes"] or 0 for s in hands + waits), "time": sum(map(took, hands)),
             "sizes": sizes, "gather": sum(map(took, named(BUBBLE_GATHER))),
@@ -83,14 +83,14 @@ def handoffs_verdict(records: list[dict], step: int, shortest_s: Optional[float]
            "last, {step_time})", rank=rank, handoffs=ntr("{n} hand-off", "{n} hand-offs", o["n"]),
            waits=ntr(" and {n} end-of-step wait for posted sends",
                      " and {n} end-of-step waits for posted sends", o["waits"]) if o["waits"] else "",
-           mb=o["bytes"] / 1e6, time=_time(o["time"] + o["wait_time"]), gather=_time(o["gather"]),
+           mb=o["bytes"] / 1e6, time=span_time(o["time"] + o["wait_time"]), gather=span_time(o["gather"]),
            share=(o["time"] + o["wait_time"] + o["gather"]) / (o["end"] - o["start"]),
-           step_time=_time(o["end"] - o["start"])) for rank, o in sorted(ranks.items()))
+           step_time=span_time(o["end"] - o["start"])) for rank, o in sorted(ranks.items()))
     said = tr("In step {step} the stages stood still: {each}. A hand-off's time is {holds}, "
               "which the spans do not tell apart", step=step, each=each,
               holds=_what_a_handoff_holds(device, len(ranks), cores))
     said += tr("; the shortest hand-off above ({shortest}) bounds the transfer",
-               shortest=_time(shortest_s)) if shortest_s is not None else \
+               shortest=span_time(shortest_s)) if shortest_s is not None else \
         tr("; no hand-off was timed above to bound the transfer")
     sizes = {b for o in ranks.values() for b in o["sizes"]}
     size = max(sizes, key=lambda b: sum(len(o["sizes"].get(b, ())) for o in ranks.values()),
@@ -98,19 +98,19 @@ def handoffs_verdict(records: list[dict], step: int, shortest_s: Optional[float]
     same = [t for o in ranks.values() for t in o["sizes"].get(size, ())]
     if len(same) > 1:
         said += tr("; the {n} hand-offs of {mb:.2f} MB each took from {low} to {high}",
-                   n=len(same), mb=size / 1e6, low=_time(min(same)), high=_time(max(same)))
+                   n=len(same), mb=size / 1e6, low=span_time(min(same)), high=span_time(max(same)))
     if len(ranks) > 1:
         said += tr(". On rank {rank}, the last stage, all_gather (bubble measure) is the wait for "
                    "the drain: it ends when stage 0's last backward does", rank=max(ranks))
     details = [tr("rank {rank}: step {step_time} (first span to last); forwards and backwards "
                   "{passes}, hand-offs {handoffs}{waits}, all_gather (bubble measure) "
                   "{gather}, sync {sync}, optimizer step {optimizer}; in no span {rest}",
-                  rank=rank, step_time=_time(o["end"] - o["start"]), passes=_time(o["passes"]),
-                  handoffs=_time(o["time"]), waits=tr(", end-of-step waits for posted sends "
-                                                      "{time}", time=_time(o["wait_time"]))
-                  if o["waits"] else "", gather=_time(o["gather"]), sync=_time(o["sync"]),
-                  optimizer=_time(o["optimizer"]),
-                  rest=_time(o["end"] - o["start"] - o["covered"]))
+                  rank=rank, step_time=span_time(o["end"] - o["start"]), passes=span_time(o["passes"]),
+                  handoffs=span_time(o["time"]), waits=tr(", end-of-step waits for posted sends "
+                                                      "{time}", time=span_time(o["wait_time"]))
+                  if o["waits"] else "", gather=span_time(o["gather"]), sync=span_time(o["sync"]),
+                  optimizer=span_time(o["optimizer"]),
+                  rest=span_time(o["end"] - o["start"] - o["covered"]))
                for rank, o in sorted(ranks.items())]
     details.append(tr("A hand-off's bytes are those it waited for: its sends and receives, or "
                       "with sends=\"post\" on gloo its receives only (the posted sends' bytes are on the "

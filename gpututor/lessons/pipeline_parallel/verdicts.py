@@ -12,6 +12,7 @@ from typing import Optional
 from ...formulas import theoretical_bubble_fraction
 from ...i18n import not_measured, ntr, tr
 from .bubble import sends_sentence
+from .handoffs import span_time
 
 # two bubble fractions closer than this read as "the same" where no run's own spread is known
 BUBBLE_BAND = 0.01
@@ -98,13 +99,13 @@ def handoff_verdict(forward_s: float, handoff: Optional[float], words: str) -> t
     if handoff is None:
         return tr("On stage 0 a micro-batch's forward took {forward:.1f} ms; no hand-off was "
                   "timed", forward=forward_s * 1e3), words, "mixed"
-    values = dict(forward=forward_s * 1e3, handoff=handoff * 1e3, share=handoff / forward_s)
+    values = dict(forward=forward_s * 1e3, handoff=span_time(handoff), share=handoff / forward_s)
     if handoff < 0.1 * forward_s:
         return tr("On stage 0 a micro-batch's forward took {forward:.1f} ms and the shortest "
-                  "hand-off to stage 1 {handoff:.2f} ms: small beside a forward ({share:.0%})",
+                  "hand-off to stage 1 {handoff}: small beside a forward ({share:.0%})",
                   **values), words, "mixed"
     return tr("On stage 0 a micro-batch's forward took {forward:.1f} ms and even the shortest "
-              "hand-off to stage 1 {handoff:.2f} ms, {share:.0%} of a forward", **values), words, \
+              "hand-off to stage 1 {handoff}, {share:.0%} of a forward", **values), words, \
         "mixed"
 
 

@@ -50,7 +50,8 @@ def test_the_sweep_verdict(measured, words, tone):
 
 
 @pytest.mark.parametrize("handoff,words", [
-    (0.24e-3, "the shortest hand-off to stage 1 0.24 ms: small beside a forward (2%)"),
+    (0.24e-3, "the shortest hand-off to stage 1 240 µs: small beside a forward (2%)"),
+    (24e-6, "the shortest hand-off to stage 1 24 µs: small beside a forward (0%)"),   # a GPU's
     (4.0e-3, "even the shortest hand-off to stage 1 4.00 ms, 41% of a forward"),
     (None, "no hand-off was timed"),
 ])
