@@ -16,6 +16,7 @@ import torch
 
 from ...formulas import MB
 from ...i18n import language, not_measured, tr
+from ..common.devices import shares_cores
 
 # a relative loss difference from one process below this reads as rounding: the same numbers,
 # summed in another order (fp32 gives about 1e-7 to 1e-6 over this lesson's few steps)
@@ -256,17 +257,12 @@ def rank_table(grid, run: dict) -> tuple[list, list]:
              for r in range(grid.world_size)])
 
 
-def shares_cores(run: dict, cores: int) -> bool:
-    """Whether ``run``'s ranks were CPU processes outnumbering the usable CPU ``cores``."""
-    return torch.device(run["device"]).type != "cuda" and run["world_size"] > cores
-
-
 def ran_on(run: dict, cores: int) -> str:
     """What ``run``'s ranks ran on, from its recorded device (and the usable CPU ``cores``)."""
     n = run["world_size"]
     if torch.device(run["device"]).type == "cuda":
         return tr("The {n} ranks ran on one GPU each.", n=n)
-    if shares_cores(run, cores):
+    if shares_cores(run["device"], n, cores):
         return tr("The {n} ranks were {n} CPU processes sharing this machine's {cores} cores: "
                   "the run's times measure that sharing.", n=n, cores=cores)
     return tr("The {n} ranks were {n} CPU processes on this machine.", n=n)

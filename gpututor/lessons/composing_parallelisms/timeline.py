@@ -20,7 +20,8 @@ from statistics import median
 from ...formulas import MB
 from ...i18n import tr
 from ...parallel.data_parallel.ddp import WAIT_SPAN
-from .results import ran_on, shares_cores
+from ..common.devices import shares_cores
+from .results import ran_on
 
 Verdict = tuple[str, str, str]
 MATCH_S = 1e-3   # the two marks agree to about a microsecond; this leaves room for rounding only
@@ -142,7 +143,7 @@ def composed_timeline_verdict(records: list[dict], step: int | None = None,
                    "matched no all-reduce (none started within {tol:.0f} ms of it): the two kinds "
                    "of all-reduce cannot be told apart in this step", step=step, rank=rank,
                    nbytes=nbytes, t=ms(launched), tol=MATCH_S * 1e3), "", "mixed")
-    shared = run is not None and cores is not None and shares_cores(run, cores)
+    shared = run is not None and cores is not None and shares_cores(run["device"], run["world_size"], cores)
     details = [ran_on(run, cores)] if run is not None and cores is not None else []
     for rank, o in sorted(ranks.items()):
         details.append(tr("rank {rank}: step {a} to {b} ms, backward {c} to {d} ms", rank=rank,

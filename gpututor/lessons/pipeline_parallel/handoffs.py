@@ -7,6 +7,7 @@ import torch
 
 from ...i18n import ntr, tr
 from ...parallel.pipeline.timeline import BUBBLE_GATHER
+from ..common.devices import shares_cores
 
 PASSES = ("forward", "backward")
 
@@ -54,7 +55,7 @@ def _what_a_handoff_holds(device: str, ranks: int, cores: int) -> str:
     share the ``cores`` when they outnumber them; else other programs may take them)."""
     if torch.device(device).type == "cuda":
         return tr("the transfer and the wait for the neighbour together")
-    if ranks > cores:
+    if shares_cores(device, ranks, cores):
         return tr("the transfer, waiting for the neighbour and, with ranks sharing cores, "
                   "waiting for a core")
     return tr("the transfer, waiting for the neighbour and, on a busy machine, waiting for a "
