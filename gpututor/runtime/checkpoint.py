@@ -250,16 +250,26 @@ class Checkpointer:
                  "bytes": figures["bytes"]}]
 
     def settle(self, seconds: float) -> None:
-        """A rank is failing: give an asynchronous save in flight up to ``seconds`` to finish,
-        so that its files are whole and a restart resumes from it (the ranks are stopped as soon
-        as one reports its failure). Never raises: the rank's own failure is what it reports."""
+        """A rank is failing: give an asynchronous save in flight up to ``seconds`` to finish
+        and be committed, so that its files are whole and a restart resumes from it (the ranks
+        are stopped as soon as one reports its failure). Rank 0 commits in its writer thread
+        after every rank's part is written, so another rank waits until the committed folder
+        is there, not only for its own part. Never raises: the rank's own failure is what it
+        reports."""
         if self.pending is None:
             return
-        future, self.pending = self.pending[0], None
+        (future, figures, _, ended), self.pending = self.pending, None
+        deadline = time.monotonic() + seconds
         try:
             future.result(timeout=seconds)
         except BaseException:  # noqa: BLE001 - the save's own failure, or still running
-            pass
+            return
+        ended.wait(max(0.0, deadline - time.monotonic()))   # this rank's callback (rank 0: commit)
+        folder = str(self.folder(figures["step"]))
+        while "error" not in figures and time.monotonic() < deadline:
+            if latest(self.spec.checkpoint_dir, run=self.run) == folder:
+                return
+            time.sleep(0.02)
 
     def finished(self) -> list:
         """The figures of an asynchronous save that has finished by now (else [])."""

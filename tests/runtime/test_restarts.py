@@ -301,3 +301,54 @@ def test_an_async_save_in_flight_when_a_rank_raises_is_finished_before_the_rank_
         launch(spec).wait()
     assert latest(tmp_path) == str(tmp_path / "step2")
     assert not wait_no_ranks()
+
+
+def _pending_save(tmp_path, rank: int):
+    """A Checkpointer on ``rank`` whose asynchronous save of step 1 (``step2``) has finished
+    its own part: what a failing rank holds when it settles."""
+    import threading
+    from concurrent.futures import Future
+    from types import SimpleNamespace
+
+    from gpututor.runtime.checkpoint import Checkpointer
+    saver = object.__new__(Checkpointer)
+    saver.spec, saver.run, saver.rank = SimpleNamespace(checkpoint_dir=str(tmp_path)), "r1", rank
+    future, ended = Future(), threading.Event()
+    future.set_result(None)
+    ended.set()
+    saver.pending = (future, {"step": 1}, tmp_path / ".step2.tmp-r1", ended)
+    return saver
+
+
+def _commit_later(tmp_path, seconds: float):
+    """Rank 0's commit, ``seconds`` from now: the folder appears whole, with its owner."""
+    import threading
+    staging = tmp_path / ".step2.tmp-r1"
+    staging.mkdir()
+    (staging / "gpututor.json").write_text(json.dumps({"run": "r1", "step": 1}))
+    (staging / ".metadata").write_bytes(b"x")
+    timer = threading.Timer(seconds, lambda: staging.rename(tmp_path / "step2"))
+    timer.start()
+    return timer
+
+
+def test_a_settling_rank_waits_for_rank_0s_commit_not_only_its_own_part(tmp_path):
+    """The CI failure of stop 54: rank 1's part of the save was done, rank 0 had not yet
+    renamed the folder into place, and rank 1 reported (so rank 0 was stopped) before it did.
+    settle now returns once the committed folder is there, and not before."""
+    saver = _pending_save(tmp_path, rank=1)
+    _commit_later(tmp_path, 0.5)
+    began = time.monotonic()
+    saver.settle(10.0)
+    assert latest(tmp_path) == str(tmp_path / "step2")
+    assert time.monotonic() - began < 9.0     # it returned on the commit, not at the deadline
+
+
+def test_settling_ends_at_its_deadline_when_rank_0_never_commits(tmp_path):
+    saver = _pending_save(tmp_path, rank=1)
+    timer = _commit_later(tmp_path, 60.0)
+    began = time.monotonic()
+    saver.settle(0.3)
+    timer.cancel()
+    assert 0.3 <= time.monotonic() - began < 5.0
+    assert latest(tmp_path) is None
