@@ -149,6 +149,10 @@ def test_the_contention_ceiling_runs_two_independent_halves_at_once():
     pair = independent_pair(spec)
     assert [s["world_size"] for s in pair["summaries"]] == [1, 1]
     assert [s["batch_size"] for s in pair["summaries"]] == [4, 4]
-    assert pair["tokens_per_s"] == sum(s["tokens_per_s"] for s in pair["summaries"])
+    speeds = [s["tokens_per_s"] for s in pair["summaries"]]
+    if None in speeds:   # on a loaded machine one half can have no steady step while both ran:
+        assert pair["tokens_per_s"] is None   # then the ceiling is "not measured", never a sum
+    else:
+        assert pair["tokens_per_s"] == sum(speeds)
     assert efficiency_against_pair({"tokens_per_s": pair["tokens_per_s"] / 2}, pair) == 0.5
     assert efficiency_against_pair({"tokens_per_s": None}, pair) is None
