@@ -21,6 +21,7 @@ from ...formulas import MB
 from ...i18n import tr
 from ...parallel.data_parallel.ddp import WAIT_SPAN
 from ..common.devices import shares_cores
+from ..common.timelines import last_timed_step
 from .results import ran_on
 
 Verdict = tuple[str, str, str]
@@ -126,11 +127,11 @@ def composed_timeline_verdict(records: list[dict], step: int | None = None,
     ``cores`` (:func:`.results.ran_on`). Tone: "good" when compute stood still (tensor
     parallel's all-reduces plus the wait for DDP) under :data:`CALM` of the step, else "mixed";
     "mixed" whenever ranks share cores."""
-    timed = [r for r in records if r.get("timeline")]
-    if not timed:
+    last = last_timed_step(records, step)
+    if last is None:
         return tr("this run recorded no timeline (RunSpec(timeline=True))"), "", "mixed"
-    step = max(r["step"] for r in timed) if step is None else step
-    ranks = {r["rank"]: rank_summary(r) for r in timed if r["step"] == step}
+    step, timed = last
+    ranks = {r["rank"]: rank_summary(r) for r in timed}
     if not ranks or any(v is None for v in ranks.values()):
         return (tr("step {step} recorded no backward or no data-parallel bucket on some rank: "
                    "this verdict reads a ddp+tp run", step=step), "", "mixed")

@@ -11,6 +11,7 @@ from __future__ import annotations
 from ...catalog import get_link
 from ...i18n import tr
 from ...parallel.data_parallel.ddp import WAIT_SPAN
+from ..common.timelines import last_timed_step
 from .buckets import bucket_steps, describe, late_share
 from .machine import _is_cuda
 
@@ -94,15 +95,15 @@ def timeline_verdict(records: list[dict]) -> Verdict:
     reaches a bucket first shows a longer bar and a longer wait: the headline reads the rank
     whose backward ended last (its bars are the nearest to the link's own time); the details
     give every rank."""
-    timed = [r for r in records if r.get("timeline")]
-    if not timed:
+    last = last_timed_step(records)
+    if last is None:
         return tr("this run recorded no timeline (RunSpec(timeline=True))"), "", "mixed"
-    step = max(r["step"] for r in timed)
-    ranks = {r["rank"]: _rank_overlap(r["timeline"]) for r in timed if r["step"] == step}
+    step, timed = last
+    ranks = {r["rank"]: _rank_overlap(r["timeline"]) for r in timed}
     if not ranks or any(v is None for v in ranks.values()):
         return tr("step {step} recorded no backward or no collective on some rank", step=step), \
             "", "mixed"
-    origin = min(s["start"] for r in timed if r["step"] == step for s in r["timeline"])
+    origin = min(s["start"] for r in timed for s in r["timeline"])
     ms = lambda t: f"{(t - origin) * 1e3:.1f}"   # noqa: E731
     details = []
     for rank, o in sorted(ranks.items()):

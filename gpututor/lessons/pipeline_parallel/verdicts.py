@@ -109,8 +109,6 @@ def handoff_verdict(forward_s: float, handoff: Optional[float], words: str) -> t
         "mixed"
 
 
-
-
 # ---- section 6: activation memory and the parts of the bubble ----------------------------------------
 
 def activation_rows(gpipe: dict, one_f_one_b: dict) -> list[list[str]]:

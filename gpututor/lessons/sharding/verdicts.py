@@ -12,6 +12,7 @@ from ...formulas import MB
 from ...i18n import not_measured, tr
 from ...models import build_model
 from ...parallel.sharding.flat import unit_parameters
+from ..common.timelines import last_timed_step
 from .runs import first_fit, outcome_words
 
 Verdict = tuple[str, str, str]
@@ -223,14 +224,6 @@ def _ahead(backward: list[dict]) -> int:
     return most
 
 
-def _last_step(records: list[dict]) -> tuple[int, list[dict]] | None:
-    timed = [r for r in records if r.get("timeline")]
-    if not timed:
-        return None
-    step = max(r["step"] for r in timed)
-    return step, sorted((r for r in timed if r["step"] == step), key=lambda r: r["rank"])
-
-
 def _sums(o: dict) -> dict:
     """One rank's collective time by kind and phase, in ms: what the details print."""
     ms = lambda keep: sum(c["end"] - c["start"] for c in o["spans"] if keep(c)) * 1e3  # noqa: E731
@@ -249,7 +242,7 @@ def gather_verdict(records: list[dict], name: str = "zero3") -> Verdict:
     holds the time a rank waited there for a rank that arrived later; the headline reads the
     rank with less of it (less time in collectives). The details: each rank's totals by phase
     (the figure shows each collective)."""
-    last = _last_step(records)
+    last = last_timed_step(records)
     if last is None:
         return tr("this run recorded no timeline (RunSpec(timeline=True))"), "", "mixed"
     step, ranks = last
@@ -308,7 +301,7 @@ def prefetch_verdict(plain: list[dict], prefetching: list[dict],
     first, second = names
     ahead = {}
     for name, records in ((first, plain), (second, prefetching)):
-        last = _last_step(records)
+        last = last_timed_step(records)
         read = [] if last is None else [_read_step(r) for r in last[1]]
         if not read or any(o is None for o in read):
             return (tr("{name}'s timeline holds no collectives (no timeline, or its collectives "

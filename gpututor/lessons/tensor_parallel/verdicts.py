@@ -8,6 +8,7 @@ from ...catalog import get_link
 from ...formulas import ring_allreduce_seconds
 from ...i18n import tr
 from ...models import INIT_STD
+from ..common.timelines import last_timed_step
 from . import messages
 
 # an embedding and head below this share of the parameters and of the FLOPs are "small"
@@ -279,11 +280,11 @@ def timeline_verdict(records: list[dict]) -> tuple[str, str, str]:
     blocks (``dist.all_reduce`` without ``async_op``), so the worker counts each bar's whole
     length as waiting: the bars must add up to the rank's ``comm_s``, a consistency check of the
     spans against the meter, not a measure of overlap."""
-    timed = [r for r in records if r.get("timeline")]
-    if not timed:
+    last = last_timed_step(records)
+    if last is None:
         return tr("this run recorded no timeline (RunSpec(timeline=True))"), "", "mixed"
-    step = max(r["step"] for r in timed)
-    ranks = {r["rank"]: _rank_step(r) for r in timed if r["step"] == step}
+    step, timed = last
+    ranks = {r["rank"]: _rank_step(r) for r in timed}
     if not any(o["reduces"] for o in ranks.values()):
         return tr("step {step} recorded no collective on any rank", step=step), "", "mixed"
     origin = min(o["start"] for o in ranks.values())
