@@ -62,10 +62,11 @@ def __getattr__(name: str):
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-def not_measured(value, spec: str, scale: float = 1.0) -> str:
-    """``value / scale`` formatted with ``spec``, or "not measured" (in the current language)
-    where the run left it unmeasured (None): never shown as 0."""
-    return tr("not measured") if value is None else format(value / scale, spec)
+def not_measured(value, spec: str, scale: float = 1.0, unit: str = "") -> str:
+    """``value / scale`` formatted with ``spec`` and followed by ``unit``, or "not measured" (in
+    the current language, with no unit) where the run left it unmeasured (None): never shown
+    as 0."""
+    return tr("not measured") if value is None else format(value / scale, spec) + unit
 
 
 def tr(template: str, **values) -> str:

@@ -9,7 +9,7 @@ unmeasured (``None``) reads "not measured", never 0. The tests feed numbers to e
 from __future__ import annotations
 
 from ...catalog import get_link
-from ...i18n import tr
+from ...i18n import not_measured, tr
 from ...parallel.data_parallel.ddp import WAIT_SPAN
 from ..common.timelines import last_timed_step
 from .buckets import bucket_steps, describe, late_share
@@ -20,7 +20,7 @@ Table = tuple[list[str], list[list[str]]]
 
 
 def _ms(seconds) -> str:
-    return tr("not measured") if seconds is None else f"{seconds * 1e3:.1f}"
+    return not_measured(seconds, ".1f", 1e-3)
 
 
 def _share(part, whole) -> str:

@@ -101,7 +101,7 @@ def comm_lines(rows: list[dict], baseline: str = "ddp") -> list[str]:
     (CUDA leaves the wait of FSDP2's overlapped collectives unmeasured: None) reads "not
     measured", never a number."""
     def ms(seconds):
-        return tr("not measured") if seconds is None else f"{seconds * 1e3:.1f} ms"
+        return not_measured(seconds, ".1f", 1e-3, " ms")
     lines = []
     for r in rows:
         sent = tr("not measured") if r["wire_bytes"] is None else \
@@ -257,8 +257,7 @@ def gather_verdict(records: list[dict], name: str = "zero3") -> Verdict:
                         "(all-gathers in forward {forward:.1f} ms, in backward {backward:.1f} ms, "
                         "reduce-scatters {scatters:.1f} ms); compute's wait counted: {waited}",
                         rank=o["rank"], busy=o["busy"] * 1e3, total=(o["end"] - o["start"]) * 1e3,
-                        waited=tr("not measured") if o["waited"] is None
-                        else f"{o['waited'] * 1e3:.1f} ms", **sums)
+                        waited=not_measured(o["waited"], ".1f", 1e-3, " ms"), **sums)
                      + (tr("; other collectives {other:.1f} ms", other=sums["other"])
                         if sums["other"] > 0.05 else ""))
     details = "\n".join(lines)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from ...catalog import get_link
 from ...formulas import ring_allreduce_seconds
-from ...i18n import tr
+from ...i18n import not_measured, tr
 from ...models import INIT_STD
 from ..common.timelines import last_timed_step
 from . import messages
@@ -297,7 +297,7 @@ def timeline_verdict(records: list[dict]) -> tuple[str, str, str]:
                   fwd_ms=sum(c["end"] - c["start"] for c in o["forward"]) * 1e3,
                   bwd_ms=sum(c["end"] - c["start"] for c in o["backward"]) * 1e3,
                   mb=sum(c["bytes"] or 0 for c in o["reduces"]) / 1e6, total=o["total"] * 1e3,
-                  share=o["total"] / (o["end"] - o["start"]), waited=_ms_or_not(o["waited"]))
+                  share=o["total"] / (o["end"] - o["start"]), waited=not_measured(o["waited"], ".1f", 1e-3, " ms"))
                for rank, o in sorted(ranks.items())]
     details.append(tr("ms from the start of the figure. Each all-reduce here blocks: "
                       "dist.all_reduce without async_op makes the rank (on a GPU, its compute "
@@ -333,7 +333,3 @@ def timeline_verdict(records: list[dict]) -> tuple[str, str, str]:
                                            "counted", rank=r, total=ranks[r]["total"] * 1e3,
                                            waited=ranks[r]["waited"] * 1e3) for r in sorted(off))),
             "\n".join(details), "bad")
-
-
-def _ms_or_not(seconds) -> str:
-    return tr("not measured") if seconds is None else f"{seconds * 1e3:.1f} ms"
