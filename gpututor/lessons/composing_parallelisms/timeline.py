@@ -14,7 +14,6 @@ here launches or draws (:func:`.figures.composed_timeline_figure` draws).
 """
 from __future__ import annotations
 
-import copy
 from statistics import median
 
 from ...formulas import MB
@@ -94,7 +93,7 @@ def labelled_records(records: list[dict], step: int) -> list[dict]:
     for record in records:
         if record.get("step") != step or not record.get("timeline"):
             continue
-        record = copy.deepcopy(record)
+        record = {**record, "timeline": [dict(span) for span in record["timeline"]]}
         kinds = split_collectives(record)
         for kind in ("dp", "tp") if kinds else ():
             for span in kinds[kind]:
